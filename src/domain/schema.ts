@@ -1,5 +1,15 @@
 import { sql } from "drizzle-orm";
-import { index, pgTable, text, timestamp, uuid } from "drizzle-orm/pg-core";
+import {
+  bigint,
+  customType,
+  index,
+  integer,
+  pgTable,
+  text,
+  timestamp,
+  unique,
+  uuid,
+} from "drizzle-orm/pg-core";
 
 const tz = { withTimezone: true, mode: "date" } as const;
 
@@ -34,4 +44,70 @@ export const suppliers = pgTable(
     createdAt: timestamp("created_at", tz).notNull().defaultNow(),
   },
   (t) => [index("suppliers_scope_idx").on(t.scope)],
+);
+
+// Drizzle has no tsvector column; the value is only ever built and read in SQL.
+const tsvector = customType<{ data: string }>({ dataType: () => "tsvector" });
+
+/**
+ * The search index over notes, maintained only by the `corpus.index` subscriber,
+ * so it lags the notes by one fan-out. No foreign key: a deleted note leaves the
+ * index when its `corpus.note.deleted` job runs, not inside the writer's
+ * transaction. `source_event_seq` is the event the row was built for; an older
+ * job arriving late (QStash does not promise order) never overwrites a newer row.
+ */
+export const corpusIndex = pgTable(
+  "corpus_index",
+  {
+    noteId: uuid("note_id").primaryKey(),
+    scope: text("scope"),
+    title: text("title").notNull(),
+    document: tsvector("document").notNull(),
+    sourceEventSeq: bigint("source_event_seq", { mode: "number" }).notNull(),
+    indexedAt: timestamp("indexed_at", tz).notNull().defaultNow(),
+  },
+  (t) => [
+    index("corpus_index_document_idx").using("gin", t.document),
+    index("corpus_index_scope_idx").on(t.scope),
+  ],
+);
+
+/**
+ * One row per mail `notify.mail` sends. QStash delivers at least once, so the
+ * (subscription, event) key is what turns a retried job into a no-op instead of a
+ * second mail.
+ */
+export const mailSends = pgTable(
+  "mail_sends",
+  {
+    id: bigint("id", { mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
+    subscription: text("subscription").notNull(),
+    eventId: uuid("event_id").notNull(),
+    recipient: text("recipient").notNull(),
+    subjectLine: text("subject_line").notNull(),
+    providerMessageId: text("provider_message_id"),
+    createdAt: timestamp("created_at", tz).notNull().defaultNow(),
+    sentAt: timestamp("sent_at", tz),
+  },
+  (t) => [unique("mail_sends_subscription_event_key").on(t.subscription, t.eventId)],
+);
+
+/**
+ * Jobs that exhausted their QStash retries, as reported by the failure callback.
+ * Keyed by QStash message id because the callback itself is delivered at least
+ * once. `event_id` is null when the job body was not one of ours.
+ */
+export const jobFailures = pgTable(
+  "job_failures",
+  {
+    id: bigint("id", { mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
+    messageId: text("message_id").notNull().unique(),
+    subscription: text("subscription").notNull(),
+    eventId: uuid("event_id"),
+    status: integer("status"),
+    body: text("body").notNull(),
+    responseBody: text("response_body"),
+    receivedAt: timestamp("received_at", tz).notNull().defaultNow(),
+  },
+  (t) => [index("job_failures_received_at_idx").on(t.receivedAt)],
 );
