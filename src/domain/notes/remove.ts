@@ -1,0 +1,15 @@
+import { eq } from "drizzle-orm";
+import { corpusNotes } from "../schema.ts";
+import type { Db } from "../db.ts";
+import { eventsHighWater, eventsRecordedSince } from "./recorded-events.ts";
+import { lockNote } from "./lock.ts";
+
+/** Deletes a note; the trigger records `corpus.note.deleted`. */
+export async function deleteNote(db: Db, id: string): Promise<{ id: string; eventIds: string[] }> {
+  return db.transaction(async (tx) => {
+    await lockNote(tx, id);
+    const highWater = await eventsHighWater(tx);
+    await tx.delete(corpusNotes).where(eq(corpusNotes.id, id));
+    return { id, eventIds: await eventsRecordedSince(tx, highWater, [id]) };
+  });
+}
