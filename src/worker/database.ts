@@ -1,0 +1,45 @@
+import type { MiddlewareHandler } from "hono";
+import { Pool, neonConfig } from "@neondatabase/serverless";
+import { drizzle } from "drizzle-orm/neon-serverless";
+import type { Db } from "../domain/db.ts";
+import type { Config, HonoEnv } from "./env.ts";
+import { useLocalWsProxy } from "./neon.ts";
+
+export interface OpenedDatabase {
+  db: Db;
+  close(): Promise<void>;
+}
+
+export type OpenDatabase = (config: Config) => OpenedDatabase;
+
+/**
+ * A Neon WebSocket Pool per request: Workers cannot keep a socket open across
+ * requests, so a pool outliving its request would hand out dead connections.
+ * Creating it is free (it connects on first query); it is ended after the
+ * response, once the request's background work has settled.
+ */
+export const openNeonDatabase: OpenDatabase = (config) => {
+  if (config.NEON_WS_PROXY) useLocalWsProxy(neonConfig, config.NEON_WS_PROXY);
+  const pool = new Pool({ connectionString: config.DATABASE_URL, connectionTimeoutMillis: 10_000 });
+  // A connection that dies while idle emits on the pool; unheard, that would throw.
+  pool.on("error", (error: Error) => console.error("database pool:", error.message));
+  return { db: drizzle({ client: pool }), close: () => pool.end() };
+};
+
+export function database(open: OpenDatabase = openNeonDatabase): MiddlewareHandler<HonoEnv> {
+  return async (c, next) => {
+    const { db, close } = open(c.var.config);
+    const tasks: Promise<unknown>[] = [];
+    c.set("db", db);
+    c.set("background", (task) => {
+      tasks.push(task);
+    });
+    try {
+      await next();
+    } finally {
+      c.executionCtx.waitUntil(
+        Promise.allSettled(tasks).then(() => close().catch((e) => console.error("database close:", e))),
+      );
+    }
+  };
+}

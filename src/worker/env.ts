@@ -1,0 +1,78 @@
+import { z } from "zod";
+import type { Db } from "../domain/db.ts";
+
+/** What wrangler hands the Worker: vars and secrets, all strings, any of them possibly absent. */
+export interface Bindings {
+  DATABASE_URL?: string;
+  QSTASH_URL?: string;
+  QSTASH_TOKEN?: string;
+  QSTASH_CURRENT_SIGNING_KEY?: string;
+  QSTASH_NEXT_SIGNING_KEY?: string;
+  PUBLIC_URL?: string;
+  ADMIN_TOKEN?: string;
+  MAIL_API_URL?: string;
+  /** Local stack only: `host:port` of the WebSocket-to-TCP proxy in front of a plain Postgres. */
+  NEON_WS_PROXY?: string;
+}
+
+// wrangler passes an unset var as "" when it is declared empty; that means unset.
+const optional = <T extends z.ZodType>(schema: T) =>
+  z.preprocess((v) => (typeof v === "string" && v.trim() === "" ? undefined : v), schema.optional());
+
+const httpUrl = z.url({ protocol: /^https?$/, error: "must be an http(s) URL" });
+const secret = z.string().trim().min(1, "must not be empty");
+
+export const configSchema = z.object({
+  DATABASE_URL: z
+    .string()
+    .trim()
+    .refine(
+      (v) => /^postgres(ql)?:\/\//.test(v) && URL.canParse(v),
+      "must be a postgres:// or postgresql:// connection string",
+    ),
+  QSTASH_URL: optional(httpUrl).transform((v) => stripSlash(v ?? "https://qstash.upstash.io")),
+  QSTASH_TOKEN: secret,
+  QSTASH_CURRENT_SIGNING_KEY: secret,
+  QSTASH_NEXT_SIGNING_KEY: secret,
+  // Subscriber URLs are built from it and QStash signs them, so it must be exact.
+  PUBLIC_URL: httpUrl.transform(stripSlash),
+  // The dashboard and requeue sit behind it: a short token is a guessable one.
+  ADMIN_TOKEN: z.string().trim().min(16, "must be at least 16 characters"),
+  MAIL_API_URL: optional(httpUrl),
+  NEON_WS_PROXY: optional(z.string().regex(/^[\w.-]+:\d{1,5}$/, "must be host:port, e.g. 127.0.0.1:5433")),
+});
+
+/** Bindings after validation: what handlers read, via `c.var.config`. */
+export type Config = z.output<typeof configSchema>;
+
+export type ConfigResult = { ok: true; config: Config } | { ok: false; message: string };
+
+/** One message naming every bad binding, e.g. "binding QSTASH_TOKEN is missing; binding PUBLIC_URL must be …". */
+export function parseConfig(env: Bindings): ConfigResult {
+  const parsed = configSchema.safeParse(env);
+  if (parsed.success) return { ok: true, config: parsed.data };
+  const problems = parsed.error.issues.map((issue) => {
+    const name = String(issue.path[0] ?? "?");
+    const value = (env as Record<string, unknown>)[name];
+    const missing = value === undefined || (typeof value === "string" && value.trim() === "");
+    return `binding ${name} ${missing ? "is missing" : issue.message}`;
+  });
+  return { ok: false, message: `Worker misconfigured: ${problems.join("; ")}` };
+}
+
+export interface Variables {
+  requestId: string;
+  config: Config;
+  db: Db;
+  /**
+   * Work that must finish after the response (a relay kick) on the request's own
+   * database pool; the pool is ended only once all of it has settled.
+   */
+  background: (task: Promise<unknown>) => void;
+}
+
+export type HonoEnv = { Bindings: Bindings; Variables: Variables };
+
+function stripSlash(url: string): string {
+  return url.replace(/\/+$/, "");
+}

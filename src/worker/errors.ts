@@ -1,0 +1,98 @@
+import type { Context } from "hono";
+import { HTTPException } from "hono/http-exception";
+import type { ContentfulStatusCode } from "hono/utils/http-status";
+import { DomainError, type DomainErrorCode } from "../domain/errors.ts";
+import type { HonoEnv } from "./env.ts";
+
+/** Every error code an API caller can see. Adding one means adding its status below. */
+export type ErrorCode =
+  | "BAD_REQUEST"
+  | "UNAUTHORIZED"
+  | "NOT_FOUND"
+  | "METHOD_NOT_ALLOWED"
+  | "CONFLICT"
+  | "PAYLOAD_TOO_LARGE"
+  | "MISCONFIGURED"
+  | "INTERNAL_SERVER_ERROR"
+  | "SERVICE_UNAVAILABLE";
+
+export const codeToStatus = {
+  BAD_REQUEST: 400,
+  UNAUTHORIZED: 401,
+  NOT_FOUND: 404,
+  METHOD_NOT_ALLOWED: 405,
+  CONFLICT: 409,
+  PAYLOAD_TOO_LARGE: 413,
+  MISCONFIGURED: 500,
+  INTERNAL_SERVER_ERROR: 500,
+  SERVICE_UNAVAILABLE: 503,
+} as const satisfies Record<ErrorCode, ContentfulStatusCode>;
+
+const domainToCode = {
+  not_found: "NOT_FOUND",
+  illegal_transition: "CONFLICT",
+} as const satisfies Record<DomainErrorCode, ErrorCode>;
+
+/** One invalid input field: `path` is dotted (`notes.3.title`), empty for the body as a whole. */
+export interface FieldIssue {
+  path: string;
+  message: string;
+}
+
+export interface ErrorBody {
+  error: { code: ErrorCode; message: string; requestId: string; issues?: FieldIssue[] };
+}
+
+/** What handlers throw to answer with a specific code; onError turns it into the envelope. */
+export class ApiError extends Error {
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly issues?: FieldIssue[],
+  ) {
+    super(message);
+    this.name = "ApiError";
+  }
+}
+
+export function errorResponse(c: Context<HonoEnv>, code: ErrorCode, message: string, issues?: FieldIssue[]) {
+  // requestId is set by the first middleware; an error thrown before it still gets one.
+  const requestId = c.get("requestId") ?? crypto.randomUUID();
+  const body: ErrorBody = { error: { code, message, requestId, ...(issues ? { issues } : {}) } };
+  return c.json(body, codeToStatus[code]);
+}
+
+/** The app's onError: the only place an exception becomes a response. */
+export function handleError(err: Error, c: Context<HonoEnv>) {
+  if (err instanceof ApiError) return errorResponse(c, err.code, err.message, err.issues);
+  if (err instanceof DomainError) return errorResponse(c, domainToCode[err.code], err.message);
+  if (err instanceof HTTPException) {
+    // Raised by Hono itself, e.g. a body that is not JSON, or a bodyLimit.
+    const code = httpStatusToCode(err.status);
+    return errorResponse(c, code, err.message || code);
+  }
+  console.error(`[${c.get("requestId") ?? "-"}] ${c.req.method} ${c.req.path}:`, err);
+  return errorResponse(
+    c,
+    "INTERNAL_SERVER_ERROR",
+    "internal error; the request id identifies it in the logs",
+  );
+}
+
+export function handleNotFound(c: Context<HonoEnv>) {
+  return errorResponse(c, "NOT_FOUND", `no route for ${c.req.method} ${c.req.path}`);
+}
+
+const statusToCode: Partial<Record<number, ErrorCode>> = {
+  400: "BAD_REQUEST",
+  401: "UNAUTHORIZED",
+  404: "NOT_FOUND",
+  405: "METHOD_NOT_ALLOWED",
+  409: "CONFLICT",
+  413: "PAYLOAD_TOO_LARGE",
+  503: "SERVICE_UNAVAILABLE",
+};
+
+function httpStatusToCode(status: number): ErrorCode {
+  return statusToCode[status] ?? (status >= 500 ? "INTERNAL_SERVER_ERROR" : "BAD_REQUEST");
+}

@@ -1,0 +1,41 @@
+import type { ValidationTargets } from "hono";
+import { validator } from "hono/validator";
+import type { z } from "zod";
+import { ApiError, type FieldIssue } from "./errors.ts";
+
+/**
+ * Hono's validator with a zod schema: valid input reaches the handler typed, and
+ * invalid input answers 400 with one issue per bad field, named by its path.
+ */
+export function valid<Target extends keyof ValidationTargets, Schema extends z.ZodType>(
+  target: Target,
+  schema: Schema,
+) {
+  return validator(target, async (value) => {
+    const result = await schema.safeParseAsync(value, {
+      error: (issue) => (issue.input === undefined ? "is required" : undefined),
+    });
+    if (result.success) return result.data as z.output<Schema>;
+    const issues = toFieldIssues(result.error);
+    const listed = issues.map((i) => (i.path ? `${i.path}: ${i.message}` : i.message)).join("; ");
+    throw new ApiError("BAD_REQUEST", `invalid ${describe(target)}: ${listed}`, issues);
+  });
+}
+
+export function toFieldIssues(error: z.ZodError): FieldIssue[] {
+  return error.issues.flatMap((issue) => {
+    const path = issue.path.map(String).join(".");
+    // A strict object reports all unknown keys in one issue; name each of them.
+    if (issue.code === "unrecognized_keys") {
+      return issue.keys.map((key) => ({
+        path: path ? `${path}.${key}` : key,
+        message: "is not a known field",
+      }));
+    }
+    return [{ path, message: issue.message }];
+  });
+}
+
+function describe(target: keyof ValidationTargets): string {
+  return target === "json" ? "body" : target === "param" ? "path" : target;
+}

@@ -1,0 +1,65 @@
+import type { Bindings } from "../../src/worker/env.ts";
+import type { App } from "../../src/worker/app.ts";
+
+/** A complete, valid set of bindings; tests override or delete entries. */
+export function bindings(overrides: Partial<Bindings> = {}): Bindings {
+  return {
+    DATABASE_URL: "postgres://postgres@127.0.0.1:1/none",
+    QSTASH_TOKEN: "test-qstash-token",
+    QSTASH_CURRENT_SIGNING_KEY: "sig_current",
+    QSTASH_NEXT_SIGNING_KEY: "sig_next",
+    PUBLIC_URL: "http://127.0.0.1:8787",
+    ADMIN_TOKEN: "admin-token-for-tests-0123456789",
+    ...overrides,
+  };
+}
+
+/** An ExecutionContext like the Workers runtime's: it remembers what waitUntil was given. */
+export function executionContext() {
+  const pending: Promise<unknown>[] = [];
+  const ctx = {
+    waitUntil: (promise: Promise<unknown>) => void pending.push(promise),
+    passThroughOnException: () => undefined,
+    props: {},
+  } as unknown as ExecutionContext;
+  return { ctx, settled: () => Promise.allSettled(pending) };
+}
+
+export interface Answer<T = Record<string, unknown>> {
+  status: number;
+  headers: Headers;
+  body: T;
+}
+
+/**
+ * Calls the app the way the runtime does (request, env, ctx) and waits for its
+ * waitUntil work, so a test ends only once the request's pool has been ended.
+ */
+export async function call<T = any>( // eslint-disable-line @typescript-eslint/no-explicit-any
+  app: App,
+  env: Bindings,
+  method: string,
+  path: string,
+  body?: unknown,
+  init: RequestInit = {},
+): Promise<Answer<T>> {
+  const { ctx, settled } = executionContext();
+  const headers = new Headers(init.headers);
+  let payload: BodyInit | undefined;
+  if (typeof body === "string") payload = body;
+  else if (body !== undefined) {
+    payload = JSON.stringify(body);
+    headers.set("content-type", "application/json");
+  }
+  if (typeof body === "string" && !headers.has("content-type"))
+    headers.set("content-type", "application/json");
+  const res = await app.request(
+    `http://worker.test${path}`,
+    { ...init, method, headers, body: payload },
+    env,
+    ctx,
+  );
+  const text = await res.text();
+  await settled();
+  return { status: res.status, headers: res.headers, body: text ? JSON.parse(text) : undefined };
+}

@@ -1,0 +1,60 @@
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { createApp } from "../../src/worker/app.ts";
+import { parseConfig } from "../../src/worker/env.ts";
+import { bindings, call } from "../support/worker.ts";
+
+const app = createApp();
+
+afterEach(() => vi.restoreAllMocks());
+
+describe("bindings are validated once, at the entry", () => {
+  it("a missing binding answers 500 with one message naming it, logged once", async () => {
+    const errors = vi.spyOn(console, "error").mockImplementation(() => undefined);
+    const env = bindings();
+    delete env.QSTASH_TOKEN;
+    for (const path of ["/healthz", "/notes/search?q=x"]) {
+      const res = await call(app, env, "GET", path);
+      expect(res.status).toBe(500);
+      expect(res.body.error).toMatchObject({
+        code: "MISCONFIGURED",
+        message: "Worker misconfigured: binding QSTASH_TOKEN is missing",
+      });
+      expect(res.body.error.requestId).toBe(res.headers.get("x-request-id"));
+    }
+    expect(errors.mock.calls).toEqual([["Worker misconfigured: binding QSTASH_TOKEN is missing"]]);
+  });
+
+  it("names every malformed binding and says what is expected", async () => {
+    vi.spyOn(console, "error").mockImplementation(() => undefined);
+    const res = await call(
+      app,
+      bindings({
+        DATABASE_URL: "mysql://db/x",
+        PUBLIC_URL: "not a url",
+        ADMIN_TOKEN: "short",
+        QSTASH_URL: "",
+      }),
+      "POST",
+      "/notes",
+      { title: "x" },
+    );
+    expect(res.status).toBe(500);
+    const message: string = res.body.error.message;
+    expect(message).toContain(
+      "binding DATABASE_URL must be a postgres:// or postgresql:// connection string",
+    );
+    expect(message).toContain("binding PUBLIC_URL must be an http(s) URL");
+    expect(message).toContain("binding ADMIN_TOKEN must be at least 16 characters");
+    // An empty optional var means "use the default", not a misconfiguration.
+    expect(message).not.toContain("QSTASH_URL");
+  });
+
+  it("applies defaults and normalises URLs", () => {
+    const result = parseConfig(bindings({ PUBLIC_URL: "https://outbox.example.com/", NEON_WS_PROXY: "" }));
+    expect(result).toMatchObject({
+      ok: true,
+      config: { QSTASH_URL: "https://qstash.upstash.io", PUBLIC_URL: "https://outbox.example.com" },
+    });
+    expect(result.ok && result.config.NEON_WS_PROXY).toBeUndefined();
+  });
+});

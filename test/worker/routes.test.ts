@@ -1,0 +1,222 @@
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { refreshNoteIndex } from "../../src/domain/corpus-index/refresh.ts";
+import { createApp } from "../../src/worker/app.ts";
+import { openNeonDatabase } from "../../src/worker/database.ts";
+import type { Bindings } from "../../src/worker/env.ts";
+import { configureNeonForWsProxy, startWsProxy, type WsProxy } from "../../infra/ws-proxy.ts";
+import { useTestDatabase } from "../support/db.ts";
+import { eventsAbout } from "../support/helpers.ts";
+import { bindings, call } from "../support/worker.ts";
+
+// The app runs as the Worker would: the Neon driver over WebSockets, through the
+// local proxy, to this file's database.
+const t = useTestDatabase();
+let proxy: WsProxy;
+let env: Bindings;
+const pools = { opened: 0, closed: 0 };
+const app = createApp({
+  openDatabase: (config) => {
+    const opened = openNeonDatabase(config);
+    pools.opened++;
+    return { db: opened.db, close: () => opened.close().then(() => void pools.closed++) };
+  },
+});
+
+beforeAll(async () => {
+  proxy = await startWsProxy();
+  configureNeonForWsProxy(proxy);
+  env = bindings({ DATABASE_URL: t.url, NEON_WS_PROXY: proxy.address });
+});
+afterAll(() => proxy?.close());
+
+const missing = "00000000-0000-4000-8000-000000000000";
+
+describe("health", () => {
+  it("answers 200 when the database answers, and ends the request's pool after the response", async () => {
+    const before = { ...pools };
+    const res = await call(app, env, "GET", "/healthz");
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({ status: "ok", database: { ok: true } });
+    expect(pools).toEqual({ opened: before.opened + 1, closed: before.closed + 1 });
+  });
+
+  it("answers 503 with the reason when the database does not", async () => {
+    const closedPort = bindings({
+      DATABASE_URL: "postgres://postgres@127.0.0.1:1/none",
+      NEON_WS_PROXY: proxy.address,
+    });
+    const res = await call(app, closedPort, "GET", "/healthz");
+    expect(res.status).toBe(503);
+    expect(res.body.error.code).toBe("SERVICE_UNAVAILABLE");
+    expect(res.body.error.message).toMatch(/^database unavailable: \S/);
+  });
+});
+
+describe("notes routes", () => {
+  it("create, get, update, delete: every write answers with the events it committed", async () => {
+    const created = await call(app, env, "POST", "/notes", { title: "Route note", tags: ["r"], scope: "s1" });
+    expect(created.status).toBe(201);
+    const id: string = created.body.note.id;
+    expect(created.body.note).toMatchObject({ title: "Route note", body: "", tags: ["r"], scope: "s1" });
+
+    const got = await call(app, env, "GET", `/notes/${id}`);
+    expect(got.status).toBe(200);
+    expect(got.body.note).toMatchObject({ id, title: "Route note" });
+
+    const patched = await call(app, env, "PATCH", `/notes/${id}`, { body: "more" });
+    expect(patched.status).toBe(200);
+    expect(patched.body.note.body).toBe("more");
+    const unchanged = await call(app, env, "PATCH", `/notes/${id}`, { body: "more" });
+    expect(unchanged.body.events).toEqual([]);
+
+    const deleted = await call(app, env, "DELETE", `/notes/${id}`);
+    expect(deleted.status).toBe(200);
+    expect(deleted.body.deleted).toBe(id);
+
+    const recorded = await eventsAbout(t.pool, id);
+    expect(recorded.map((e) => e.type)).toEqual([
+      "corpus.note.created",
+      "corpus.note.changed",
+      "corpus.note.deleted",
+    ]);
+    expect([created, patched, deleted].map((r) => r.body.events)).toEqual(
+      recorded.map((e) => [{ id: e.id }]),
+    );
+
+    const gone = await call(app, env, "GET", `/notes/${id}`);
+    expect(gone.status).toBe(404);
+    expect(gone.body.error).toMatchObject({ code: "NOT_FOUND", message: `note ${id} not found` });
+  });
+
+  it("imports 2,000 notes in one request and answers with 2,000 event ids", async () => {
+    const notes = Array.from({ length: 2_000 }, (_, i) => ({ title: `route bulk ${i}` }));
+    const res = await call(app, env, "POST", "/notes/import", { notes });
+    expect(res.status).toBe(201);
+    expect(res.body.ids).toHaveLength(2_000);
+    expect(res.body.events).toHaveLength(2_000);
+    const { rows } = await t.pool.query("SELECT count(*)::int AS n FROM events WHERE id = ANY($1::uuid[])", [
+      res.body.events.map((e: { id: string }) => e.id),
+    ]);
+    expect(rows[0].n).toBe(2_000);
+  });
+
+  it("searches what the corpus index holds", async () => {
+    const created = await call(app, env, "POST", "/notes", {
+      title: "Lighthouse keeping",
+      body: "lamps and fog",
+    });
+    const id: string = created.body.note.id;
+    const [event] = await eventsAbout(t.pool, id);
+    await refreshNoteIndex(t.db, { noteId: id, eventSeq: event!.seq });
+    const res = await call(app, env, "GET", "/notes/search?q=fog%20lamp");
+    expect(res.status).toBe(200);
+    expect(res.body.hits).toEqual([expect.objectContaining({ noteId: id, title: "Lighthouse keeping" })]);
+  });
+});
+
+describe("suppliers routes", () => {
+  it("create → connect → activate, each answering with its event; illegal order is 409", async () => {
+    const created = await call(app, env, "POST", "/suppliers", { name: "Route supplier" });
+    expect(created.status).toBe(201);
+    const id: string = created.body.supplier.id;
+
+    const early = await call(app, env, "POST", `/suppliers/${id}/activate`);
+    expect(early.status).toBe(409);
+    expect(early.body.error.code).toBe("CONFLICT");
+    expect(early.body.error.message).toContain("must be connected");
+
+    const connected = await call(app, env, "POST", `/suppliers/${id}/connect`);
+    const activated = await call(app, env, "POST", `/suppliers/${id}/activate`);
+    expect([connected.status, activated.status]).toEqual([200, 200]);
+    expect(activated.body.supplier.status).toBe("active");
+
+    const recorded = await eventsAbout(t.pool, id);
+    expect(recorded.map((e) => e.type)).toEqual([
+      "supplier.created",
+      "supplier.connected",
+      "supplier.activated",
+    ]);
+    expect([created, connected, activated].map((r) => r.body.events)).toEqual(
+      recorded.map((e) => [{ id: e.id }]),
+    );
+  });
+
+  it("unknown and malformed ids are 404", async () => {
+    for (const path of [`/suppliers/${missing}/connect`, "/suppliers/not-a-uuid/connect"]) {
+      const res = await call(app, env, "POST", path);
+      expect(res.status).toBe(404);
+      expect(res.body.error.code).toBe("NOT_FOUND");
+    }
+  });
+});
+
+describe("errors: one envelope for every route", () => {
+  it("bad input is a 400 naming each bad field", async () => {
+    const res = await call(app, env, "POST", "/notes", { title: " ", tags: ["ok", 7], colour: "red" });
+    expect(res.status).toBe(400);
+    expect(res.body.error.code).toBe("BAD_REQUEST");
+    expect(res.body.error.issues.map((i: { path: string }) => i.path).sort()).toEqual([
+      "colour",
+      "tags.1",
+      "title",
+    ]);
+    expect(res.body.error.message).toMatch(/title: must not be empty/);
+    expect(res.body.error.requestId).toBe(res.headers.get("x-request-id"));
+  });
+
+  it("a missing required field is named as required", async () => {
+    const res = await call(app, env, "POST", "/suppliers", {});
+    expect(res.status).toBe(400);
+    expect(res.body.error.issues).toEqual([{ path: "name", message: "is required" }]);
+  });
+
+  it("a body that is not JSON is a 400 in the envelope", async () => {
+    const res = await call(app, env, "POST", "/notes", "{not json");
+    expect(res.status).toBe(400);
+    expect(res.body.error).toMatchObject({ code: "BAD_REQUEST", requestId: expect.any(String) });
+  });
+
+  it("an empty patch, an oversized import and a search without q are 400s", async () => {
+    const empty = await call(app, env, "PATCH", `/notes/${missing}`, {});
+    expect(empty.status).toBe(400);
+    expect(empty.body.error.message).toContain("at least one of title, body, tags, scope");
+
+    const tooMany = await call(app, env, "POST", "/notes/import", {
+      notes: Array.from({ length: 2_001 }, () => ({ title: "x" })),
+    });
+    expect(tooMany.status).toBe(400);
+    expect(tooMany.body.error.issues).toEqual([{ path: "notes", message: "at most 2000 notes" }]);
+
+    const noQuery = await call(app, env, "GET", "/notes/search");
+    expect(noQuery.status).toBe(400);
+    expect(noQuery.body.error.issues).toEqual([{ path: "q", message: "is required" }]);
+  });
+
+  it("unknown routes are 404 in the envelope", async () => {
+    const res = await call(app, env, "GET", "/no/such/route");
+    expect(res.status).toBe(404);
+    expect(res.body.error).toMatchObject({ code: "NOT_FOUND", message: "no route for GET /no/such/route" });
+  });
+
+  it("an unexpected failure is a 500 that names the request id, not the internals", async () => {
+    const errors = vi.spyOn(console, "error").mockImplementation(() => undefined);
+    const broken = createApp({
+      openDatabase: () => ({
+        db: new Proxy({} as never, {
+          get: () => {
+            throw new Error("secret internals");
+          },
+        }),
+        close: async () => undefined,
+      }),
+    });
+    const res = await call(broken, env, "GET", `/notes/${missing}`);
+    const logged = errors.mock.calls.map((args) => args.map(String).join(" "));
+    errors.mockRestore();
+    expect(res.status).toBe(500);
+    expect(res.body.error.code).toBe("INTERNAL_SERVER_ERROR");
+    expect(JSON.stringify(res.body)).not.toContain("secret internals");
+    // The operator finds the cause in the log under the id the caller was given.
+    expect(logged).toEqual([expect.stringMatching(`${res.body.error.requestId}.*secret internals`)]);
+  });
+});
