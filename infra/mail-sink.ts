@@ -1,0 +1,189 @@
+// A local stand-in for the mail API and for webhook endpoints: it accepts any
+// POST, logs one line per request, and keeps what it received so tests and people
+// can look (in process, or GET /__received). Tests can change its answer mid-run
+// to exercise retries, the way a flaky real endpoint would.
+import http from "node:http";
+
+export interface ReceivedRequest {
+  /** 1-based arrival order. */
+  n: number;
+  method: string;
+  path: string;
+  headers: Record<string, string>;
+  body: string;
+  /** The body parsed, when it was JSON. */
+  json?: unknown;
+  /** The status the sink answered with. */
+  status: number;
+  receivedAt: string;
+}
+
+export interface SinkResponse {
+  status: number;
+  body?: unknown;
+}
+
+export interface MailSink {
+  url: string;
+  port: number;
+  received(filter?: { path?: string }): ReceivedRequest[];
+  /** Resolves with the first request (past or future) that matches; rejects after timeoutMs. */
+  waitFor(match: (r: ReceivedRequest) => boolean, timeoutMs?: number): Promise<ReceivedRequest>;
+  /** Answer following POSTs with this (e.g. 503 to make a sender retry); `null` restores the default. */
+  respondWith(response: SinkResponse | ((r: ReceivedRequest) => SinkResponse) | null): void;
+  clear(): void;
+  close(): Promise<void>;
+}
+
+export interface MailSinkOptions {
+  port?: number;
+  log?: (line: string) => void;
+}
+
+const MAX_BODY = 1024 * 1024;
+
+export async function startMailSink(options: MailSinkOptions = {}): Promise<MailSink> {
+  const log = options.log ?? ((line: string) => console.log(line));
+  let store: ReceivedRequest[] = [];
+  let count = 0;
+  let override: ((r: ReceivedRequest) => SinkResponse) | null = null;
+  const waiters = new Set<{
+    match: (r: ReceivedRequest) => boolean;
+    resolve: (r: ReceivedRequest) => void;
+  }>();
+
+  const server = http.createServer(async (req, res) => {
+    const path = req.url ?? "/";
+    if (req.method === "GET" && path.startsWith("/__received")) {
+      return send(res, 200, store);
+    }
+    if (req.method === "DELETE" && path === "/__received") {
+      store = [];
+      return send(res, 204);
+    }
+    if (req.method !== "POST") {
+      log(`sink ${req.method} ${path} 405`);
+      return send(res, 405, { error: "the sink accepts POST (and GET /__received)" });
+    }
+    let body: string;
+    try {
+      body = await readBody(req);
+    } catch {
+      log(`sink POST ${path} 413`);
+      return send(res, 413, { error: `body over ${MAX_BODY} bytes` });
+    }
+    const n = ++count;
+    const entry: ReceivedRequest = {
+      n,
+      method: req.method,
+      path,
+      headers: Object.fromEntries(
+        Object.entries(req.headers).map(([k, v]) => [k, Array.isArray(v) ? v.join(", ") : (v ?? "")]),
+      ),
+      body,
+      json: parseJson(body),
+      status: 200,
+      receivedAt: new Date().toISOString(),
+    };
+    // The default answer looks like a mail API's: an id for the accepted message.
+    const answer = override?.(entry) ?? { status: 200, body: { id: `sink-${n}` } };
+    entry.status = answer.status;
+    store.push(entry);
+    log(`sink POST ${path} ${answer.status} ${Buffer.byteLength(body)}B${describe(entry)}`);
+    for (const waiter of waiters) {
+      if (waiter.match(entry)) {
+        waiters.delete(waiter);
+        waiter.resolve(entry);
+      }
+    }
+    send(res, answer.status, answer.body);
+  });
+
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(options.port ?? 0, "127.0.0.1", () => resolve());
+  });
+  const address = server.address();
+  if (typeof address !== "object" || address === null) throw new Error("mail-sink: no listening address");
+  const url = `http://127.0.0.1:${address.port}`;
+
+  return {
+    url,
+    port: address.port,
+    received: (filter) => store.filter((r) => filter?.path === undefined || r.path === filter.path),
+    waitFor: (match, timeoutMs = 5_000) => {
+      const seen = store.find(match);
+      if (seen) return Promise.resolve(seen);
+      return new Promise((resolve, reject) => {
+        const waiter = {
+          match,
+          resolve: (r: ReceivedRequest) => {
+            clearTimeout(timer);
+            resolve(r);
+          },
+        };
+        const timer = setTimeout(() => {
+          waiters.delete(waiter);
+          reject(
+            new Error(`mail-sink: no matching request within ${timeoutMs} ms (${store.length} received)`),
+          );
+        }, timeoutMs);
+        waiters.add(waiter);
+      });
+    },
+    respondWith: (response) => {
+      override = response === null ? null : typeof response === "function" ? response : () => response;
+    },
+    clear: () => {
+      store = [];
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+function readBody(req: http.IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on("data", (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > MAX_BODY) {
+        reject(new Error("too large"));
+        req.destroy();
+        return;
+      }
+      chunks.push(chunk);
+    });
+    req.on("end", () => resolve(Buffer.concat(chunks).toString("utf8")));
+    req.on("error", reject);
+  });
+}
+
+function parseJson(body: string): unknown {
+  try {
+    return body ? JSON.parse(body) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+// A hint of what arrived, so the log line alone tells a mail from a webhook.
+function describe(r: ReceivedRequest): string {
+  const json = r.json as Record<string, unknown> | undefined;
+  if (r.headers["webhook-id"]) return ` webhook ${r.headers["webhook-id"]}`;
+  if (json && typeof json.to === "string")
+    return ` mail to ${json.to}${json.subject ? `: ${json.subject}` : ""}`;
+  return "";
+}
+
+function send(res: http.ServerResponse, status: number, body?: unknown): void {
+  if (body === undefined || status === 204) {
+    res.writeHead(status).end();
+    return;
+  }
+  res.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify(body));
+}

@@ -1,0 +1,63 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startMailSink, type MailSink } from "../../infra/mail-sink.ts";
+
+let sink: MailSink;
+const lines: string[] = [];
+
+beforeAll(async () => {
+  sink = await startMailSink({ log: (line) => lines.push(line) });
+});
+afterAll(() => sink?.close());
+
+const post = (path: string, body: unknown, headers: Record<string, string> = {}) =>
+  fetch(`${sink.url}${path}`, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: JSON.stringify(body),
+  });
+
+describe("mail sink", () => {
+  it("accepts a mail, answers with a message id, logs one line and shows it in /__received", async () => {
+    const res = await post("/mail", { to: "ops@example.test", subject: "Hi", text: "hello" });
+    expect(res.status).toBe(200);
+    const { id } = (await res.json()) as { id: string };
+    expect(id).toMatch(/^sink-\d+$/);
+
+    const [entry] = sink.received({ path: "/mail" });
+    expect(entry).toMatchObject({
+      method: "POST",
+      status: 200,
+      json: { to: "ops@example.test", subject: "Hi" },
+    });
+    expect(entry!.headers["content-type"]).toBe("application/json");
+    expect(lines.filter((l) => l.includes("/mail"))).toEqual([
+      expect.stringMatching(/^sink POST \/mail 200 \d+B mail to ops@example.test: Hi$/),
+    ]);
+
+    const listed = (await (await fetch(`${sink.url}/__received`)).json()) as unknown[];
+    expect(listed).toContainEqual(expect.objectContaining({ path: "/mail", json: entry!.json }));
+  });
+
+  it("waitFor resolves when a matching request arrives, not before", async () => {
+    const waiting = sink.waitFor((r) => r.path === "/hooks/a");
+    let resolved = false;
+    void waiting.then(() => (resolved = true));
+    await post("/hooks/b", { other: true });
+    expect(resolved).toBe(false);
+    await post("/hooks/a", { type: "supplier.connected" }, { "webhook-id": "msg_1" });
+    await expect(waiting).resolves.toMatchObject({ path: "/hooks/a", headers: { "webhook-id": "msg_1" } });
+    await expect(sink.waitFor((r) => r.path === "/never", 50)).rejects.toThrow(/no matching request/);
+  });
+
+  it("answers what a test tells it to, and records those requests too", async () => {
+    sink.respondWith({ status: 503, body: { error: "down" } });
+    expect((await post("/hooks/flaky", { attempt: 1 })).status).toBe(503);
+    sink.respondWith(null);
+    expect((await post("/hooks/flaky", { attempt: 2 })).status).toBe(200);
+    expect(sink.received({ path: "/hooks/flaky" }).map((r) => r.status)).toEqual([503, 200]);
+  });
+
+  it("refuses other methods", async () => {
+    expect((await fetch(`${sink.url}/mail`, { method: "PUT", body: "x" })).status).toBe(405);
+  });
+});
