@@ -12,3 +12,6 @@ export { drain, type DrainOptions, type DrainResult } from "./relay/drain.ts";
 export { POISON_AFTER } from "./relay/mark.ts";
 export { BACKOFF_BASE_SECONDS, BACKOFF_CAP_SECONDS } from "./relay/backoff.ts";
 export { events, alerts, relayState, type Fanout, type FanoutEntry } from "./schema.ts";
+export * from "./receipt.ts";
+export * from "./maintenance.ts";
+export * from "./subscriber.ts";
