@@ -1,30 +1,17 @@
-// TEMPORARY SHIM, deleted when the relay core merges from main: the part of the
-// core's contract (recordEvent) that the reference domain needs to compile and
-// run its tests in the meantime. Behaviour matches the contract: one INSERT in
-// the caller's transaction.
-import type { PgDatabase, PgQueryResultHKT } from "drizzle-orm/pg-core";
-import { events } from "./schema.ts";
-
-export interface EventInput {
-  type: string;
-  subject: string;
-  scope?: string | null;
-  payload?: unknown;
-}
-
-export async function recordEvent(
-  tx: PgDatabase<PgQueryResultHKT>,
-  event: EventInput,
-): Promise<{ id: string; seq: number }> {
-  const [row] = await tx
-    .insert(events)
-    .values({
-      type: event.type,
-      subject: event.subject,
-      scope: event.scope ?? null,
-      payload: event.payload ?? {},
-    })
-    .returning({ id: events.id, seq: events.seq });
-  if (!row) throw new Error("recordEvent: INSERT returned no row");
-  return row;
-}
+// The event bus core. It imports nothing from the reference domain.
+export * from "./types.ts";
+export * from "./errors.ts";
+export * from "./subscriptions.ts";
+export * from "./publisher.ts";
+export * from "./qstash-publisher.ts";
+export * from "./record.ts";
+export * from "./operate.ts";
+export type { SqlPool, SqlClient } from "./sql.ts";
+export { runPass, DEFAULTS as RELAY_DEFAULTS, type RelayOptions, type PassResult } from "./relay/pass.ts";
+export { drain, type DrainOptions, type DrainResult } from "./relay/drain.ts";
+export { POISON_AFTER } from "./relay/mark.ts";
+export { BACKOFF_BASE_SECONDS, BACKOFF_CAP_SECONDS } from "./relay/backoff.ts";
+export { events, alerts, relayState, type Fanout, type FanoutEntry } from "./schema.ts";
+export * from "./receipt.ts";
+export * from "./maintenance.ts";
+export * from "./subscriber.ts";

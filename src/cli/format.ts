@@ -1,0 +1,108 @@
+import type { AlertRow, DrainResult, EventRow, PassResult, Stats } from "../outbox/index.ts";
+
+const when = (d: Date | null) => (d ? d.toISOString() : "-");
+
+function table(headers: string[], rows: string[][]): string {
+  const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)));
+  const line = (cells: string[]) =>
+    cells
+      .map((c, i) => c.padEnd(widths[i]!))
+      .join("  ")
+      .trimEnd();
+  return [line(headers), ...rows.map(line)].join("\n");
+}
+
+export function formatEventTable(events: EventRow[]): string {
+  if (events.length === 0) return "no events";
+  return table(
+    ["SEQ", "ID", "TYPE", "SUBJECT", "STATE", "ATTEMPTS", "CREATED"],
+    events.map((e) => [
+      String(e.seq),
+      e.id,
+      e.type,
+      e.subject,
+      e.state,
+      String(e.attempts),
+      when(e.createdAt),
+    ]),
+  );
+}
+
+export function formatEvent(event: EventRow & { alerts: AlertRow[] }): string {
+  const lines = [
+    `event ${event.id} (seq ${event.seq})`,
+    `  type       ${event.type}`,
+    `  subject    ${event.subject}${event.scope ? ` (scope ${event.scope})` : ""}`,
+    `  state      ${event.state}`,
+    `  created    ${when(event.createdAt)}`,
+    `  fanned out ${when(event.fannedOutAt)}`,
+    `  attempts   ${event.attempts}${event.nextAttemptAt ? `, next ${when(event.nextAttemptAt)}` : ""}`,
+  ];
+  if (event.poisonedAt) lines.push(`  poisoned   ${when(event.poisonedAt)}`);
+  if (event.lastError) lines.push(`  last error ${event.lastError}`);
+  lines.push("  fan-out");
+  const entries = Object.entries(event.fanout ?? {});
+  if (entries.length === 0)
+    lines.push(event.fannedOutAt ? "    (no matching subscription)" : "    (not yet)");
+  for (const [sub, entry] of entries) {
+    lines.push(
+      "coalescedInto" in entry
+        ? `    ${sub}: coalesced into ${entry.coalescedInto}`
+        : `    ${sub}: ${entry.messageId}${entry.deduplicated ? " (deduplicated)" : ""}`,
+    );
+  }
+  lines.push(`  payload    ${JSON.stringify(event.payload)}`);
+  for (const a of event.alerts) lines.push(`  alert      ${when(a.createdAt)} ${a.kind}: ${a.message}`);
+  return lines.join("\n");
+}
+
+export function formatAlerts(alerts: AlertRow[]): string {
+  if (alerts.length === 0) return "no alerts";
+  return table(
+    ["ID", "KIND", "EVENT", "CREATED", "RESOLVED", "MESSAGE"],
+    alerts.map((a) => [
+      String(a.id),
+      a.kind,
+      a.eventId ?? "-",
+      when(a.createdAt),
+      when(a.resolvedAt),
+      a.message,
+    ]),
+  );
+}
+
+export function formatStats(s: Stats): string {
+  const age = s.oldestPendingAgeSeconds === null ? "-" : `${s.oldestPendingAgeSeconds.toFixed(1)} s`;
+  const relay =
+    s.relay.failures === 0
+      ? "healthy"
+      : `backing off after ${s.relay.failures} failed passes until ${when(s.relay.backoffUntil)}: ${s.relay.lastError ?? ""}`;
+  return [
+    `backlog            ${s.backlog} (${s.due} due now)`,
+    `oldest pending     ${age}`,
+    `poisoned           ${s.poisoned}`,
+    `open alerts        ${s.openAlerts}`,
+    `relay              ${relay}`,
+  ].join("\n");
+}
+
+export function formatPass(p: PassResult): string {
+  if (p.mode === "backed-off") return `relay is backed off until ${when(p.backedOffUntil)}; nothing claimed`;
+  if (p.mode === "empty") return "nothing to claim";
+  const head = `${p.mode} pass: claimed ${p.claimed}, fanned ${p.fanned}, failed ${p.failed}, jobs ${p.jobs}`;
+  const tail = [
+    ...(p.poisoned.length ? [`poisoned: ${p.poisoned.join(", ")}`] : []),
+    ...(p.error ? [`pass failed: ${p.error}; backed off until ${when(p.backedOffUntil)}`] : []),
+  ];
+  return [head, ...tail].join("\n");
+}
+
+export function formatDrain(d: DrainResult): string {
+  const why = {
+    drained: "nothing left to claim",
+    budget: "time budget spent",
+    backoff: `relay backed off until ${when(d.backedOffUntil)}`,
+    "max-passes": "pass limit reached",
+  }[d.stoppedBecause];
+  return `${d.passes} passes: fanned ${d.fanned}, failed ${d.failed}, poisoned ${d.poisoned}, jobs ${d.jobs} (${why})`;
+}

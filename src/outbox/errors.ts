@@ -1,0 +1,44 @@
+/**
+ * Whose fault a failure is decides what happens next (guarantee 5): an outage of
+ * the transport or the database never counts against a row; only an error that
+ * belongs to one event increments its attempts and can poison it.
+ */
+export type FailureKind = "outage" | "rejected";
+
+/** Thrown by publishers. `rejected` means the transport refused the request itself (4xx other than 408/429). */
+export class PublishError extends Error {
+  override readonly name = "PublishError";
+  constructor(
+    message: string,
+    readonly kind: FailureKind,
+    readonly status?: number,
+    options?: ErrorOptions,
+  ) {
+    super(message, options);
+  }
+}
+
+/** An error that belongs to one event: a filter that threw, a job too large to send. */
+export class EventError extends Error {
+  override readonly name = "EventError";
+}
+
+/**
+ * HTTP statuses that say "this request is wrong", as opposed to "try later".
+ * 401/403/404 are configuration problems of the whole relay (token, URL), not of a row.
+ */
+export function kindOfStatus(status: number): FailureKind {
+  if (status === 400 || status === 413 || status === 414 || status === 422) return "rejected";
+  return "outage";
+}
+
+export function classifyPublishFailure(error: unknown): FailureKind {
+  if (error instanceof PublishError) return error.kind;
+  return "outage";
+}
+
+export function errorMessage(error: unknown): string {
+  const text = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+  // last_error is stored in text/jsonb, which cannot hold NUL; keep it readable and bounded.
+  return text.replaceAll("\u0000", "").slice(0, 2000);
+}

@@ -1,0 +1,86 @@
+import type { Queryable } from "./operate.ts";
+
+export interface RetentionOptions {
+  /** Fanned events older than this are deleted. */
+  olderThanDays: number;
+  /** Rows per DELETE: bounds each statement's locks and WAL. */
+  batchSize?: number;
+  /** Stop after this many batches (a sweep has a time budget); the next sweep continues. */
+  maxBatches?: number;
+  now?: Date;
+}
+
+/**
+ * Deletes old fanned events in bounded batches, oldest first. Pending and
+ * poisoned rows are never deleted, whatever their age: they are work not done.
+ */
+export async function deleteOldFannedEvents(db: Queryable, options: RetentionOptions): Promise<number> {
+  const batchSize = options.batchSize ?? 1000;
+  const maxBatches = options.maxBatches ?? 10;
+  if (!(options.olderThanDays > 0)) throw new RangeError("olderThanDays must be positive");
+  const cutoff = new Date((options.now?.getTime() ?? Date.now()) - options.olderThanDays * 86_400_000);
+  let deleted = 0;
+  for (let i = 0; i < maxBatches; i++) {
+    const { rowCount } = (await db.query(
+      `DELETE FROM events WHERE seq IN (
+         SELECT seq FROM events
+          WHERE fanned_out_at IS NOT NULL AND fanned_out_at < $1
+          ORDER BY fanned_out_at
+          LIMIT $2
+       )`,
+      [cutoff, batchSize],
+    )) as { rowCount: number | null };
+    deleted += rowCount ?? 0;
+    if ((rowCount ?? 0) < batchSize) break;
+  }
+  return deleted;
+}
+
+export interface AlertThresholds {
+  /** The oldest due event has waited this long. */
+  maxPendingAgeSeconds?: number;
+  /** This many passes in a row have failed. */
+  maxRelayFailures?: number;
+}
+
+/**
+ * Raises alerts about the relay as a whole (poisoned rows raise their own as they
+ * are poisoned). One open alert per kind: a condition that persists does not
+ * flood the table, and one that cleared resolves its alert.
+ */
+export async function evaluateAlerts(db: Queryable, thresholds: AlertThresholds = {}): Promise<string[]> {
+  const maxAge = thresholds.maxPendingAgeSeconds ?? 300;
+  const maxFailures = thresholds.maxRelayFailures ?? 5;
+  const { rows } = (await db.query(
+    `WITH facts AS (
+       SELECT
+         (SELECT extract(epoch FROM now() - min(created_at)) FROM events
+           WHERE fanned_out_at IS NULL AND poisoned_at IS NULL
+             AND (next_attempt_at IS NULL OR next_attempt_at <= now())) AS oldest_due,
+         s.failures, s.last_error
+       FROM outbox_relay_state s WHERE s.id = 1
+     ), conditions AS (
+       SELECT 'relay.lagging' AS kind, coalesce(oldest_due > $1, false) AS firing,
+              format('oldest due event has waited %s s (threshold %s s)', round(oldest_due), $1::int) AS message
+         FROM facts
+       UNION ALL
+       SELECT 'relay.failing', failures >= $2,
+              format('%s relay passes failed in a row; last error: %s', failures, last_error)
+         FROM facts
+     ), raised AS (
+       INSERT INTO outbox_alerts (kind, message)
+       SELECT c.kind, c.message FROM conditions c
+        WHERE c.firing
+          AND NOT EXISTS (SELECT 1 FROM outbox_alerts a WHERE a.kind = c.kind AND a.resolved_at IS NULL)
+       RETURNING kind
+     ), cleared AS (
+       UPDATE outbox_alerts a SET resolved_at = now()
+         FROM conditions c
+        WHERE a.kind = c.kind AND NOT c.firing AND a.resolved_at IS NULL
+       RETURNING a.kind
+     )
+     SELECT kind FROM raised`,
+    [maxAge, maxFailures],
+  )) as { rows: { kind: string }[] };
+  return rows.map((r) => r.kind);
+}

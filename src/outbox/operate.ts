@@ -1,0 +1,232 @@
+import type { Fanout } from "./schema.ts";
+
+/** Anything that runs one parameterised statement: a pg or Neon Pool, or a client. */
+export interface Queryable {
+  query(text: string, values?: unknown[]): Promise<unknown>;
+}
+
+export type EventState = "pending" | "fanned" | "poisoned";
+
+export interface EventRow {
+  seq: number;
+  id: string;
+  type: string;
+  subject: string;
+  scope: string | null;
+  payload: unknown;
+  createdAt: Date;
+  fannedOutAt: Date | null;
+  fanout: Fanout | null;
+  attempts: number;
+  lastError: string | null;
+  nextAttemptAt: Date | null;
+  poisonedAt: Date | null;
+  state: EventState;
+}
+
+export class InvalidInputError extends Error {
+  override readonly name = "InvalidInputError";
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+export function assertEventId(id: string): void {
+  if (!UUID.test(id)) throw new InvalidInputError(`"${id}" is not an event id (a UUID)`);
+}
+
+async function rows(db: Queryable, text: string, values: unknown[] = []): Promise<Record<string, unknown>[]> {
+  return ((await db.query(text, values)) as { rows: Record<string, unknown>[] }).rows;
+}
+
+const COLUMNS = `seq, id, type, subject, scope, payload, created_at, fanned_out_at, fanout, attempts,
+  last_error, next_attempt_at, poisoned_at`;
+
+function toEvent(r: Record<string, unknown>): EventRow {
+  const poisonedAt = (r.poisoned_at as Date | null) ?? null;
+  const fannedOutAt = (r.fanned_out_at as Date | null) ?? null;
+  return {
+    seq: Number(r.seq),
+    id: r.id as string,
+    type: r.type as string,
+    subject: r.subject as string,
+    scope: (r.scope as string | null) ?? null,
+    payload: r.payload,
+    createdAt: r.created_at as Date,
+    fannedOutAt,
+    fanout: (r.fanout as Fanout | null) ?? null,
+    attempts: Number(r.attempts),
+    lastError: (r.last_error as string | null) ?? null,
+    nextAttemptAt: (r.next_attempt_at as Date | null) ?? null,
+    poisonedAt,
+    state: poisonedAt ? "poisoned" : fannedOutAt ? "fanned" : "pending",
+  };
+}
+
+/** `supplier.*` → `supplier.%`, with LIKE's own wildcards taken literally. */
+export function globToLike(glob: string): string {
+  return glob.replace(/[\\%_]/g, "\\$&").replace(/\*/g, "%");
+}
+
+export interface ListOptions {
+  state?: EventState;
+  type?: string;
+  limit?: number;
+}
+
+/** Newest first: an operator looks at what just happened, or what is stuck. */
+export async function listEvents(db: Queryable, options: ListOptions = {}): Promise<EventRow[]> {
+  const where: string[] = [];
+  const values: unknown[] = [];
+  if (options.state === "pending") where.push("fanned_out_at IS NULL AND poisoned_at IS NULL");
+  if (options.state === "fanned") where.push("fanned_out_at IS NOT NULL");
+  if (options.state === "poisoned") where.push("poisoned_at IS NOT NULL");
+  if (options.type) {
+    values.push(globToLike(options.type));
+    where.push(`type LIKE $${values.length}`);
+  }
+  const limit = options.limit ?? 50;
+  if (!Number.isInteger(limit) || limit < 1 || limit > 10_000) {
+    throw new InvalidInputError("limit must be an integer from 1 to 10000");
+  }
+  values.push(limit);
+  const found = await rows(
+    db,
+    `SELECT ${COLUMNS} FROM events ${where.length ? `WHERE ${where.join(" AND ")}` : ""}
+      ORDER BY seq DESC LIMIT $${values.length}`,
+    values,
+  );
+  return found.map(toEvent);
+}
+
+export interface AlertRow {
+  id: number;
+  kind: string;
+  eventId: string | null;
+  subscription: string | null;
+  message: string;
+  details: unknown;
+  createdAt: Date;
+  resolvedAt: Date | null;
+}
+
+function toAlert(r: Record<string, unknown>): AlertRow {
+  return {
+    id: Number(r.id),
+    kind: r.kind as string,
+    eventId: (r.event_id as string | null) ?? null,
+    subscription: (r.subscription as string | null) ?? null,
+    message: r.message as string,
+    details: r.details ?? null,
+    createdAt: r.created_at as Date,
+    resolvedAt: (r.resolved_at as Date | null) ?? null,
+  };
+}
+
+export async function getEvent(
+  db: Queryable,
+  id: string,
+): Promise<(EventRow & { alerts: AlertRow[] }) | null> {
+  assertEventId(id);
+  const [row] = await rows(db, `SELECT ${COLUMNS} FROM events WHERE id = $1`, [id]);
+  if (!row) return null;
+  const alerts = await rows(db, `SELECT * FROM outbox_alerts WHERE event_id = $1 ORDER BY id`, [id]);
+  return { ...toEvent(row), alerts: alerts.map(toAlert) };
+}
+
+export async function listAlerts(
+  db: Queryable,
+  options: { open?: boolean; limit?: number } = {},
+): Promise<AlertRow[]> {
+  const found = await rows(
+    db,
+    `SELECT * FROM outbox_alerts ${options.open ? "WHERE resolved_at IS NULL" : ""} ORDER BY id DESC LIMIT $1`,
+    [options.limit ?? 50],
+  );
+  return found.map(toAlert);
+}
+
+export interface RequeueResult {
+  requeued: string[];
+  /** Known events that were not poisoned: left as they are. */
+  notPoisoned: string[];
+  unknown: string[];
+}
+
+/**
+ * Puts poisoned events back in line with a fresh set of attempts, and resolves
+ * their alerts. Events that are not poisoned are left alone: requeueing a pending
+ * row would reset its backoff, and a fanned one would be fanned out twice.
+ */
+export async function requeue(db: Queryable, ids: string[]): Promise<RequeueResult> {
+  ids.forEach(assertEventId);
+  const unique = [...new Set(ids.map((id) => id.toLowerCase()))];
+  const [row] = await rows(
+    db,
+    `WITH requeued AS (
+       UPDATE events SET poisoned_at = NULL, attempts = 0, next_attempt_at = NULL
+        WHERE id = ANY($1::uuid[]) AND poisoned_at IS NOT NULL
+       RETURNING id
+     ), resolved AS (
+       UPDATE outbox_alerts SET resolved_at = now()
+        WHERE event_id IN (SELECT id FROM requeued) AND resolved_at IS NULL
+       RETURNING id
+     )
+     SELECT (SELECT coalesce(jsonb_agg(id), '[]') FROM requeued) AS requeued,
+            (SELECT coalesce(jsonb_agg(id), '[]') FROM events WHERE id = ANY($1::uuid[])) AS known,
+            (SELECT count(*) FROM resolved) AS resolved`,
+    [unique],
+  );
+  const requeued = (row?.requeued as string[]) ?? [];
+  const known = new Set((row?.known as string[]) ?? []);
+  return {
+    requeued,
+    notPoisoned: unique.filter((id) => known.has(id) && !requeued.includes(id)),
+    unknown: unique.filter((id) => !known.has(id)),
+  };
+}
+
+export interface Stats {
+  /** Rows waiting for fan-out (not poisoned). */
+  backlog: number;
+  /** Of those, how many are due now (not waiting out a row backoff). */
+  due: number;
+  oldestPendingAgeSeconds: number | null;
+  poisoned: number;
+  openAlerts: number;
+  relay: {
+    failures: number;
+    backoffUntil: Date | null;
+    lastError: string | null;
+    lastFailureAt: Date | null;
+  };
+}
+
+export async function stats(db: Queryable): Promise<Stats> {
+  const [row] = await rows(
+    db,
+    `SELECT
+       (SELECT count(*) FROM events WHERE fanned_out_at IS NULL AND poisoned_at IS NULL)::int AS backlog,
+       (SELECT count(*) FROM events WHERE fanned_out_at IS NULL AND poisoned_at IS NULL
+           AND (next_attempt_at IS NULL OR next_attempt_at <= now()))::int AS due,
+       (SELECT extract(epoch FROM now() - min(created_at)) FROM events
+         WHERE fanned_out_at IS NULL AND poisoned_at IS NULL)::float8 AS oldest,
+       (SELECT count(*) FROM events WHERE poisoned_at IS NOT NULL)::int AS poisoned,
+       (SELECT count(*) FROM outbox_alerts WHERE resolved_at IS NULL)::int AS open_alerts,
+       s.failures, s.backoff_until, s.last_error, s.last_failure_at
+     FROM outbox_relay_state s WHERE s.id = 1`,
+  );
+  if (!row) throw new Error("outbox_relay_state has no row: run the migrations");
+  return {
+    backlog: Number(row.backlog),
+    due: Number(row.due),
+    oldestPendingAgeSeconds: row.oldest === null ? null : Number(row.oldest),
+    poisoned: Number(row.poisoned),
+    openAlerts: Number(row.open_alerts),
+    relay: {
+      failures: Number(row.failures),
+      backoffUntil: (row.backoff_until as Date | null) ?? null,
+      lastError: (row.last_error as string | null) ?? null,
+      lastFailureAt: (row.last_failure_at as Date | null) ?? null,
+    },
+  };
+}

@@ -1,0 +1,31 @@
+import { literal, nowSql } from "../sql.ts";
+
+/** Pass backoff: 2 s after the first failure, doubling, capped at one minute. */
+export const BACKOFF_BASE_SECONDS = 2;
+export const BACKOFF_CAP_SECONDS = 60;
+
+/**
+ * Records a failed pass. Computed where the row lives, so concurrent passes that
+ * fail together double the delay once each rather than racing a read-modify-write.
+ */
+export function recordFailureSql(error: string, now: Date | undefined): string {
+  const NOW = nowSql(now);
+  return `UPDATE outbox_relay_state
+     SET failures = failures + 1,
+         backoff_until = ${NOW} + make_interval(secs => least(${BACKOFF_CAP_SECONDS}, ${BACKOFF_BASE_SECONDS} * 2 ^ failures)),
+         last_error = ${literal(error)},
+         last_failure_at = ${NOW}
+   WHERE id = 1
+  RETURNING failures, backoff_until`;
+}
+
+/**
+ * Clears the backoff after a pass that succeeded. The WHERE keeps the common case
+ * (nothing to clear) from locking the singleton row, which would serialise every
+ * concurrent pass's commit behind it.
+ */
+export function clearFailuresSql(now: Date | undefined): string {
+  return `UPDATE outbox_relay_state
+     SET failures = 0, backoff_until = NULL, last_success_at = ${nowSql(now)}
+   WHERE id = 1 AND failures > 0`;
+}

@@ -1,0 +1,71 @@
+import { nowSql, positiveInt, results, type SqlClient } from "../sql.ts";
+import type { ClaimedEvent } from "../types.ts";
+
+export interface RelayState {
+  /** Consecutive failed passes; non-zero means the next pass retries its batch row by row. */
+  failures: number;
+  backoffUntil: Date | null;
+  backedOff: boolean;
+}
+
+export interface Claim {
+  state: RelayState;
+  events: ClaimedEvent[];
+}
+
+/**
+ * Opens the pass's transaction and claims its rows in one round trip.
+ *
+ * Never a cursor: the predicate is the row's own state, so a row whose transaction
+ * committed after a later seq was fanned is still claimed (guarantee 3). The
+ * partial index on seq WHERE fanned_out_at IS NULL AND poisoned_at IS NULL keeps
+ * this independent of how many fanned rows history holds. SKIP LOCKED lets any
+ * number of passes run at once without a leader: each row is locked by at most one.
+ * While the relay is backed off the claim returns nothing, so every caller (kick,
+ * sweep, CLI) respects the backoff without reading it first.
+ *
+ * Simple-query protocol (no parameters) is what lets BEGIN travel with the claim;
+ * every interpolated value is a number or an ISO timestamp built here.
+ */
+export async function claim(client: SqlClient, limit: number, now: Date | undefined): Promise<Claim> {
+  const NOW = nowSql(now);
+  const raw = await client.query(`
+    BEGIN;
+    SELECT failures, backoff_until, coalesce(backoff_until > ${NOW}, false) AS backed_off
+      FROM outbox_relay_state WHERE id = 1;
+    ${claimSql(limit, now)};`);
+  const [, stateResult, claimResult] = results(raw);
+  const s = stateResult?.rows[0];
+  const state: RelayState = s
+    ? {
+        failures: Number(s.failures),
+        backoffUntil: (s.backoff_until as Date | null) ?? null,
+        backedOff: s.backed_off === true,
+      }
+    : // A database migrated without the seed row behaves as never failed.
+      { failures: 0, backoffUntil: null, backedOff: false };
+  const events = (claimResult?.rows ?? []).map((r): ClaimedEvent => ({
+    seq: Number(r.seq),
+    id: r.id as string,
+    type: r.type as string,
+    subject: r.subject as string,
+    scope: (r.scope as string | null) ?? null,
+    payload: r.payload,
+    createdAt: r.created_at as Date,
+    attempts: Number(r.attempts),
+  }));
+  return { state, events };
+}
+
+/** The claim itself; exported so tests and the benchmark examine exactly what the relay runs. */
+export function claimSql(limit: number, now: Date | undefined): string {
+  const NOW = nowSql(now);
+  return `SELECT seq, id, type, subject, scope, payload, created_at, attempts
+      FROM events
+     WHERE fanned_out_at IS NULL AND poisoned_at IS NULL
+       AND (next_attempt_at IS NULL OR next_attempt_at <= ${NOW})
+       AND NOT EXISTS (SELECT 1 FROM outbox_relay_state WHERE backoff_until > ${NOW})
+     ORDER BY seq
+     LIMIT ${positiveInt(limit, "limit")}
+       FOR UPDATE SKIP LOCKED`;
+}

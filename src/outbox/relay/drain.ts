@@ -1,0 +1,58 @@
+import { runPass, type PassResult, type RelayOptions } from "./pass.ts";
+
+export interface DrainOptions extends RelayOptions {
+  /** Stop starting passes after this long. */
+  budgetMs: number;
+  /**
+   * `empty`: run until a pass claims nothing (sweeps, CLI). `not-full`: stop after
+   * the first pass whose claim was not full (a kick after one write).
+   */
+  until?: "empty" | "not-full";
+  maxPasses?: number;
+  onPass?: (pass: PassResult, totals: DrainResult) => void;
+}
+
+export interface DrainResult {
+  passes: number;
+  claimed: number;
+  fanned: number;
+  failed: number;
+  poisoned: number;
+  jobs: number;
+  stoppedBecause: "drained" | "budget" | "backoff" | "max-passes";
+  backedOffUntil: Date | null;
+}
+
+/** Passes one after another until there is nothing to claim, the relay is backed off, or time is up. */
+export async function drain(options: DrainOptions): Promise<DrainResult> {
+  const started = Date.now();
+  const totals: DrainResult = {
+    passes: 0,
+    claimed: 0,
+    fanned: 0,
+    failed: 0,
+    poisoned: 0,
+    jobs: 0,
+    stoppedBecause: "drained",
+    backedOffUntil: null,
+  };
+  for (;;) {
+    const pass = await runPass(options);
+    totals.passes++;
+    totals.claimed += pass.claimed;
+    totals.fanned += pass.fanned;
+    totals.failed += pass.failed;
+    totals.poisoned += pass.poisoned.length;
+    totals.jobs += pass.jobs;
+    options.onPass?.(pass, totals);
+    if (pass.backedOffUntil) {
+      totals.backedOffUntil = pass.backedOffUntil;
+      return { ...totals, stoppedBecause: "backoff" };
+    }
+    if (pass.claimed === 0 || (options.until === "not-full" && !pass.full)) return totals;
+    if (Date.now() - started >= options.budgetMs) return { ...totals, stoppedBecause: "budget" };
+    if (options.maxPasses !== undefined && totals.passes >= options.maxPasses) {
+      return { ...totals, stoppedBecause: "max-passes" };
+    }
+  }
+}

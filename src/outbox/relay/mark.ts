@@ -1,0 +1,83 @@
+import type { Fanout } from "../schema.ts";
+import { literal, nowSql, results, type SqlClient } from "../sql.ts";
+
+export interface RowOutcome {
+  seq: number;
+  /** Set when every job of the row was published (or coalesced into one that was). */
+  fanout?: Fanout;
+  /** The row's own error; its attempts go up and the 5th poisons it. */
+  error?: string;
+}
+
+export interface MarkResult {
+  fanned: number;
+  failed: number;
+  poisoned: string[];
+  /** Rows returned by `stateSql`, e.g. the new backoff. */
+  state: Record<string, unknown>[];
+}
+
+/** After this many failures of its own, a row is set aside for an operator. */
+export const POISON_AFTER = 5;
+
+/**
+ * Records the pass's outcome and commits, in one round trip: fanned rows get
+ * fanned_out_at and fanout; failed rows get attempts + 1, last_error and a due
+ * time (2 s doubling, capped at 1 minute), and the 5th failure poisons the row
+ * and raises an alert in the same statement. `stateSql` settles the relay's
+ * backoff in the same transaction.
+ *
+ * The outcomes travel as one jsonb literal because parameters would force the
+ * extended protocol, which allows one statement per round trip.
+ */
+export async function markAndCommit(
+  client: SqlClient,
+  outcomes: RowOutcome[],
+  stateSql: string,
+  now: Date | undefined,
+): Promise<MarkResult> {
+  const NOW = nowSql(now);
+  const input = literal(
+    JSON.stringify(outcomes.map((o) => ({ seq: o.seq, fanout: o.fanout ?? null, error: o.error ?? null }))),
+  );
+  const raw = await client.query(`
+    WITH input AS (
+      SELECT * FROM jsonb_to_recordset(${input}::jsonb) AS x(seq bigint, fanout jsonb, error text)
+    ), fanned AS (
+      UPDATE events e
+         SET fanned_out_at = ${NOW}, fanout = i.fanout
+        FROM input i
+       WHERE e.seq = i.seq AND i.error IS NULL
+      RETURNING e.seq
+    ), failed AS (
+      UPDATE events e
+         SET attempts = e.attempts + 1,
+             last_error = i.error,
+             next_attempt_at = ${NOW} + make_interval(secs => least(60, 2 ^ (e.attempts + 1))),
+             poisoned_at = CASE WHEN e.attempts + 1 >= ${POISON_AFTER} THEN ${NOW} END
+        FROM input i
+       WHERE e.seq = i.seq AND i.error IS NOT NULL
+      RETURNING e.id, e.type, e.attempts, e.poisoned_at, e.last_error
+    ), alerted AS (
+      INSERT INTO outbox_alerts (kind, event_id, message, details)
+      SELECT 'event.poisoned', f.id,
+             format('event %s (%s) poisoned after %s failures: %s', f.id, f.type, f.attempts, f.last_error),
+             jsonb_build_object('type', f.type, 'attempts', f.attempts, 'lastError', f.last_error)
+        FROM failed f
+       WHERE f.poisoned_at IS NOT NULL
+      RETURNING event_id
+    )
+    SELECT (SELECT count(*) FROM fanned)::int AS fanned,
+           (SELECT count(*) FROM failed)::int AS failed,
+           coalesce((SELECT jsonb_agg(event_id) FROM alerted), '[]'::jsonb) AS poisoned;
+    ${stateSql};
+    COMMIT;`);
+  const [counts, state] = results(raw);
+  const row = counts?.rows[0];
+  return {
+    state: state?.rows ?? [],
+    fanned: Number(row?.fanned ?? 0),
+    failed: Number(row?.failed ?? 0),
+    poisoned: (row?.poisoned as string[] | undefined) ?? [],
+  };
+}

@@ -1,0 +1,249 @@
+import { PublishError, classifyPublishFailure, errorMessage } from "../errors.ts";
+import type { Publisher } from "../publisher.ts";
+import { positiveInt, results, type SqlClient, type SqlPool } from "../sql.ts";
+import type { Subscription } from "../subscriptions.ts";
+import type { Job, PublishedJob } from "../types.ts";
+import { clearFailuresSql, recordFailureSql } from "./backoff.ts";
+import { claim } from "./claim.ts";
+import { markAndCommit, type RowOutcome } from "./mark.ts";
+import { planBatch, type RowPlan } from "./plan.ts";
+
+export interface RelayOptions {
+  pool: SqlPool;
+  publisher: Publisher;
+  subscriptions: Subscription[];
+  /** Rows claimed per pass; bounds the transaction, whatever the backlog. */
+  batchSize?: number;
+  /** After a failed pass, how many rows the next pass retries one by one (each is its own publish request). */
+  isolationBatchSize?: number;
+  /** One publish request may take this long before the pass gives up on it. */
+  publishTimeoutMs?: number;
+  /**
+   * A whole pass may take this long. It must stay far inside QStash's 10-minute
+   * deduplication window: a pass that dies after publishing is replayed with the
+   * same deduplication ids, which QStash only drops inside that window.
+   */
+  passTimeoutMs?: number;
+  /** QStash rejects larger messages; such an event fails on its own instead of failing the batch. */
+  maxJobBytes?: number;
+  /** Injected clock for tests; the database's clock otherwise. */
+  now?: Date;
+}
+
+export interface PassResult {
+  /** `batch`: all claimed rows published together; `rows`: retried one by one after a failed pass. */
+  mode: "batch" | "rows" | "empty" | "backed-off";
+  claimed: number;
+  fanned: number;
+  /** Rows that failed with an error of their own. */
+  failed: number;
+  poisoned: string[];
+  jobs: number;
+  /** Set when the relay is (now) backed off. */
+  backedOffUntil: Date | null;
+  /** The pass-level failure (an outage), when there was one. */
+  error?: string;
+  /** The claim came back full: more rows are probably waiting. */
+  full: boolean;
+}
+
+export const DEFAULTS = {
+  batchSize: 200,
+  isolationBatchSize: 25,
+  publishTimeoutMs: 15_000,
+  passTimeoutMs: 60_000,
+  maxJobBytes: 1_000_000,
+} as const;
+
+/**
+ * One bounded unit of relay work: claim, plan, publish, mark, commit.
+ * Fan-out is exactly once per (event, subscription) because claim, publish and
+ * mark share one transaction and every publish carries a deduplication id.
+ * Database errors propagate (the transaction rolls back and nothing is lost);
+ * publish failures are classified and recorded, never thrown.
+ */
+export async function runPass(options: RelayOptions): Promise<PassResult> {
+  const batchSize = positiveInt(options.batchSize ?? DEFAULTS.batchSize, "batchSize");
+  const client = await options.pool.connect();
+  let destroy = false;
+  // The next query on a dropped connection fails with the real error; until then
+  // the event must not go unheard.
+  const onError = () => {
+    destroy = true;
+  };
+  client.on?.("error", onError);
+  try {
+    const { state, events } = await claim(client, batchSize, options.now);
+    if (events.length === 0) {
+      await client.query("ROLLBACK");
+      return {
+        ...emptyResult(state.backedOff ? "backed-off" : "empty"),
+        backedOffUntil: state.backedOff ? state.backoffUntil : null,
+      };
+    }
+    const deadline = AbortSignal.timeout(options.passTimeoutMs ?? DEFAULTS.passTimeoutMs);
+    const publish = (jobs: Job[]) => publishBounded(options, jobs, deadline);
+    const full = events.length === batchSize;
+    return state.failures === 0
+      ? await batchPass(client, options, events, publish, full)
+      : await rowByRowPass(client, options, events, publish, full);
+  } catch (error) {
+    // The connection may be gone (that is how a crash looks from here); the
+    // transaction then rolls back on the server, and the rows are claimable again.
+    destroy = true;
+    await client.query("ROLLBACK").catch(() => undefined);
+    throw error;
+  } finally {
+    client.off?.("error", onError);
+    client.release(destroy);
+  }
+}
+
+type Publish = (jobs: Job[]) => Promise<PublishedJob[]>;
+type Claimed = Awaited<ReturnType<typeof claim>>["events"];
+
+async function batchPass(
+  client: SqlClient,
+  options: RelayOptions,
+  events: Claimed,
+  publish: Publish,
+  full: boolean,
+): Promise<PassResult> {
+  const plans = planBatch(events, options.subscriptions, {
+    coalesce: true,
+    maxJobBytes: options.maxJobBytes ?? DEFAULTS.maxJobBytes,
+  });
+  const jobs = plans.flatMap((p) => p.jobs);
+  let published: PublishedJob[];
+  try {
+    published = jobs.length > 0 ? await publish(jobs) : [];
+  } catch (error) {
+    // Whoever is at fault, a failed batch says nothing about any one row: roll back,
+    // back off, and let the next pass retry these rows one by one to find out.
+    const message = errorMessage(error);
+    await client.query("ROLLBACK");
+    const failure = results(await client.query(recordFailureSql(message, options.now)))[0]?.rows[0];
+    return {
+      ...emptyResult("batch"),
+      claimed: events.length,
+      full,
+      error: message,
+      backedOffUntil: (failure?.backoff_until as Date | undefined) ?? null,
+    };
+  }
+  let i = 0;
+  for (const plan of plans) {
+    for (const job of plan.jobs) recordPublished(plan, job, published[i++]!);
+  }
+  const mark = await markAndCommit(client, plans.map(outcome), clearFailuresSql(options.now), options.now);
+  return {
+    mode: "batch",
+    claimed: events.length,
+    fanned: mark.fanned,
+    failed: mark.failed,
+    poisoned: mark.poisoned,
+    jobs: jobs.length,
+    backedOffUntil: null,
+    full,
+  };
+}
+
+/**
+ * After a failed pass: publish each row on its own, so a row the transport rejects
+ * fails alone (its attempts go up) and the rest go through. An outage stops the
+ * pass: rows not yet tried stay untouched, and the backoff doubles.
+ */
+async function rowByRowPass(
+  client: SqlClient,
+  options: RelayOptions,
+  events: Claimed,
+  publish: Publish,
+  full: boolean,
+): Promise<PassResult> {
+  const limit = Math.min(events.length, options.isolationBatchSize ?? DEFAULTS.isolationBatchSize);
+  const outcomes: RowOutcome[] = [];
+  let outage: string | undefined;
+  let jobs = 0;
+  for (const event of events.slice(0, limit)) {
+    const [plan] = planBatch([event], options.subscriptions, {
+      coalesce: false,
+      maxJobBytes: options.maxJobBytes ?? DEFAULTS.maxJobBytes,
+    });
+    if (!plan) continue;
+    if (!plan.error && plan.jobs.length > 0) {
+      try {
+        const published = await publish(plan.jobs);
+        plan.jobs.forEach((job, i) => recordPublished(plan, job, published[i]!));
+        jobs += plan.jobs.length;
+      } catch (error) {
+        if (classifyPublishFailure(error) === "outage") {
+          outage = errorMessage(error);
+          break;
+        }
+        plan.error = errorMessage(error);
+      }
+    }
+    outcomes.push(outcome(plan));
+  }
+  const stateSql = outage ? recordFailureSql(outage, options.now) : clearFailuresSql(options.now);
+  const mark = await markAndCommit(client, outcomes, stateSql, options.now);
+  return {
+    mode: "rows",
+    claimed: events.length,
+    fanned: mark.fanned,
+    failed: mark.failed,
+    poisoned: mark.poisoned,
+    jobs,
+    backedOffUntil: outage ? ((mark.state[0]?.backoff_until as Date | undefined) ?? null) : null,
+    ...(outage ? { error: outage } : {}),
+    full: full || limit < events.length,
+  };
+}
+
+function recordPublished(plan: RowPlan, job: Job, published: PublishedJob): void {
+  plan.fanout[job.subscription] = published.deduplicated
+    ? { messageId: published.messageId, deduplicated: true }
+    : { messageId: published.messageId };
+}
+
+function outcome(plan: RowPlan): RowOutcome {
+  return plan.error
+    ? { seq: plan.event.seq, error: plan.error }
+    : { seq: plan.event.seq, fanout: plan.fanout };
+}
+
+async function publishBounded(
+  options: RelayOptions,
+  jobs: Job[],
+  deadline: AbortSignal,
+): Promise<PublishedJob[]> {
+  const signal = AbortSignal.any([
+    deadline,
+    AbortSignal.timeout(options.publishTimeoutMs ?? DEFAULTS.publishTimeoutMs),
+  ]);
+  // Raced here so a publisher that ignores its signal still cannot hold the pass
+  // (and its row locks) open: whatever it sends later is deduplicated on replay.
+  const published = await raceAbort(options.publisher.publish(jobs, signal), signal);
+  if (published.length !== jobs.length) {
+    throw new Error(`publisher answered ${published.length} results for ${jobs.length} jobs`);
+  }
+  return published;
+}
+
+function emptyResult(mode: PassResult["mode"]): PassResult {
+  return { mode, claimed: 0, fanned: 0, failed: 0, poisoned: [], jobs: 0, backedOffUntil: null, full: false };
+}
+
+function raceAbort<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () =>
+      reject(
+        new PublishError(`publish gave up: ${errorMessage(signal.reason)}`, "outage", undefined, {
+          cause: signal.reason,
+        }),
+      );
+    if (signal.aborted) return onAbort();
+    signal.addEventListener("abort", onAbort, { once: true });
+    promise.then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
+  });
+}

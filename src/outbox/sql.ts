@@ -1,0 +1,49 @@
+/**
+ * The relay speaks to Postgres through the smallest surface that both `pg` (Node)
+ * and `@neondatabase/serverless` (Workers) provide, so one implementation serves
+ * both. It sends SQL text itself rather than through Drizzle because the claim and
+ * the mark each travel as one multi-statement round trip (see docs/adr/0002).
+ */
+export interface SqlResult {
+  rows: Record<string, unknown>[];
+  rowCount: number | null;
+}
+
+export interface SqlClient {
+  // Multi-statement text answers with one result per statement.
+  query(text: string, values?: unknown[]): Promise<unknown>;
+  release(destroy?: boolean | Error): void;
+  // pg-style clients emit "error" when the server drops them while no query is
+  // running (e.g. mid-publish); with no listener that event kills the process.
+  on?(event: "error", listener: (error: Error) => void): unknown;
+  off?(event: "error", listener: (error: Error) => void): unknown;
+}
+
+export interface SqlPool {
+  connect(): Promise<SqlClient>;
+}
+
+export function results(raw: unknown): SqlResult[] {
+  return (Array.isArray(raw) ? raw : [raw]) as SqlResult[];
+}
+
+/**
+ * A string as a SQL literal. E'' syntax makes backslashes mean the same whatever
+ * standard_conforming_strings says, so doubling quotes and backslashes is enough.
+ * NUL cannot be stored in text or jsonb; callers strip it from what they embed.
+ */
+export function literal(value: string): string {
+  const body = value.replace(/\\/g, "\\\\").replace(/'/g, "''");
+  return `E'${body}'`;
+}
+
+/** `now` for a statement: the injected clock in tests, the transaction's clock otherwise. */
+export function nowSql(now: Date | undefined): string {
+  return now ? `'${now.toISOString()}'::timestamptz` : "now()";
+}
+
+export function positiveInt(value: number, name: string): number {
+  if (!Number.isInteger(value) || value < 1)
+    throw new RangeError(`${name} must be a positive integer, got ${value}`);
+  return value;
+}

@@ -1,0 +1,74 @@
+import { z } from "zod";
+import type { JobBody } from "./types.ts";
+
+/** A job that can never succeed (the subject is gone for good, the input is invalid): QStash must not retry it. */
+export class NonRetryableError extends Error {
+  override readonly name = "NonRetryableError";
+}
+
+export interface JobContext {
+  /** QStash's message id: the same on every retry of this job. */
+  messageId: string;
+  /** 0 on the first delivery. */
+  retried: number;
+}
+
+export type JobHandler = (job: JobBody, context: JobContext) => Promise<void>;
+
+/** How a handler's outcome answers QStash: 2xx acknowledges, 5xx retries on QStash's schedule, 489 stops. */
+export interface JobAnswer {
+  status: number;
+  headers: Record<string, string>;
+  body: { ok: true } | { error: { code: string; message: string } };
+}
+
+/**
+ * Runs a handler once. Retries have one owner (QStash): a handler never loops,
+ * it fails and lets QStash come back.
+ */
+export async function answerJob(handler: JobHandler, job: JobBody, context: JobContext): Promise<JobAnswer> {
+  try {
+    await handler(job, context);
+    return { status: 200, headers: {}, body: { ok: true } };
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    if (error instanceof NonRetryableError) {
+      return {
+        status: 489,
+        headers: { "Upstash-NonRetryable-Error": "true" },
+        body: { error: { code: "job_rejected", message } },
+      };
+    }
+    return { status: 500, headers: {}, body: { error: { code: "job_failed", message } } };
+  }
+}
+
+const jobBodySchema = z.object({
+  subscription: z.string(),
+  event: z.object({
+    id: z.string().uuid(),
+    seq: z.number().int(),
+    type: z.string(),
+    subject: z.string(),
+    scope: z.string().nullable(),
+    payload: z.unknown(),
+    createdAt: z.string(),
+  }),
+  coalesced: z.array(z.string()),
+});
+
+/** Checks the shape of a verified job body; a malformed one can never succeed, so it is not retried. */
+export function parseJobBody(raw: string): JobBody {
+  let value: unknown;
+  try {
+    value = JSON.parse(raw);
+  } catch {
+    throw new NonRetryableError("job body is not JSON");
+  }
+  const parsed = jobBodySchema.safeParse(value);
+  if (!parsed.success) {
+    const where = parsed.error.issues.map((i) => i.path.join(".") || "(body)").join(", ");
+    throw new NonRetryableError(`job body is not an edge-outbox job (bad: ${where})`);
+  }
+  return parsed.data as JobBody;
+}

@@ -1,0 +1,63 @@
+import type { ClaimedEvent } from "./types.ts";
+
+export interface Subscription {
+  /** Stable name: part of job URLs and deduplication ids, so never rename a live one. */
+  name: string;
+  /** Event-type globs: `*` matches any run of characters, e.g. `corpus.note.*`, `supplier.*`, `*`. */
+  types: string[];
+  /**
+   * Opt-in: within one claimed batch, one job per subject, for the latest event.
+   * Only for subscribers that re-read current state; two events are two facts to anyone else.
+   */
+  coalesce?: boolean;
+  /** QStash delivery retries for this subscription's jobs. */
+  retries?: number;
+  /** Narrower match than types. A throw is that event's own error and counts against it. */
+  filter?: (event: ClaimedEvent) => boolean;
+}
+
+const NAME = /^[a-z][a-z0-9_.-]*$/;
+const TYPE_GLOB = /^[A-Za-z0-9_.*-]+$/;
+
+/** Checks a subscription list once, at start-up, so a typo fails loudly instead of matching nothing. */
+export function defineSubscriptions(list: Subscription[]): Subscription[] {
+  const seen = new Set<string>();
+  for (const s of list) {
+    if (!NAME.test(s.name)) throw new Error(`subscription name "${s.name}" must match ${NAME}`);
+    if (s.name.startsWith("_")) throw new Error(`subscription name "${s.name}" is reserved`);
+    if (seen.has(s.name)) throw new Error(`subscription "${s.name}" is declared twice`);
+    seen.add(s.name);
+    if (s.types.length === 0) throw new Error(`subscription "${s.name}" matches no event types`);
+    for (const t of s.types) {
+      if (!TYPE_GLOB.test(t)) throw new Error(`subscription "${s.name}": bad type glob "${t}"`);
+    }
+    if (s.retries !== undefined && (!Number.isInteger(s.retries) || s.retries < 0)) {
+      throw new Error(`subscription "${s.name}": retries must be a non-negative integer`);
+    }
+  }
+  return list;
+}
+
+const globCache = new Map<string, RegExp>();
+
+export function matchesGlob(glob: string, type: string): boolean {
+  let re = globCache.get(glob);
+  if (!re) {
+    const source = glob
+      .split("*")
+      .map((part) => part.replace(/[.+?^${}()|[\]\\-]/g, "\\$&"))
+      .join(".*");
+    re = new RegExp(`^${source}$`);
+    globCache.set(glob, re);
+  }
+  return re.test(type);
+}
+
+export function matchesType(subscription: Subscription, type: string): boolean {
+  return subscription.types.some((glob) => matchesGlob(glob, type));
+}
+
+/** Finds a subscription by name, e.g. for `/jobs/<subscription>`. */
+export function findSubscription(list: Subscription[], name: string): Subscription | undefined {
+  return list.find((s) => s.name === name);
+}

@@ -1,0 +1,107 @@
+import { beforeEach, describe, expect, it } from "vitest";
+import { useTestDatabase } from "../support/db.ts";
+import { seedEvents } from "../support/events.ts";
+import { resetOutbox } from "../support/relay.ts";
+import { runCli } from "../support/cli.ts";
+
+const t = useTestDatabase();
+beforeEach(() => resetOutbox(t.pool));
+const env = () => ({ DATABASE_URL: t.url });
+
+describe("outbox CLI", () => {
+  it("answers bad arguments with usage and exit code 2", async () => {
+    const [none, badState, badId, unknownFlag] = await Promise.all([
+      runCli([], env()),
+      runCli(["events", "list", "--state", "stuck"], env()),
+      runCli(["events", "show", "not-a-uuid"], env()),
+      runCli(["stats", "--verbose"], env()),
+    ]);
+    expect(none.code).toBe(2);
+    expect(none.stderr).toMatch(/no command given/);
+    expect(none.stderr).toMatch(/usage: npm run outbox/);
+    expect(badState.code).toBe(2);
+    expect(badState.stderr).toMatch(/--state must be pending, fanned or poisoned/);
+    expect(badId.code).toBe(2);
+    expect(badId.stderr).toMatch(/"not-a-uuid" is not an event id/);
+    expect(unknownFlag.code).toBe(2);
+    expect(unknownFlag.stderr).toMatch(/Unknown option '--verbose'/);
+  });
+
+  it("says in one line when the database cannot be reached", async () => {
+    const r = await runCli(["stats"], { DATABASE_URL: "postgres://postgres@127.0.0.1:1/none" });
+    expect(r.code).toBe(1);
+    expect(r.stderr.trim()).toBe(
+      "edge-outbox: cannot reach the database (ECONNREFUSED): check DATABASE_URL and that Postgres is running",
+    );
+  });
+
+  it("lists, shows and counts events, as text and as JSON", async () => {
+    const [first, second] = await seedEvents(t.pool, 2, { type: "supplier.connected" });
+    await seedEvents(t.pool, 1, { type: "corpus.note.created" });
+    await t.pool.query(
+      `UPDATE events SET poisoned_at = now(), attempts = 5, last_error = 'boom' WHERE id = $1`,
+      [second],
+    );
+
+    const stats = await runCli(["stats", "--json"], env());
+    expect(stats.code).toBe(0);
+    expect(JSON.parse(stats.stdout)).toMatchObject({ backlog: 2, poisoned: 1, relay: { failures: 0 } });
+
+    const list = await runCli(["events", "list", "--type", "supplier.*", "--json"], env());
+    expect(JSON.parse(list.stdout).map((e: { id: string }) => e.id)).toEqual([second, first]);
+
+    const poisoned = await runCli(["events", "list", "--state", "poisoned"], env());
+    expect(poisoned.stdout).toMatch(/^SEQ\s+ID\s+TYPE/);
+    expect(poisoned.stdout).toContain(second);
+    expect(poisoned.stdout).not.toContain(first);
+
+    const show = await runCli(["events", "show", second!], env());
+    expect(show.code).toBe(0);
+    expect(show.stdout).toMatch(/state\s+poisoned/);
+    expect(show.stdout).toMatch(/last error boom/);
+
+    const missing = await runCli(["events", "show", "00000000-0000-0000-0000-000000000000"], env());
+    expect(missing.code).toBe(1);
+  });
+
+  it("requeues poisoned events and reports the others", async () => {
+    const [poisoned, pending] = await seedEvents(t.pool, 2);
+    await t.pool.query(`UPDATE events SET poisoned_at = now(), attempts = 5 WHERE id = $1`, [poisoned]);
+    const unknown = "00000000-0000-4000-8000-000000000000";
+    const r = await runCli(["events", "requeue", poisoned!, pending!, unknown, "--json"], env());
+    expect(JSON.parse(r.stdout)).toEqual({
+      requeued: [poisoned],
+      notPoisoned: [pending],
+      unknown: [unknown],
+    });
+    expect(r.code).toBe(1);
+    const { rows } = await t.pool.query(`SELECT poisoned_at, attempts FROM events WHERE id = $1`, [poisoned]);
+    expect(rows[0]).toEqual({ poisoned_at: null, attempts: 0 });
+  });
+
+  it("migrate is idempotent on an up-to-date database", async () => {
+    const r = await runCli(["migrate"], env());
+    expect(r.stderr).toBe("");
+    expect(r.code).toBe(0);
+  });
+
+  it("relay once records a backoff, not a row failure, when QStash is unreachable", async () => {
+    await seedEvents(t.pool, 3, { type: "supplier.connected" });
+    const r = await runCli(["relay", "once"], {
+      ...env(),
+      QSTASH_URL: "http://127.0.0.1:1",
+      QSTASH_TOKEN: "t",
+      PUBLIC_URL: "http://127.0.0.1:8787",
+    });
+    expect(r.code).toBe(1);
+    expect(r.stdout).toMatch(/pass failed: PublishError: QStash unreachable/);
+    const stats = await runCli(["stats", "--json"], env());
+    expect(JSON.parse(stats.stdout)).toMatchObject({ backlog: 3, poisoned: 0, relay: { failures: 1 } });
+  });
+
+  it("relay commands name the missing variable", async () => {
+    const r = await runCli(["relay", "once"], env());
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/QSTASH_TOKEN is not set/);
+  });
+});

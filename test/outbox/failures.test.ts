@@ -1,0 +1,186 @@
+import { beforeEach, describe, expect, it } from "vitest";
+import {
+  defineSubscriptions,
+  drain,
+  getEvent,
+  listAlerts,
+  runPass,
+  requeue,
+  stats,
+  type Publisher,
+} from "../../src/outbox/index.ts";
+import { useTestDatabase } from "../support/db.ts";
+import { eventStates, seedEvents, unfannedCount } from "../support/events.ts";
+import { RecordingPublisher, outage, rejected } from "../support/publishers.ts";
+import { everything, resetOutbox } from "../support/relay.ts";
+
+const t = useTestDatabase();
+beforeEach(() => resetOutbox(t.pool));
+
+const seconds = (from: Date, to: Date | null) =>
+  to ? Math.round((to.getTime() - from.getTime()) / 1000) : null;
+const at = (base: Date, s: number) => new Date(base.getTime() + s * 1000);
+
+describe("one bad row never blocks the others", () => {
+  it("poisons a row the transport rejects 5 times, fans the rest, and requeue brings it back", async () => {
+    const ids = await seedEvents(t.pool, 10);
+    const bad = ids[4]!;
+    const publisher = new RecordingPublisher();
+    publisher.fail = (jobs) =>
+      jobs.some((j) => j.body.event.id === bad) ? rejected("body too weird") : undefined;
+    const relay = { pool: t.pool, publisher, subscriptions: everything };
+    let now = new Date(Date.now() + 1000);
+
+    // The batch fails as a whole: nobody's fault yet, so no row is charged.
+    const first = await runPass({ ...relay, now });
+    expect(first).toMatchObject({ mode: "batch", fanned: 0, failed: 0 });
+    expect(seconds(now, first.backedOffUntil)).toBe(2);
+    expect((await eventStates(t.pool)).every((r) => r.attempts === 0)).toBe(true);
+    expect(await runPass({ ...relay, now: at(now, 1) })).toMatchObject({ mode: "backed-off", claimed: 0 });
+
+    // Row by row: the nine go through, the bad one is charged and waits its turn.
+    now = first.backedOffUntil!;
+    const isolated = await runPass({ ...relay, now });
+    expect(isolated).toMatchObject({ mode: "rows", fanned: 9, failed: 1, backedOffUntil: null });
+    expect(publisher.accepted.map((j) => j.body.event.id)).toEqual(ids.filter((id) => id !== bad));
+
+    const waits: (number | null)[] = [];
+    for (let attempt = 2; attempt <= 5; attempt++) {
+      const row = (await eventStates(t.pool)).find((r) => r.id === bad)!;
+      waits.push(seconds(now, row.next_attempt_at));
+      now = row.next_attempt_at!;
+      const batch = await runPass({ ...relay, now });
+      expect(batch).toMatchObject({ mode: "batch", claimed: 1, fanned: 0 });
+      now = batch.backedOffUntil!;
+      const rows = await runPass({ ...relay, now });
+      expect(rows).toMatchObject({ mode: "rows", failed: 1 });
+      expect(rows.poisoned).toEqual(attempt === 5 ? [bad] : []);
+    }
+    expect(waits).toEqual([2, 4, 8, 16]);
+
+    const poisoned = (await eventStates(t.pool)).find((r) => r.id === bad)!;
+    expect(poisoned.attempts).toBe(5);
+    expect(poisoned.poisoned_at).not.toBeNull();
+    expect(poisoned.last_error).toMatch(/body too weird/);
+    const alerts = await listAlerts(t.pool, { open: true });
+    expect(alerts).toMatchObject([{ kind: "event.poisoned", eventId: bad }]);
+    expect((await stats(t.pool)).poisoned).toBe(1);
+    // Set aside: no later pass claims it.
+    expect(await runPass({ ...relay, now: at(now, 3600) })).toMatchObject({ claimed: 0 });
+
+    publisher.fail = undefined;
+    expect(await requeue(t.pool, [bad, ids[0]!])).toEqual({
+      requeued: [bad],
+      notPoisoned: [ids[0]],
+      unknown: [],
+    });
+    expect(await listAlerts(t.pool, { open: true })).toEqual([]);
+    expect(await runPass({ ...relay, now: at(now, 3600) })).toMatchObject({ fanned: 1 });
+    expect(await unfannedCount(t.pool)).toBe(0);
+    expect((await getEvent(t.pool, bad))?.state).toBe("fanned");
+  });
+
+  it("charges a row whose subscription filter throws, in the same pass that fans the others", async () => {
+    const ids = await seedEvents(t.pool, 3);
+    const subscriptions = defineSubscriptions([
+      {
+        name: "picky",
+        types: ["*"],
+        filter: (e) => {
+          if (e.id === ids[1]) throw new Error("cannot read this payload");
+          return true;
+        },
+      },
+    ]);
+    const pass = await runPass({ pool: t.pool, publisher: new RecordingPublisher(), subscriptions });
+    expect(pass).toMatchObject({ mode: "batch", fanned: 2, failed: 1, backedOffUntil: null });
+    const row = (await eventStates(t.pool)).find((r) => r.id === ids[1])!;
+    expect(row).toMatchObject({ attempts: 1, fanned_out_at: null });
+    expect(row.last_error).toMatch(/filter of picky threw: Error: cannot read this payload/);
+  });
+
+  it("charges an event whose job is too large for the transport", async () => {
+    await seedEvents(t.pool, 1, { payloadBytes: 5000 });
+    await seedEvents(t.pool, 1);
+    const pass = await runPass({
+      pool: t.pool,
+      publisher: new RecordingPublisher(),
+      subscriptions: everything,
+      maxJobBytes: 4000,
+    });
+    expect(pass).toMatchObject({ fanned: 1, failed: 1 });
+    const [big] = await eventStates(t.pool);
+    expect(big!.last_error).toMatch(/payload too large/);
+  });
+});
+
+describe("a transport outage poisons nothing", () => {
+  it("backs off 2 s, doubling to 60 s, and fans everything out once the transport is back", async () => {
+    await seedEvents(t.pool, 40);
+    const publisher = new RecordingPublisher();
+    publisher.fail = () => outage(503);
+    const relay = { pool: t.pool, publisher, subscriptions: everything };
+    let now = new Date(Date.now() + 1000);
+
+    const delays: (number | null)[] = [];
+    for (let i = 0; i < 7; i++) {
+      const pass = await runPass({ ...relay, now });
+      expect(pass.error).toMatch(/transport down/);
+      expect(pass.fanned + pass.failed).toBe(0);
+      delays.push(seconds(now, pass.backedOffUntil));
+      // Kicks in between are turned away without claiming.
+      expect(await runPass({ ...relay, now: at(now, 1) })).toMatchObject({ mode: "backed-off", claimed: 0 });
+      now = pass.backedOffUntil!;
+    }
+    expect(delays).toEqual([2, 4, 8, 16, 32, 60, 60]);
+    const rows = await eventStates(t.pool);
+    expect(rows.every((r) => r.attempts === 0 && r.poisoned_at === null && r.last_error === null)).toBe(true);
+    expect(await listAlerts(t.pool)).toEqual([]);
+    expect((await stats(t.pool)).relay).toMatchObject({
+      failures: 7,
+      lastError: expect.stringMatching(/503/),
+    });
+
+    publisher.fail = undefined;
+    const result = await drain({ ...relay, now, budgetMs: 30_000 });
+    expect(result).toMatchObject({ fanned: 40, failed: 0, stoppedBecause: "drained" });
+    expect((await stats(t.pool)).relay).toMatchObject({ failures: 0, backoffUntil: null });
+    expect(publisher.countsByDeduplicationId().size).toBe(40);
+  });
+
+  it("gives up on a publish that hangs, within the publish timeout, and releases the rows", async () => {
+    await seedEvents(t.pool, 3);
+    const hanging: Publisher = { publish: () => new Promise(() => undefined) };
+    const started = Date.now();
+    const pass = await runPass({
+      pool: t.pool,
+      publisher: hanging,
+      subscriptions: everything,
+      publishTimeoutMs: 300,
+    });
+    expect(Date.now() - started).toBeLessThan(10_000);
+    expect(pass.error).toMatch(/publish gave up/);
+    expect(pass.backedOffUntil).not.toBeNull();
+    // Nothing holds the rows: a pass after the backoff claims all three.
+    const later = at(pass.backedOffUntil!, 1);
+    const next = await runPass({
+      pool: t.pool,
+      publisher: new RecordingPublisher(),
+      subscriptions: everything,
+      now: later,
+    });
+    expect(next).toMatchObject({ mode: "rows", fanned: 3 });
+  });
+
+  it("treats a configuration error (401) as an outage, not as the rows' fault", async () => {
+    await seedEvents(t.pool, 2);
+    const publisher = new RecordingPublisher();
+    publisher.fail = () => outage(401);
+    let now = new Date(Date.now() + 1000);
+    for (let i = 0; i < 6; i++) {
+      const pass = await runPass({ pool: t.pool, publisher, subscriptions: everything, now });
+      now = pass.backedOffUntil!;
+    }
+    expect((await eventStates(t.pool)).every((r) => r.attempts === 0)).toBe(true);
+  });
+});

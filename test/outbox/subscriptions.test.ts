@@ -1,0 +1,105 @@
+import { describe, expect, it } from "vitest";
+import { defineSubscriptions, globToLike, matchesGlob } from "../../src/outbox/index.ts";
+import { planBatch } from "../../src/outbox/relay/plan.ts";
+import type { ClaimedEvent } from "../../src/outbox/index.ts";
+
+describe("event-type globs", () => {
+  it.each([
+    ["corpus.note.*", "corpus.note.created", true],
+    ["corpus.note.*", "corpus.note.", true],
+    ["corpus.note.*", "corpus.notes.created", false],
+    ["supplier.*", "supplierx.connected", false],
+    ["supplier.*", "supplier.connected", true],
+    ["*", "anything.at.all", true],
+    ["supplier.connected", "supplier.connected", true],
+    ["supplier.connected", "supplier.connectedx", false],
+    ["*.deleted", "corpus.note.deleted", true],
+  ])("%s matches %s: %s", (glob, type, expected) => {
+    expect(matchesGlob(glob, type)).toBe(expected);
+  });
+
+  it("turns a glob into a LIKE pattern with LIKE's wildcards taken literally", () => {
+    expect(globToLike("supplier.*")).toBe("supplier.%");
+    expect(globToLike("a_b%c*")).toBe("a\\_b\\%c%");
+  });
+});
+
+describe("defineSubscriptions", () => {
+  it.each([
+    [[{ name: "Bad Name", types: ["*"] }], /must match/],
+    [[{ name: "_failed", types: ["*"] }], /must match|reserved/],
+    [[{ name: "a", types: [] }], /matches no event types/],
+    [[{ name: "a", types: ["supplier.?"] }], /bad type glob/],
+    [[{ name: "a", types: ["*"], retries: -1 }], /retries/],
+    [
+      [
+        { name: "a", types: ["*"] },
+        { name: "a", types: ["x.y"] },
+      ],
+      /declared twice/,
+    ],
+  ])("rejects %j", (list, message) => {
+    expect(() => defineSubscriptions(list)).toThrow(message);
+  });
+});
+
+describe("planning a batch", () => {
+  const event = (seq: number, subject: string, type = "supplier.changed"): ClaimedEvent => ({
+    seq,
+    id: `00000000-0000-4000-8000-${String(seq).padStart(12, "0")}`,
+    type,
+    subject,
+    scope: null,
+    payload: { seq },
+    createdAt: new Date("2026-01-01T00:00:00Z"),
+    attempts: 0,
+  });
+  const subs = defineSubscriptions([
+    { name: "mail", types: ["supplier.*"] },
+    { name: "index", types: ["*"], coalesce: true },
+  ]);
+
+  it("gives a coalescing subscription one job per subject, for the latest event, naming the ones it covers", () => {
+    const plans = planBatch([event(1, "a"), event(2, "b"), event(3, "a"), event(4, "a")], subs, {
+      coalesce: true,
+      maxJobBytes: 1_000_000,
+    });
+    expect(plans.map((p) => p.jobs.map((j) => j.subscription))).toEqual([
+      ["mail"],
+      ["mail", "index"],
+      ["mail"],
+      ["mail", "index"],
+    ]);
+    expect(plans[3]!.jobs[1]!.body.coalesced).toEqual([plans[0]!.event.id, plans[2]!.event.id]);
+    expect(plans[0]!.fanout).toEqual({ index: { coalescedInto: plans[3]!.event.id } });
+    expect(plans[3]!.jobs[1]!.deduplicationId).toBe(`${plans[3]!.event.id}:index`);
+  });
+
+  it("does not coalesce when asked not to (rows retried one by one)", () => {
+    const plans = planBatch([event(1, "a"), event(2, "a")], subs, {
+      coalesce: false,
+      maxJobBytes: 1_000_000,
+    });
+    expect(plans.map((p) => p.jobs.length)).toEqual([2, 2]);
+  });
+
+  it("keeps a failing row out of coalescing, so a healthy earlier event still gets its job", () => {
+    const picky = defineSubscriptions([
+      {
+        name: "index",
+        types: ["*"],
+        coalesce: true,
+        filter: (e) => {
+          if (e.seq === 2) throw new Error("no");
+          return true;
+        },
+      },
+    ]);
+    const plans = planBatch([event(1, "a"), event(2, "a")], picky, {
+      coalesce: true,
+      maxJobBytes: 1_000_000,
+    });
+    expect(plans[0]!.jobs).toHaveLength(1);
+    expect(plans[1]!.error).toMatch(/filter of index threw/);
+  });
+});
