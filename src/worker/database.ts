@@ -2,11 +2,15 @@ import type { MiddlewareHandler } from "hono";
 import { Pool, neonConfig } from "@neondatabase/serverless";
 import { drizzle } from "drizzle-orm/neon-serverless";
 import type { Db } from "../domain/db.ts";
+import type { Queryable, SqlPool } from "../outbox/index.ts";
 import type { Config, HonoEnv } from "./env.ts";
 import { useLocalWsProxy } from "./neon.ts";
 
 export interface OpenedDatabase {
+  /** Drizzle, for the domain's use cases. */
   db: Db;
+  /** The same pool raw, for the relay core, which sends its own SQL text. */
+  pool: SqlPool & Queryable;
   close(): Promise<void>;
 }
 
@@ -23,14 +27,15 @@ export const openNeonDatabase: OpenDatabase = (config) => {
   const pool = new Pool({ connectionString: config.DATABASE_URL, connectionTimeoutMillis: 10_000 });
   // A connection that dies while idle emits on the pool; unheard, that would throw.
   pool.on("error", (error: Error) => console.error("database pool:", error.message));
-  return { db: drizzle({ client: pool }), close: () => pool.end() };
+  return { db: drizzle({ client: pool }), pool, close: () => pool.end() };
 };
 
 export function database(open: OpenDatabase = openNeonDatabase): MiddlewareHandler<HonoEnv> {
   return async (c, next) => {
-    const { db, close } = open(c.var.config);
+    const { db, pool, close } = open(c.var.config);
     const tasks: Promise<unknown>[] = [];
     c.set("db", db);
+    c.set("pool", pool);
     c.set("background", (task) => {
       tasks.push(task);
     });

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import type { Db } from "../domain/db.ts";
+import type { Queryable, SqlPool } from "../outbox/index.ts";
 
 /** What wrangler hands the Worker: vars and secrets, all strings, any of them possibly absent. */
 export interface Bindings {
@@ -64,6 +65,7 @@ export interface Variables {
   requestId: string;
   config: Config;
   db: Db;
+  pool: SqlPool & Queryable;
   /**
    * Work that must finish after the response (a relay kick) on the request's own
    * database pool; the pool is ended only once all of it has settled.

@@ -4,7 +4,7 @@ import type { HonoEnv } from "./env.ts";
 /**
  * How every write answers: its result plus the ids of the events it committed.
  * The single place where write responses are made, so the relay kick
- * (`c.var.background(kick(c))`) and the `Prefer: wait=N` receipt are added here
+ * (`c.var.background(drain({ pool: c.var.pool, … }))`) and the `Prefer: wait=N` receipt are added here
  * once, for every write route, when the relay core is available.
  */
 export function written<T extends Record<string, unknown>>(

@@ -18,7 +18,7 @@ const app = createApp({
   openDatabase: (config) => {
     const opened = openNeonDatabase(config);
     pools.opened++;
-    return { db: opened.db, close: () => opened.close().then(() => void pools.closed++) };
+    return { db: opened.db, pool: opened.pool, close: () => opened.close().then(() => void pools.closed++) };
   },
 });
 
@@ -207,6 +207,10 @@ describe("errors: one envelope for every route", () => {
             throw new Error("secret internals");
           },
         }),
+        pool: {
+          connect: () => Promise.reject(new Error("unused")),
+          query: () => Promise.reject(new Error("unused")),
+        },
         close: async () => undefined,
       }),
     });

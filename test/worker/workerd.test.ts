@@ -17,9 +17,8 @@ beforeAll(async () => {
   proxy = await startWsProxy();
   const vars = bindings({ DATABASE_URL: t.url, NEON_WS_PROXY: proxy.address });
   worker = await unstable_startWorker({
-    entrypoint: fileURLToPath(new URL("../../src/worker/index.ts", import.meta.url)),
-    compatibilityDate: "2025-09-01",
-    compatibilityFlags: ["nodejs_compat"],
+    // The deployable configuration (entry, compatibility date and flags), with test bindings.
+    config: fileURLToPath(new URL("../../wrangler.toml", import.meta.url)),
     sendMetrics: false,
     bindings: Object.fromEntries(
       Object.entries(vars).map(([name, value]) => [name, { type: "plain_text" as const, value: value! }]),
