@@ -26,8 +26,7 @@ export function useQStashDev(options: QStashDevOptions = {}) {
   beforeEach(() => {
     ctx.dev.reset();
     ctx.dev.resumeDelivery();
-    ctx.receiver.received.length = 0;
-    ctx.receiver.state.respond = () => ({ status: 200, body: "ok" });
+    ctx.receiver.reset();
   });
   afterAll(async () => {
     await ctx.dev?.close();

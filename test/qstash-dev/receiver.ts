@@ -22,8 +22,9 @@ export interface Answer {
 export async function startReceiver() {
   const received: Received[] = [];
   const listeners = new Set<() => void>();
-  let active = 0;
-  let maxActive = 0;
+  // Per path, so a request another test left hanging does not count here.
+  const active = new Map<string, number>();
+  const maxActive = new Map<string, number>();
   const state = {
     respond: (_r: Received): Answer | Promise<Answer> => ({ status: 200, body: "ok" }),
   };
@@ -31,8 +32,10 @@ export async function startReceiver() {
     const chunks: Buffer[] = [];
     req.on("data", (c: Buffer) => chunks.push(c));
     req.on("end", () => {
-      active += 1;
-      maxActive = Math.max(maxActive, active);
+      const path = req.url ?? "";
+      const now = (active.get(path) ?? 0) + 1;
+      active.set(path, now);
+      maxActive.set(path, Math.max(maxActive.get(path) ?? 0, now));
       const record: Received = {
         method: req.method ?? "",
         path: req.url ?? "",
@@ -43,7 +46,7 @@ export async function startReceiver() {
       received.push(record);
       for (const l of [...listeners]) l();
       void Promise.resolve(state.respond(record)).then((answer) => {
-        active -= 1;
+        active.set(path, (active.get(path) ?? 1) - 1);
         res.writeHead(answer.status, answer.headers ?? {});
         res.end(answer.body ?? "");
       });
@@ -57,8 +60,12 @@ export async function startReceiver() {
     url: (path: string) => `${base}${path}`,
     received,
     state,
-    get maxActive() {
-      return maxActive;
+    /** Highest number of requests to `path` in flight at once since the last reset(). */
+    maxActive: (path: string) => maxActive.get(path) ?? 0,
+    reset() {
+      received.length = 0;
+      maxActive.clear();
+      state.respond = () => ({ status: 200, body: "ok" });
     },
     /** Resolves once `count` requests matching `path` have arrived (signal-based, no polling). */
     waitForRequests(count: number, path?: string, timeoutMs = 10_000): Promise<Received[]> {
