@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import { DedupStore } from "./dedup.ts";
 import { deliver, type DeliveryResult } from "./delivery.ts";
 import type { DlqRetryOverrides, PublishRequest } from "./publish-request.ts";
-import { backoffMs, isNonRetryable, requestedRetryDelayMs } from "./retry-policy.ts";
+import { isNonRetryable, nextRetryDelay } from "./retry-policy.ts";
 import { Scheduler } from "./scheduler.ts";
 import { signJwt } from "./signing.ts";
 import { MessageStore } from "./store.ts";
@@ -114,6 +114,7 @@ export class Broker {
       delayMs: overrides.options.delayMs ?? 0,
       retries: overrides.options.retries ?? source.maxRetries,
       timeoutMs: overrides.options.timeoutMs ?? source.timeoutMs,
+      retryDelayExpression: overrides.options.retryDelayExpression ?? source.retryDelayExpression,
       forwardHeaders: { ...originalHeaders, ...overrides.options.forwardHeaders },
     };
     const message = this.createMessage(source.kind, source.url, source.body, options, source.callerIP, {
@@ -170,6 +171,7 @@ export class Broker {
       header: Object.fromEntries(Object.entries(options.forwardHeaders).map(([k, v]) => [k, [v]])),
       maxRetries: options.retries,
       timeoutMs: options.timeoutMs,
+      retryDelayExpression: options.retryDelayExpression,
       createdAt: now,
       notBefore: extra.notBefore ?? now + options.delayMs,
       callerIP,
@@ -231,10 +233,10 @@ export class Broker {
     if (ok) {
       message.state = "DELIVERED";
     } else if (!isNonRetryable(result.status, result.headers) && message.retried < message.maxRetries) {
-      const requested = requestedRetryDelayMs(result.headers, now);
+      const { delayMs, source } = nextRetryDelay(message, result.headers, now);
+      attempt.nextRetryDelayMs = delayMs;
+      attempt.nextRetryDelaySource = source;
       message.retried += 1;
-      attempt.nextRetryDelayMs = requested ?? backoffMs(message.retried);
-      attempt.nextRetryDelaySource = requested === undefined ? "backoff" : "retry-after";
       message.state = "RETRY";
       message.readyAt = now + attempt.nextRetryDelayMs * this.config.timeScale;
       this.scheduler.schedule(message);

@@ -1,5 +1,6 @@
 import { parseDuration } from "./duration.ts";
 import { HttpError, canonicalHeaderName } from "./http-util.ts";
+import { parseRetryDelayExpression } from "./retry-delay-expression.ts";
 import type { DeliveryOptions, FlowControl } from "./types.ts";
 
 /** Header names lower-cased, one value each (Node joins repeated headers with ", "). */
@@ -114,6 +115,9 @@ function parseOptions(headers: HeaderMap, prefix: string, defaults: PublishDefau
     timeoutMs = parsed;
   }
 
+  const retryDelayExpression = get("retry-delay");
+  if (retryDelayExpression !== undefined) parseRetryDelayExpression(retryDelayExpression); // 400 if invalid
+
   const forwardHeaders: Record<string, string> = {};
   const forwardPrefix = `${prefix}forward-`;
   for (const [name, value] of headers) {
@@ -121,7 +125,7 @@ function parseOptions(headers: HeaderMap, prefix: string, defaults: PublishDefau
       forwardHeaders[canonicalHeaderName(name.slice(forwardPrefix.length))] = value;
     }
   }
-  return { method, delayMs, retries, timeoutMs, forwardHeaders };
+  return { method, delayMs, retries, timeoutMs, retryDelayExpression, forwardHeaders };
 }
 
 /** `parallelism=1, rate=10, period=1s`, the format the SDK builds for Upstash-Flow-Control-Value. */
@@ -216,6 +220,7 @@ export function parseRetryOverrides(headers: HeaderMap, defaults: PublishDefault
   if (headers.has("upstash-delay")) options.delayMs = parsed.delayMs;
   if (headers.has("upstash-retries")) options.retries = parsed.retries;
   if (headers.has("upstash-timeout")) options.timeoutMs = parsed.timeoutMs;
+  if (headers.has("upstash-retry-delay")) options.retryDelayExpression = parsed.retryDelayExpression;
   if (Object.keys(parsed.forwardHeaders).length > 0) options.forwardHeaders = parsed.forwardHeaders;
   return {
     options,

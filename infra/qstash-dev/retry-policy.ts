@@ -1,17 +1,21 @@
 import { parseRetryAfter } from "./duration.ts";
+import { parseRetryDelayExpression } from "./retry-delay-expression.ts";
+import type { Attempt, MessageRecord } from "./types.ts";
 
 /** Each delay is capped at one day (QStash retry docs). */
 export const MAX_RETRY_DELAY_MS = 86_400_000;
 
 /**
  * QStash's documented backoff: `delay = min(86400, e ** (2.5 * n))` seconds, where
- * n = how many times the request has been retried. We take n as the Upstash-Retried
- * value of the attempt being scheduled, so the first retry waits e^2.5 ≈ 12 s, which
- * matches the docs' table (n=1 → 12s, n=2 → 2m28s). Which n QStash plugs in is not
- * spelled out beyond that table, so this reading is ours.
+ * "n = how many times this request has been retried". `retried` is the Upstash-Retried
+ * value of the attempt that just failed, i.e. retries so far, so the first retry waits
+ * e^0 = 1 s, then 12 s, 2m28s, ... The current docs' table starts at n=1 (12 s) and does
+ * not settle the first delay; an earlier revision listed n=0 → 1s, and the Upstash-Retry-Delay
+ * docs count `retried` from 0 the same way (`pow(2, retried) * 1000` → 1s, 2s, 4s). That
+ * reading is ours.
  */
-export function backoffMs(nextRetried: number): number {
-  return Math.min(MAX_RETRY_DELAY_MS, Math.exp(2.5 * nextRetried) * 1000);
+export function backoffMs(retried: number): number {
+  return Math.min(MAX_RETRY_DELAY_MS, Math.exp(2.5 * retried) * 1000);
 }
 
 /** The response headers the retry docs say QStash honours instead of its backoff. */
@@ -44,4 +48,28 @@ export function isNonRetryable(status: number | undefined, headers: Record<strin
     ([name, values]) =>
       name.toLowerCase() === "upstash-nonretryable-error" && values[0]?.trim().toLowerCase() === "true",
   );
+}
+
+/**
+ * The unscaled delay before the next attempt. A destination's Retry-After wins over
+ * everything (the docs present it as "instead of" the backoff; that it also beats an
+ * Upstash-Retry-Delay expression is our reading), then the expression, then the
+ * default backoff. Expression results are clamped to [0, 1 day] (our guess; the docs
+ * state the cap only for the default backoff).
+ */
+export function nextRetryDelay(
+  message: Pick<MessageRecord, "retried" | "retryDelayExpression">,
+  responseHeaders: Record<string, string[]>,
+  now: number,
+): { delayMs: number; source: NonNullable<Attempt["nextRetryDelaySource"]> } {
+  const requested = requestedRetryDelayMs(responseHeaders, now);
+  if (requested !== undefined) return { delayMs: requested, source: "retry-after" };
+  if (message.retryDelayExpression !== undefined) {
+    const value = parseRetryDelayExpression(message.retryDelayExpression)(message.retried);
+    const delayMs = Number.isFinite(value)
+      ? Math.min(MAX_RETRY_DELAY_MS, Math.max(0, value))
+      : MAX_RETRY_DELAY_MS;
+    return { delayMs, source: "retry-delay" };
+  }
+  return { delayMs: backoffMs(message.retried), source: "backoff" };
 }

@@ -21,6 +21,8 @@ export interface DeliveryOptions {
   delayMs: number;
   retries: number;
   timeoutMs: number;
+  /** Upstash-Retry-Delay expression (validated at publish), replacing the default backoff. */
+  retryDelayExpression?: string;
   /** Headers sent to the destination: Content-Type plus Upstash-Forward-* with the prefix removed. */
   forwardHeaders: Record<string, string>;
 }
@@ -39,7 +41,7 @@ export interface Attempt {
   /** Unscaled delay chosen before the next attempt, when one was scheduled. */
   nextRetryDelayMs?: number;
   /** Which rule chose that delay. */
-  nextRetryDelaySource?: "backoff" | "retry-after";
+  nextRetryDelaySource?: "backoff" | "retry-delay" | "retry-after";
 }
 
 export interface MessageRecord {
@@ -52,6 +54,7 @@ export interface MessageRecord {
   header: Record<string, string[]>;
   maxRetries: number;
   timeoutMs: number;
+  retryDelayExpression?: string;
   createdAt: number;
   /** Epoch ms before which delivery is not attempted (Upstash-Delay / Upstash-Not-Before). */
   notBefore: number;

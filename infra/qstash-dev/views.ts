@@ -25,6 +25,9 @@ export function messageView(message: MessageRecord): Record<string, unknown> {
     header: message.header,
     ...bodyFields(message.body, "body"),
     maxRetries: message.maxRetries,
+    ...(message.retryDelayExpression !== undefined
+      ? { retryDelayExpression: message.retryDelayExpression }
+      : {}),
     notBefore: message.notBefore,
     createdAt: message.createdAt,
     ...(message.callback !== undefined ? { callback: message.callback } : {}),

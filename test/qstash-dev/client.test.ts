@@ -1,3 +1,4 @@
+import { connect } from "node:net";
 import { QstashError } from "@upstash/qstash";
 import { describe, expect, it } from "vitest";
 import { DedupStore } from "../../infra/qstash-dev/dedup.ts";
@@ -214,6 +215,19 @@ describe("bad requests get QStash-style 4xx JSON errors", () => {
     expect(await res.json()).toEqual({ error: expect.any(String) });
     // Nothing was enqueued, and the server is still serving.
     expect(t.dev.messages()).toHaveLength(0);
+    const alive = await call(`/v2/publish/${t.receiver.url("/alive")}`, { body: "x" });
+    expect(alive.status).toBe(201);
+  });
+
+  it("a malformed HTTP request line gets a 400 and the server keeps serving", async () => {
+    const answer = await new Promise<string>((resolve, reject) => {
+      const socket = connect(t.dev.port, "127.0.0.1", () => socket.write("GARBAGE\r\n\r\n"));
+      let data = "";
+      socket.on("data", (chunk) => (data += chunk.toString()));
+      socket.on("end", () => resolve(data));
+      socket.on("error", reject);
+    });
+    expect(answer).toMatch(/^HTTP\/1\.1 400/);
     const alive = await call(`/v2/publish/${t.receiver.url("/alive")}`, { body: "x" });
     expect(alive.status).toBe(201);
   });

@@ -21,16 +21,34 @@ describe("retries", () => {
       new Set([res.messageId]),
     );
     expect(settled.attempts.map((a) => a.status)).toEqual([500, 500, 200]);
-    // min(86400, e^(2.5·n)) seconds for the n-th retry (retry docs' table: 12 s, 2m28s).
-    expect(settled.attempts.map((a) => a.nextRetryDelayMs)).toEqual([
-      Math.exp(2.5) * 1000,
-      Math.exp(5) * 1000,
-      undefined,
-    ]);
+    // min(86400, e^(2.5·n)) seconds, n = retries so far: 1 s, then 12 s (retry docs).
+    expect(settled.attempts.map((a) => a.nextRetryDelayMs)).toEqual([1000, Math.exp(2.5) * 1000, undefined]);
     // Time-scaled, but still in order and spaced at least the scaled delay apart.
     const [a, b, c] = receiver.received.map((r) => r.at);
-    expect(b! - a!).toBeGreaterThanOrEqual(Math.floor(Math.exp(2.5)));
-    expect(c! - b!).toBeGreaterThanOrEqual(Math.floor(Math.exp(5)));
+    expect(b! - a!).toBeGreaterThanOrEqual(1);
+    expect(c! - b!).toBeGreaterThanOrEqual(Math.floor(Math.exp(2.5)));
+  });
+
+  it("an Upstash-Retry-Delay expression replaces the backoff", async () => {
+    const { client, dev, receiver } = t;
+    receiver.state.respond = () => ({ status: 500 });
+    const res = await client.publishJSON({
+      url: receiver.url("/custom"),
+      body: {},
+      retries: 3,
+      retryDelay: "max(1000, pow(2, retried) * 1500)",
+    });
+    const settled = await dev.waitForSettled(res.messageId);
+    expect(settled.state).toBe("ERROR");
+    expect(settled.attempts.map((a) => [a.nextRetryDelayMs, a.nextRetryDelaySource])).toEqual([
+      [1500, "retry-delay"],
+      [3000, "retry-delay"],
+      [6000, "retry-delay"],
+      [undefined, undefined],
+    ]);
+    expect(await client.messages.get(res.messageId)).toMatchObject({
+      retryDelayExpression: "max(1000, pow(2, retried) * 1500)",
+    });
   });
 
   it("treats a timeout as a failure and retries", async () => {
