@@ -45,7 +45,7 @@ export class Broker {
 
   constructor(private readonly config: BrokerConfig) {
     this.dedup = new DedupStore(config.dedupWindowMs);
-    this.scheduler = new Scheduler((message) => this.attempt(message));
+    this.scheduler = new Scheduler((message, startedAt) => this.attempt(message, startedAt));
   }
 
   publish(request: PublishRequest, callerIP: string): PublishResult {
@@ -185,9 +185,9 @@ export class Broker {
     return message;
   }
 
-  private async attempt(message: MessageRecord): Promise<void> {
+  private async attempt(message: MessageRecord, startedAt: number): Promise<void> {
     if (message.state === "CANCELLED") return;
-    const attempt: Attempt = { retried: message.retried, startedAt: Date.now() };
+    const attempt: Attempt = { retried: message.retried, startedAt };
     message.state = "ACTIVE";
     message.attempts.push(attempt);
     this.store.changed();

@@ -2,6 +2,8 @@
  * `npm run qstash:dev`: a local QStash on QSTASH_DEV_PORT (default 8080, the port
  * Upstash's own dev server uses), with QSTASH_TOKEN / QSTASH_CURRENT_SIGNING_KEY /
  * QSTASH_NEXT_SIGNING_KEY taken from the environment or generated.
+ * Optional: QSTASH_DEV_HOST (default 127.0.0.1), QSTASH_DEV_TIME_SCALE (e.g. 0.01 to
+ * compress delays and retry backoff), QSTASH_DEV_SIGN_WITH_NEXT_KEY=true (key rotation).
  */
 import { startQStashDev } from "./server.ts";
 
@@ -12,7 +14,17 @@ if (!Number.isInteger(port) || port < 0 || port > 65535) {
   process.exit(1);
 }
 
+const timeScale = env.QSTASH_DEV_TIME_SCALE ? Number(env.QSTASH_DEV_TIME_SCALE) : 1;
+if (!Number.isFinite(timeScale) || timeScale < 0) {
+  console.error(
+    `QSTASH_DEV_TIME_SCALE must be a non-negative number, got ${JSON.stringify(env.QSTASH_DEV_TIME_SCALE)}`,
+  );
+  process.exit(1);
+}
+
 const dev = await startQStashDev({
+  timeScale,
+  signWithNextKey: env.QSTASH_DEV_SIGN_WITH_NEXT_KEY === "true",
   port,
   host: env.QSTASH_DEV_HOST ?? "127.0.0.1",
   token: env.QSTASH_TOKEN || undefined,
@@ -26,6 +38,7 @@ console.log(`qstash-dev listening on ${dev.url}
   QSTASH_TOKEN=${dev.token}
   QSTASH_CURRENT_SIGNING_KEY=${dev.currentSigningKey}
   QSTASH_NEXT_SIGNING_KEY=${dev.nextSigningKey}
+  time scale ${timeScale}${env.QSTASH_DEV_SIGN_WITH_NEXT_KEY === "true" ? ", signing with the NEXT key" : ""}
 Use: new Client({ baseUrl: QSTASH_URL, token: QSTASH_TOKEN, devMode: false })`);
 
 let stopping = false;

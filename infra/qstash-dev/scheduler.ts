@@ -18,7 +18,8 @@ export class Scheduler {
   private paused = false;
   private closed = false;
 
-  constructor(private readonly runAttempt: (message: MessageRecord) => Promise<void>) {}
+  /** `startedAt` is the scheduler's clock reading, so recorded start times match the rate window exactly. */
+  constructor(private readonly runAttempt: (message: MessageRecord, startedAt: number) => Promise<void>) {}
 
   schedule(message: MessageRecord): void {
     if (this.closed) return;
@@ -116,7 +117,7 @@ export class Scheduler {
       starts.push(now);
       this.starts.set(key, starts);
     }
-    const run = this.runAttempt(message)
+    const run = this.runAttempt(message, now)
       .catch(() => {
         // runAttempt records its own failures; nothing may escape into an unhandled rejection.
       })

@@ -364,3 +364,93 @@ describe("pause and close", () => {
     }
   });
 });
+
+describe("documented extras", () => {
+  it("Upstash-Callback reports failed attempts too, each with its retried count (callbacks docs)", async () => {
+    const { client, dev, receiver } = t;
+    let calls = 0;
+    receiver.state.respond = (r) =>
+      r.path === "/cb-each"
+        ? { status: 200 }
+        : ++calls === 1
+          ? { status: 502, body: "bad gw" }
+          : { status: 200 };
+    const res = await client.publishJSON({
+      url: receiver.url("/work2"),
+      body: {},
+      callback: receiver.url("/cb-each"),
+    });
+    const callbacks = await receiver.waitForRequests(2, "/cb-each");
+    const bodies = callbacks.map((c) => JSON.parse(c.body) as { status: number; retried: number });
+    expect(bodies.map((b) => [b.status, b.retried]).sort()).toEqual([
+      [200, 1],
+      [502, 0],
+    ]);
+    expect(dev.message(res.messageId)!.state).toBe("DELIVERED");
+  });
+
+  it("Upstash-Failure-Callback-* headers configure the failure callback message", async () => {
+    const { dev, receiver } = t;
+    receiver.state.respond = (r) => (r.path === "/fcb" ? { status: 500 } : { status: 500 });
+    const res = await fetch(`${dev.url}/v2/publish/${receiver.url("/down")}`, {
+      method: "POST",
+      headers: {
+        ...auth(),
+        "Upstash-Retries": "0",
+        "Upstash-Failure-Callback": receiver.url("/fcb"),
+        "Upstash-Failure-Callback-Retries": "1",
+        "Upstash-Failure-Callback-Method": "PUT",
+        "Upstash-Failure-Callback-Forward-X-Alert": "pager",
+      },
+      body: "payload",
+    });
+    const { messageId } = (await res.json()) as { messageId: string };
+    const callback = await dev.waitFor((ms) =>
+      ms.find((m) => m.kind === "failure-callback" && m.sourceMessageId === messageId && m.state === "ERROR"),
+    );
+    expect(callback).toMatchObject({ method: "PUT", maxRetries: 1 });
+    const calls = await receiver.waitForRequests(2, "/fcb");
+    expect(calls.map((c) => [c.method, c.headers["x-alert"], c.headers["upstash-retried"]])).toEqual([
+      ["PUT", "pager", "0"],
+      ["PUT", "pager", "1"],
+    ]);
+    // A failed failure callback lands in the DLQ itself, without spawning further callbacks.
+    expect(dev.messages().filter((m) => m.kind === "failure-callback")).toHaveLength(1);
+  });
+
+  it("client.messages.cancel cancels a pending message", async () => {
+    const { client, dev, receiver } = t;
+    dev.pauseDelivery();
+    const res = await client.publishJSON({ url: receiver.url("/cancel"), body: {} });
+    await expect(client.messages.cancel(res.messageId)).resolves.toEqual({ cancelled: 1 });
+    dev.resumeDelivery();
+    const delivered = await client.publishJSON({ url: receiver.url("/after-cancel"), body: {} });
+    await dev.waitForSettled(delivered.messageId);
+    expect(dev.message(res.messageId)!.state).toBe("CANCELLED");
+    expect(receiver.received.map((r) => r.path)).toEqual(["/after-cancel"]);
+  });
+
+  it("flow-control rate limits starts per period", async () => {
+    const { client, dev, receiver } = t;
+    const sent = await Promise.all(
+      [1, 2, 3].map(() =>
+        client.publishJSON({
+          url: receiver.url("/rate-limited"),
+          body: {},
+          flowControl: { key: "r1", rate: 2, period: "300ms" as never },
+        }),
+      ),
+    );
+    await dev.waitFor((ms) =>
+      sent.every((s) => ms.find((m) => m.messageId === s.messageId)?.state === "DELIVERED"),
+    );
+    // Start times as the scheduler saw them; arrival times would add connection jitter.
+    const starts = dev
+      .messages()
+      .map((m) => m.attempts[0]!.startedAt)
+      .sort((a, b) => a - b);
+    expect(starts[1]! - starts[0]!).toBeLessThan(300);
+    expect(starts[2]! - starts[0]!).toBeGreaterThanOrEqual(300);
+    expect(receiver.received).toHaveLength(3);
+  });
+});
