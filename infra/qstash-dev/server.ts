@@ -194,8 +194,17 @@ export async function startQStashDev(options: QStashDevOptions = {}): Promise<QS
   };
 }
 
+/** For timeout errors: counts per state, then the first few unsettled messages. */
 function summarize(messages: MessageSnapshot[]): string {
-  return messages.map((m) => `${m.messageId} ${m.kind} ${m.state} attempts=${m.attempts.length}`).join("; ");
+  const counts = new Map<string, number>();
+  for (const m of messages) counts.set(m.state, (counts.get(m.state) ?? 0) + 1);
+  const unsettled = messages
+    .filter((m) => !["DELIVERED", "ERROR", "CANCELLED"].includes(m.state))
+    .slice(0, 10)
+    .map((m) => `${m.messageId} ${m.kind} ${m.state} ${m.url} attempts=${m.attempts.length}`);
+  return `${[...counts].map(([state, n]) => `${state}=${n}`).join(" ") || "no messages"}${
+    unsettled.length ? `; unsettled: ${unsettled.join("; ")}` : ""
+  }`;
 }
 
 /** Reads and discards whatever is left of a request so an early error answer reaches the client. */

@@ -293,6 +293,22 @@ describe("flow control", () => {
     expect(receiver.maxActive("/fc")).toBe(1);
   });
 
+  it("a key's messages go out in publish order, and a delayed one does not hold back later ones", async () => {
+    const { client, dev, receiver } = t;
+    dev.pauseDelivery();
+    await client.publishJSON({ url: receiver.url("/order"), body: { n: 0 }, delay: 200 }); // 200 ms scaled
+    for (const n of [1, 2, 3, 4]) {
+      await client.publishJSON({
+        url: receiver.url("/order"),
+        body: { n },
+        flowControl: { key: "ord", parallelism: 1 },
+      });
+    }
+    dev.resumeDelivery();
+    const got = await receiver.waitForRequests(5, "/order");
+    expect(got.map((r) => (JSON.parse(r.body) as { n: number }).n)).toEqual([1, 2, 3, 4, 0]);
+  });
+
   it("without flow control (or across keys) deliveries overlap, so the measurement above can fail", async () => {
     const { client, dev, receiver } = t;
     const gate: (() => void)[] = [];
