@@ -53,7 +53,8 @@ export async function handleApi(
     const message = ctx.broker.store.get(id);
     if (!message) throw new HttpError(404, `message ${id} not found`);
     if (method === "GET") sendJson(res, 200, messageView(message));
-    else if (ctx.broker.cancel(id)) sendJson(res, 200, { cancelled: 1 });
+    else if (ctx.broker.cancel(id))
+      sendJson(res, 202, { cancelled: 1 }); // 202 per the OpenAPI spec
     else throw new HttpError(404, `message ${id} is not pending`);
     return true;
   }
@@ -189,9 +190,9 @@ async function publish(ctx: ApiContext, req: IncomingMessage, res: ServerRespons
   );
   if (!(await ctx.beforePublish(res))) return;
   const result = ctx.broker.publish(request, callerIP(req));
-  // Deduplication docs: a duplicate is accepted and answered with the existing messageId,
-  // "the only difference will be the response status code": 202 instead of 201.
-  sendJson(res, result.deduplicated ? 202 : 201, publishAnswer(result));
+  // 200 per the OpenAPI spec; the deduplication docs: a duplicate is accepted and answered with
+  // the existing messageId, "the only difference will be the response status code" (202).
+  sendJson(res, result.deduplicated ? 202 : 200, publishAnswer(result));
 }
 
 /** POST /v2/batch: a JSON array of `{destination, headers, body}` (batch docs), all validated before any is enqueued. */

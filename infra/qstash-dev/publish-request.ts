@@ -27,7 +27,8 @@ export interface PublishRequest {
   flowControl?: FlowControl;
 }
 
-const METHODS = new Set(["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]);
+/** The Upstash-Method enum in QStash's OpenAPI spec. */
+const METHODS = new Set(["GET", "POST", "PUT", "PATCH", "DELETE"]);
 
 export function headerMapFromNode(headers: Record<string, string | string[] | undefined>): HeaderMap {
   const map: HeaderMap = new Map();
@@ -197,8 +198,12 @@ export function parsePublish(
     contentBasedDeduplication: headers.get("upstash-content-based-deduplication")?.toLowerCase() === "true",
     callback: validateCallbackUrl("upstash-callback", headers.get("upstash-callback")),
     failureCallback: validateCallbackUrl("upstash-failure-callback", headers.get("upstash-failure-callback")),
-    callbackOptions: parseOptions(headers, "upstash-callback-", defaults),
-    failureCallbackOptions: parseOptions(headers, "upstash-failure-callback-", defaults),
+    // OpenAPI spec: callback retries default to "same as original message retries".
+    callbackOptions: parseOptions(headers, "upstash-callback-", { ...defaults, retries: options.retries }),
+    failureCallbackOptions: parseOptions(headers, "upstash-failure-callback-", {
+      ...defaults,
+      retries: options.retries,
+    }),
     flowControl: parseFlowControl(headers),
   };
 }

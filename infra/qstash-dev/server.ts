@@ -27,7 +27,7 @@ export interface QStashDevOptions {
   dedupWindowMs?: number;
   /** Per-message body limit; QStash's is 1 MB. */
   maxBodyBytes?: number;
-  /** Retries when Upstash-Retries is absent. QStash uses the plan's maximum; 3 is the free plan's. */
+  /** Retries when Upstash-Retries is absent; the OpenAPI spec documents 3. */
   defaultRetries?: number;
   /** Attempt timeout when Upstash-Timeout is absent (not time-scaled). */
   defaultTimeoutMs?: number;

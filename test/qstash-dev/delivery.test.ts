@@ -434,6 +434,22 @@ describe("documented extras", () => {
     expect(dev.messages().filter((m) => m.kind === "failure-callback")).toHaveLength(1);
   });
 
+  it("callbacks inherit the original message's retries unless Upstash-Callback-Retries is set", async () => {
+    const { client, dev, receiver } = t;
+    receiver.state.respond = (r) => (r.path === "/cb-down" ? { status: 500 } : { status: 200 });
+    const res = await client.publishJSON({
+      url: receiver.url("/ok"),
+      body: {},
+      retries: 1,
+      callback: receiver.url("/cb-down"),
+    });
+    const callback = await dev.waitFor((ms) =>
+      ms.find((m) => m.kind === "callback" && m.sourceMessageId === res.messageId && m.state === "ERROR"),
+    );
+    expect(callback.maxRetries).toBe(1);
+    expect(callback.attempts).toHaveLength(2);
+  });
+
   it("client.messages.cancel cancels a pending message", async () => {
     const { client, dev, receiver } = t;
     dev.pauseDelivery();
