@@ -69,7 +69,7 @@ export async function handleApi(
       const next = offset + count < entries.length ? String(offset + count) : undefined;
       sendJson(res, 200, { messages: page.map(dlqView), ...(next ? { cursor: next } : {}) });
     } else {
-      requireSelection(url);
+      // No filter means every entry: the SDK sends `{ all: true }` as just count/cursor.
       for (const entry of entries) ctx.broker.deleteFromDlq(entry.dlqId);
       sendJson(res, 200, { deleted: entries.length });
     }
@@ -77,7 +77,6 @@ export async function handleApi(
   }
   if (path === "/v2/dlq/retry") {
     allow(method, ["POST"]);
-    requireSelection(url);
     const overrides = parseRetryOverrides(headerMapFromNode(req.headers), ctx.defaults);
     await drain(req);
     const responses = filterDlq(ctx, url).map((entry) => ctx.broker.retryFromDlq(entry.dlqId, overrides));
@@ -121,16 +120,6 @@ function allow(method: string, allowed: string[]): void {
 
 async function drain(req: IncomingMessage): Promise<void> {
   await readBody(req, 1024 * 1024).catch(() => undefined);
-}
-
-/** The SDK's bulk DLQ calls pass `dlqIds` (repeated) or filters; refuse an unfiltered bulk action. */
-function requireSelection(url: URL): void {
-  const keys = [...url.searchParams.keys()].filter(
-    (k) => k !== "qstash_token" && k !== "count" && k !== "cursor",
-  );
-  if (keys.length === 0 && url.searchParams.get("all") !== "true") {
-    throw new HttpError(400, "select DLQ messages with dlqIds or a filter");
-  }
 }
 
 function filterDlq(ctx: ApiContext, url: URL): DlqEntry[] {

@@ -160,6 +160,16 @@ describe("DLQ", () => {
     expect((await client.dlq.listMessages()).messages.map((m) => m.dlqId)).toEqual([two.dlqId]);
   });
 
+  it("the SDK's bulk delete forms: by ids, and all", async () => {
+    const { client } = t;
+    const a = await exhaust("/bulk-a");
+    await exhaust("/bulk-b");
+    await exhaust("/bulk-c");
+    await expect(client.dlq.delete([a.dlqId])).resolves.toEqual({ deleted: 1 });
+    await expect(client.dlq.delete({ all: true })).resolves.toMatchObject({ deleted: 2 });
+    expect((await client.dlq.listMessages()).messages).toEqual([]);
+  });
+
   it("POST /v2/dlq/retry/<dlqId> republishes as a new message and removes the entry", async () => {
     const { dev, receiver, client } = t;
     const failed = await exhaust("/dlq-retry");
