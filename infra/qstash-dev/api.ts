@@ -49,7 +49,7 @@ export async function handleApi(
   const messageMatch = /^\/v2\/messages\/([^/]+)$/.exec(path);
   if (messageMatch) {
     allow(method, ["GET", "DELETE"]);
-    const id = decodeURIComponent(messageMatch[1]!);
+    const id = decodePathParam(messageMatch[1]!);
     const message = ctx.broker.store.get(id);
     if (!message) throw new HttpError(404, `message ${id} not found`);
     if (method === "GET") sendJson(res, 200, messageView(message));
@@ -86,7 +86,7 @@ export async function handleApi(
   const retryMatch = /^\/v2\/dlq\/retry\/([^/]+)$/.exec(path);
   if (retryMatch) {
     allow(method, ["POST"]);
-    const dlqId = decodeURIComponent(retryMatch[1]!);
+    const dlqId = decodePathParam(retryMatch[1]!);
     const overrides = parseRetryOverrides(headerMapFromNode(req.headers), ctx.defaults);
     await drain(req);
     const result = ctx.broker.retryFromDlq(dlqId, overrides);
@@ -97,7 +97,7 @@ export async function handleApi(
   const dlqMatch = /^\/v2\/dlq\/([^/]+)$/.exec(path);
   if (dlqMatch) {
     allow(method, ["GET", "DELETE"]);
-    const dlqId = decodeURIComponent(dlqMatch[1]!);
+    const dlqId = decodePathParam(dlqMatch[1]!);
     const entry = ctx.broker.store.dlq.get(dlqId);
     // "If the message is not found in the DLQ ... the endpoint returns a 404" (GET dlq docs).
     if (!entry) throw new HttpError(404, `dlq message ${dlqId} not found`);
@@ -110,6 +110,15 @@ export async function handleApi(
     return true;
   }
   return false;
+}
+
+/** A malformed escape (`/v2/dlq/%`) is the client's mistake: 400, not a 500. */
+function decodePathParam(value: string): string {
+  try {
+    return decodeURIComponent(value);
+  } catch {
+    throw new HttpError(400, `malformed path parameter: ${JSON.stringify(value)}`);
+  }
 }
 
 function allow(method: string, allowed: string[]): void {

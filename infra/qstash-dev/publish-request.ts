@@ -1,3 +1,4 @@
+import { validateHeaderName, validateHeaderValue } from "node:http";
 import { parseDuration } from "./duration.ts";
 import { HttpError, canonicalHeaderName } from "./http-util.ts";
 import { parseRetryDelayExpression } from "./retry-delay-expression.ts";
@@ -45,10 +46,19 @@ export function headerMapFromJson(value: unknown): HeaderMap {
   if (typeof value !== "object" || Array.isArray(value))
     throw new HttpError(400, "headers must be an object");
   for (const [name, v] of Object.entries(value)) {
-    if (typeof v === "string") map.set(name.toLowerCase(), v);
-    else if (Array.isArray(v) && v.every((item) => typeof item === "string"))
-      map.set(name.toLowerCase(), v.join(", "));
+    let text: string;
+    if (typeof v === "string") text = v;
+    else if (Array.isArray(v) && v.every((item) => typeof item === "string")) text = v.join(", ");
     else throw new HttpError(400, `header ${name} must be a string`);
+    // Batch headers arrive as JSON, not through Node's parser: refuse what could never be
+    // sent (CR/LF, bad names) now, instead of failing every delivery attempt later.
+    try {
+      validateHeaderName(name);
+      validateHeaderValue(name, text);
+    } catch {
+      throw new HttpError(400, `invalid header ${JSON.stringify(name)}`);
+    }
+    map.set(name.toLowerCase(), text);
   }
   return map;
 }

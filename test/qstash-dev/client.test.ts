@@ -205,6 +205,12 @@ describe("bad requests get QStash-style 4xx JSON errors", () => {
     ["batch that is not an array", "/v2/batch", { body: '{"destination":"http://127.0.0.1:1"}' }, 400],
     ["batch entry without destination", "/v2/batch", { body: '[{"body":"x"}]' }, 400],
     ["batch entry with a bad destination", "/v2/batch", { body: '[{"destination":"nope"}]' }, 400],
+    [
+      "batch header that could never be sent",
+      "/v2/batch",
+      { body: '[{"destination":"http://127.0.0.1:1","headers":{"Upstash-Forward-X":"a\\r\\nb"}}]' },
+      400,
+    ],
     ["body over 1 MB", "/v2/publish/http://127.0.0.1:1/x", { body: "x".repeat(1024 * 1024 + 1) }, 413],
     ["unknown route", "/v2/nothing-here", {}, 404],
     ["unknown top-level route", "/favicon.ico", {}, 404],
