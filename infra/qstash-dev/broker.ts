@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { setMaxListeners } from "node:events";
+import { buildCallbackBody } from "./callbacks.ts";
 import { DedupStore } from "./dedup.ts";
 import { deliver, type DeliveryResult } from "./delivery.ts";
 import type { DlqRetryOverrides, PublishRequest } from "./publish-request.ts";
@@ -15,7 +16,6 @@ import type {
   MessageRecord,
   MessageState,
 } from "./types.ts";
-import { buildCallbackBody } from "./callbacks.ts";
 
 export interface BrokerConfig {
   timeScale: number;

@@ -81,6 +81,7 @@ export async function startQStashDev(options: QStashDevOptions = {}): Promise<QS
     broker,
     defaults: {
       retries: options.defaultRetries ?? 3,
+      // The retry docs: requests not answered within 15 minutes (free plan) count as failed.
       timeoutMs: options.defaultTimeoutMs ?? 15 * 60_000,
       maxBodyBytes,
     },
