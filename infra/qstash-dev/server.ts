@@ -103,7 +103,7 @@ export async function startQStashDev(options: QStashDevOptions = {}): Promise<QS
     }
     if (!isAuthorized(req, url, token)) throw new HttpError(401, "unauthorized: missing or invalid token");
     const handled = url.pathname.startsWith("/__admin/")
-      ? await handleAdmin(broker, faults, req, res, url.pathname)
+      ? await handleAdmin(broker, faults, req, res, url.pathname, (value) => (signWithNextKey = value))
       : await handleApi(apiContext, req, res, url, rawPath);
     if (!handled) throw new HttpError(404, `route ${req.method ?? "GET"} ${url.pathname} not found`);
   };
