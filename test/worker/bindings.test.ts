@@ -50,7 +50,9 @@ describe("bindings are validated once, at the entry", () => {
   });
 
   it("applies defaults and normalises URLs", () => {
-    const result = parseConfig(bindings({ PUBLIC_URL: "https://outbox.example.com/", NEON_WS_PROXY: "" }));
+    const result = parseConfig(
+      bindings({ PUBLIC_URL: "https://outbox.example.com/", NEON_WS_PROXY: "", QSTASH_URL: undefined }),
+    );
     expect(result).toMatchObject({
       ok: true,
       config: { QSTASH_URL: "https://qstash.upstash.io", PUBLIC_URL: "https://outbox.example.com" },
