@@ -73,10 +73,16 @@ export function handleError(err: Error, c: Context<HonoEnv>) {
     const code = httpStatusToCode(err.status);
     // bearerAuth's challenge tells a client which scheme to use; keep it.
     const challenge = err.getResponse().headers.get("WWW-Authenticate");
-    if (challenge) c.header("WWW-Authenticate", challenge);
-    const message =
-      code === "UNAUTHORIZED" ? "a valid operator bearer token (ADMIN_TOKEN) is required" : err.message;
-    return errorResponse(c, code, message || code);
+    if (challenge) {
+      c.header("WWW-Authenticate", challenge);
+      // RFC 6750: no or a wrong token is 401; a header that is not `Bearer <token>` is 400.
+      const message =
+        code === "UNAUTHORIZED"
+          ? "a valid operator bearer token (ADMIN_TOKEN) is required"
+          : "the Authorization header must be `Bearer <token>`";
+      return errorResponse(c, code, message);
+    }
+    return errorResponse(c, code, err.message || code);
   }
   console.error(`[${c.get("requestId") ?? "-"}] ${c.req.method} ${c.req.path}:`, err);
   return errorResponse(
