@@ -86,6 +86,7 @@ async function jsonBody(req: IncomingMessage): Promise<Record<string, unknown>> 
  * /__admin/* mirrors the in-process helpers for tests running in another process:
  *   POST /__admin/fail-publishes {count, status}   POST /__admin/publish-latency {ms}
  *   POST /__admin/pause   POST /__admin/resume   POST /__admin/reset
+ *   POST /__admin/sign-with-next-key {value: true|false}   (key rotation)
  *   GET  /__admin/messages  → {paused, messages: [snapshot with attempts]}
  */
 export async function handleAdmin(
@@ -94,6 +95,7 @@ export async function handleAdmin(
   req: IncomingMessage,
   res: ServerResponse,
   path: string,
+  setSignWithNextKey: (value: boolean) => void,
 ): Promise<boolean> {
   const method = req.method ?? "GET";
   const route = path.slice("/__admin".length);
@@ -114,6 +116,12 @@ export async function handleAdmin(
       return true;
     case "/resume":
       await post(() => broker.resumeDelivery());
+      return true;
+    case "/sign-with-next-key":
+      await post((b) => {
+        if (typeof b.value !== "boolean") throw new HttpError(400, "value must be true or false");
+        setSignWithNextKey(b.value);
+      });
       return true;
     case "/reset":
       await post(() => {

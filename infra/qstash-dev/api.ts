@@ -49,11 +49,12 @@ export async function handleApi(
   const messageMatch = /^\/v2\/messages\/([^/]+)$/.exec(path);
   if (messageMatch) {
     allow(method, ["GET", "DELETE"]);
-    const id = decodeURIComponent(messageMatch[1]!);
+    const id = decodePathParam(messageMatch[1]!);
     const message = ctx.broker.store.get(id);
     if (!message) throw new HttpError(404, `message ${id} not found`);
     if (method === "GET") sendJson(res, 200, messageView(message));
-    else if (ctx.broker.cancel(id)) sendJson(res, 200, { cancelled: 1 });
+    else if (ctx.broker.cancel(id))
+      sendJson(res, 202, { cancelled: 1 }); // 202 per the OpenAPI spec
     else throw new HttpError(404, `message ${id} is not pending`);
     return true;
   }
@@ -68,7 +69,7 @@ export async function handleApi(
       const next = offset + count < entries.length ? String(offset + count) : undefined;
       sendJson(res, 200, { messages: page.map(dlqView), ...(next ? { cursor: next } : {}) });
     } else {
-      requireSelection(url);
+      // No filter means every entry: the SDK sends `{ all: true }` as just count/cursor.
       for (const entry of entries) ctx.broker.deleteFromDlq(entry.dlqId);
       sendJson(res, 200, { deleted: entries.length });
     }
@@ -76,7 +77,6 @@ export async function handleApi(
   }
   if (path === "/v2/dlq/retry") {
     allow(method, ["POST"]);
-    requireSelection(url);
     const overrides = parseRetryOverrides(headerMapFromNode(req.headers), ctx.defaults);
     await drain(req);
     const responses = filterDlq(ctx, url).map((entry) => ctx.broker.retryFromDlq(entry.dlqId, overrides));
@@ -86,7 +86,7 @@ export async function handleApi(
   const retryMatch = /^\/v2\/dlq\/retry\/([^/]+)$/.exec(path);
   if (retryMatch) {
     allow(method, ["POST"]);
-    const dlqId = decodeURIComponent(retryMatch[1]!);
+    const dlqId = decodePathParam(retryMatch[1]!);
     const overrides = parseRetryOverrides(headerMapFromNode(req.headers), ctx.defaults);
     await drain(req);
     const result = ctx.broker.retryFromDlq(dlqId, overrides);
@@ -97,7 +97,7 @@ export async function handleApi(
   const dlqMatch = /^\/v2\/dlq\/([^/]+)$/.exec(path);
   if (dlqMatch) {
     allow(method, ["GET", "DELETE"]);
-    const dlqId = decodeURIComponent(dlqMatch[1]!);
+    const dlqId = decodePathParam(dlqMatch[1]!);
     const entry = ctx.broker.store.dlq.get(dlqId);
     // "If the message is not found in the DLQ ... the endpoint returns a 404" (GET dlq docs).
     if (!entry) throw new HttpError(404, `dlq message ${dlqId} not found`);
@@ -112,6 +112,15 @@ export async function handleApi(
   return false;
 }
 
+/** A malformed escape (`/v2/dlq/%`) is the client's mistake: 400, not a 500. */
+function decodePathParam(value: string): string {
+  try {
+    return decodeURIComponent(value);
+  } catch {
+    throw new HttpError(400, `malformed path parameter: ${JSON.stringify(value)}`);
+  }
+}
+
 function allow(method: string, allowed: string[]): void {
   if (!allowed.includes(method)) {
     throw new HttpError(405, `method ${method} not allowed`, { allow: allowed.join(", ") });
@@ -120,16 +129,6 @@ function allow(method: string, allowed: string[]): void {
 
 async function drain(req: IncomingMessage): Promise<void> {
   await readBody(req, 1024 * 1024).catch(() => undefined);
-}
-
-/** The SDK's bulk DLQ calls pass `dlqIds` (repeated) or filters; refuse an unfiltered bulk action. */
-function requireSelection(url: URL): void {
-  const keys = [...url.searchParams.keys()].filter(
-    (k) => k !== "qstash_token" && k !== "count" && k !== "cursor",
-  );
-  if (keys.length === 0 && url.searchParams.get("all") !== "true") {
-    throw new HttpError(400, "select DLQ messages with dlqIds or a filter");
-  }
 }
 
 function filterDlq(ctx: ApiContext, url: URL): DlqEntry[] {
@@ -189,9 +188,9 @@ async function publish(ctx: ApiContext, req: IncomingMessage, res: ServerRespons
   );
   if (!(await ctx.beforePublish(res))) return;
   const result = ctx.broker.publish(request, callerIP(req));
-  // Deduplication docs: a duplicate is accepted and answered with the existing messageId,
-  // "the only difference will be the response status code": 202 instead of 201.
-  sendJson(res, result.deduplicated ? 202 : 201, publishAnswer(result));
+  // 200 per the OpenAPI spec; the deduplication docs: a duplicate is accepted and answered with
+  // the existing messageId, "the only difference will be the response status code" (202).
+  sendJson(res, result.deduplicated ? 202 : 200, publishAnswer(result));
 }
 
 /** POST /v2/batch: a JSON array of `{destination, headers, body}` (batch docs), all validated before any is enqueued. */

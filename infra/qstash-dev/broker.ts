@@ -1,4 +1,6 @@
 import { randomBytes } from "node:crypto";
+import { setMaxListeners } from "node:events";
+import { buildCallbackBody } from "./callbacks.ts";
 import { DedupStore } from "./dedup.ts";
 import { deliver, type DeliveryResult } from "./delivery.ts";
 import type { DlqRetryOverrides, PublishRequest } from "./publish-request.ts";
@@ -14,7 +16,6 @@ import type {
   MessageRecord,
   MessageState,
 } from "./types.ts";
-import { buildCallbackBody } from "./callbacks.ts";
 
 export interface BrokerConfig {
   timeScale: number;
@@ -44,6 +45,8 @@ export class Broker {
   private readonly abort = new AbortController();
 
   constructor(private readonly config: BrokerConfig) {
+    // Every in-flight delivery listens on this one signal; thousands are normal, not a leak.
+    setMaxListeners(0, this.abort.signal);
     this.dedup = new DedupStore(config.dedupWindowMs);
     this.scheduler = new Scheduler((message, startedAt) => this.attempt(message, startedAt));
   }
@@ -92,7 +95,7 @@ export class Broker {
     if (!message || (message.state !== "CREATED" && message.state !== "RETRY")) return false;
     this.scheduler.unschedule(message);
     message.state = "CANCELLED";
-    this.store.changed();
+    this.store.changed(message);
     return true;
   }
 
@@ -138,7 +141,10 @@ export class Broker {
   reset(): void {
     this.scheduler.clear();
     for (const message of this.store.messages.values()) {
-      if (message.state !== "DELIVERED" && message.state !== "ERROR") message.state = "CANCELLED";
+      if (message.state !== "DELIVERED" && message.state !== "ERROR") {
+        message.state = "CANCELLED";
+        message.version += 1;
+      }
     }
     this.dedup.clear();
     this.store.clear();
@@ -164,6 +170,8 @@ export class Broker {
     const message: MessageRecord = {
       ...extra,
       messageId: newMessageId(),
+      seq: this.store.nextMessageSeq(),
+      version: 0,
       kind,
       url,
       method: options.method,
@@ -190,7 +198,7 @@ export class Broker {
     const attempt: Attempt = { retried: message.retried, startedAt };
     message.state = "ACTIVE";
     message.attempts.push(attempt);
-    this.store.changed();
+    this.store.changed(message);
 
     const headers: Record<string, string> = {};
     for (const [name, values] of Object.entries(message.header)) headers[name] = values.join(", ");
@@ -221,7 +229,7 @@ export class Broker {
 
     // Re-read: a cancel or reset may have happened while the attempt was in flight.
     if ((message.state as MessageState) === "CANCELLED") {
-      this.store.changed();
+      this.store.changed(message);
       return;
     }
     const ok = result.status !== undefined && result.status >= 200 && result.status < 300;
@@ -243,7 +251,7 @@ export class Broker {
     } else {
       this.moveToDlq(message, result, now);
     }
-    this.store.changed();
+    this.store.changed(message);
   }
 
   private moveToDlq(message: MessageRecord, result: DeliveryResult, now: number): void {

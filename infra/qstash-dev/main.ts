@@ -31,6 +31,10 @@ const dev = await startQStashDev({
   currentSigningKey: env.QSTASH_CURRENT_SIGNING_KEY || undefined,
   nextSigningKey: env.QSTASH_NEXT_SIGNING_KEY || undefined,
   log: (line) => console.log(line),
+}).catch((error: unknown) => {
+  // Typically EADDRINUSE: say so plainly instead of dumping an unhandled rejection.
+  console.error(`qstash-dev could not start: ${error instanceof Error ? error.message : String(error)}`);
+  process.exit(1);
 });
 
 console.log(`qstash-dev listening on ${dev.url}

@@ -1,3 +1,4 @@
+import { validateHeaderName, validateHeaderValue } from "node:http";
 import { parseDuration } from "./duration.ts";
 import { HttpError, canonicalHeaderName } from "./http-util.ts";
 import { parseRetryDelayExpression } from "./retry-delay-expression.ts";
@@ -27,7 +28,8 @@ export interface PublishRequest {
   flowControl?: FlowControl;
 }
 
-const METHODS = new Set(["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]);
+/** The Upstash-Method enum in QStash's OpenAPI spec. */
+const METHODS = new Set(["GET", "POST", "PUT", "PATCH", "DELETE"]);
 
 export function headerMapFromNode(headers: Record<string, string | string[] | undefined>): HeaderMap {
   const map: HeaderMap = new Map();
@@ -44,10 +46,19 @@ export function headerMapFromJson(value: unknown): HeaderMap {
   if (typeof value !== "object" || Array.isArray(value))
     throw new HttpError(400, "headers must be an object");
   for (const [name, v] of Object.entries(value)) {
-    if (typeof v === "string") map.set(name.toLowerCase(), v);
-    else if (Array.isArray(v) && v.every((item) => typeof item === "string"))
-      map.set(name.toLowerCase(), v.join(", "));
+    let text: string;
+    if (typeof v === "string") text = v;
+    else if (Array.isArray(v) && v.every((item) => typeof item === "string")) text = v.join(", ");
     else throw new HttpError(400, `header ${name} must be a string`);
+    // Batch headers arrive as JSON, not through Node's parser: refuse what could never be
+    // sent (CR/LF, bad names) now, instead of failing every delivery attempt later.
+    try {
+      validateHeaderName(name);
+      validateHeaderValue(name, text);
+    } catch {
+      throw new HttpError(400, `invalid header ${JSON.stringify(name)}`);
+    }
+    map.set(name.toLowerCase(), text);
   }
   return map;
 }
@@ -197,8 +208,12 @@ export function parsePublish(
     contentBasedDeduplication: headers.get("upstash-content-based-deduplication")?.toLowerCase() === "true",
     callback: validateCallbackUrl("upstash-callback", headers.get("upstash-callback")),
     failureCallback: validateCallbackUrl("upstash-failure-callback", headers.get("upstash-failure-callback")),
-    callbackOptions: parseOptions(headers, "upstash-callback-", defaults),
-    failureCallbackOptions: parseOptions(headers, "upstash-failure-callback-", defaults),
+    // OpenAPI spec: callback retries default to "same as original message retries".
+    callbackOptions: parseOptions(headers, "upstash-callback-", { ...defaults, retries: options.retries }),
+    failureCallbackOptions: parseOptions(headers, "upstash-failure-callback-", {
+      ...defaults,
+      retries: options.retries,
+    }),
     flowControl: parseFlowControl(headers),
   };
 }

@@ -27,7 +27,7 @@ export interface QStashDevOptions {
   dedupWindowMs?: number;
   /** Per-message body limit; QStash's is 1 MB. */
   maxBodyBytes?: number;
-  /** Retries when Upstash-Retries is absent. QStash uses the plan's maximum; 3 is the free plan's. */
+  /** Retries when Upstash-Retries is absent; the OpenAPI spec documents 3. */
   defaultRetries?: number;
   /** Attempt timeout when Upstash-Timeout is absent (not time-scaled). */
   defaultTimeoutMs?: number;
@@ -81,6 +81,7 @@ export async function startQStashDev(options: QStashDevOptions = {}): Promise<QS
     broker,
     defaults: {
       retries: options.defaultRetries ?? 3,
+      // The retry docs: requests not answered within 15 minutes (free plan) count as failed.
       timeoutMs: options.defaultTimeoutMs ?? 15 * 60_000,
       maxBodyBytes,
     },
@@ -102,7 +103,7 @@ export async function startQStashDev(options: QStashDevOptions = {}): Promise<QS
     }
     if (!isAuthorized(req, url, token)) throw new HttpError(401, "unauthorized: missing or invalid token");
     const handled = url.pathname.startsWith("/__admin/")
-      ? await handleAdmin(broker, faults, req, res, url.pathname)
+      ? await handleAdmin(broker, faults, req, res, url.pathname, (value) => (signWithNextKey = value))
       : await handleApi(apiContext, req, res, url, rawPath);
     if (!handled) throw new HttpError(404, `route ${req.method ?? "GET"} ${url.pathname} not found`);
   };
@@ -194,8 +195,17 @@ export async function startQStashDev(options: QStashDevOptions = {}): Promise<QS
   };
 }
 
+/** For timeout errors: counts per state, then the first few unsettled messages. */
 function summarize(messages: MessageSnapshot[]): string {
-  return messages.map((m) => `${m.messageId} ${m.kind} ${m.state} attempts=${m.attempts.length}`).join("; ");
+  const counts = new Map<string, number>();
+  for (const m of messages) counts.set(m.state, (counts.get(m.state) ?? 0) + 1);
+  const unsettled = messages
+    .filter((m) => !["DELIVERED", "ERROR", "CANCELLED"].includes(m.state))
+    .slice(0, 10)
+    .map((m) => `${m.messageId} ${m.kind} ${m.state} ${m.url} attempts=${m.attempts.length}`);
+  return `${[...counts].map(([state, n]) => `${state}=${n}`).join(" ") || "no messages"}${
+    unsettled.length ? `; unsettled: ${unsettled.join("; ")}` : ""
+  }`;
 }
 
 /** Reads and discards whatever is left of a request so an early error answer reaches the client. */

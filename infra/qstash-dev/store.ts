@@ -4,16 +4,23 @@ import type { DlqEntry, MessageRecord } from "./types.ts";
  * All messages (kept after they finish, so tests and GET /v2/messages can see
  * final states) and the DLQ. Every mutation goes through `changed()`, which
  * wakes `waitFor` callers: tests wait on state, never on sleeps.
+ *
+ * Wake-ups are coalesced with setImmediate: all changes from one turn of the event
+ * loop (e.g. many deliveries completing together) are evaluated once, which keeps
+ * waiting cheap with thousands of messages. A state that lasts across network I/O
+ * (ACTIVE during a delivery) is still observed: the check runs before the next poll.
  */
 export class MessageStore {
   readonly messages = new Map<string, MessageRecord>();
   readonly dlq = new Map<string, DlqEntry>();
   private readonly listeners = new Set<() => void>();
   private dlqSeq = 0;
+  private messageSeq = 0;
+  private notifyQueued = false;
 
   add(message: MessageRecord): void {
     this.messages.set(message.messageId, message);
-    this.changed();
+    this.changed(message);
   }
 
   get(messageId: string): MessageRecord | undefined {
@@ -25,8 +32,19 @@ export class MessageStore {
     return `${now}-${this.dlqSeq++}`;
   }
 
-  changed(): void {
-    for (const listener of [...this.listeners]) listener();
+  nextMessageSeq(): number {
+    return this.messageSeq++;
+  }
+
+  /** Records a mutation (of `message`, when given) and schedules one wake-up of waiters. */
+  changed(message?: MessageRecord): void {
+    if (message) message.version += 1;
+    if (this.notifyQueued) return;
+    this.notifyQueued = true;
+    setImmediate(() => {
+      this.notifyQueued = false;
+      for (const listener of [...this.listeners]) listener();
+    });
   }
 
   /**

@@ -46,6 +46,10 @@ export interface Attempt {
 
 export interface MessageRecord {
   messageId: string;
+  /** Creation order; breaks readyAt ties so equally-due messages go FIFO. */
+  seq: number;
+  /** Bumped on every mutation, so snapshots can be cached until the record changes. */
+  version: number;
   kind: MessageKind;
   url: string;
   method: string;

@@ -1,4 +1,4 @@
-import type { DlqEntry, MessageRecord } from "./types.ts";
+import type { Attempt, DlqEntry, MessageRecord } from "./types.ts";
 
 const utf8 = new TextDecoder("utf-8", { fatal: true });
 
@@ -75,21 +75,31 @@ export interface MessageSnapshot {
   createdAt: number;
 }
 
+const snapshotCache = new WeakMap<MessageRecord, { version: number; snapshot: MessageSnapshot }>();
+
+/**
+ * A frozen copy of the record, rebuilt only when the record's version changed:
+ * waitFor evaluates predicates over every message on each change, so this must be cheap.
+ */
 export function snapshot(message: MessageRecord): MessageSnapshot {
-  return {
+  const cached = snapshotCache.get(message);
+  if (cached && cached.version === message.version) return cached.snapshot;
+  const built: MessageSnapshot = Object.freeze({
     messageId: message.messageId,
     kind: message.kind,
     url: message.url,
     method: message.method,
     state: message.state,
     body: message.body.toString("utf8"),
-    header: structuredClone(message.header),
+    header: Object.freeze(structuredClone(message.header)),
     retried: message.retried,
     maxRetries: message.maxRetries,
-    attempts: structuredClone(message.attempts),
+    attempts: Object.freeze(message.attempts.map((a) => Object.freeze(structuredClone(a)))) as Attempt[],
     ...(message.dlqId !== undefined ? { dlqId: message.dlqId } : {}),
     ...(message.sourceMessageId !== undefined ? { sourceMessageId: message.sourceMessageId } : {}),
     ...(message.flowControl ? { flowControlKey: message.flowControl.key } : {}),
     createdAt: message.createdAt,
-  };
+  });
+  snapshotCache.set(message, { version: message.version, snapshot: built });
+  return built;
 }

@@ -160,7 +160,7 @@ describe("auth", () => {
       expect(await res.json()).toHaveProperty("error");
     }
     const ok = await fetch(`${target}?qstash_token=${dev.token}`, { method: "POST", body: "x" });
-    expect(ok.status).toBe(201);
+    expect(ok.status).toBe(200);
     const { messageId } = (await ok.json()) as { messageId: string };
     await dev.waitForSettled(messageId);
     // The token is ours, not the destination's: it must not be forwarded in the URL.
@@ -205,6 +205,12 @@ describe("bad requests get QStash-style 4xx JSON errors", () => {
     ["batch that is not an array", "/v2/batch", { body: '{"destination":"http://127.0.0.1:1"}' }, 400],
     ["batch entry without destination", "/v2/batch", { body: '[{"body":"x"}]' }, 400],
     ["batch entry with a bad destination", "/v2/batch", { body: '[{"destination":"nope"}]' }, 400],
+    [
+      "batch header that could never be sent",
+      "/v2/batch",
+      { body: '[{"destination":"http://127.0.0.1:1","headers":{"Upstash-Forward-X":"a\\r\\nb"}}]' },
+      400,
+    ],
     ["body over 1 MB", "/v2/publish/http://127.0.0.1:1/x", { body: "x".repeat(1024 * 1024 + 1) }, 413],
     ["unknown route", "/v2/nothing-here", {}, 404],
     ["unknown top-level route", "/favicon.ico", {}, 404],
@@ -216,7 +222,7 @@ describe("bad requests get QStash-style 4xx JSON errors", () => {
     // Nothing was enqueued, and the server is still serving.
     expect(t.dev.messages()).toHaveLength(0);
     const alive = await call(`/v2/publish/${t.receiver.url("/alive")}`, { body: "x" });
-    expect(alive.status).toBe(201);
+    expect(alive.status).toBe(200);
   });
 
   it("a malformed HTTP request line gets a 400 and the server keeps serving", async () => {
@@ -229,12 +235,23 @@ describe("bad requests get QStash-style 4xx JSON errors", () => {
     });
     expect(answer).toMatch(/^HTTP\/1\.1 400/);
     const alive = await call(`/v2/publish/${t.receiver.url("/alive")}`, { body: "x" });
-    expect(alive.status).toBe(201);
+    expect(alive.status).toBe(200);
+  });
+
+  it("answers 200 for a new message and 202 for a duplicate (OpenAPI spec, deduplication docs)", async () => {
+    const target = `/v2/publish/${t.receiver.url("/status")}`;
+    const headers = { "upstash-deduplication-id": "status-1" };
+    const first = await call(target, { body: "x", headers });
+    const second = await call(target, { body: "x", headers });
+    expect(first.status).toBe(200);
+    expect(second.status).toBe(202);
+    const [a, b] = (await Promise.all([first.json(), second.json()])) as { messageId: string }[];
+    expect(b).toEqual({ messageId: a!.messageId, url: t.receiver.url("/status"), deduplicated: true });
   });
 
   it("a body of exactly 1 MB is accepted", async () => {
     const res = await call(`/v2/publish/${t.receiver.url("/big")}`, { body: "x".repeat(1024 * 1024) });
-    expect(res.status).toBe(201);
+    expect(res.status).toBe(200);
   });
 });
 

@@ -160,6 +160,16 @@ describe("DLQ", () => {
     expect((await client.dlq.listMessages()).messages.map((m) => m.dlqId)).toEqual([two.dlqId]);
   });
 
+  it("the SDK's bulk delete forms: by ids, and all", async () => {
+    const { client } = t;
+    const a = await exhaust("/bulk-a");
+    await exhaust("/bulk-b");
+    await exhaust("/bulk-c");
+    await expect(client.dlq.delete([a.dlqId])).resolves.toEqual({ deleted: 1 });
+    await expect(client.dlq.delete({ all: true })).resolves.toMatchObject({ deleted: 2 });
+    expect((await client.dlq.listMessages()).messages).toEqual([]);
+  });
+
   it("POST /v2/dlq/retry/<dlqId> republishes as a new message and removes the entry", async () => {
     const { dev, receiver, client } = t;
     const failed = await exhaust("/dlq-retry");
@@ -293,6 +303,22 @@ describe("flow control", () => {
     expect(receiver.maxActive("/fc")).toBe(1);
   });
 
+  it("a key's messages go out in publish order, and a delayed one does not hold back later ones", async () => {
+    const { client, dev, receiver } = t;
+    dev.pauseDelivery();
+    await client.publishJSON({ url: receiver.url("/order"), body: { n: 0 }, delay: 200 }); // 200 ms scaled
+    for (const n of [1, 2, 3, 4]) {
+      await client.publishJSON({
+        url: receiver.url("/order"),
+        body: { n },
+        flowControl: { key: "ord", parallelism: 1 },
+      });
+    }
+    dev.resumeDelivery();
+    const got = await receiver.waitForRequests(5, "/order");
+    expect(got.map((r) => (JSON.parse(r.body) as { n: number }).n)).toEqual([1, 2, 3, 4, 0]);
+  });
+
   it("without flow control (or across keys) deliveries overlap, so the measurement above can fail", async () => {
     const { client, dev, receiver } = t;
     const gate: (() => void)[] = [];
@@ -416,6 +442,22 @@ describe("documented extras", () => {
     ]);
     // A failed failure callback lands in the DLQ itself, without spawning further callbacks.
     expect(dev.messages().filter((m) => m.kind === "failure-callback")).toHaveLength(1);
+  });
+
+  it("callbacks inherit the original message's retries unless Upstash-Callback-Retries is set", async () => {
+    const { client, dev, receiver } = t;
+    receiver.state.respond = (r) => (r.path === "/cb-down" ? { status: 500 } : { status: 200 });
+    const res = await client.publishJSON({
+      url: receiver.url("/ok"),
+      body: {},
+      retries: 1,
+      callback: receiver.url("/cb-down"),
+    });
+    const callback = await dev.waitFor((ms) =>
+      ms.find((m) => m.kind === "callback" && m.sourceMessageId === res.messageId && m.state === "ERROR"),
+    );
+    expect(callback.maxRetries).toBe(1);
+    expect(callback.attempts).toHaveLength(2);
   });
 
   it("client.messages.cancel cancels a pending message", async () => {

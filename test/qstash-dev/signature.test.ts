@@ -47,6 +47,22 @@ describe("Upstash-Signature verified by the real Receiver", () => {
     await expect(receiverWith("sig_current_test_key", "unrelated").verify(delivered)).rejects.toThrow();
   });
 
+  it("the admin path switches rotation too", async () => {
+    const toggle = (value: unknown) =>
+      fetch(`${t.dev.url}/__admin/sign-with-next-key`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${t.dev.token}` },
+        body: JSON.stringify({ value }),
+      });
+    expect((await toggle("yes")).status).toBe(400);
+    expect((await toggle(true)).status).toBe(200);
+    const delivered = await deliverOne("/rotated");
+    await expect(receiverWith("sig_next_test_key", "unrelated").verify(delivered)).resolves.toBe(true);
+    expect((await toggle(false)).status).toBe(200);
+    const back = await deliverOne("/rotated");
+    await expect(receiverWith("sig_current_test_key", "unrelated").verify(back)).resolves.toBe(true);
+  });
+
   it("rejects an expired token (older than 5 minutes)", async () => {
     const delivered = await deliverOne();
     // Same key twice, so the error we see is the current key's (the Receiver reports the fallback's).
