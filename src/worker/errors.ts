@@ -2,6 +2,7 @@ import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { DomainError, type DomainErrorCode } from "../domain/errors.ts";
+import { InvalidInputError } from "../outbox/index.ts";
 import type { HonoEnv } from "./env.ts";
 
 /** Every error code an API caller can see. Adding one means adding its status below. */
@@ -66,9 +67,21 @@ export function errorResponse(c: Context<HonoEnv>, code: ErrorCode, message: str
 export function handleError(err: Error, c: Context<HonoEnv>) {
   if (err instanceof ApiError) return errorResponse(c, err.code, err.message, err.issues);
   if (err instanceof DomainError) return errorResponse(c, domainToCode[err.code], err.message);
+  if (err instanceof InvalidInputError) return errorResponse(c, "BAD_REQUEST", err.message);
   if (err instanceof HTTPException) {
-    // Raised by Hono itself, e.g. a body that is not JSON, or a bodyLimit.
+    // Raised by Hono itself, e.g. a body that is not JSON, a bodyLimit, bearerAuth.
     const code = httpStatusToCode(err.status);
+    // bearerAuth's challenge tells a client which scheme to use; keep it.
+    const challenge = err.getResponse().headers.get("WWW-Authenticate");
+    if (challenge) {
+      c.header("WWW-Authenticate", challenge);
+      // RFC 6750: no or a wrong token is 401; a header that is not `Bearer <token>` is 400.
+      const message =
+        code === "UNAUTHORIZED"
+          ? "a valid operator bearer token (ADMIN_TOKEN) is required"
+          : "the Authorization header must be `Bearer <token>`";
+      return errorResponse(c, code, message);
+    }
     return errorResponse(c, code, err.message || code);
   }
   console.error(`[${c.get("requestId") ?? "-"}] ${c.req.method} ${c.req.path}:`, err);

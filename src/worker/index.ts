@@ -1,10 +1,11 @@
-// The Worker's entry point. `scheduled` (the cron sweep) joins `fetch` here once
-// the relay core is available.
+// The Worker's entry point: HTTP routes (`fetch`) and the cron sweep (`scheduled`).
 import { createApp } from "./app.ts";
 import type { Bindings } from "./env.ts";
+import { createScheduled } from "./scheduled.ts";
 
 const app = createApp();
 
 export default {
   fetch: app.fetch,
+  scheduled: createScheduled(),
 } satisfies ExportedHandler<Bindings>;

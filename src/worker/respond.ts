@@ -1,17 +1,42 @@
 import type { Context } from "hono";
+import { awaitFanout } from "../outbox/index.ts";
 import type { HonoEnv } from "./env.ts";
+import { kickRelay } from "./relay.ts";
 
 /**
- * How every write answers: its result plus the ids of the events it committed.
- * The single place where write responses are made, so the relay kick
- * (`c.var.background(drain({ pool: c.var.pool, … }))`) and the `Prefer: wait=N` receipt are added here
- * once, for every write route, when the relay core is available.
+ * How every write answers, and so the one place that kicks the relay after a
+ * commit and honours `Prefer: wait=N`. Called only after the use case's
+ * transaction has committed: the kick must never see (or miss) uncommitted rows.
+ *
+ * - Without Prefer: the result and the ids of the events it committed; the kick
+ *   runs after the response (waitUntil, on the request's pool).
+ * - With `Prefer: wait=N`: the same kick, awaited here up to N seconds, then the
+ *   receipt. Every event fanned out (or poisoned): the route's own status (201
+ *   for creates, else 200) with each event's fan-out (subscription → messageId,
+ *   or coalescedInto). Otherwise 202 Accepted, `Location: /events/<first id>`
+ *   to poll, and the events as far as they got.
  */
-export function written<T extends Record<string, unknown>>(
+export async function written<T extends Record<string, unknown>>(
   c: Context<HonoEnv>,
   result: T,
   eventIds: string[],
   status: 200 | 201 = 200,
 ) {
-  return c.json({ ...result, events: eventIds.map((id) => ({ id })) }, status);
+  // A write that changed nothing recorded no event: nothing to fan out or wait for.
+  if (eventIds.length === 0) return c.json({ ...result, events: [] }, status);
+  const kick = kickRelay(c.var.pool, c.var.config);
+  // Registered either way, so the request's pool outlives a kick that outlives the wait.
+  c.var.background(kick);
+
+  const wait = c.var.wait;
+  if (wait === undefined) return c.json({ ...result, events: eventIds.map((id) => ({ id })) }, status);
+
+  const receipt = await awaitFanout(c.var.pool, eventIds, {
+    deadline: Date.now() + wait * 1000,
+    kicked: kick,
+  });
+  c.header("Preference-Applied", `wait=${wait}`);
+  if (receipt.complete) return c.json({ ...result, events: receipt.events }, status);
+  c.header("Location", `/events/${eventIds[0]}`);
+  return c.json({ ...result, events: receipt.events }, 202);
 }

@@ -5,6 +5,9 @@ import type { App } from "../../src/worker/app.ts";
 export function bindings(overrides: Partial<Bindings> = {}): Bindings {
   return {
     DATABASE_URL: "postgres://postgres@127.0.0.1:1/none",
+    // Writes kick the relay; with no QStash here, a refused connection fails the
+    // kick at once (recorded as backoff) instead of waiting on an unreachable host.
+    QSTASH_URL: "http://127.0.0.1:9",
     QSTASH_TOKEN: "test-qstash-token",
     QSTASH_CURRENT_SIGNING_KEY: "sig_current",
     QSTASH_NEXT_SIGNING_KEY: "sig_next",

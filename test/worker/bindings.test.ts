@@ -50,11 +50,30 @@ describe("bindings are validated once, at the entry", () => {
   });
 
   it("applies defaults and normalises URLs", () => {
-    const result = parseConfig(bindings({ PUBLIC_URL: "https://outbox.example.com/", NEON_WS_PROXY: "" }));
+    const result = parseConfig(
+      bindings({ PUBLIC_URL: "https://outbox.example.com/", NEON_WS_PROXY: "", QSTASH_URL: undefined }),
+    );
     expect(result).toMatchObject({
       ok: true,
       config: { QSTASH_URL: "https://qstash.upstash.io", PUBLIC_URL: "https://outbox.example.com" },
     });
     expect(result.ok && result.config.NEON_WS_PROXY).toBeUndefined();
+  });
+
+  it("defaults and checks the optional mail and retention bindings", () => {
+    expect(parseConfig(bindings())).toMatchObject({
+      ok: true,
+      config: { MAIL_TO: "ops@example.com", RETENTION_DAYS: 30 },
+    });
+    expect(parseConfig(bindings({ MAIL_TO: "team@example.org", RETENTION_DAYS: "7" }))).toMatchObject({
+      ok: true,
+      config: { MAIL_TO: "team@example.org", RETENTION_DAYS: 7 },
+    });
+    const bad = parseConfig(bindings({ MAIL_TO: "nobody", RETENTION_DAYS: "0.5" }));
+    expect(bad).toEqual({
+      ok: false,
+      message:
+        "Worker misconfigured: binding MAIL_TO must be an e-mail address; binding RETENTION_DAYS must be a whole number of days",
+    });
   });
 });

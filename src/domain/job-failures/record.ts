@@ -1,0 +1,52 @@
+import { desc, sql } from "drizzle-orm";
+import type { Db } from "../db.ts";
+import { jobFailures } from "../schema.ts";
+
+export interface JobFailure {
+  /** QStash's id of the job that exhausted its retries. */
+  messageId: string;
+  subscription: string;
+  eventId: string | null;
+  /** The subscriber's last answer. */
+  status: number | null;
+  /** The job body as published. */
+  body: string;
+  responseBody: string | null;
+  dlqId: string | null;
+  retried: number | null;
+}
+
+/**
+ * Records a job that exhausted its retries and raises a `job.failed` alert, in one
+ * statement so neither exists without the other. The failure callback is itself
+ * delivered at least once: a repeat finds the message id taken and adds nothing.
+ */
+export async function recordJobFailure(db: Db, f: JobFailure): Promise<{ recorded: boolean }> {
+  const message = `job ${f.messageId} for ${f.subscription} failed after ${f.retried ?? "all"} retries (last status ${f.status ?? "none"})`;
+  const details = JSON.stringify({
+    messageId: f.messageId,
+    status: f.status,
+    dlqId: f.dlqId,
+    retried: f.retried,
+  });
+  const result = await db.execute(sql`
+    WITH recorded AS (
+      INSERT INTO job_failures (message_id, subscription, event_id, status, body, response_body)
+      VALUES (${f.messageId}, ${f.subscription}, ${f.eventId}, ${f.status}, ${f.body}, ${f.responseBody})
+      ON CONFLICT (message_id) DO NOTHING
+      RETURNING id
+    )
+    INSERT INTO outbox_alerts (kind, event_id, subscription, message, details)
+    SELECT 'job.failed', ${f.eventId}::uuid, ${f.subscription}, ${message}, ${details}::jsonb FROM recorded
+    RETURNING id`);
+  return { recorded: (result as unknown as { rows: unknown[] }).rows.length > 0 };
+}
+
+/** Newest first, for operators. */
+export async function listJobFailures(db: Db, options: { limit?: number } = {}) {
+  return db
+    .select()
+    .from(jobFailures)
+    .orderBy(desc(jobFailures.id))
+    .limit(options.limit ?? 50);
+}

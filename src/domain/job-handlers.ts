@@ -1,0 +1,62 @@
+import { z } from "zod";
+import { NonRetryableError, type JobHandler } from "../outbox/index.ts";
+import { refreshNoteIndex } from "./corpus-index/refresh.ts";
+import type { Db } from "./db.ts";
+import { MailError, type Mailer } from "./mail/mailer.ts";
+import { sendMailOnce } from "./mail/send-once.ts";
+
+export interface JobHandlerDeps {
+  db: Db;
+  mailer: Mailer;
+  /** Recipient of supplier notifications. */
+  mailTo: string;
+}
+
+const uuid = z.guid();
+const supplierPayload = z.object({ name: z.string(), status: z.string() }).loose();
+
+/**
+ * What each subscription does with a delivered job, keyed by subscription name.
+ * Handlers run once per delivery and throw to fail it: QStash owns retries
+ * (guarantee 7). A NonRetryableError marks a job that can never succeed.
+ */
+export function createJobHandlers(deps: JobHandlerDeps): Record<string, JobHandler> {
+  return {
+    // Coalesced: the job names the latest event of a note; the handler re-reads
+    // the note, so the earlier events it covers need nothing of their own.
+    "corpus.index": async (job) => {
+      const noteId = job.event.subject;
+      if (!uuid.safeParse(noteId).success) throw new NonRetryableError(`subject ${noteId} is not a note id`);
+      await refreshNoteIndex(deps.db, { noteId, eventSeq: job.event.seq });
+    },
+
+    // Out of scope of issue 4: matching endpoints and enqueuing `webhook.deliver`
+    // jobs needs the endpoints table and the delivery subscriber, which do not
+    // exist yet. Acknowledging keeps QStash from retrying (and dead-lettering)
+    // every event meanwhile; events stay in the table, so a backfill can fan them
+    // out once delivery exists.
+    "webhook.fanout": async () => undefined,
+
+    // One mail per (subscription, event), however often QStash delivers the job.
+    "notify.mail": async (job) => {
+      const payload = supplierPayload.safeParse(job.event.payload);
+      if (!payload.success) throw new NonRetryableError(`event ${job.event.id} has no supplier payload`);
+      const { name, status } = payload.data;
+      try {
+        await sendMailOnce(deps.db, deps.mailer, {
+          subscription: job.subscription,
+          eventId: job.event.id,
+          mail: {
+            to: deps.mailTo,
+            subject: `Supplier ${name}: ${job.event.type}`,
+            text: `Supplier ${name} (${job.event.subject}) is now ${status}.\nEvent ${job.event.id} at ${job.event.createdAt}.`,
+          },
+        });
+      } catch (error) {
+        // A mail the provider rejected will be rejected again: stop QStash retrying it.
+        if (error instanceof MailError && !error.retry) throw new NonRetryableError(error.message);
+        throw error;
+      }
+    },
+  };
+}

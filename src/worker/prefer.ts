@@ -1,0 +1,42 @@
+import type { MiddlewareHandler } from "hono";
+import type { HonoEnv } from "./env.ts";
+import { ApiError } from "./errors.ts";
+
+/** The longest a write waits for its fan-out before answering 202 with a link to poll. */
+export const MAX_WAIT_SECONDS = 10;
+
+/**
+ * Reads `wait=N` from the Prefer header (RFC 7240 §4.3: N is delta-seconds).
+ * - absent: undefined (answer at once, without waiting);
+ * - N above MAX_WAIT_SECONDS: clamped, and Preference-Applied says the value used;
+ * - N that is not delta-seconds (`wait=soon`, `wait=-1`, `wait=1.5`): a 400. RFC 7240
+ *   lets a server ignore a preference it does not understand, but a caller that asked
+ *   to wait and silently got an immediate answer would read a missing receipt as
+ *   "not fanned out"; the 400 is raised before the write runs, so nothing commits.
+ * Other preferences (respond-async, return=…) are ignored, as RFC 7240 allows.
+ */
+export function parseWait(header: string | undefined): number | undefined {
+  if (!header) return undefined;
+  for (const preference of header.split(",")) {
+    // A preference may carry parameters after `;`; wait has none worth reading.
+    const [token = ""] = preference.split(";");
+    const match = token.trim().match(/^wait\s*=\s*(.*)$/i);
+    if (!match) continue;
+    const value = match[1]!.trim().replace(/^"(.*)"$/, "$1");
+    if (!/^\d{1,9}$/.test(value)) {
+      throw new ApiError(
+        "BAD_REQUEST",
+        `Prefer: wait must be a whole number of seconds (0 to ${MAX_WAIT_SECONDS}), got "${value}"`,
+        [{ path: "header.prefer", message: "wait must be a whole number of seconds" }],
+      );
+    }
+    return Math.min(Number(value), MAX_WAIT_SECONDS);
+  }
+  return undefined;
+}
+
+/** Parses Prefer before the handler runs, so a malformed one rejects the write before it commits. */
+export const preferWait: MiddlewareHandler<HonoEnv> = async (c, next) => {
+  if (c.req.method !== "GET" && c.req.method !== "HEAD") c.set("wait", parseWait(c.req.header("prefer")));
+  await next();
+};

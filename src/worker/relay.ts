@@ -1,0 +1,50 @@
+import {
+  createQStashPublisher,
+  drain,
+  type DrainResult,
+  type Publisher,
+  type SqlPool,
+} from "../outbox/index.ts";
+import { subscriptions } from "../domain/subscriptions.ts";
+import type { Config } from "./env.ts";
+
+/**
+ * A kick may run this long after its response. Workers give waitUntil work about
+ * 30 s after the response; stopping starting passes at 20 s leaves a started pass
+ * room to finish (a pass that is cut off is only replayed, never lost).
+ */
+export const KICK_BUDGET_MS = 20_000;
+
+/**
+ * The cron sweep's budget: a scheduled invocation on the free plan may run for
+ * 30 s of wall time; maintenance runs after the drain, so the drain stops early.
+ */
+export const SWEEP_BUDGET_MS = 25_000;
+
+export function publisherFor(config: Config): Publisher {
+  return createQStashPublisher({
+    baseUrl: config.QSTASH_URL,
+    token: config.QSTASH_TOKEN,
+    publicUrl: config.PUBLIC_URL,
+  });
+}
+
+/**
+ * The relay pass a write kicks after it commits: one pass, and more only while
+ * the claims come back full (a bulk import), so a single write costs one pass.
+ * Never rejects: a failed kick is logged and the cron sweep covers it.
+ */
+export async function kickRelay(pool: SqlPool, config: Config): Promise<DrainResult | null> {
+  try {
+    return await drain({
+      pool,
+      publisher: publisherFor(config),
+      subscriptions,
+      budgetMs: KICK_BUDGET_MS,
+      until: "not-full",
+    });
+  } catch (error) {
+    console.error("relay kick failed (the cron sweep will cover it):", (error as Error).message);
+    return null;
+  }
+}

@@ -1,0 +1,60 @@
+import { z } from "zod";
+import { listJobFailures } from "../../domain/job-failures/record.ts";
+import { getEvent, listAlerts, listEvents, requeue, stats } from "../../outbox/index.ts";
+import { adminAuth } from "../admin-auth.ts";
+import type { App } from "../app.ts";
+import { ApiError } from "../errors.ts";
+import { valid } from "../validate.ts";
+import { idParam } from "./params.ts";
+
+const limit = z.coerce.number().int().min(1).max(1000).default(50);
+
+const eventsQuery = z.strictObject({
+  state: z.enum(["pending", "fanned", "poisoned"]).optional(),
+  // The same type globs subscriptions use, e.g. `supplier.*`.
+  type: z.string().trim().min(1).max(200).optional(),
+  limit,
+});
+
+const requeueBody = z.strictObject({
+  ids: z.array(z.guid("must be an event id (a UUID)")).min(1, "must name at least one event").max(1000),
+});
+
+/**
+ * Operator routes (JSON), the HTTP face of what `npm run outbox` does from a
+ * terminal: backlog and relay state, events with their fan-out and errors,
+ * requeueing poisoned events, alerts, and jobs that exhausted their retries.
+ */
+export function registerAdmin(app: App) {
+  app.use("/admin/*", adminAuth);
+
+  app.get("/admin/stats", async (c) => c.json({ stats: await stats(c.var.pool) }));
+
+  app.get("/admin/events", valid("query", eventsQuery), async (c) => {
+    return c.json({ events: await listEvents(c.var.pool, c.req.valid("query")) });
+  });
+
+  app.get("/admin/events/:id", idParam("event"), async (c) => {
+    const id = c.req.valid("param").id;
+    const event = await getEvent(c.var.pool, id);
+    if (!event) throw new ApiError("NOT_FOUND", `event ${id} not found`);
+    return c.json({ event });
+  });
+
+  app.post("/admin/events/requeue", valid("json", requeueBody), async (c) => {
+    return c.json(await requeue(c.var.pool, c.req.valid("json").ids));
+  });
+
+  app.get(
+    "/admin/alerts",
+    valid("query", z.strictObject({ open: z.enum(["true", "false"]).optional(), limit })),
+    async (c) => {
+      const { open, limit: n } = c.req.valid("query");
+      return c.json({ alerts: await listAlerts(c.var.pool, { open: open === "true", limit: n }) });
+    },
+  );
+
+  app.get("/admin/job-failures", valid("query", z.strictObject({ limit })), async (c) => {
+    return c.json({ jobFailures: await listJobFailures(c.var.db, c.req.valid("query")) });
+  });
+}

@@ -1,0 +1,28 @@
+import { getEvent } from "../../outbox/index.ts";
+import type { App } from "../app.ts";
+import { ApiError } from "../errors.ts";
+import { idParam } from "./params.ts";
+
+/**
+ * The poll link of a 202 receipt (`Location: /events/<id>`). Unauthenticated, like
+ * the writes that hand it out: the writer must be able to follow it without the
+ * operator token. It shows the receipt only (type, state, fan-out), never the
+ * payload or the relay's errors; operators see those at /admin/events/:id.
+ */
+export function registerEventsGet(app: App) {
+  app.get("/events/:id", idParam("event"), async (c) => {
+    const event = await getEvent(c.var.pool, c.req.valid("param").id);
+    if (!event) throw new ApiError("NOT_FOUND", `event ${c.req.valid("param").id} not found`);
+    return c.json({
+      event: {
+        id: event.id,
+        type: event.type,
+        subject: event.subject,
+        createdAt: event.createdAt,
+        state: event.state,
+        fannedOutAt: event.fannedOutAt,
+        fanout: event.fanout,
+      },
+    });
+  });
+}

@@ -1,0 +1,50 @@
+import { deleteOldFannedEvents, drain, evaluateAlerts } from "../outbox/index.ts";
+import { subscriptions } from "../domain/subscriptions.ts";
+import { openNeonDatabase, type OpenDatabase } from "./database.ts";
+import { parseConfig, type Bindings } from "./env.ts";
+import { publisherFor, SWEEP_BUDGET_MS } from "./relay.ts";
+
+/**
+ * The every-minute cron sweep (wrangler.toml `crons`). It is what makes a lost
+ * kick harmless: relay passes until nothing is claimable or the budget is spent,
+ * then maintenance — retention in bounded deletes, alert evaluation. One log line
+ * says what it did. Throws (the invocation shows as failed) on misconfiguration
+ * or a database error; the next sweep simply tries again.
+ */
+export function createScheduled(
+  open: OpenDatabase = openNeonDatabase,
+): ExportedHandlerScheduledHandler<Bindings> {
+  return async (_controller, env, ctx) => {
+    const parsed = parseConfig(env);
+    if (!parsed.ok) {
+      console.error(`sweep skipped: ${parsed.message}`);
+      throw new Error(parsed.message);
+    }
+    const config = parsed.config;
+    // Per invocation, like a request's: nothing socket-shaped survives between invocations.
+    const { pool, close } = open(config);
+    const started = Date.now();
+    try {
+      const relay = await drain({
+        pool,
+        publisher: publisherFor(config),
+        subscriptions,
+        budgetMs: SWEEP_BUDGET_MS,
+        until: "empty",
+      });
+      const deleted = await deleteOldFannedEvents(pool, { olderThanDays: config.RETENTION_DAYS });
+      const raised = await evaluateAlerts(pool);
+      console.log(
+        `sweep: fanned ${relay.fanned} of ${relay.claimed} claimed in ${relay.passes} passes (${relay.jobs} jobs, ` +
+          `${relay.failed} failed, ${relay.poisoned} poisoned, stopped: ${relay.stoppedBecause}); ` +
+          `deleted ${deleted} events older than ${config.RETENTION_DAYS} d; ` +
+          `alerts raised: ${raised.length ? raised.join(", ") : "none"}; ${Date.now() - started} ms`,
+      );
+    } catch (error) {
+      console.error(`sweep failed after ${Date.now() - started} ms:`, (error as Error).message);
+      throw error;
+    } finally {
+      ctx.waitUntil(close().catch((e) => console.error("database close:", e)));
+    }
+  };
+}

@@ -1,0 +1,34 @@
+import { Receiver } from "@upstash/qstash";
+import type { Context } from "hono";
+import type { HonoEnv } from "./env.ts";
+import { ApiError } from "./errors.ts";
+
+/**
+ * Reads the raw body and verifies QStash's `Upstash-Signature` over those exact
+ * bytes, for the URL this route is published at, before anything parses the body.
+ * Awaited: an un-awaited verify lets a forged request through. The URL check makes
+ * a job signed for one subscription useless at another (or at the failure route).
+ * Current and next keys: the Receiver tries both, so a key rotation drops nothing.
+ * Answers the raw body text once it is trusted.
+ */
+export async function verifiedBody(c: Context<HonoEnv>, expectedUrl: string): Promise<string> {
+  const body = await c.req.text();
+  const signature = c.req.header("upstash-signature");
+  if (!signature) throw new ApiError("UNAUTHORIZED", "missing Upstash-Signature");
+  const receiver = new Receiver({
+    currentSigningKey: c.var.config.QSTASH_CURRENT_SIGNING_KEY,
+    nextSigningKey: c.var.config.QSTASH_NEXT_SIGNING_KEY,
+    // Never fall back to the SDK's built-in dev keys, whatever the environment says.
+    devMode: false,
+  });
+  let valid = false;
+  try {
+    valid = await receiver.verify({ signature, body, url: expectedUrl });
+  } catch (error) {
+    // The reason (expired, wrong URL, body hash) is for the operator, not the caller:
+    // a wrong PUBLIC_URL shows up here as "invalid subject" on every job.
+    console.warn(`rejected Upstash-Signature on ${c.req.path}: ${(error as Error).message}`);
+  }
+  if (!valid) throw new ApiError("UNAUTHORIZED", "invalid Upstash-Signature");
+  return body;
+}
