@@ -1,5 +1,5 @@
 // Node-only helpers: migrations and an embedded Postgres for machines that have none.
-import { mkdtemp, mkdir, chmod } from "node:fs/promises";
+import { mkdtemp, mkdir, chmod, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -65,6 +65,7 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions = {}): Prom
   const persistent = options.dataDir !== undefined;
   const isRoot = typeof process.getuid === "function" && process.getuid() === 0;
   let dataDir: string;
+  let ownDir: string | undefined;
   if (options.dataDir !== undefined) {
     dataDir = options.dataDir;
     await mkdir(path.dirname(dataDir), { recursive: true });
@@ -73,6 +74,7 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions = {}): Prom
     // mkdtemp makes it 0700; the postgres user has to traverse into it.
     if (isRoot) await chmod(own, 0o755);
     dataDir = path.join(own, "data");
+    ownDir = own;
   }
   const port = options.port ?? (await freePort());
   const password = "postgres";
@@ -94,7 +96,11 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions = {}): Prom
   await server.start();
   return {
     url: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`,
-    stop: () => server.stop(),
+    stop: async () => {
+      await server.stop();
+      // A temporary cluster's data is gone with stop(); its folder goes too.
+      if (ownDir) await rm(ownDir, { recursive: true, force: true });
+    },
   };
 }
 
