@@ -1,0 +1,296 @@
+import { randomBytes } from "node:crypto";
+import { DedupStore } from "./dedup.ts";
+import { deliver, type DeliveryResult } from "./delivery.ts";
+import type { DlqRetryOverrides, PublishRequest } from "./publish-request.ts";
+import { backoffMs, isNonRetryable, requestedRetryDelayMs } from "./retry-policy.ts";
+import { Scheduler } from "./scheduler.ts";
+import { signJwt } from "./signing.ts";
+import { MessageStore } from "./store.ts";
+import type {
+  Attempt,
+  DeliveryOptions,
+  DlqEntry,
+  MessageKind,
+  MessageRecord,
+  MessageState,
+} from "./types.ts";
+import { buildCallbackBody } from "./callbacks.ts";
+
+export interface BrokerConfig {
+  timeScale: number;
+  dedupWindowMs: number;
+  signingKey: () => string;
+  log: (line: string) => void;
+}
+
+export interface PublishResult {
+  messageId: string;
+  url: string;
+  deduplicated?: true;
+}
+
+/** QStash ids look like `msg_<random>`; the exact alphabet is not part of any contract. */
+const newMessageId = () => `msg_${randomBytes(16).toString("base64url")}`;
+
+/**
+ * The message broker: accepts publishes (with deduplication), runs delivery
+ * attempts, and applies QStash's outcome rules: retry with backoff, DLQ,
+ * callbacks and failure callbacks (which are themselves signed messages).
+ */
+export class Broker {
+  readonly store = new MessageStore();
+  private readonly dedup: DedupStore;
+  private readonly scheduler: Scheduler;
+  private readonly abort = new AbortController();
+
+  constructor(private readonly config: BrokerConfig) {
+    this.dedup = new DedupStore(config.dedupWindowMs);
+    this.scheduler = new Scheduler((message) => this.attempt(message));
+  }
+
+  publish(request: PublishRequest, callerIP: string): PublishResult {
+    const keys = DedupStore.keysFor(request);
+    const existing = this.dedup.find(keys);
+    if (existing !== undefined) return { messageId: existing, url: request.destination, deduplicated: true };
+    const message = this.createMessage(
+      "publish",
+      request.destination,
+      request.body,
+      request.options,
+      callerIP,
+      {
+        notBefore: request.notBefore,
+        callback: request.callback,
+        failureCallback: request.failureCallback,
+        callbackOptions: request.callbackOptions,
+        failureCallbackOptions: request.failureCallbackOptions,
+        flowControl: request.flowControl,
+        deduplicationId: request.deduplicationId,
+      },
+    );
+    this.dedup.remember(keys, message.messageId);
+    return { messageId: message.messageId, url: message.url };
+  }
+
+  pauseDelivery(): void {
+    this.scheduler.pause();
+    this.store.changed();
+  }
+
+  resumeDelivery(): void {
+    this.scheduler.resume();
+    this.store.changed();
+  }
+
+  get deliveryPaused(): boolean {
+    return this.scheduler.isPaused;
+  }
+
+  /** Cancels a message that has not finished; QStash's DELETE /v2/messages/<id>. */
+  cancel(messageId: string): boolean {
+    const message = this.store.get(messageId);
+    if (!message || (message.state !== "CREATED" && message.state !== "RETRY")) return false;
+    this.scheduler.unschedule(message);
+    message.state = "CANCELLED";
+    this.store.changed();
+    return true;
+  }
+
+  /**
+   * POST /v2/dlq/retry: a new message with the original body, headers and settings,
+   * and the DLQ entry is removed. Headers sent with the retry request override the
+   * original settings (the retry docs allow e.g. `Upstash-Retries: 0`).
+   */
+  retryFromDlq(dlqId: string, overrides: DlqRetryOverrides = { options: {} }): PublishResult | undefined {
+    const entry = this.store.dlq.get(dlqId);
+    if (!entry) return undefined;
+    this.store.dlq.delete(dlqId);
+    const source = entry.message;
+    const originalHeaders = Object.fromEntries(
+      Object.entries(source.header).map(([k, v]) => [k, v.join(", ")]),
+    );
+    const options: DeliveryOptions = {
+      method: overrides.options.method ?? source.method,
+      delayMs: overrides.options.delayMs ?? 0,
+      retries: overrides.options.retries ?? source.maxRetries,
+      timeoutMs: overrides.options.timeoutMs ?? source.timeoutMs,
+      forwardHeaders: { ...originalHeaders, ...overrides.options.forwardHeaders },
+    };
+    const message = this.createMessage(source.kind, source.url, source.body, options, source.callerIP, {
+      callback: overrides.callback ?? source.callback,
+      failureCallback: overrides.failureCallback ?? source.failureCallback,
+      callbackOptions: source.callbackOptions,
+      failureCallbackOptions: source.failureCallbackOptions,
+      flowControl: source.flowControl,
+      sourceMessageId: source.sourceMessageId,
+    });
+    return { messageId: message.messageId, url: message.url };
+  }
+
+  deleteFromDlq(dlqId: string): boolean {
+    const deleted = this.store.dlq.delete(dlqId);
+    if (deleted) this.store.changed();
+    return deleted;
+  }
+
+  /** Forget everything (messages, DLQ, dedup keys, waiting deliveries); running attempts finish unrecorded. */
+  reset(): void {
+    this.scheduler.clear();
+    for (const message of this.store.messages.values()) {
+      if (message.state !== "DELIVERED" && message.state !== "ERROR") message.state = "CANCELLED";
+    }
+    this.dedup.clear();
+    this.store.clear();
+  }
+
+  async close(): Promise<void> {
+    this.abort.abort();
+    await this.scheduler.close();
+  }
+
+  private createMessage(
+    kind: MessageKind,
+    url: string,
+    body: Buffer,
+    options: DeliveryOptions,
+    callerIP: string,
+    extra: Partial<MessageRecord>,
+  ): MessageRecord {
+    const now = Date.now();
+    // Upstash-Not-Before is an absolute time and wins over Upstash-Delay (publish docs);
+    // only relative delays are compressed by timeScale.
+    const readyAt = extra.notBefore ?? now + options.delayMs * this.config.timeScale;
+    const message: MessageRecord = {
+      ...extra,
+      messageId: newMessageId(),
+      kind,
+      url,
+      method: options.method,
+      body,
+      header: Object.fromEntries(Object.entries(options.forwardHeaders).map(([k, v]) => [k, [v]])),
+      maxRetries: options.retries,
+      timeoutMs: options.timeoutMs,
+      createdAt: now,
+      notBefore: extra.notBefore ?? now + options.delayMs,
+      callerIP,
+      state: "CREATED",
+      retried: 0,
+      readyAt,
+      attempts: [],
+    };
+    this.store.add(message);
+    this.scheduler.schedule(message);
+    return message;
+  }
+
+  private async attempt(message: MessageRecord): Promise<void> {
+    if (message.state === "CANCELLED") return;
+    const attempt: Attempt = { retried: message.retried, startedAt: Date.now() };
+    message.state = "ACTIVE";
+    message.attempts.push(attempt);
+    this.store.changed();
+
+    const headers: Record<string, string> = {};
+    for (const [name, values] of Object.entries(message.header)) headers[name] = values.join(", ");
+    Object.assign(headers, {
+      "User-Agent": "Upstash-QStash",
+      "Upstash-Message-Id": message.messageId,
+      "Upstash-Retried": String(message.retried),
+      "Upstash-Caller-Ip": message.callerIP,
+      "Upstash-Signature": signJwt({ key: this.config.signingKey(), url: message.url, body: message.body }),
+    });
+    const result = await deliver({
+      url: message.url,
+      method: message.method,
+      headers,
+      body: message.body,
+      timeoutMs: message.timeoutMs,
+      signal: this.abort.signal,
+    });
+    if (this.abort.signal.aborted) return; // closing: leave the record as it was (ACTIVE)
+
+    const now = Date.now();
+    attempt.finishedAt = now;
+    attempt.status = result.status;
+    attempt.error = result.error;
+    attempt.responseHeaders = result.headers;
+    attempt.responseBody = result.body.toString("base64");
+    this.logAttempt(message, attempt);
+
+    // Re-read: a cancel or reset may have happened while the attempt was in flight.
+    if ((message.state as MessageState) === "CANCELLED") {
+      this.store.changed();
+      return;
+    }
+    const ok = result.status !== undefined && result.status >= 200 && result.status < 300;
+    // The callbacks docs: the callback "might be called multiple times for each retry until
+    // the endpoint returns success or retries are exhausted", so every answered attempt reports.
+    if (message.callback && result.status !== undefined)
+      this.sendCallback(message, attempt, result, "callback");
+
+    if (ok) {
+      message.state = "DELIVERED";
+    } else if (!isNonRetryable(result.status, result.headers) && message.retried < message.maxRetries) {
+      const requested = requestedRetryDelayMs(result.headers, now);
+      message.retried += 1;
+      attempt.nextRetryDelayMs = requested ?? backoffMs(message.retried);
+      attempt.nextRetryDelaySource = requested === undefined ? "backoff" : "retry-after";
+      message.state = "RETRY";
+      message.readyAt = now + attempt.nextRetryDelayMs * this.config.timeScale;
+      this.scheduler.schedule(message);
+    } else {
+      this.moveToDlq(message, result, now);
+    }
+    this.store.changed();
+  }
+
+  private moveToDlq(message: MessageRecord, result: DeliveryResult, now: number): void {
+    message.state = "ERROR";
+    const dlqId = this.store.nextDlqId(now);
+    message.dlqId = dlqId;
+    const entry: DlqEntry = {
+      dlqId,
+      message,
+      createdAt: now,
+      responseStatus: result.status,
+      responseHeader: result.headers,
+      responseBody: result.body.toString("base64"),
+    };
+    this.store.dlq.set(dlqId, entry);
+    const last = message.attempts.at(-1);
+    if (message.failureCallback && last) this.sendCallback(message, last, result, "failure-callback");
+  }
+
+  /**
+   * "Callbacks publish a new message with the response to the callback URL" (callbacks
+   * docs): a message of its own, signed for the callback URL and retried like any other.
+   */
+  private sendCallback(
+    source: MessageRecord,
+    attempt: Attempt,
+    result: DeliveryResult,
+    kind: MessageKind,
+  ): void {
+    const isFailure = kind === "failure-callback";
+    const url = isFailure ? source.failureCallback : source.callback;
+    const configured = isFailure ? source.failureCallbackOptions : source.callbackOptions;
+    if (!url || !configured) return;
+    const body = Buffer.from(JSON.stringify(buildCallbackBody(source, attempt, result, source.dlqId)));
+    // Guess: the callback docs do not name the Content-Type of the callback body; it is JSON.
+    const options: DeliveryOptions = {
+      ...configured,
+      forwardHeaders: { "Content-Type": "application/json", ...configured.forwardHeaders },
+    };
+    this.createMessage(kind, url, body, options, source.callerIP, { sourceMessageId: source.messageId });
+  }
+
+  private logAttempt(message: MessageRecord, attempt: Attempt): void {
+    const outcome =
+      attempt.status !== undefined ? `status=${attempt.status}` : `error=${JSON.stringify(attempt.error)}`;
+    const took = (attempt.finishedAt ?? attempt.startedAt) - attempt.startedAt;
+    const kind = message.kind === "publish" ? "" : ` (${message.kind} for ${message.sourceMessageId})`;
+    this.config.log(
+      `[qstash-dev] deliver ${message.messageId}${kind} ${message.method} ${message.url} retried=${attempt.retried}/${message.maxRetries} ${outcome} ${took}ms`,
+    );
+  }
+}

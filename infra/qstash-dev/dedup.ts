@@ -1,0 +1,56 @@
+import { createHash } from "node:crypto";
+import type { PublishRequest } from "./publish-request.ts";
+
+/**
+ * Remembers deduplication keys for a window (10 minutes by default, as the issue
+ * specifies for QStash). Expired entries are swept lazily on use, so the store
+ * owns no timers and never keeps the process alive.
+ */
+export class DedupStore {
+  private readonly seen = new Map<string, { messageId: string; expiresAt: number }>();
+
+  constructor(private readonly windowMs: number) {}
+
+  /** The keys a publish is deduplicated on: its Deduplication-Id and/or its content hash. */
+  static keysFor(request: PublishRequest): string[] {
+    const keys: string[] = [];
+    if (request.deduplicationId !== undefined) keys.push(`id:${request.deduplicationId}`);
+    if (request.contentBasedDeduplication) keys.push(`content:${contentHash(request)}`);
+    return keys;
+  }
+
+  /** The messageId of an earlier message with any of these keys, if still within the window. */
+  find(keys: string[], now = Date.now()): string | undefined {
+    this.sweep(now);
+    for (const key of keys) {
+      const hit = this.seen.get(key);
+      if (hit) return hit.messageId;
+    }
+    return undefined;
+  }
+
+  remember(keys: string[], messageId: string, now = Date.now()): void {
+    for (const key of keys) this.seen.set(key, { messageId, expiresAt: now + this.windowMs });
+  }
+
+  clear(): void {
+    this.seen.clear();
+  }
+
+  private sweep(now: number): void {
+    for (const [key, entry] of this.seen) if (entry.expiresAt <= now) this.seen.delete(key);
+  }
+}
+
+/**
+ * Content-based deduplication hashes what the deduplication docs list:
+ * the destination, the body, and the headers (Content-Type plus forwarded ones).
+ */
+function contentHash(request: PublishRequest): string {
+  const hash = createHash("sha256");
+  hash.update(request.destination).update("\0");
+  const headers = Object.entries(request.options.forwardHeaders).sort(([a], [b]) => a.localeCompare(b));
+  hash.update(JSON.stringify(headers)).update("\0");
+  hash.update(request.body);
+  return hash.digest("hex");
+}

@@ -1,0 +1,100 @@
+import http from "node:http";
+import https from "node:https";
+
+export interface OutgoingRequest {
+  url: string;
+  method: string;
+  headers: Record<string, string>;
+  body: Buffer;
+  timeoutMs: number;
+  /** Aborted when the server closes, so no delivery outlives close(). */
+  signal: AbortSignal;
+}
+
+export interface DeliveryResult {
+  status?: number;
+  headers: Record<string, string[]>;
+  body: Buffer;
+  /** Set when no HTTP answer arrived: timeout, connection error, or cancellation. */
+  error?: string;
+}
+
+/** Responses are kept for callbacks and the DLQ; cap what we hold in memory. */
+const MAX_RESPONSE_BYTES = 1024 * 1024;
+
+/**
+ * One delivery attempt. node:http rather than fetch so that each attempt uses a
+ * fresh, non-kept-alive socket (`agent: false`): nothing lingers after close(),
+ * and a slow destination only ever occupies its own socket.
+ */
+export function deliver(request: OutgoingRequest): Promise<DeliveryResult> {
+  return new Promise((resolve) => {
+    let url: URL;
+    try {
+      url = new URL(request.url);
+    } catch {
+      resolve({ headers: {}, body: Buffer.alloc(0), error: "invalid url" });
+      return;
+    }
+    let settled = false;
+    // Both only ever fire after `req` below exists.
+    const timer = setTimeout(() => {
+      req.destroy(new Error(`timed out after ${request.timeoutMs} ms`));
+    }, request.timeoutMs);
+    const onAbort = () => req.destroy(new Error("cancelled: server closing"));
+    const finish = (result: DeliveryResult) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      request.signal.removeEventListener("abort", onAbort);
+      resolve(result);
+    };
+    const fail = (error: string) => finish({ headers: {}, body: Buffer.alloc(0), error });
+
+    const client = url.protocol === "https:" ? https : http;
+    const sendBody = request.body.length > 0 && request.method !== "GET" && request.method !== "HEAD";
+    let req: http.ClientRequest;
+    try {
+      req = client.request(url, {
+        method: request.method,
+        agent: false,
+        headers: {
+          ...request.headers,
+          ...(sendBody ? { "content-length": String(request.body.length) } : {}),
+        },
+      });
+    } catch (error) {
+      // e.g. a forwarded header value Node refuses to send
+      fail(error instanceof Error ? error.message : String(error));
+      return;
+    }
+
+    if (request.signal.aborted) onAbort();
+    else request.signal.addEventListener("abort", onAbort);
+
+    req.on("error", (error) => fail(error.message));
+    req.on("response", (res) => {
+      const chunks: Buffer[] = [];
+      let size = 0;
+      res.on("data", (chunk: Buffer) => {
+        size += chunk.length;
+        if (size <= MAX_RESPONSE_BYTES) chunks.push(chunk);
+      });
+      res.on("end", () =>
+        finish({ status: res.statusCode ?? 0, headers: responseHeaders(res), body: Buffer.concat(chunks) }),
+      );
+      res.on("error", (error) => fail(error.message));
+    });
+    req.end(sendBody ? request.body : undefined);
+  });
+}
+
+function responseHeaders(res: http.IncomingMessage): Record<string, string[]> {
+  const out: Record<string, string[]> = {};
+  const raw = res.rawHeaders;
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const name = raw[i]!;
+    (out[name] ??= []).push(raw[i + 1]!);
+  }
+  return out;
+}

@@ -1,0 +1,38 @@
+/**
+ * `npm run qstash:dev`: a local QStash on QSTASH_DEV_PORT (default 8080, the port
+ * Upstash's own dev server uses), with QSTASH_TOKEN / QSTASH_CURRENT_SIGNING_KEY /
+ * QSTASH_NEXT_SIGNING_KEY taken from the environment or generated.
+ */
+import { startQStashDev } from "./server.ts";
+
+const env = process.env;
+const port = env.QSTASH_DEV_PORT ? Number(env.QSTASH_DEV_PORT) : 8080;
+if (!Number.isInteger(port) || port < 0 || port > 65535) {
+  console.error(`QSTASH_DEV_PORT must be a port number, got ${JSON.stringify(env.QSTASH_DEV_PORT)}`);
+  process.exit(1);
+}
+
+const dev = await startQStashDev({
+  port,
+  host: env.QSTASH_DEV_HOST ?? "127.0.0.1",
+  token: env.QSTASH_TOKEN || undefined,
+  currentSigningKey: env.QSTASH_CURRENT_SIGNING_KEY || undefined,
+  nextSigningKey: env.QSTASH_NEXT_SIGNING_KEY || undefined,
+  log: (line) => console.log(line),
+});
+
+console.log(`qstash-dev listening on ${dev.url}
+  QSTASH_URL=${dev.url}
+  QSTASH_TOKEN=${dev.token}
+  QSTASH_CURRENT_SIGNING_KEY=${dev.currentSigningKey}
+  QSTASH_NEXT_SIGNING_KEY=${dev.nextSigningKey}
+Use: new Client({ baseUrl: QSTASH_URL, token: QSTASH_TOKEN, devMode: false })`);
+
+let stopping = false;
+const stop = () => {
+  if (stopping) return;
+  stopping = true;
+  void dev.close().then(() => process.exit(0));
+};
+process.on("SIGINT", stop);
+process.on("SIGTERM", stop);

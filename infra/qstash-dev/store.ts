@@ -1,0 +1,79 @@
+import type { DlqEntry, MessageRecord } from "./types.ts";
+
+/**
+ * All messages (kept after they finish, so tests and GET /v2/messages can see
+ * final states) and the DLQ. Every mutation goes through `changed()`, which
+ * wakes `waitFor` callers: tests wait on state, never on sleeps.
+ */
+export class MessageStore {
+  readonly messages = new Map<string, MessageRecord>();
+  readonly dlq = new Map<string, DlqEntry>();
+  private readonly listeners = new Set<() => void>();
+  private dlqSeq = 0;
+
+  add(message: MessageRecord): void {
+    this.messages.set(message.messageId, message);
+    this.changed();
+  }
+
+  get(messageId: string): MessageRecord | undefined {
+    return this.messages.get(messageId);
+  }
+
+  /** dlqIds look like QStash's (`<epoch ms>-<seq>`, a Redis stream id), and sort in insertion order. */
+  nextDlqId(now = Date.now()): string {
+    return `${now}-${this.dlqSeq++}`;
+  }
+
+  changed(): void {
+    for (const listener of [...this.listeners]) listener();
+  }
+
+  /**
+   * Resolves with the predicate's first truthy value, re-checking after every change.
+   * The timeout is a deadline (the promise rejects with `describe()` in the message), not a sleep.
+   */
+  waitFor<T>(
+    predicate: () => T | undefined | false | null,
+    timeoutMs: number,
+    describe?: () => string,
+  ): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const check = (): boolean => {
+        let value: T | undefined | false | null;
+        try {
+          value = predicate();
+        } catch (error) {
+          cleanup();
+          reject(error instanceof Error ? error : new Error(String(error)));
+          return true;
+        }
+        if (value) {
+          cleanup();
+          resolve(value);
+          return true;
+        }
+        return false;
+      };
+      const timer = setTimeout(() => {
+        cleanup();
+        reject(
+          new Error(`qstash-dev waitFor timed out after ${timeoutMs} ms${describe ? `: ${describe()}` : ""}`),
+        );
+      }, timeoutMs);
+      const cleanup = () => {
+        clearTimeout(timer);
+        this.listeners.delete(listener);
+      };
+      const listener = () => void check();
+      this.listeners.add(listener);
+      check();
+    });
+  }
+
+  clear(): void {
+    this.messages.clear();
+    this.dlq.clear();
+    this.changed();
+  }
+}

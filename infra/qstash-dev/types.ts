@@ -1,0 +1,84 @@
+/**
+ * Message lifecycle states. The names follow QStash's message states
+ * (CREATED, ACTIVE, RETRY, DELIVERED, ERROR, CANCELLED); ERROR means "in the DLQ".
+ */
+export type MessageState = "CREATED" | "ACTIVE" | "RETRY" | "DELIVERED" | "ERROR" | "CANCELLED";
+
+/** What produced a message: a publish, or QStash itself answering with a (failure) callback. */
+export type MessageKind = "publish" | "callback" | "failure-callback";
+
+export interface FlowControl {
+  key: string;
+  parallelism?: number;
+  rate?: number;
+  periodMs: number;
+}
+
+/** Delivery settings that Upstash-* (or Upstash-Callback-*, Upstash-Failure-Callback-*) headers carry. */
+export interface DeliveryOptions {
+  method: string;
+  /** Relative delay as given (real milliseconds, before time scaling). */
+  delayMs: number;
+  retries: number;
+  timeoutMs: number;
+  /** Headers sent to the destination: Content-Type plus Upstash-Forward-* with the prefix removed. */
+  forwardHeaders: Record<string, string>;
+}
+
+export interface Attempt {
+  /** The Upstash-Retried value sent with this attempt (0 on the first). */
+  retried: number;
+  startedAt: number;
+  finishedAt?: number;
+  /** Destination's status; undefined when no response arrived (timeout, refused, cancelled). */
+  status?: number;
+  error?: string;
+  responseHeaders?: Record<string, string[]>;
+  /** Base64 of the response body. */
+  responseBody?: string;
+  /** Unscaled delay chosen before the next attempt, when one was scheduled. */
+  nextRetryDelayMs?: number;
+  /** Which rule chose that delay. */
+  nextRetryDelaySource?: "backoff" | "retry-after";
+}
+
+export interface MessageRecord {
+  messageId: string;
+  kind: MessageKind;
+  url: string;
+  method: string;
+  body: Buffer;
+  /** Forwarded headers in QStash's `Record<string, string[]>` shape, canonical names. */
+  header: Record<string, string[]>;
+  maxRetries: number;
+  timeoutMs: number;
+  createdAt: number;
+  /** Epoch ms before which delivery is not attempted (Upstash-Delay / Upstash-Not-Before). */
+  notBefore: number;
+  callback?: string;
+  failureCallback?: string;
+  callbackOptions?: DeliveryOptions;
+  failureCallbackOptions?: DeliveryOptions;
+  flowControl?: FlowControl;
+  deduplicationId?: string;
+  /** For callbacks: the message whose result they report. */
+  sourceMessageId?: string;
+  callerIP: string;
+  state: MessageState;
+  /** How many times delivery has been retried; the next attempt carries this as Upstash-Retried. */
+  retried: number;
+  /** Epoch ms when the next attempt may start (scaled). */
+  readyAt: number;
+  attempts: Attempt[];
+  dlqId?: string;
+}
+
+export interface DlqEntry {
+  dlqId: string;
+  message: MessageRecord;
+  createdAt: number;
+  responseStatus?: number;
+  responseHeader?: Record<string, string[]>;
+  /** Base64 response body of the last attempt. */
+  responseBody?: string;
+}
