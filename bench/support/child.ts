@@ -19,7 +19,7 @@ export interface RelayProcessOutput {
   /** Highest resident set size of the process (getrusage maxrss). */
   peakRssBytes: number;
   baselineHeapBytes: number;
-  /** Highest V8 heapUsed seen, sampled every 5 ms. */
+  /** Highest V8 heapUsed seen, sampled every 50 ms. */
   peakHeapBytes: number;
 }
 

@@ -22,7 +22,9 @@ const sample = () => {
   peakRss = Math.max(peakRss, m.rss);
   peakHeap = Math.max(peakHeap, m.heapUsed);
 };
-const sampler = setInterval(sample, 5);
+// process.memoryUsage() reads /proc and walks V8's heap spaces: sampled every 5 ms it
+// cost the relay ~5% of its time in a profile. Peak RSS comes from getrusage anyway.
+const sampler = setInterval(sample, 50);
 
 let events = 0;
 let jobs = 0;
