@@ -46,9 +46,12 @@ const db = await openBenchDatabase();
 const qstash = await startDevServerProcess();
 const ctx: BenchContext = { db, qstash, sizes, reps, batchSize: 200 };
 log(`database ${db.server}, ${values.quick ? "quick" : "full"} sizes, ${reps} repetitions`);
-const { rows } = await db.admin.query<{ version: string }>(
-  `SELECT current_setting('server_version') AS version`,
+const { rows } = await db.admin.query<{ version: string; autovacuum: string }>(
+  `SELECT current_setting('server_version') AS version, current_setting('autovacuum') AS autovacuum`,
 );
+// The long-drain figures depend on it: with autovacuum off, nothing removes the
+// dead entries at the head of the claim index during a drain.
+const autovacuum = rows[0]?.autovacuum ?? "unknown";
 
 const results: Results = {};
 try {
@@ -66,7 +69,7 @@ const seconds = (performance.now() - started) / 1000;
 const machine = `${cpus().length} × ${cpus()[0]?.model ?? "cpu"}, ${Math.round(totalmem() / 2 ** 30)} GB, ${platform()} ${arch()}`;
 const note =
   `${values.quick ? "QUICK run (smaller sizes): not comparable with a full run. " : ""}` +
-  `Postgres ${rows[0]?.version} (${db.server}), Node ${process.version}, ${machine}; ` +
+  `Postgres ${rows[0]?.version} (${db.server}, autovacuum ${autovacuum}), Node ${process.version}, ${machine}; ` +
   `run took ${seconds.toFixed(0)} s.`;
 process.stdout.write(`${table(results, { reps, note })}\n`);
 
@@ -79,6 +82,7 @@ if (values.json) {
     sizes,
     batchSize: ctx.batchSize,
     postgres: rows[0]?.version,
+    autovacuum,
     database: db.server,
     node: process.version,
     machine,

@@ -3,7 +3,7 @@ import type { HistoryResult } from "./phases/history.ts";
 import type { LatencyResult } from "./phases/latency.ts";
 import type { RoundTripResult } from "./phases/round-trips.ts";
 import type { ThroughputResult } from "./phases/throughput.ts";
-import type { Summary } from "./support/stats.ts";
+import { summarize, type Summary } from "./support/stats.ts";
 
 export interface Results {
   throughput?: ThroughputResult;
@@ -101,6 +101,17 @@ export function table(r: Results, meta: { reps: number; note?: string }): string
     rows.push(row(`   claim p99, ${n0(h.historyRows)} fanned rows`, h.claimWithHistory.p99, n2));
     rows.push(row("   pass at start of long drain", h.earlyPassMs, n2));
     rows.push(row("   pass at 75% drained", h.latePassMs, n2));
+    const probe = (at: number, key: "claimBuffers" | "deadTuples") =>
+      summarize(h.drains.map((d) => d.probes.find((p) => p.at === at)?.[key] ?? NaN));
+    rows.push([
+      `   claim buffers: no history / ${n0(h.historyRows)} fanned`,
+      `${h.claimEmpty.buffers} / ${h.claimWithHistory.buffers}`,
+      "",
+      "",
+    ]);
+    rows.push(row("   claim buffers at start of long drain", probe(0, "claimBuffers"), n0));
+    rows.push(row("   claim buffers at 75% drained", probe(0.75, "claimBuffers"), n0));
+    rows.push(row("   dead tuples in events at 75% drained", probe(0.75, "deadTuples"), n0));
   }
   const rt = r.roundTrips;
   if (rt) {
