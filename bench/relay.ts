@@ -53,6 +53,17 @@ const { rows } = await db.admin.query<{ version: string; autovacuum: string }>(
 // dead entries at the head of the claim index during a drain.
 const autovacuum = rows[0]?.autovacuum ?? "unknown";
 
+// Ctrl-C mid-run: drop the benchmark's database rather than leave it on a shared server.
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  process.once(signal, () => {
+    log(`${signal}: dropping ${db.url.split("/").pop()} and stopping`);
+    const timeout = new Promise((resolve) => setTimeout(resolve, 10_000).unref());
+    void Promise.race([Promise.allSettled([qstash.close(), db.close()]), timeout]).then(() =>
+      process.exit(130),
+    );
+  });
+}
+
 const results: Results = {};
 try {
   if (runs("throughput")) results.throughput = await throughput(ctx);
