@@ -1,0 +1,106 @@
+/**
+ * `npm run bench [-- --quick] [--json <file>] [--reps <n>] [--only <phase,...>]`
+ *
+ * Measures the relay against the ceiling Postgres sets on this machine, in one run
+ * (issue 5). Progress goes to stderr, the table to stdout, raw figures to --json.
+ * Postgres: DATABASE_URL's server when set (a database edge_outbox_bench_<pid> is
+ * created, migrated and dropped), otherwise an embedded one.
+ */
+import { writeFile } from "node:fs/promises";
+import { arch, cpus, platform, totalmem } from "node:os";
+import { parseArgs } from "node:util";
+import { concurrency } from "./phases/concurrency.ts";
+import { history } from "./phases/history.ts";
+import { latency } from "./phases/latency.ts";
+import { roundTrips } from "./phases/round-trips.ts";
+import { throughput } from "./phases/throughput.ts";
+import { table, targets, type Results } from "./report.ts";
+import { FULL, QUICK, type BenchContext } from "./support/context.ts";
+import { openBenchDatabase } from "./support/db.ts";
+import { log } from "./support/progress.ts";
+import { startDevServerProcess } from "./support/qstash.ts";
+
+const PHASES = ["throughput", "concurrency", "history", "round-trips", "latency"] as const;
+type Phase = (typeof PHASES)[number];
+
+const { values } = parseArgs({
+  options: {
+    quick: { type: "boolean", default: false },
+    json: { type: "string" },
+    reps: { type: "string", default: "3" },
+    only: { type: "string" },
+  },
+});
+const reps = Number(values.reps);
+if (!Number.isInteger(reps) || reps < 1)
+  throw new Error(`--reps must be a positive integer, got ${values.reps}`);
+const only = values.only?.split(",") ?? [...PHASES];
+for (const p of only)
+  if (!PHASES.includes(p as Phase)) throw new Error(`unknown phase ${p}; phases: ${PHASES.join(", ")}`);
+const runs = (p: Phase) => only.includes(p);
+
+const startedAt = new Date();
+const started = performance.now();
+const sizes = values.quick ? QUICK : FULL;
+const db = await openBenchDatabase();
+const qstash = await startDevServerProcess();
+const ctx: BenchContext = { db, qstash, sizes, reps, batchSize: 200 };
+log(`database ${db.server}, ${values.quick ? "quick" : "full"} sizes, ${reps} repetitions`);
+const { rows } = await db.admin.query<{ version: string; autovacuum: string }>(
+  `SELECT current_setting('server_version') AS version, current_setting('autovacuum') AS autovacuum`,
+);
+// The long-drain figures depend on it: with autovacuum off, nothing removes the
+// dead entries at the head of the claim index during a drain.
+const autovacuum = rows[0]?.autovacuum ?? "unknown";
+
+// Ctrl-C mid-run: drop the benchmark's database rather than leave it on a shared server.
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  process.once(signal, () => {
+    log(`${signal}: dropping ${db.url.split("/").pop()} and stopping`);
+    const timeout = new Promise((resolve) => setTimeout(resolve, 10_000).unref());
+    void Promise.race([Promise.allSettled([qstash.close(), db.close()]), timeout]).then(() =>
+      process.exit(130),
+    );
+  });
+}
+
+const results: Results = {};
+try {
+  if (runs("throughput")) results.throughput = await throughput(ctx);
+  if (runs("concurrency")) results.concurrency = await concurrency(ctx);
+  if (runs("history")) results.history = await history(ctx);
+  if (runs("round-trips")) results.roundTrips = await roundTrips(ctx);
+  if (runs("latency")) results.latency = await latency(ctx);
+} finally {
+  await qstash.close();
+  await db.close();
+}
+
+const seconds = (performance.now() - started) / 1000;
+const machine = `${cpus().length} × ${cpus()[0]?.model ?? "cpu"}, ${Math.round(totalmem() / 2 ** 30)} GB, ${platform()} ${arch()}`;
+const note =
+  `${values.quick ? "QUICK run (smaller sizes): not comparable with a full run. " : ""}` +
+  `Postgres ${rows[0]?.version} (${db.server}, autovacuum ${autovacuum}), Node ${process.version}, ${machine}; ` +
+  `run took ${seconds.toFixed(0)} s.`;
+process.stdout.write(`${table(results, { reps, note })}\n`);
+
+if (values.json) {
+  const json = {
+    startedAt: startedAt.toISOString(),
+    seconds,
+    quick: values.quick,
+    reps,
+    sizes,
+    batchSize: ctx.batchSize,
+    postgres: rows[0]?.version,
+    autovacuum,
+    database: db.server,
+    node: process.version,
+    machine,
+    qstash: "infra/qstash-dev in its own process, delivery paused",
+    targets: targets(results),
+    results,
+  };
+  await writeFile(values.json, `${JSON.stringify(json, null, 2)}\n`);
+  log(`raw figures written to ${values.json}`);
+}

@@ -1,0 +1,57 @@
+import { spawn } from "node:child_process";
+import { fileURLToPath } from "node:url";
+
+export interface RelayProcessInput {
+  url: string;
+  mode: "ceiling" | "null" | "qstash";
+  batchSize: number;
+  qstash?: { url: string; token: string };
+}
+
+export interface RelayProcessOutput {
+  /** Wall time of the drain, from the first claim to the empty one. */
+  ms: number;
+  events: number;
+  jobs: number;
+  passes: number;
+  /** After start-up and connecting, before the first pass. */
+  baselineRssBytes: number;
+  /** Highest resident set size of the process (getrusage maxrss). */
+  peakRssBytes: number;
+  baselineHeapBytes: number;
+  /** Highest V8 heapUsed seen, sampled every 50 ms. */
+  peakHeapBytes: number;
+}
+
+const here = (file: string) => fileURLToPath(new URL(file, import.meta.url));
+
+/** Runs a TypeScript entry point in a fresh Node process (through tsx) and returns its last stdout line as JSON. */
+export function runChild<T>(entry: string, args: string[], onLine?: (line: string) => void): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ["--import", "tsx", here(entry), ...args], {
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d: Buffer) => {
+      stdout += d.toString();
+      if (onLine) {
+        const lines = stdout.split("\n");
+        stdout = lines.pop() ?? "";
+        lines.forEach(onLine);
+      }
+    });
+    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+    child.on("error", reject);
+    child.on("exit", (code) => {
+      const last = stdout.trim().split("\n").pop() ?? "";
+      if (code !== 0 || !last) return reject(new Error(`${entry} exited with ${code}: ${stderr.trim()}`));
+      resolve(JSON.parse(last) as T);
+    });
+  });
+}
+
+/** One drain in its own process: see relay-process.ts. */
+export function runRelayProcess(input: RelayProcessInput): Promise<RelayProcessOutput> {
+  return runChild<RelayProcessOutput>("./relay-process.ts", [JSON.stringify(input)]);
+}

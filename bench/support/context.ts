@@ -1,0 +1,46 @@
+import type { BenchDatabase } from "./db.ts";
+import type { DevServer } from "./qstash.ts";
+
+export interface Sizes {
+  /** Backlog for the ceiling, the relay and the concurrency runs (issue 5: 100,000). */
+  backlog: number;
+  /** Already-fanned rows for the claim-latency comparison (1,000,000). */
+  history: number;
+  /** Un-fanned rows the claim-latency comparison claims from. */
+  claimBacklog: number;
+  /** Claims timed per repetition. */
+  claimSamples: number;
+  /** The long drain whose early and late passes are compared (200,000). */
+  longDrain: number;
+  /** Writes per latency repetition (at least 1,000) and their steady rate. */
+  latencyWrites: number;
+  writesPerSecond: number;
+}
+
+export const FULL: Sizes = {
+  backlog: 100_000,
+  history: 1_000_000,
+  claimBacklog: 10_000,
+  claimSamples: 500,
+  longDrain: 200_000,
+  latencyWrites: 1_000,
+  writesPerSecond: 100,
+};
+
+export const QUICK: Sizes = {
+  backlog: 10_000,
+  history: 100_000,
+  claimBacklog: 2_000,
+  claimSamples: 100,
+  longDrain: 20_000,
+  latencyWrites: 200,
+  writesPerSecond: 100,
+};
+
+export interface BenchContext {
+  db: BenchDatabase;
+  qstash: DevServer;
+  sizes: Sizes;
+  reps: number;
+  batchSize: number;
+}

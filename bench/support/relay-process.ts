@@ -1,0 +1,83 @@
+/**
+ * The relay process: drains the backlog once in its own Node process, so its
+ * timing and its memory are not mixed up with the benchmark's bookkeeping, then
+ * prints one JSON line. Spawned by child.ts; argv[2] is a RelayProcessInput.
+ */
+import pg from "pg";
+import { createNullPublisher, createQStashPublisher, drain, type Publisher } from "../../src/outbox/index.ts";
+import { ceilingSql } from "./ceiling.ts";
+import type { RelayProcessInput, RelayProcessOutput } from "./child.ts";
+import { PUBLIC_URL, benchSubscriptions } from "./subscriptions.ts";
+
+const input = JSON.parse(process.argv[2]!) as RelayProcessInput;
+const pool = new pg.Pool({ connectionString: input.url, max: 1 });
+// Connect before the clock starts: connection set-up is not a pass's cost.
+(await pool.connect()).release();
+
+const baseline = process.memoryUsage();
+let peakRss = baseline.rss;
+let peakHeap = baseline.heapUsed;
+const sample = () => {
+  const m = process.memoryUsage();
+  peakRss = Math.max(peakRss, m.rss);
+  peakHeap = Math.max(peakHeap, m.heapUsed);
+};
+// process.memoryUsage() reads /proc and walks V8's heap spaces: sampled every 5 ms it
+// cost the relay ~5% of its time in a profile. Peak RSS comes from getrusage anyway.
+const sampler = setInterval(sample, 50);
+
+let events = 0;
+let jobs = 0;
+let passes = 0;
+const started = performance.now();
+if (input.mode === "ceiling") {
+  const sql = ceilingSql(input.batchSize);
+  const client = await pool.connect();
+  try {
+    for (;;) {
+      const result = await client.query(sql);
+      passes++;
+      if (!result.rowCount) break;
+      events += result.rowCount;
+    }
+  } finally {
+    client.release();
+  }
+} else {
+  const publisher: Publisher =
+    input.mode === "qstash"
+      ? createQStashPublisher({
+          baseUrl: input.qstash!.url,
+          token: input.qstash!.token,
+          publicUrl: PUBLIC_URL,
+        })
+      : createNullPublisher();
+  const result = await drain({
+    pool,
+    publisher,
+    subscriptions: benchSubscriptions,
+    batchSize: input.batchSize,
+    budgetMs: 30 * 60_000,
+    until: "empty",
+  });
+  if (result.stoppedBecause !== "drained") throw new Error(`drain stopped: ${result.stoppedBecause}`);
+  events = result.fanned;
+  jobs = result.jobs;
+  passes = result.passes;
+}
+const ms = performance.now() - started;
+clearInterval(sampler);
+sample();
+await pool.end();
+
+const output: RelayProcessOutput = {
+  ms,
+  events,
+  jobs,
+  passes,
+  baselineRssBytes: baseline.rss,
+  peakRssBytes: Math.max(peakRss, process.resourceUsage().maxRSS * 1024),
+  baselineHeapBytes: baseline.heapUsed,
+  peakHeapBytes: peakHeap,
+};
+process.stdout.write(`${JSON.stringify(output)}\n`);
