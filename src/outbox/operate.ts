@@ -1,4 +1,5 @@
 import type { Fanout } from "./schema.ts";
+import { eventFromRow } from "./types.ts";
 
 /** Anything that runs one parameterised statement: a pg or Neon Pool, or a client. */
 export interface Queryable {
@@ -45,16 +46,9 @@ function toEvent(r: Record<string, unknown>): EventRow {
   const poisonedAt = (r.poisoned_at as Date | null) ?? null;
   const fannedOutAt = (r.fanned_out_at as Date | null) ?? null;
   return {
-    seq: Number(r.seq),
-    id: r.id as string,
-    type: r.type as string,
-    subject: r.subject as string,
-    scope: (r.scope as string | null) ?? null,
-    payload: r.payload,
-    createdAt: r.created_at as Date,
+    ...eventFromRow(r),
     fannedOutAt,
     fanout: (r.fanout as Fanout | null) ?? null,
-    attempts: Number(r.attempts),
     lastError: (r.last_error as string | null) ?? null,
     nextAttemptAt: (r.next_attempt_at as Date | null) ?? null,
     poisonedAt,

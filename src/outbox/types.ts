@@ -10,6 +10,20 @@ export interface ClaimedEvent {
   attempts: number;
 }
 
+/** Reads the columns every event row shares, as both drivers return them. */
+export function eventFromRow(r: Record<string, unknown>): ClaimedEvent {
+  return {
+    seq: Number(r.seq),
+    id: r.id as string,
+    type: r.type as string,
+    subject: r.subject as string,
+    scope: (r.scope as string | null) ?? null,
+    payload: r.payload,
+    createdAt: r.created_at as Date,
+    attempts: Number(r.attempts),
+  };
+}
+
 /** What a subscriber receives: the event, and any earlier events a coalesced job covers. */
 export interface JobBody {
   subscription: string;

@@ -1,5 +1,5 @@
 import { nowSql, positiveInt, results, type SqlClient } from "../sql.ts";
-import type { ClaimedEvent } from "../types.ts";
+import { eventFromRow, type ClaimedEvent } from "../types.ts";
 
 export interface RelayState {
   /** Consecutive failed passes; non-zero means the next pass retries its batch row by row. */
@@ -44,16 +44,7 @@ export async function claim(client: SqlClient, limit: number, now: Date | undefi
       }
     : // A database migrated without the seed row behaves as never failed.
       { failures: 0, backoffUntil: null, backedOff: false };
-  const events = (claimResult?.rows ?? []).map((r): ClaimedEvent => ({
-    seq: Number(r.seq),
-    id: r.id as string,
-    type: r.type as string,
-    subject: r.subject as string,
-    scope: (r.scope as string | null) ?? null,
-    payload: r.payload,
-    createdAt: r.created_at as Date,
-    attempts: Number(r.attempts),
-  }));
+  const events = (claimResult?.rows ?? []).map(eventFromRow);
   return { state, events };
 }
 
