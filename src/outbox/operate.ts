@@ -1,5 +1,5 @@
 import type { Fanout } from "./schema.ts";
-import { eventFromRow } from "./types.ts";
+import { eventFromRow, type ClaimedEvent } from "./types.ts";
 
 /** Anything that runs one parameterised statement: a pg or Neon Pool, or a client. */
 export interface Queryable {
@@ -8,17 +8,10 @@ export interface Queryable {
 
 export type EventState = "pending" | "fanned" | "poisoned";
 
-export interface EventRow {
-  seq: number;
-  id: string;
-  type: string;
-  subject: string;
-  scope: string | null;
-  payload: unknown;
-  createdAt: Date;
+/** An event as operators see it: what the relay claims, plus where it stands. */
+export interface EventRow extends ClaimedEvent {
   fannedOutAt: Date | null;
   fanout: Fanout | null;
-  attempts: number;
   lastError: string | null;
   nextAttemptAt: Date | null;
   poisonedAt: Date | null;
