@@ -23,6 +23,8 @@ describe("concurrent relays", () => {
     const publisher = new RecordingPublisher();
     publisher.delayMs = 2;
     const relays = Array.from({ length: 4 }, () => t.newPool(1));
+    // Connected before the race starts, so a slow backend start cannot leave one relay out.
+    await Promise.all(relays.map((pool) => pool.query("SELECT 1")));
 
     const results: DrainResult[] = await Promise.all(
       relays.map((pool) => drain({ pool, publisher, subscriptions, batchSize: 50, budgetMs: 120_000 })),
