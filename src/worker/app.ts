@@ -6,6 +6,7 @@ import type { HonoEnv } from "./env.ts";
 import { handleError, handleNotFound } from "./errors.ts";
 import { preferWait } from "./prefer.ts";
 import { registerAdmin } from "./routes/admin.ts";
+import { registerDashboard } from "./routes/dashboard.ts";
 import { registerEventsGet } from "./routes/events_get.ts";
 import { registerJobsDeliver } from "./routes/jobs_deliver.ts";
 import { registerJobsFailed } from "./routes/jobs_failed.ts";
@@ -53,6 +54,7 @@ export function createApp(options: AppOptions = {}): App {
   registerJobsFailed(app);
   registerJobsDeliver(app);
   registerAdmin(app);
+  registerDashboard(app);
 
   app.notFound(handleNotFound);
   app.onError(handleError);

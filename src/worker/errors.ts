@@ -9,6 +9,7 @@ import type { HonoEnv } from "./env.ts";
 export type ErrorCode =
   | "BAD_REQUEST"
   | "UNAUTHORIZED"
+  | "FORBIDDEN"
   | "NOT_FOUND"
   | "METHOD_NOT_ALLOWED"
   | "CONFLICT"
@@ -20,6 +21,7 @@ export type ErrorCode =
 export const codeToStatus = {
   BAD_REQUEST: 400,
   UNAUTHORIZED: 401,
+  FORBIDDEN: 403,
   NOT_FOUND: 404,
   METHOD_NOT_ALLOWED: 405,
   CONFLICT: 409,
@@ -76,10 +78,13 @@ export function handleError(err: Error, c: Context<HonoEnv>) {
     if (challenge) {
       c.header("WWW-Authenticate", challenge);
       // RFC 6750: no or a wrong token is 401; a header that is not `Bearer <token>` is 400.
+      const basic = challenge.startsWith("Basic");
       const message =
-        code === "UNAUTHORIZED"
-          ? "a valid operator bearer token (ADMIN_TOKEN) is required"
-          : "the Authorization header must be `Bearer <token>`";
+        code !== "UNAUTHORIZED"
+          ? "the Authorization header must be `Bearer <token>`"
+          : basic
+            ? "operator credentials are required (user admin, password ADMIN_TOKEN)"
+            : "a valid operator bearer token (ADMIN_TOKEN) is required";
       return errorResponse(c, code, message);
     }
     return errorResponse(c, code, err.message || code);
@@ -99,6 +104,8 @@ export function handleNotFound(c: Context<HonoEnv>) {
 const statusToCode: Partial<Record<number, ErrorCode>> = {
   400: "BAD_REQUEST",
   401: "UNAUTHORIZED",
+  // e.g. Hono's csrf middleware refusing a cross-site form post
+  403: "FORBIDDEN",
   404: "NOT_FOUND",
   405: "METHOD_NOT_ALLOWED",
   409: "CONFLICT",
