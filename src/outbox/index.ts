@@ -5,7 +5,7 @@ export * from "./subscriptions.ts";
 export * from "./publisher.ts";
 export * from "./qstash-publisher.ts";
 export * from "./record.ts";
-export * from "./operate.ts";
+export * from "./operations.ts";
 export type { SqlPool, SqlClient } from "./sql.ts";
 export { runPass, DEFAULTS as RELAY_DEFAULTS, type RelayOptions, type PassResult } from "./relay/pass.ts";
 export { drain, type DrainOptions, type DrainResult } from "./relay/drain.ts";

@@ -1,4 +1,4 @@
-import type { Queryable } from "./operate.ts";
+import type { Queryable } from "./operations.ts";
 
 export interface RetentionOptions {
   /** Fanned events older than this are deleted. */

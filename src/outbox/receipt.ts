@@ -1,5 +1,5 @@
 import type { Fanout } from "./schema.ts";
-import type { Queryable } from "./operate.ts";
+import type { Queryable } from "./operations.ts";
 
 export interface ReceiptEntry {
   id: string;
