@@ -23,4 +23,25 @@ export default tseslint.config(
       ],
     },
   },
+  {
+    // The event bus core is a library: the domain and the Worker depend on it, never
+    // the reverse, so it can be reused and changed without reading the app around it.
+    // (This block replaces the one above for the core, so it repeats the edge rule.)
+    files: ["src/outbox/**/*.ts"],
+    rules: {
+      "no-restricted-imports": [
+        "error",
+        {
+          patterns: [
+            { group: ["node:*", "pg", "ws"], message: "Worker code must be edge-safe" },
+            {
+              group: ["**/domain/**", "**/domain", "**/worker/**", "**/worker", "**/cli/**", "**/node/**"],
+              message:
+                "The core (src/outbox) imports nothing from the domain, the Worker, the CLI or Node code",
+            },
+          ],
+        },
+      ],
+    },
+  },
 );
