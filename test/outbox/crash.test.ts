@@ -4,6 +4,7 @@ import { beforeEach, describe, expect, it } from "vitest";
 import { runPass, stats } from "../../src/outbox/index.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { eventStates, seedEvents, unfannedCount } from "../support/events.ts";
+import { waitFor } from "../support/helpers.ts";
 import { RecordingPublisher } from "../support/publishers.ts";
 import { everything, resetOutbox } from "../support/relay.ts";
 
@@ -64,7 +65,7 @@ describe("a relay crash loses nothing", () => {
         `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND state LIKE 'idle in transaction%'`,
       );
       return rows[0].n === 0;
-    });
+    }, 10_000);
     expect(await unfannedCount(t.pool)).toBe(4);
     const publisher = new RecordingPublisher();
     const pass = await runPass({ pool: t.pool, publisher, subscriptions: everything });
@@ -72,11 +73,3 @@ describe("a relay crash loses nothing", () => {
     expect(publisher.accepted.map((j) => j.deduplicationId)).toEqual(publishedBeforeDeath);
   });
 });
-
-async function waitFor(check: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error("condition not reached in time");
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
