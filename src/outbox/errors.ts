@@ -42,3 +42,8 @@ export function errorMessage(error: unknown): string {
   // last_error is stored in text/jsonb, which cannot hold NUL; keep it readable and bounded.
   return text.replaceAll("\u0000", "").slice(0, 2000);
 }
+
+/** Input an operator or caller got wrong (a malformed id, an unknown state): a 400, not a fault. */
+export class InvalidInputError extends Error {
+  override readonly name = "InvalidInputError";
+}

@@ -1,4 +1,4 @@
-import type { Queryable } from "./operations.ts";
+import type { Queryable } from "./sql.ts";
 
 export interface RetentionOptions {
   /** Fanned events older than this are deleted. */

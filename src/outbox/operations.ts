@@ -1,11 +1,9 @@
 import type { Fanout } from "./schema.ts";
 import { eventFromRow, type ClaimedEvent } from "./types.ts";
+import { InvalidInputError } from "./errors.ts";
+import type { Queryable } from "./sql.ts";
 
 /** Anything that runs one parameterised statement: a pg or Neon Pool, or a client. */
-export interface Queryable {
-  query(text: string, values?: unknown[]): Promise<unknown>;
-}
-
 export type EventState = "pending" | "fanned" | "poisoned";
 
 /** An event as operators see it: what the relay claims, plus where it stands. */
@@ -16,10 +14,6 @@ export interface EventRow extends ClaimedEvent {
   nextAttemptAt: Date | null;
   poisonedAt: Date | null;
   state: EventState;
-}
-
-export class InvalidInputError extends Error {
-  override readonly name = "InvalidInputError";
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;

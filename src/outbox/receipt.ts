@@ -1,5 +1,5 @@
 import type { Fanout } from "./schema.ts";
-import type { Queryable } from "./operations.ts";
+import type { Queryable } from "./sql.ts";
 
 export interface ReceiptEntry {
   id: string;

@@ -19,6 +19,11 @@ export interface SqlClient {
   off?(event: "error", listener: (error: Error) => void): unknown;
 }
 
+/** Anything that runs one query: a pool, a client, a transaction. */
+export interface Queryable {
+  query(text: string, values?: unknown[]): Promise<unknown>;
+}
+
 export interface SqlPool {
   connect(): Promise<SqlClient>;
 }

@@ -1,5 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { defineSubscriptions, globToLike, matchesGlob } from "../../src/outbox/index.ts";
+import { defineSubscriptions, matchesGlob } from "../../src/outbox/index.ts";
+// An internal helper, tested where it lives rather than exported from the core.
+import { globToLike } from "../../src/outbox/operations.ts";
 import { planBatch } from "../../src/outbox/relay/plan.ts";
 import type { ClaimedEvent } from "../../src/outbox/index.ts";
 
