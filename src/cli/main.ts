@@ -13,6 +13,7 @@ import {
   listEvents,
   requeue,
   runPass,
+  RELAY_POLICY,
   stats,
   type EventState,
   type RelayOptions,
@@ -40,7 +41,7 @@ commands:
 
 options:
   --json                          machine-readable output
-  --batch-size <n>                rows per relay pass (default 200)
+  --batch-size <n>                rows per relay pass (default ${RELAY_POLICY.batchSize})
 
 environment (or .env): DATABASE_URL; for relay commands also QSTASH_TOKEN, PUBLIC_URL,
 and QSTASH_URL (default https://qstash.upstash.io)`;
@@ -100,7 +101,7 @@ async function main(argv: string[]): Promise<number> {
             publicUrl: requireEnv("PUBLIC_URL"),
           }),
           subscriptions,
-          batchSize: intOption(values["batch-size"], "--batch-size", 200),
+          batchSize: intOption(values["batch-size"], "--batch-size", RELAY_POLICY.batchSize),
         };
         if (sub === "once") {
           const pass = await runPass(relay);

@@ -25,10 +25,9 @@ export { PublishError, InvalidInputError, type FailureKind } from "./errors.ts";
 
 // The relay.
 export type { Queryable, SqlPool, SqlClient } from "./sql.ts";
-export { runPass, DEFAULTS as RELAY_DEFAULTS, type RelayOptions, type PassResult } from "./relay/pass.ts";
+export { runPass, type RelayOptions, type PassResult } from "./relay/pass.ts";
 export { drain, type DrainOptions, type DrainResult } from "./relay/drain.ts";
-export { POISON_AFTER } from "./relay/mark.ts";
-export { BACKOFF_BASE_SECONDS, BACKOFF_CAP_SECONDS } from "./relay/backoff.ts";
+export { RELAY_POLICY, type ExponentialBackoff } from "./relay/policy.ts";
 
 // Receipts, operators and maintenance.
 export { readReceipt, awaitFanout, type Receipt, type ReceiptEntry, type AwaitOptions } from "./receipt.ts";

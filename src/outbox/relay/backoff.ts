@@ -1,8 +1,5 @@
 import { literal, nowSql } from "../sql.ts";
-
-/** Pass backoff: 2 s after the first failure, doubling, capped at one minute. */
-export const BACKOFF_BASE_SECONDS = 2;
-export const BACKOFF_CAP_SECONDS = 60;
+import { RELAY_POLICY, backoffSecondsSql } from "./policy.ts";
 
 /**
  * Records a failed pass. Computed where the row lives, so concurrent passes that
@@ -12,7 +9,7 @@ export function recordFailureSql(error: string, now: Date | undefined): string {
   const NOW = nowSql(now);
   return `UPDATE outbox_relay_state
      SET failures = failures + 1,
-         backoff_until = ${NOW} + make_interval(secs => least(${BACKOFF_CAP_SECONDS}, ${BACKOFF_BASE_SECONDS} * 2 ^ failures)),
+         backoff_until = ${NOW} + make_interval(secs => ${backoffSecondsSql("failures", RELAY_POLICY.passBackoff)}),
          last_error = ${literal(error)},
          last_failure_at = ${NOW}
    WHERE id = 1

@@ -1,5 +1,6 @@
 import type { Fanout } from "../schema.ts";
 import { literal, nowSql, results, type SqlClient } from "../sql.ts";
+import { RELAY_POLICY, backoffSecondsSql } from "./policy.ts";
 
 export interface RowOutcome {
   seq: number;
@@ -17,13 +18,10 @@ export interface MarkResult {
   state: Record<string, unknown>[];
 }
 
-/** After this many failures of its own, a row is set aside for an operator. */
-export const POISON_AFTER = 5;
-
 /**
  * Records the pass's outcome and commits, in one round trip: fanned rows get
  * fanned_out_at and fanout; failed rows get attempts + 1, last_error and a due
- * time (2 s doubling, capped at 1 minute), and the 5th failure poisons the row
+ * time (RELAY_POLICY.rowRetry), and the last allowed failure poisons the row
  * and raises an alert in the same statement. `stateSql` settles the relay's
  * backoff in the same transaction.
  *
@@ -53,8 +51,8 @@ export async function markAndCommit(
       UPDATE events e
          SET attempts = e.attempts + 1,
              last_error = i.error,
-             next_attempt_at = ${NOW} + make_interval(secs => least(60, 2 ^ (e.attempts + 1))),
-             poisoned_at = CASE WHEN e.attempts + 1 >= ${POISON_AFTER} THEN ${NOW} END
+             next_attempt_at = ${NOW} + make_interval(secs => ${backoffSecondsSql("e.attempts", RELAY_POLICY.rowRetry)}),
+             poisoned_at = CASE WHEN e.attempts + 1 >= ${RELAY_POLICY.poisonAfter} THEN ${NOW} END
         FROM input i
        WHERE e.seq = i.seq AND i.error IS NOT NULL
       RETURNING e.id, e.type, e.attempts, e.poisoned_at, e.last_error

@@ -7,6 +7,7 @@ import { clearFailuresSql, recordFailureSql } from "./backoff.ts";
 import { claim } from "./claim.ts";
 import { markAndCommit, type RowOutcome } from "./mark.ts";
 import { planBatch, type RowPlan } from "./plan.ts";
+import { RELAY_POLICY } from "./policy.ts";
 
 export interface RelayOptions {
   pool: SqlPool;
@@ -47,13 +48,7 @@ export interface PassResult {
   full: boolean;
 }
 
-export const DEFAULTS = {
-  batchSize: 200,
-  isolationBatchSize: 25,
-  publishTimeoutMs: 15_000,
-  passTimeoutMs: 60_000,
-  maxJobBytes: 1_000_000,
-} as const;
+const DEFAULTS = RELAY_POLICY;
 
 /**
  * One bounded unit of relay work: claim, plan, publish, mark, commit.
