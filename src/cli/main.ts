@@ -14,8 +14,9 @@ import {
   requeue,
   runPass,
   RELAY_POLICY,
+  isEventState,
+  EVENT_STATES,
   stats,
-  type EventState,
   type RelayOptions,
 } from "../outbox/index.ts";
 import {
@@ -132,11 +133,13 @@ async function main(argv: string[]): Promise<number> {
       case "events": {
         if (sub === "list") {
           const state = values.state;
-          if (state !== undefined && !["pending", "fanned", "poisoned"].includes(state)) {
-            throw new UsageError(`--state must be pending, fanned or poisoned, got "${state}"`);
+          if (state !== undefined && !isEventState(state)) {
+            throw new UsageError(
+              `--state must be ${EVENT_STATES.join(", ").replace(/, (\w+)$/, " or $1")}, got "${state}"`,
+            );
           }
           const found = await listEvents(pool, {
-            ...(state ? { state: state as EventState } : {}),
+            ...(state ? { state } : {}),
             ...(values.type ? { type: values.type } : {}),
             limit: intOption(values.limit, "--limit", 50),
           });

@@ -29,6 +29,9 @@ export { runPass, type RelayOptions, type PassResult } from "./relay/pass.ts";
 export { drain, type DrainOptions, type DrainResult } from "./relay/drain.ts";
 export { RELAY_POLICY, type ExponentialBackoff } from "./relay/policy.ts";
 
+// Where an event stands.
+export { EVENT_STATES, STATE_SQL, isEventState, stateOf, type EventState } from "./state.ts";
+
 // Receipts, operators and maintenance.
 export { readReceipt, awaitFanout, type Receipt, type ReceiptEntry, type AwaitOptions } from "./receipt.ts";
 export {
@@ -39,7 +42,6 @@ export {
   stats,
   type AlertRow,
   type EventRow,
-  type EventState,
   type Stats,
 } from "./operations.ts";
 export {

@@ -1,4 +1,5 @@
 import type { Queryable } from "./sql.ts";
+import { STATE_SQL, dueSql } from "./state.ts";
 
 export interface RetentionOptions {
   /** Fanned events older than this are deleted. */
@@ -24,7 +25,7 @@ export async function deleteOldFannedEvents(db: Queryable, options: RetentionOpt
     const { rowCount } = (await db.query(
       `DELETE FROM events WHERE seq IN (
          SELECT seq FROM events
-          WHERE fanned_out_at IS NOT NULL AND fanned_out_at < $1
+          WHERE ${STATE_SQL.fanned} AND fanned_out_at < $1
           ORDER BY fanned_out_at
           LIMIT $2
        )`,
@@ -55,8 +56,7 @@ export async function evaluateAlerts(db: Queryable, thresholds: AlertThresholds 
     `WITH facts AS (
        SELECT
          (SELECT extract(epoch FROM now() - min(created_at)) FROM events
-           WHERE fanned_out_at IS NULL AND poisoned_at IS NULL
-             AND (next_attempt_at IS NULL OR next_attempt_at <= now())) AS oldest_due,
+           WHERE ${dueSql("now()")}) AS oldest_due,
          s.failures, s.last_error
        FROM outbox_relay_state s WHERE s.id = 1
      ), conditions AS (

@@ -3,8 +3,7 @@ import { eventFromRow, type ClaimedEvent } from "./types.ts";
 import { InvalidInputError } from "./errors.ts";
 import type { Queryable } from "./sql.ts";
 
-/** Anything that runs one parameterised statement: a pg or Neon Pool, or a client. */
-export type EventState = "pending" | "fanned" | "poisoned";
+import { STATE_SQL, dueSql, stateOf, type EventState } from "./state.ts";
 
 /** An event as operators see it: what the relay claims, plus where it stands. */
 export interface EventRow extends ClaimedEvent {
@@ -39,7 +38,7 @@ function toEvent(r: Record<string, unknown>): EventRow {
     lastError: (r.last_error as string | null) ?? null,
     nextAttemptAt: (r.next_attempt_at as Date | null) ?? null,
     poisonedAt,
-    state: poisonedAt ? "poisoned" : fannedOutAt ? "fanned" : "pending",
+    state: stateOf({ fannedOutAt, poisonedAt }),
   };
 }
 
@@ -58,9 +57,7 @@ export interface ListOptions {
 export async function listEvents(db: Queryable, options: ListOptions = {}): Promise<EventRow[]> {
   const where: string[] = [];
   const values: unknown[] = [];
-  if (options.state === "pending") where.push("fanned_out_at IS NULL AND poisoned_at IS NULL");
-  if (options.state === "fanned") where.push("fanned_out_at IS NOT NULL");
-  if (options.state === "poisoned") where.push("poisoned_at IS NOT NULL");
+  if (options.state) where.push(STATE_SQL[options.state]);
   if (options.type) {
     values.push(globToLike(options.type));
     where.push(`type LIKE $${values.length}`);
@@ -145,7 +142,7 @@ export async function requeue(db: Queryable, ids: string[]): Promise<RequeueResu
     db,
     `WITH requeued AS (
        UPDATE events SET poisoned_at = NULL, attempts = 0, next_attempt_at = NULL
-        WHERE id = ANY($1::uuid[]) AND poisoned_at IS NOT NULL
+        WHERE id = ANY($1::uuid[]) AND ${STATE_SQL.poisoned}
        RETURNING id
      ), resolved AS (
        UPDATE outbox_alerts SET resolved_at = now()
@@ -186,12 +183,11 @@ export async function stats(db: Queryable): Promise<Stats> {
   const [row] = await rows(
     db,
     `SELECT
-       (SELECT count(*) FROM events WHERE fanned_out_at IS NULL AND poisoned_at IS NULL)::int AS backlog,
-       (SELECT count(*) FROM events WHERE fanned_out_at IS NULL AND poisoned_at IS NULL
-           AND (next_attempt_at IS NULL OR next_attempt_at <= now()))::int AS due,
+       (SELECT count(*) FROM events WHERE ${STATE_SQL.pending})::int AS backlog,
+       (SELECT count(*) FROM events WHERE ${dueSql("now()")})::int AS due,
        (SELECT extract(epoch FROM now() - min(created_at)) FROM events
-         WHERE fanned_out_at IS NULL AND poisoned_at IS NULL)::float8 AS oldest,
-       (SELECT count(*) FROM events WHERE poisoned_at IS NOT NULL)::int AS poisoned,
+         WHERE ${STATE_SQL.pending})::float8 AS oldest,
+       (SELECT count(*) FROM events WHERE ${STATE_SQL.poisoned})::int AS poisoned,
        (SELECT count(*) FROM outbox_alerts WHERE resolved_at IS NULL)::int AS open_alerts,
        s.failures, s.backoff_until, s.last_error, s.last_failure_at
      FROM outbox_relay_state s WHERE s.id = 1`,

@@ -1,5 +1,6 @@
 import type { Fanout } from "./schema.ts";
 import type { Queryable } from "./sql.ts";
+import { STATE_SQL } from "./state.ts";
 
 export interface ReceiptEntry {
   id: string;
@@ -19,7 +20,7 @@ export interface Receipt {
 export async function readReceipt(db: Queryable, eventIds: string[]): Promise<Receipt> {
   if (eventIds.length === 0) return { complete: true, events: [] };
   const { rows } = (await db.query(
-    `SELECT id, type, fanned_out_at, fanout, poisoned_at IS NOT NULL AS poisoned
+    `SELECT id, type, fanned_out_at, fanout, ${STATE_SQL.poisoned} AS poisoned
        FROM events WHERE id = ANY($1::uuid[])`,
     [eventIds],
   )) as { rows: Record<string, unknown>[] };

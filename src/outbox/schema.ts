@@ -11,6 +11,7 @@ import {
   timestamp,
   uuid,
 } from "drizzle-orm/pg-core";
+import { STATE_SQL } from "./state.ts";
 
 /**
  * What each subscription got when an event was fanned out: the QStash message id
@@ -43,16 +44,12 @@ export const events = pgTable(
   },
   (t) => [
     // The claim walks this index only: its size tracks the backlog, not history.
-    index("events_unfanned_seq_idx")
-      .on(t.seq)
-      .where(sql`fanned_out_at IS NULL AND poisoned_at IS NULL`),
-    index("events_poisoned_idx")
-      .on(t.poisonedAt)
-      .where(sql`poisoned_at IS NOT NULL`),
+    index("events_unfanned_seq_idx").on(t.seq).where(sql.raw(STATE_SQL.pending)),
+    index("events_poisoned_idx").on(t.poisonedAt).where(sql.raw(STATE_SQL.poisoned)),
     // Retention deletes the oldest fanned rows in bounded batches.
-    index("events_fanned_out_at_idx")
-      .on(t.fannedOutAt)
-      .where(sql`fanned_out_at IS NOT NULL`),
+    index("events_fanned_out_at_idx").on(t.fannedOutAt).where(sql.raw(STATE_SQL.fanned)),
+    // One state at a time: the state predicates (state.ts) rely on it.
+    check("events_one_state", sql`fanned_out_at IS NULL OR poisoned_at IS NULL`),
   ],
 );
 

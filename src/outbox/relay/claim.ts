@@ -1,5 +1,6 @@
 import { nowSql, positiveInt, results, type SqlClient } from "../sql.ts";
 import { eventFromRow, type ClaimedEvent } from "../types.ts";
+import { dueSql } from "../state.ts";
 
 export interface RelayState {
   /** Consecutive failed passes; non-zero means the next pass retries its batch row by row. */
@@ -53,8 +54,7 @@ export function claimSql(limit: number, now: Date | undefined): string {
   const NOW = nowSql(now);
   return `SELECT seq, id, type, subject, scope, payload, created_at, attempts
       FROM events
-     WHERE fanned_out_at IS NULL AND poisoned_at IS NULL
-       AND (next_attempt_at IS NULL OR next_attempt_at <= ${NOW})
+     WHERE ${dueSql(NOW)}
        AND NOT EXISTS (SELECT 1 FROM outbox_relay_state WHERE backoff_until > ${NOW})
      ORDER BY seq
      LIMIT ${positiveInt(limit, "limit")}

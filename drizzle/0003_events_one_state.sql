@@ -1,0 +1,1 @@
+ALTER TABLE "events" ADD CONSTRAINT "events_one_state" CHECK (fanned_out_at IS NULL OR poisoned_at IS NULL);
