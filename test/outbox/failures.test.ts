@@ -9,6 +9,7 @@ import {
   stats,
   type Publisher,
 } from "../../src/outbox/index.ts";
+import { classifyPublishFailure, kindOfStatus } from "../../src/outbox/errors.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { eventStates, seedEvents, unfannedCount } from "../support/events.ts";
 import { RecordingPublisher, outage, rejected } from "../support/publishers.ts";
@@ -172,15 +173,26 @@ describe("a transport outage poisons nothing", () => {
     expect(next).toMatchObject({ mode: "rows", fanned: 3 });
   });
 
-  it("treats a configuration error (401) as an outage, not as the rows' fault", async () => {
-    await seedEvents(t.pool, 2);
-    const publisher = new RecordingPublisher();
-    publisher.fail = () => outage(401);
-    let now = new Date(Date.now() + 1000);
-    for (let i = 0; i < 6; i++) {
-      const pass = await runPass({ pool: t.pool, publisher, subscriptions: everything, now });
-      now = pass.backedOffUntil!;
-    }
-    expect((await eventStates(t.pool)).every((r) => r.attempts === 0)).toBe(true);
+  // kindOfStatus itself, not a publisher that hands the relay a ready-made verdict:
+  // a wrong entry here poisons good rows (outage taken as rejection) or retries a
+  // hopeless one forever (rejection taken as outage).
+  it.each([
+    [400, "rejected"],
+    [401, "outage"],
+    [403, "outage"],
+    [404, "outage"],
+    [408, "outage"],
+    [413, "rejected"],
+    [429, "outage"],
+    [500, "outage"],
+    [502, "outage"],
+    [503, "outage"],
+    [504, "outage"],
+  ] as const)("classifies HTTP %i from the transport as %s", (status, kind) => {
+    expect(kindOfStatus(status)).toBe(kind);
+  });
+
+  it("classifies a network failure (no status at all) as an outage", () => {
+    expect(classifyPublishFailure(new TypeError("fetch failed"))).toBe("outage");
   });
 });

@@ -104,4 +104,30 @@ describe("planning a batch", () => {
     expect(plans[0]!.jobs).toHaveLength(1);
     expect(plans[1]!.error).toMatch(/filter of index threw/);
   });
+
+  it("does not coalesce into a latest event whose own job is too large: the earlier events keep their jobs", () => {
+    const big = { ...event(2, "a"), payload: { blob: "x".repeat(2000) } };
+    const plans = planBatch([event(1, "a"), big], subs, { coalesce: true, maxJobBytes: 1500 });
+    expect(plans[1]!.error).toMatch(/exceeds 1500 bytes/);
+    expect(plans[1]!.jobs).toEqual([]);
+    // The earlier event must not be marked covered by a job that is never published.
+    expect(plans[0]!.fanout).toEqual({});
+    expect(plans[0]!.jobs.map((j) => j.subscription)).toEqual(["mail", "index"]);
+    expect(plans[0]!.jobs[1]!.body.coalesced).toEqual([]);
+  });
+
+  it("keeps each event's own job when coalescing would make the latest job too large", () => {
+    const padded = (seq: number) => ({ ...event(seq, "a"), payload: { blob: "x".repeat(300) } });
+    const one = planBatch([padded(1)], subs, { coalesce: true, maxJobBytes: 1_000_000 });
+    const limit = new TextEncoder().encode(JSON.stringify(one[0]!.jobs[1]!.body)).length + 10;
+    // Each job fits on its own; the latest's job naming the other 9 ids would not.
+    const plans = planBatch(
+      Array.from({ length: 10 }, (_, i) => padded(i + 1)),
+      subs,
+      { coalesce: true, maxJobBytes: limit },
+    );
+    expect(plans.every((p) => p.error === undefined)).toBe(true);
+    expect(plans.every((p) => p.jobs.some((j) => j.subscription === "index"))).toBe(true);
+    expect(plans.every((p) => p.fanout.index === undefined)).toBe(true);
+  });
 });

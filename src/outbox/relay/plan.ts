@@ -34,36 +34,14 @@ export function planBatch(
 ): RowPlan[] {
   const plans = events.map((event) => matchRow(event, subscriptions));
 
-  for (const sub of subscriptions) {
-    const coalescing = options.coalesce && sub.coalesce === true;
-    const latestBySubject = new Map<string, RowPlan>();
-    // Walk newest first so the first plan seen for a subject is the one that gets the job.
-    for (let i = plans.length - 1; i >= 0; i--) {
-      const plan = plans[i]!;
-      if (plan.error || !plan.matched.has(sub.name)) continue;
-      if (!coalescing) {
-        plan.jobs.push(job(sub, plan.event, []));
-        continue;
-      }
-      const key = `${plan.event.scope ?? ""}\u0000${plan.event.subject}`;
-      const latest = latestBySubject.get(key);
-      if (latest) {
-        plan.fanout[sub.name] = { coalescedInto: latest.event.id };
-        latest.jobs.find((j) => j.subscription === sub.name)!.body.coalesced.unshift(plan.event.id);
-      } else {
-        latestBySubject.set(key, plan);
-        plan.jobs.push(job(sub, plan.event, []));
-      }
-    }
-  }
-
+  // First every row's own jobs, sized on their own: a row that cannot publish is
+  // decided before coalescing, so no event is ever folded into a job that is dropped.
   for (const plan of plans) {
     if (plan.error) continue;
-    // Jobs were pushed newest-first per subscription; keep them in subscription order.
-    plan.jobs.sort((a, b) => order(subscriptions, a) - order(subscriptions, b));
-    const tooLarge = plan.jobs.find(
-      (j) => encoder.encode(JSON.stringify(j.body)).length > options.maxJobBytes,
-    );
+    plan.jobs = subscriptions
+      .filter((sub) => plan.matched.has(sub.name))
+      .map((sub) => job(sub, plan.event, []));
+    const tooLarge = plan.jobs.find((j) => bytes(j) > options.maxJobBytes);
     if (tooLarge) {
       plan.error = errorMessage(
         new EventError(
@@ -71,6 +49,39 @@ export function planBatch(
         ),
       );
       plan.jobs = [];
+    }
+  }
+
+  if (!options.coalesce) return plans.map(({ matched: _matched, ...plan }) => plan);
+
+  // Then coalesce, per subject, only among rows that will publish.
+  for (const sub of subscriptions) {
+    if (sub.coalesce !== true) continue;
+    const bySubject = new Map<string, RowPlan[]>();
+    for (const plan of plans) {
+      if (plan.error || !plan.matched.has(sub.name)) continue;
+      const key = `${plan.event.scope ?? ""}\u0000${plan.event.subject}`;
+      const group = bySubject.get(key) ?? [];
+      group.push(plan);
+      bySubject.set(key, group);
+    }
+    for (const group of bySubject.values()) {
+      if (group.length < 2) continue;
+      const latest = group[group.length - 1]!;
+      const earlier = group.slice(0, -1);
+      const latestJob = latest.jobs.find((j) => j.subscription === sub.name)!;
+      const coalesced = {
+        ...latestJob,
+        body: { ...latestJob.body, coalesced: earlier.map((p) => p.event.id) },
+      };
+      // Naming the covered ids makes the job larger; if it no longer fits, every
+      // event keeps its own job (each was checked to fit) rather than one failing for all.
+      if (bytes(coalesced) > options.maxJobBytes) continue;
+      latest.jobs = latest.jobs.map((j) => (j === latestJob ? coalesced : j));
+      for (const plan of earlier) {
+        plan.jobs = plan.jobs.filter((j) => j.subscription !== sub.name);
+        plan.fanout[sub.name] = { coalescedInto: latest.event.id };
+      }
     }
   }
   return plans.map(({ matched: _matched, ...plan }) => plan);
@@ -116,6 +127,6 @@ function job(sub: Subscription, event: ClaimedEvent, coalesced: string[]): Job {
   };
 }
 
-function order(subscriptions: Subscription[], job: Job): number {
-  return subscriptions.findIndex((s) => s.name === job.subscription);
+function bytes(job: Job): number {
+  return encoder.encode(JSON.stringify(job.body)).length;
 }
