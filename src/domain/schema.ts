@@ -111,3 +111,40 @@ export const jobFailures = pgTable(
   },
   (t) => [index("job_failures_received_at_idx").on(t.receivedAt)],
 );
+
+/**
+ * Tenant API keys for the domain routes. A key acts only within its scope (null
+ * is a scope of its own, matching only null). Only a SHA-256 of the key is kept:
+ * the key itself is shown once, when it is created. `prefix` is the key's first
+ * characters, so an operator can tell keys apart in a list without the secret.
+ */
+export const apiKeys = pgTable(
+  "api_keys",
+  {
+    id: uuid("id").primaryKey().defaultRandom(),
+    scope: text("scope"),
+    name: text("name").notNull(),
+    prefix: text("prefix").notNull(),
+    keyHash: text("key_hash").notNull().unique(),
+    createdAt: timestamp("created_at", tz).notNull().defaultNow(),
+    lastUsedAt: timestamp("last_used_at", tz),
+    revokedAt: timestamp("revoked_at", tz),
+  },
+  (t) => [index("api_keys_scope_idx").on(t.scope)],
+);
+
+/**
+ * Wrong dashboard passwords, one row each, counted per client address over a
+ * window to lock a guesser out. In Postgres because a Worker keeps no memory
+ * between requests. Old rows are only ever read inside the window; maintenance
+ * may delete the rest.
+ */
+export const loginFailures = pgTable(
+  "dashboard_login_failures",
+  {
+    id: bigint("id", { mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
+    client: text("client").notNull(),
+    failedAt: timestamp("failed_at", tz).notNull().defaultNow(),
+  },
+  (t) => [index("dashboard_login_failures_client_idx").on(t.client, t.failedAt)],
+);

@@ -9,6 +9,7 @@ import {
   smallint,
   text,
   timestamp,
+  uniqueIndex,
   uuid,
 } from "drizzle-orm/pg-core";
 import { STATE_SQL } from "./state.ts";
@@ -87,5 +88,11 @@ export const alerts = pgTable(
     index("outbox_alerts_open_idx")
       .on(t.createdAt)
       .where(sql`resolved_at IS NULL`),
+    // Relay-wide conditions (relay.lagging, relay.failing) have at most one open
+    // alert each. Two overlapping sweeps both pass a NOT EXISTS check; only this
+    // index decides which one raises it.
+    uniqueIndex("outbox_alerts_open_relay_kind_key")
+      .on(t.kind)
+      .where(sql`resolved_at IS NULL AND kind LIKE 'relay.%'`),
   ],
 );
