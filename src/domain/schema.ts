@@ -1,9 +1,12 @@
 import { sql } from "drizzle-orm";
 import {
   bigint,
+  boolean,
+  check,
   customType,
   index,
   integer,
+  jsonb,
   pgTable,
   text,
   timestamp,
@@ -147,4 +150,108 @@ export const loginFailures = pgTable(
     failedAt: timestamp("failed_at", tz).notNull().defaultNow(),
   },
   (t) => [index("dashboard_login_failures_client_idx").on(t.client, t.failedAt)],
+);
+
+export const webhookDeliveryStatuses = ["pending", "delivered", "failed"] as const;
+export type WebhookDeliveryStatus = (typeof webhookDeliveryStatuses)[number];
+
+/**
+ * Where customers receive their events as signed webhooks. An endpoint belongs to
+ * one scope and receives only that scope's events (null matches only null).
+ * Secrets are stored encrypted (AES-GCM under WEBHOOK_SECRETS_KEY, see
+ * webhooks/secret-box.ts): a database dump alone cannot sign a webhook. During a
+ * rotation the previous secret keeps signing beside the new one until it expires.
+ */
+export const webhookEndpoints = pgTable(
+  "webhook_endpoints",
+  {
+    id: uuid("id").primaryKey().defaultRandom(),
+    scope: text("scope"),
+    url: text("url").notNull(),
+    types: text("types")
+      .array()
+      .notNull()
+      .default(sql`'{*}'::text[]`),
+    description: text("description").notNull().default(""),
+    enabled: boolean("enabled").notNull().default(true),
+    disabledReason: text("disabled_reason"),
+    disabledAt: timestamp("disabled_at", tz),
+    secretBox: text("secret_box").notNull(),
+    previousSecretBox: text("previous_secret_box"),
+    previousSecretExpiresAt: timestamp("previous_secret_expires_at", tz),
+    // Health the deliver handler keeps as it goes, so the auto-disable sweep and
+    // the endpoint list need no scan of the attempt log.
+    lastSuccessAt: timestamp("last_success_at", tz),
+    failingSince: timestamp("failing_since", tz),
+    createdAt: timestamp("created_at", tz).notNull().defaultNow(),
+    updatedAt: timestamp("updated_at", tz).notNull().defaultNow(),
+  },
+  (t) => [
+    index("webhook_endpoints_scope_idx")
+      .on(t.scope)
+      .where(sql`enabled`),
+    check("webhook_endpoints_disabled_has_reason", sql`enabled OR disabled_reason IS NOT NULL`),
+  ],
+);
+
+/**
+ * One row per (endpoint, event): the unique key is what makes a replayed
+ * `webhook.fanout` job create nothing twice. The body is the exact JSON that is
+ * signed and POSTed, kept here so a redelivery still works after retention has
+ * deleted the event. `lease_until` lets one of two concurrent deliveries of the
+ * same job POST, and the other stand down.
+ */
+export const webhookDeliveries = pgTable(
+  "webhook_deliveries",
+  {
+    id: uuid("id").primaryKey().defaultRandom(),
+    endpointId: uuid("endpoint_id")
+      .notNull()
+      .references(() => webhookEndpoints.id, { onDelete: "cascade" }),
+    eventId: uuid("event_id").notNull(),
+    eventType: text("event_type").notNull(),
+    scope: text("scope"),
+    body: text("body").notNull(),
+    status: text("status").$type<WebhookDeliveryStatus>().notNull().default("pending"),
+    attempts: integer("attempts").notNull().default(0),
+    leaseUntil: timestamp("lease_until", tz),
+    lastAttemptAt: timestamp("last_attempt_at", tz),
+    nextAttemptAt: timestamp("next_attempt_at", tz),
+    deliveredAt: timestamp("delivered_at", tz),
+    failedAt: timestamp("failed_at", tz),
+    lastError: text("last_error"),
+    /** QStash message id of the job currently carrying this delivery. */
+    messageId: text("message_id"),
+    createdAt: timestamp("created_at", tz).notNull().defaultNow(),
+  },
+  (t) => [
+    unique("webhook_deliveries_endpoint_event_key").on(t.endpointId, t.eventId),
+    index("webhook_deliveries_endpoint_created_idx").on(t.endpointId, t.createdAt),
+    index("webhook_deliveries_event_idx").on(t.eventId),
+    check("webhook_deliveries_status", sql`status IN ('pending', 'delivered', 'failed')`),
+  ],
+);
+
+/** Every POST to an endpoint, kept like Svix's attempt log: what was asked and what came back. */
+export const webhookAttempts = pgTable(
+  "webhook_attempts",
+  {
+    id: bigint("id", { mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
+    deliveryId: uuid("delivery_id")
+      .notNull()
+      .references(() => webhookDeliveries.id, { onDelete: "cascade" }),
+    attemptedAt: timestamp("attempted_at", tz).notNull().defaultNow(),
+    durationMs: integer("duration_ms").notNull(),
+    /** HTTP status, or null when no answer came (see `error`). */
+    status: integer("status"),
+    /** timeout, refused, dns, tls, redirect, network: why there was no usable answer. */
+    error: text("error"),
+    responseHeaders: jsonb("response_headers"),
+    /** The first 2 KB of the response body. */
+    responseBody: text("response_body"),
+  },
+  (t) => [
+    index("webhook_attempts_delivery_idx").on(t.deliveryId, t.id),
+    index("webhook_attempts_attempted_at_idx").on(t.attemptedAt),
+  ],
 );

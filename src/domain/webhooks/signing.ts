@@ -4,6 +4,8 @@
  * of the key bytes; the HMAC is keyed with the decoded bytes, not the string.
  */
 
+import { fromBase64, toBase64 } from "./base64.ts";
+
 const prefix = "whsec_";
 const encoder = new TextEncoder();
 
@@ -53,12 +55,5 @@ export async function signHeaders(input: SignInput): Promise<SignedHeaders> {
 
 function secretBytes(secret: string): Uint8Array<ArrayBuffer> {
   if (!secret.startsWith(prefix)) throw new Error("webhook secret must start with whsec_");
-  const raw = atob(secret.slice(prefix.length));
-  return Uint8Array.from(raw, (ch) => ch.charCodeAt(0));
-}
-
-function toBase64(bytes: Uint8Array): string {
-  let s = "";
-  for (const b of bytes) s += String.fromCharCode(b);
-  return btoa(s);
+  return fromBase64(secret.slice(prefix.length));
 }
