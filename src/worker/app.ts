@@ -6,10 +6,12 @@ import type { HonoEnv } from "./env.ts";
 import { handleError, handleNotFound } from "./errors.ts";
 import { preferWait } from "./prefer.ts";
 import { registerAdmin } from "./routes/admin.ts";
+import { registerAdminWebhooksActions } from "./routes/admin_webhooks_actions.ts";
 import { registerDashboard } from "./routes/dashboard.ts";
 import { registerEventsGet } from "./routes/events_get.ts";
 import { registerJobsDeliver } from "./routes/jobs_deliver.ts";
 import { registerJobsFailed } from "./routes/jobs_failed.ts";
+import { registerJobsWebhookDeliver } from "./routes/jobs_webhook_deliver.ts";
 import { registerHealthz } from "./routes/healthz.ts";
 import { registerNotesCreate } from "./routes/notes_create.ts";
 import { registerNotesDelete } from "./routes/notes_delete.ts";
@@ -50,10 +52,12 @@ export function createApp(options: AppOptions = {}): App {
   registerSuppliersConnect(app);
   registerSuppliersActivate(app);
   registerEventsGet(app);
-  // The failure callback before `/jobs/:subscription`, which would take "_failed" as a name.
+  // The failure callback and webhook.deliver before `/jobs/:subscription`, which would take them as names.
   registerJobsFailed(app);
+  registerJobsWebhookDeliver(app);
   registerJobsDeliver(app);
   registerAdmin(app);
+  registerAdminWebhooksActions(app);
   registerDashboard(app);
 
   app.notFound(handleNotFound);

@@ -1,5 +1,7 @@
 import { z } from "zod";
 import type { Db } from "../domain/db.ts";
+import { DEFAULT_DISABLE_AFTER_DAYS } from "../domain/webhooks/auto-disable.ts";
+import { parseRetrySchedule, WEBHOOK_RETRY_SCHEDULE_SECONDS } from "../domain/webhooks/retry-schedule.ts";
 import type { Queryable, SqlPool } from "../outbox/index.ts";
 
 /** What wrangler hands the Worker: vars and secrets, all strings, any of them possibly absent. */
@@ -16,6 +18,12 @@ export interface Bindings {
   MAIL_TO?: string;
   /** Days a fanned event is kept before the cron sweep deletes it; default 30. */
   RETENTION_DAYS?: string;
+  /** Base64 of 32 random bytes: the AES-GCM key that seals webhook endpoint secrets. */
+  WEBHOOK_SECRETS_KEY?: string;
+  /** Seconds before each webhook retry, comma-separated; default the Svix-like schedule (retry-schedule.ts). */
+  WEBHOOK_RETRY_SCHEDULE?: string;
+  /** Days of nothing but failed deliveries before the cron sweep disables an endpoint; default 5. */
+  WEBHOOK_DISABLE_AFTER_DAYS?: string;
   /** Local stack only: `host:port` of the WebSocket-to-TCP proxy in front of a plain Postgres. */
   NEON_WS_PROXY?: string;
 }
@@ -52,6 +60,26 @@ export const configSchema = z.object({
       .int("must be a whole number of days")
       .min(1, "must be at least 1 day"),
   ).transform((v) => v ?? 30),
+  // Checked for shape here; the key itself is imported (and its length checked) when a delivery is signed.
+  WEBHOOK_SECRETS_KEY: optional(
+    z
+      .string()
+      .trim()
+      .regex(/^[A-Za-z0-9+/]{43}=$/, "must be base64 of 32 bytes"),
+  ),
+  WEBHOOK_RETRY_SCHEDULE: optional(z.string()).transform((v, ctx) => {
+    if (v === undefined) return WEBHOOK_RETRY_SCHEDULE_SECONDS;
+    const parsed = parseRetrySchedule(v);
+    if (parsed.ok) return parsed.seconds;
+    ctx.addIssue({ code: "custom", message: parsed.message });
+    return z.NEVER;
+  }),
+  WEBHOOK_DISABLE_AFTER_DAYS: optional(
+    z.coerce
+      .number({ error: "must be a whole number of days" })
+      .int("must be a whole number of days")
+      .min(1, "must be at least 1 day"),
+  ).transform((v) => v ?? DEFAULT_DISABLE_AFTER_DAYS),
   NEON_WS_PROXY: optional(z.string().regex(/^[\w.-]+:\d{1,5}$/, "must be host:port, e.g. 127.0.0.1:5433")),
 });
 

@@ -14,6 +14,7 @@ import {
 import type { App } from "../app.ts";
 import { ApiError } from "../errors.ts";
 import { verifiedBody } from "../signature.ts";
+import { deliverQueueFor } from "../webhooks.ts";
 
 /**
  * QStash delivers each job here: `POST /jobs/<subscription>`. The signature is
@@ -33,6 +34,7 @@ export function registerJobsDeliver(app: App) {
       db: c.var.db,
       mailer: config.MAIL_API_URL ? httpMailer({ url: config.MAIL_API_URL }) : noopMailer,
       mailTo: config.MAIL_TO,
+      deliverQueue: deliverQueueFor(config),
     });
     const handler = handlers[name];
     // A declared subscription without a handler is a deployment bug: 500, so QStash retries after a fix.
