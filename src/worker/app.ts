@@ -1,10 +1,4 @@
-import { Hono } from "hono";
-import { requestId } from "hono/request-id";
-import { validateBindings } from "./config.ts";
-import { database, type OpenDatabase } from "./database.ts";
-import type { HonoEnv } from "./env.ts";
-import { handleError, handleNotFound } from "./errors.ts";
-import { preferWait } from "./prefer.ts";
+import { newApp, type App, type AppOptions } from "./new-app.ts";
 import { registerAdmin } from "./routes/admin.ts";
 import { registerDashboard } from "./routes/dashboard.ts";
 import { registerEventsGet } from "./routes/events_get.ts";
@@ -22,21 +16,9 @@ import { registerSuppliersConnect } from "./routes/suppliers_connect.ts";
 import { registerSuppliersCreate } from "./routes/suppliers_create.ts";
 import { registerSuppliersGet } from "./routes/suppliers_get.ts";
 
-export type App = Hono<HonoEnv>;
-
-export interface AppOptions {
-  /** How a request gets its database; the Neon WebSocket Pool unless a test says otherwise. */
-  openDatabase?: OpenDatabase;
-}
-
+/** The Worker's app: every route, registered on the app `newApp` builds. */
 export function createApp(options: AppOptions = {}): App {
-  const app: App = new Hono<HonoEnv>();
-  // Order matters: every answer, including a misconfiguration, carries a request id.
-  app.use(requestId());
-  app.use(validateBindings);
-  app.use(database(options.openDatabase));
-  app.use(preferWait);
-
+  const app = newApp(options);
   registerHealthz(app);
   // Literal paths before `/notes/:id`, which would otherwise take "search" as an id.
   registerNotesSearch(app);
@@ -55,8 +37,5 @@ export function createApp(options: AppOptions = {}): App {
   registerJobsDeliver(app);
   registerAdmin(app);
   registerDashboard(app);
-
-  app.notFound(handleNotFound);
-  app.onError(handleError);
   return app;
 }

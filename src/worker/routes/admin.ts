@@ -2,7 +2,7 @@ import { z } from "zod";
 import { listJobFailures } from "../../domain/job-failures/record.ts";
 import { EVENT_STATES, getEvent, listAlerts, listEvents, requeue, stats } from "../../outbox/index.ts";
 import { adminAuth } from "../admin-auth.ts";
-import type { App } from "../app.ts";
+import type { App } from "../new-app.ts";
 import { ApiError } from "../errors.ts";
 import { valid } from "../validate.ts";
 import { idParam } from "./params.ts";

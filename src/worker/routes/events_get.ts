@@ -1,5 +1,5 @@
 import { getEvent } from "../../outbox/index.ts";
-import type { App } from "../app.ts";
+import type { App } from "../new-app.ts";
 import { ApiError } from "../errors.ts";
 import { idParam } from "./params.ts";
 

@@ -11,7 +11,7 @@ import {
   type JobContext,
   type JobHandler,
 } from "../../outbox/index.ts";
-import type { App } from "../app.ts";
+import type { App } from "../new-app.ts";
 import { ApiError } from "../errors.ts";
 import { verifiedBody } from "../signature.ts";
 

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { recordJobFailure } from "../../domain/job-failures/record.ts";
 import { FAILURE_CALLBACK_PATH } from "../../outbox/index.ts";
-import type { App } from "../app.ts";
+import type { App } from "../new-app.ts";
 import { verifiedBody } from "../signature.ts";
 
 // The failure callback QStash sends once a job has exhausted its retries

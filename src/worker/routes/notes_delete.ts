@@ -1,5 +1,5 @@
 import { deleteNote } from "../../domain/notes/remove.ts";
-import type { App } from "../app.ts";
+import type { App } from "../new-app.ts";
 import { written } from "../respond.ts";
 import { idParam } from "./params.ts";
 

@@ -1,5 +1,5 @@
 import { getNote } from "../../domain/notes/get.ts";
-import type { App } from "../app.ts";
+import type { App } from "../new-app.ts";
 import { idParam } from "./params.ts";
 
 export function registerNotesGet(app: App) {

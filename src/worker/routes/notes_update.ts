@@ -1,6 +1,6 @@
 import { notePatch } from "../../domain/notes/schemas.ts";
 import { updateNote } from "../../domain/notes/update.ts";
-import type { App } from "../app.ts";
+import type { App } from "../new-app.ts";
 import { written } from "../respond.ts";
 import { valid } from "../validate.ts";
 import { idParam } from "./params.ts";

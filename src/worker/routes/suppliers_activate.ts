@@ -1,5 +1,5 @@
 import { activateSupplier } from "../../domain/suppliers/activate.ts";
-import type { App } from "../app.ts";
+import type { App } from "../new-app.ts";
 import { written } from "../respond.ts";
 import { idParam } from "./params.ts";
 

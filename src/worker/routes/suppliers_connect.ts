@@ -1,5 +1,5 @@
 import { connectSupplier } from "../../domain/suppliers/connect.ts";
-import type { App } from "../app.ts";
+import type { App } from "../new-app.ts";
 import { written } from "../respond.ts";
 import { idParam } from "./params.ts";
 

@@ -1,5 +1,5 @@
 import { getSupplier } from "../../domain/suppliers/get.ts";
-import type { App } from "../app.ts";
+import type { App } from "../new-app.ts";
 import { idParam } from "./params.ts";
 
 export function registerSuppliersGet(app: App) {
