@@ -1,20 +1,20 @@
 import { newApp, type App, type AppOptions } from "./new-app.ts";
 import { registerAdmin } from "./routes/admin.ts";
 import { registerDashboard } from "./routes/dashboard.ts";
-import { registerEventsGet } from "./routes/events_get.ts";
-import { registerJobsDeliver } from "./routes/jobs_deliver.ts";
-import { registerJobsFailed } from "./routes/jobs_failed.ts";
+import { registerEventsGet } from "./routes/events-get.ts";
+import { registerJobsDeliver } from "./routes/jobs-deliver.ts";
+import { registerJobsFailed } from "./routes/jobs-failed.ts";
 import { registerHealthz } from "./routes/healthz.ts";
-import { registerNotesCreate } from "./routes/notes_create.ts";
-import { registerNotesDelete } from "./routes/notes_delete.ts";
-import { registerNotesGet } from "./routes/notes_get.ts";
-import { registerNotesImport } from "./routes/notes_import.ts";
-import { registerNotesSearch } from "./routes/notes_search.ts";
-import { registerNotesUpdate } from "./routes/notes_update.ts";
-import { registerSuppliersActivate } from "./routes/suppliers_activate.ts";
-import { registerSuppliersConnect } from "./routes/suppliers_connect.ts";
-import { registerSuppliersCreate } from "./routes/suppliers_create.ts";
-import { registerSuppliersGet } from "./routes/suppliers_get.ts";
+import { registerNotesCreate } from "./routes/notes-create.ts";
+import { registerNotesDelete } from "./routes/notes-delete.ts";
+import { registerNotesGet } from "./routes/notes-get.ts";
+import { registerNotesImport } from "./routes/notes-import.ts";
+import { registerNotesSearch } from "./routes/notes-search.ts";
+import { registerNotesUpdate } from "./routes/notes-update.ts";
+import { registerSuppliersActivate } from "./routes/suppliers-activate.ts";
+import { registerSuppliersConnect } from "./routes/suppliers-connect.ts";
+import { registerSuppliersCreate } from "./routes/suppliers-create.ts";
+import { registerSuppliersGet } from "./routes/suppliers-get.ts";
 
 /** The Worker's app: every route, registered on the app `newApp` builds. */
 export function createApp(options: AppOptions = {}): App {
