@@ -16,7 +16,9 @@ export interface Subscription {
   filter?: (event: ClaimedEvent) => boolean;
 }
 
-const NAME = /^[a-z][a-z0-9_.-]*$/;
+/** A subscription name (and so a job route segment), as a regex source for route patterns. */
+export const SUBSCRIPTION_NAME = "[a-z][a-z0-9_.-]*";
+const NAME = new RegExp(`^${SUBSCRIPTION_NAME}$`);
 const TYPE_GLOB = /^[A-Za-z0-9_.*-]+$/;
 
 /** Checks a subscription list once, at start-up, so a typo fails loudly instead of matching nothing. */

@@ -20,7 +20,6 @@ import { registerSuppliersGet } from "./routes/suppliers-get.ts";
 export function createApp(options: AppOptions = {}): App {
   const app = newApp(options);
   registerHealthz(app);
-  // Literal paths before `/notes/:id`, which would otherwise take "search" as an id.
   registerNotesSearch(app);
   registerNotesImport(app);
   registerNotesCreate(app);
@@ -32,7 +31,6 @@ export function createApp(options: AppOptions = {}): App {
   registerSuppliersConnect(app);
   registerSuppliersActivate(app);
   registerEventsGet(app);
-  // The failure callback before `/jobs/:subscription`, which would take "_failed" as a name.
   registerJobsFailed(app);
   registerJobsDeliver(app);
   registerAdmin(app);

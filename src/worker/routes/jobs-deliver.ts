@@ -14,6 +14,7 @@ import {
 import type { App } from "../new-app.ts";
 import { ApiError } from "../errors.ts";
 import { verifiedBody } from "../signature.ts";
+import { SUBSCRIPTION } from "./params.ts";
 
 /**
  * QStash delivers each job here: `POST /jobs/<subscription>`. The signature is
@@ -23,7 +24,7 @@ import { verifiedBody } from "../signature.ts";
  * `Upstash-NonRetryable-Error: true` never retry (a malformed job is one).
  */
 export function registerJobsDeliver(app: App) {
-  app.post("/jobs/:subscription", async (c) => {
+  app.post(`/jobs/${SUBSCRIPTION}`, async (c) => {
     const name = c.req.param("subscription");
     const raw = await verifiedBody(c, jobUrl(c.var.config.PUBLIC_URL, name));
     if (!findSubscription(subscriptions, name)) throw new ApiError("NOT_FOUND", `no subscription ${name}`);
