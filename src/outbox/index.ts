@@ -16,10 +16,12 @@ export {
   type Subscription,
 } from "./subscriptions.ts";
 export {
-  answerJob,
+  runJob,
+  jobFailure,
   parseJobBody,
   NonRetryableError,
-  type JobAnswer,
+  type JobOutcome,
+  type JobFailure,
   type JobContext,
   type JobHandler,
 } from "./subscriber.ts";

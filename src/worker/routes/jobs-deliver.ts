@@ -2,17 +2,18 @@ import { createJobHandlers } from "../../domain/job-handlers.ts";
 import { httpMailer, noopMailer } from "../../domain/mail/mailer.ts";
 import { subscriptions } from "../../domain/subscriptions.ts";
 import {
-  answerJob,
-  NonRetryableError,
   findSubscription,
+  jobFailure,
   jobUrl,
+  NonRetryableError,
   parseJobBody,
-  type JobAnswer,
+  runJob,
   type JobContext,
   type JobHandler,
+  type JobOutcome,
 } from "../../outbox/index.ts";
-import type { App } from "../new-app.ts";
 import { ApiError } from "../errors.ts";
+import type { App } from "../new-app.ts";
 import { verifiedBody } from "../signature.ts";
 import { SUBSCRIPTION } from "./params.ts";
 
@@ -43,12 +44,11 @@ export function registerJobsDeliver(app: App) {
       messageId: c.req.header("upstash-message-id") ?? "",
       retried: Number(c.req.header("upstash-retried") ?? 0) || 0,
     };
-    const answer = await handle(handler, name, raw, context);
-    if (answer.status >= 500)
-      console.error(`[${c.var.requestId}] job ${context.messageId} ${name}:`, answer.body);
-    const body =
-      "error" in answer.body ? { error: { ...answer.body.error, requestId: c.var.requestId } } : answer.body;
-    return c.json(body, answer.status as 200, answer.headers);
+    const outcome = await handle(handler, name, raw, context);
+    if (outcome.done) return c.json({ ok: true });
+    if (!outcome.retry) throw new ApiError("job_rejected", outcome.message);
+    console.error(`[${c.var.requestId}] job ${context.messageId} ${name}: ${outcome.message}`);
+    throw new ApiError("job_failed", outcome.message);
   });
 }
 
@@ -57,15 +57,15 @@ async function handle(
   name: string,
   raw: string,
   context: JobContext,
-): Promise<JobAnswer> {
+): Promise<JobOutcome> {
   let job;
   try {
     job = parseJobBody(raw);
     if (job.subscription !== name)
       throw new NonRetryableError(`job for ${job.subscription} delivered to ${name}`);
   } catch (error) {
-    // Malformed or misrouted: it will be just as wrong on every retry; answerJob maps it to 489.
-    return answerJob(() => Promise.reject(error), undefined as never, context);
+    // Malformed or misrouted: it will be just as wrong on every retry (no retry).
+    return jobFailure(error);
   }
-  return answerJob(handler, job, context);
+  return runJob(handler, job, context);
 }
