@@ -14,6 +14,7 @@ export {
   matchesGlob,
   SUBSCRIPTION_NAME,
   type Subscription,
+  type SubscriptionName,
 } from "./subscriptions.ts";
 export {
   runJob,
