@@ -12,6 +12,7 @@ export function valid<Target extends keyof ValidationTargets, Schema extends z.Z
   schema: Schema,
 ) {
   return validator(target, async (value) => {
+    refuseNul(value, describe(target));
     const result = await schema.safeParseAsync(value, {
       error: (issue) => (issue.input === undefined ? "is required" : undefined),
     });
@@ -21,6 +22,36 @@ export function valid<Target extends keyof ValidationTargets, Schema extends z.Z
     throw new ApiError("BAD_REQUEST", `invalid ${describe(target)}: ${listed}`, issues);
   });
 }
+
+/**
+ * Postgres text cannot hold U+0000: a NUL that reached a query failed it with
+ * "invalid byte sequence", a 500. Every string a caller sends (values and keys,
+ * at any depth, in a body, query or form) passes here before any schema or SQL
+ * sees it, so no route can forget the check. Each offending field is named.
+ */
+export function refuseNul(value: unknown, what: string): void {
+  const issues: FieldIssue[] = [];
+  const visit = (v: unknown, path: string) => {
+    if (typeof v === "string") {
+      if (v.includes("\u0000")) issues.push({ path, message: NUL_MESSAGE });
+    } else if (Array.isArray(v)) {
+      v.forEach((item, i) => visit(item, path ? `${path}.${i}` : String(i)));
+    } else if (v !== null && typeof v === "object") {
+      for (const [key, item] of Object.entries(v)) {
+        const at = path ? `${path}.${key}` : key;
+        if (key.includes("\u0000")) issues.push({ path: at, message: NUL_MESSAGE });
+        else visit(item, at);
+      }
+    }
+  };
+  visit(value, "");
+  if (issues.length > 0) {
+    const listed = issues.map((i) => (i.path ? `${i.path}: ${i.message}` : i.message)).join("; ");
+    throw new ApiError("BAD_REQUEST", `invalid ${what}: ${listed}`, issues);
+  }
+}
+
+const NUL_MESSAGE = "must not contain NUL (\\u0000)";
 
 export function toFieldIssues(error: z.ZodError): FieldIssue[] {
   return error.issues.flatMap((issue) => {
