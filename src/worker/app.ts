@@ -1,10 +1,12 @@
 import { Hono } from "hono";
 import { requestId } from "hono/request-id";
+import { limitBodies } from "./body-limit.ts";
 import { validateBindings } from "./config.ts";
 import { database, type OpenDatabase } from "./database.ts";
 import type { HonoEnv } from "./env.ts";
 import { handleError, handleNotFound } from "./errors.ts";
 import { preferWait } from "./prefer.ts";
+import { requireSignatureHeader } from "./signature.ts";
 import { registerAdmin } from "./routes/admin.ts";
 import { registerDashboard } from "./routes/dashboard.ts";
 import { registerEventsGet } from "./routes/events_get.ts";
@@ -34,6 +36,9 @@ export function createApp(options: AppOptions = {}): App {
   // Order matters: every answer, including a misconfiguration, carries a request id.
   app.use(requestId());
   app.use(validateBindings);
+  // Unsigned job requests are refused before their body is read; every body is capped before it is parsed.
+  app.use("/jobs/*", requireSignatureHeader);
+  app.use(limitBodies);
   app.use(database(options.openDatabase));
   app.use(preferWait);
 
