@@ -34,7 +34,9 @@ export interface AppOptions {
 export function createApp(options: AppOptions = {}): App {
   const app: App = new Hono<HonoEnv>();
   // Order matters: every answer, including a misconfiguration, carries a request id.
-  app.use(requestId());
+  // A caller's own id is kept only when short and plain (letters, digits, -, _, =):
+  // it is echoed in headers and written to logs.
+  app.use(requestId({ limitLength: 64 }));
   app.use(validateBindings);
   // Unsigned job requests are refused before their body is read; every body is capped before it is parsed.
   app.use("/jobs/*", requireSignatureHeader);

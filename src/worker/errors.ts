@@ -14,6 +14,7 @@ export type ErrorCode =
   | "METHOD_NOT_ALLOWED"
   | "CONFLICT"
   | "PAYLOAD_TOO_LARGE"
+  | "UNSUPPORTED_MEDIA_TYPE"
   | "MISCONFIGURED"
   | "INTERNAL_SERVER_ERROR"
   | "SERVICE_UNAVAILABLE";
@@ -26,6 +27,7 @@ export const codeToStatus = {
   METHOD_NOT_ALLOWED: 405,
   CONFLICT: 409,
   PAYLOAD_TOO_LARGE: 413,
+  UNSUPPORTED_MEDIA_TYPE: 415,
   MISCONFIGURED: 500,
   INTERNAL_SERVER_ERROR: 500,
   SERVICE_UNAVAILABLE: 503,
@@ -87,7 +89,7 @@ export function handleError(err: Error, c: Context<HonoEnv>) {
             : "a valid operator bearer token (ADMIN_TOKEN) is required";
       return errorResponse(c, code, message);
     }
-    return errorResponse(c, code, err.message || code);
+    return errorResponse(c, code, err.message || defaultMessage[err.status] || code);
   }
   console.error(`[${c.get("requestId") ?? "-"}] ${c.req.method} ${c.req.path}:`, err);
   return errorResponse(
@@ -101,6 +103,12 @@ export function handleNotFound(c: Context<HonoEnv>) {
   return errorResponse(c, "NOT_FOUND", `no route for ${c.req.method} ${c.req.path}`);
 }
 
+// Hono raises some refusals without a message; say what was refused and why.
+const defaultMessage: Partial<Record<number, string>> = {
+  // Only Hono's csrf middleware (dashboard forms) raises a bare 403.
+  403: "cross-site request refused: this form can only be posted from the dashboard's own pages (Origin must be this site)",
+};
+
 const statusToCode: Partial<Record<number, ErrorCode>> = {
   400: "BAD_REQUEST",
   401: "UNAUTHORIZED",
@@ -110,6 +118,7 @@ const statusToCode: Partial<Record<number, ErrorCode>> = {
   405: "METHOD_NOT_ALLOWED",
   409: "CONFLICT",
   413: "PAYLOAD_TOO_LARGE",
+  415: "UNSUPPORTED_MEDIA_TYPE",
   503: "SERVICE_UNAVAILABLE",
 };
 

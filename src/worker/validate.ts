@@ -11,7 +11,8 @@ export function valid<Target extends keyof ValidationTargets, Schema extends z.Z
   target: Target,
   schema: Schema,
 ) {
-  return validator(target, async (value) => {
+  return validator(target, async (value, c) => {
+    if (target === "json" || target === "form") requireMediaType(c.req.header("content-type"), target);
     refuseNul(value, describe(target));
     const result = await schema.safeParseAsync(value, {
       error: (issue) => (issue.input === undefined ? "is required" : undefined),
@@ -21,6 +22,25 @@ export function valid<Target extends keyof ValidationTargets, Schema extends z.Z
     const listed = issues.map((i) => (i.path ? `${i.path}: ${i.message}` : i.message)).join("; ");
     throw new ApiError("BAD_REQUEST", `invalid ${describe(target)}: ${listed}`, issues);
   });
+}
+
+const JSON_TYPE = /^application\/([\w.-]+\+)?json$/;
+const FORM_TYPES = ["application/x-www-form-urlencoded", "multipart/form-data"];
+
+/**
+ * Hono's validator reads a body only when its Content-Type matches and otherwise
+ * validates `{}`: a JSON body sent as text/plain came back as "title: is required".
+ * The honest answer is 415, naming what to send.
+ */
+function requireMediaType(header: string | undefined, target: "json" | "form"): void {
+  const type = (header ?? "").split(";")[0]!.trim().toLowerCase();
+  const ok = target === "json" ? JSON_TYPE.test(type) : FORM_TYPES.includes(type);
+  if (ok) return;
+  const want = target === "json" ? "application/json" : FORM_TYPES.join(" or ");
+  throw new ApiError(
+    "UNSUPPORTED_MEDIA_TYPE",
+    `the body must be sent as ${want}, got ${type ? `"${type}"` : "no Content-Type"}`,
+  );
 }
 
 /**
