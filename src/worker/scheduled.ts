@@ -1,4 +1,4 @@
-import { deleteOldFannedEvents, drain, evaluateAlerts } from "../outbox/index.ts";
+import { deleteOldFannedEvents, drain, evaluateAlerts, vacuumEventsIfNeeded } from "../outbox/index.ts";
 import { subscriptions } from "../domain/subscriptions.ts";
 import { disableFailingEndpoints } from "../domain/webhooks/auto-disable.ts";
 import { openNeonDatabase, type OpenDatabase } from "./database.ts";
@@ -8,8 +8,9 @@ import { publisherFor, SWEEP_BUDGET_MS } from "./relay.ts";
 /**
  * The every-minute cron sweep (wrangler.toml `crons`). It is what makes a lost
  * kick harmless: relay passes until nothing is claimable or the budget is spent,
- * then maintenance — retention in bounded deletes, alert evaluation, disabling
- * webhook endpoints that have only failed for WEBHOOK_DISABLE_AFTER_DAYS. One log line
+ * then maintenance — retention in bounded deletes, a VACUUM of `events` once
+ * enough of it is dead, alert evaluation, disabling webhook endpoints that have
+ * only failed for WEBHOOK_DISABLE_AFTER_DAYS. One log line
  * says what it did. Throws (the invocation shows as failed) on misconfiguration
  * or a database error; the next sweep simply tries again.
  */
@@ -37,6 +38,7 @@ export function createScheduled(
         until: "empty",
       });
       const deleted = await deleteOldFannedEvents(pool, { olderThanDays: config.RETENTION_DAYS });
+      const vacuum = await vacuumEventsIfNeeded(pool);
       const raised = await evaluateAlerts(pool);
       const disabled = await disableFailingEndpoints(db, {
         afterDays: config.WEBHOOK_DISABLE_AFTER_DAYS,
@@ -46,6 +48,7 @@ export function createScheduled(
         `sweep: fanned ${relay.fanned} of ${relay.claimed} claimed in ${relay.passes} passes (${relay.jobs} jobs, ` +
           `${relay.failed} failed, ${relay.poisoned} poisoned, stopped: ${relay.stoppedBecause}); ` +
           `deleted ${deleted} events older than ${config.RETENTION_DAYS} d; ` +
+          `${vacuum.vacuumed ? `vacuumed events (${vacuum.deadTuples} dead rows)` : "no vacuum needed"}; ` +
           `alerts raised: ${raised.length ? raised.join(", ") : "none"}; ` +
           `webhook endpoints disabled: ${disabled.length ? disabled.join(", ") : "none"}; ${Date.now() - started} ms`,
       );

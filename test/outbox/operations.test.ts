@@ -1,17 +1,18 @@
 import { beforeEach, describe, expect, it } from "vitest";
 import {
   NonRetryableError,
-  answerJob,
   awaitFanout,
   deleteOldFannedEvents,
   evaluateAlerts,
   listAlerts,
   parseJobBody,
   readReceipt,
+  runJob,
   runPass,
 } from "../../src/outbox/index.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { eventStates, seedEvents } from "../support/events.ts";
+import { waitFor } from "../support/helpers.ts";
 import { RecordingPublisher } from "../support/publishers.ts";
 import { everything, resetOutbox } from "../support/relay.ts";
 
@@ -74,6 +75,35 @@ describe("alert evaluation", () => {
     await evaluateAlerts(t.pool);
     expect(await listAlerts(t.pool, { open: true })).toEqual([]);
   });
+
+  it("two overlapping sweeps that both see no open alert still open only one", async () => {
+    await t.pool.query(`UPDATE outbox_relay_state SET failures = 6, last_error = 'QStash 503'`);
+    const [a, b] = [await t.pool.connect(), await t.pool.connect()];
+    try {
+      // Both transactions evaluate before either commits, so each one's NOT EXISTS
+      // sees no open alert: only the unique partial index can decide.
+      await a.query("BEGIN");
+      await b.query("BEGIN");
+      expect(await evaluateAlerts(a)).toEqual(["relay.failing"]);
+      const second = evaluateAlerts(b);
+      await waitFor(async () => {
+        const { rows } = await t.pool.query(
+          `SELECT count(*)::int AS n FROM pg_stat_activity
+            WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+        );
+        return rows[0].n > 0;
+      });
+      await a.query("COMMIT");
+      expect(await second).toEqual([]);
+      await b.query("COMMIT");
+    } finally {
+      // Destroyed, not pooled: a failed run leaves them mid-transaction.
+      a.release(true);
+      b.release(true);
+    }
+    const open = await listAlerts(t.pool, { open: true });
+    expect(open.map((x) => x.kind)).toEqual(["relay.failing"]);
+  });
 });
 
 describe("answering QStash", () => {
@@ -93,11 +123,17 @@ describe("answering QStash", () => {
   const ctx = { messageId: "msg_1", retried: 0 };
 
   it("acknowledges success, asks for a retry on error, and stops retries for a non-retryable error", async () => {
-    expect((await answerJob(async () => undefined, body, ctx)).status).toBe(200);
-    expect((await answerJob(async () => Promise.reject(new Error("db down")), body, ctx)).status).toBe(500);
-    const stop = await answerJob(async () => Promise.reject(new NonRetryableError("gone")), body, ctx);
-    expect(stop.status).toBe(489);
-    expect(stop.headers).toEqual({ "Upstash-NonRetryable-Error": "true" });
+    expect(await runJob(async () => undefined, body, ctx)).toEqual({ done: true });
+    expect(await runJob(async () => Promise.reject(new Error("db down")), body, ctx)).toEqual({
+      done: false,
+      retry: true,
+      message: "db down",
+    });
+    expect(await runJob(async () => Promise.reject(new NonRetryableError("gone")), body, ctx)).toEqual({
+      done: false,
+      retry: false,
+      message: "gone",
+    });
   });
 
   it("refuses a body that is not a job, without retries", () => {

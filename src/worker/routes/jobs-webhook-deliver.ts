@@ -2,7 +2,8 @@ import { z } from "zod";
 import { deliverWebhook, type DeliverOutcome } from "../../domain/webhooks/deliver.ts";
 import { DELIVER_JOB } from "../../domain/webhooks/deliver-queue.ts";
 import { jobUrl } from "../../outbox/index.ts";
-import type { App } from "../app.ts";
+import { ApiError } from "../errors.ts";
+import type { App } from "../new-app.ts";
 import { verifiedBody } from "../signature.ts";
 import { secretsKeyFor } from "../webhooks.ts";
 
@@ -26,12 +27,8 @@ export function registerJobsWebhookDeliver(app: App) {
     const config = c.var.config;
     const raw = await verifiedBody(c, jobUrl(config.PUBLIC_URL, DELIVER_JOB));
     const parsed = deliverJob.safeParse(safeJson(raw));
-    if (!parsed.success) {
-      const message = "job body is not a webhook delivery";
-      return c.json({ error: { code: "job_rejected", message, requestId: c.var.requestId } }, 489 as 400, {
-        "Upstash-NonRetryable-Error": "true",
-      });
-    }
+    // Signed by QStash yet not a delivery: just as wrong on every retry.
+    if (!parsed.success) throw new ApiError("job_rejected", "job body is not a webhook delivery");
     const retried = Number(c.req.header("upstash-retried") ?? 0) || 0;
     const outcome = await deliverWebhook(
       { db: c.var.db, secretsKey: await secretsKeyFor(config), schedule: config.WEBHOOK_RETRY_SCHEDULE },

@@ -3,7 +3,7 @@ import { recoverFailed } from "../../domain/webhooks/recover.ts";
 import { redeliver } from "../../domain/webhooks/redeliver.ts";
 import { sendTestEvent } from "../../domain/webhooks/send-test.ts";
 import { adminAuth } from "../admin-auth.ts";
-import type { App } from "../app.ts";
+import type { App } from "../new-app.ts";
 import { valid } from "../validate.ts";
 import { deliverQueueFor } from "../webhooks.ts";
 import { idParam } from "./params.ts";
