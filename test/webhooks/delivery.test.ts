@@ -1,6 +1,7 @@
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { drizzle } from "drizzle-orm/node-postgres";
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import type { Db } from "../../src/domain/db.ts";
 import { disableFailingEndpoints } from "../../src/domain/webhooks/auto-disable.ts";
 import { deliverWebhook, type DeliverDeps } from "../../src/domain/webhooks/deliver.ts";
@@ -13,6 +14,10 @@ import { redeliver } from "../../src/domain/webhooks/redeliver.ts";
 import { sendTestEvent } from "../../src/domain/webhooks/send-test.ts";
 import { newSecret } from "../../src/domain/webhooks/signing.ts";
 import { startQStashDev, type QStashDev } from "../../infra/qstash-dev/server.ts";
+import type { Queryable, SqlPool } from "../../src/outbox/index.ts";
+import type { OpenDatabase } from "../../src/worker/database.ts";
+import { createScheduled } from "../../src/worker/scheduled.ts";
+import { bindings, executionContext } from "../support/worker.ts";
 import { freePort } from "../../src/node/postgres.ts";
 import { startReceiver } from "../qstash-dev/receiver.ts";
 import { useTestDatabase } from "../support/db.ts";
@@ -235,7 +240,6 @@ describe("deliver", () => {
     };
     // Two connections of their own, as two Worker invocations would have.
     const [a, b] = [t.newPool(1), t.newPool(1)];
-    const { drizzle } = await import("drizzle-orm/node-postgres");
     const first = deliverWebhook(await deps({ db: drizzle(a) as unknown as Db }), delivery.id, 0);
     await receiver.waitForRequests(1, "/race");
     const second = await deliverWebhook(await deps({ db: drizzle(b) as unknown as Db }), delivery.id, 0);
@@ -248,7 +252,6 @@ describe("deliver", () => {
 
   it("two deliveries racing for the lease from the start still make one POST", async () => {
     const { delivery } = await oneDelivery("/race2");
-    const { drizzle } = await import("drizzle-orm/node-postgres");
     const outcomes = await Promise.all(
       [t.newPool(1), t.newPool(1)].map(async (p) =>
         deliverWebhook(await deps({ db: drizzle(p) as unknown as Db }), delivery.id, 0),
@@ -447,6 +450,43 @@ describe("auto-disable", () => {
       now: new Date(now.getTime() + 2 * 86_400_000),
     });
     expect(later).toEqual([failingShort]);
+  });
+});
+
+describe("the cron sweep", () => {
+  it("disables long-failing endpoints by its own clock", async () => {
+    const e = await insertEndpoint(t.pool, secrets.key, { url: receiver.url("/sweep"), scope: "sweep" });
+    await t.pool.query(
+      "UPDATE webhook_endpoints SET failing_since = now() - interval '2 days' WHERE id = $1",
+      [e.id],
+    );
+    const pool = t.newPool(2);
+    const open: OpenDatabase = () => ({
+      db: drizzle(pool) as unknown as Db,
+      pool: pool as unknown as SqlPool & Queryable,
+      close: async () => undefined,
+    });
+    const env = bindings({
+      DATABASE_URL: t.url,
+      QSTASH_URL: qstash.url,
+      QSTASH_TOKEN: qstash.token,
+      WEBHOOK_DISABLE_AFTER_DAYS: "3",
+    });
+    const log = vi.spyOn(console, "log").mockImplementation(() => undefined);
+    try {
+      const enabled = async () =>
+        (await t.pool.query("SELECT enabled FROM webhook_endpoints WHERE id = $1", [e.id])).rows[0].enabled;
+      // Two days of failures: not yet.
+      await createScheduled(open)({} as ScheduledController, env, executionContext().ctx);
+      expect(await enabled()).toBe(true);
+      // The sweep's clock two days on: four days of failures, over the configured three.
+      const later = () => new Date(Date.now() + 2 * 86_400_000);
+      await createScheduled(open, later)({} as ScheduledController, env, executionContext().ctx);
+      expect(await enabled()).toBe(false);
+      expect(log.mock.calls.at(-1)?.[0]).toContain(`webhook endpoints disabled: ${e.id}`);
+    } finally {
+      log.mockRestore();
+    }
   });
 });
 
