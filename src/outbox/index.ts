@@ -8,7 +8,13 @@ export { recordEvent, InvalidEventError, type EventInput, type RecordedEvent } f
 export { events, alerts, relayState, type Fanout, type FanoutEntry } from "./schema.ts";
 
 // Subscriptions and the jobs they receive.
-export { defineSubscriptions, findSubscription, matchesGlob, type Subscription } from "./subscriptions.ts";
+export {
+  defineSubscriptions,
+  findSubscription,
+  isTypeGlob,
+  matchesGlob,
+  type Subscription,
+} from "./subscriptions.ts";
 export {
   answerJob,
   parseJobBody,

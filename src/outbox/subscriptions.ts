@@ -19,6 +19,11 @@ export interface Subscription {
 const NAME = /^[a-z][a-z0-9_.-]*$/;
 const TYPE_GLOB = /^[A-Za-z0-9_.*-]+$/;
 
+/** Whether a string is an event-type glob (`supplier.*`, `*`): the one rule for subscriptions and webhook endpoints. */
+export function isTypeGlob(glob: string): boolean {
+  return TYPE_GLOB.test(glob);
+}
+
 /** Checks a subscription list once, at start-up, so a typo fails loudly instead of matching nothing. */
 export function defineSubscriptions(list: Subscription[]): Subscription[] {
   const seen = new Set<string>();
@@ -29,7 +34,7 @@ export function defineSubscriptions(list: Subscription[]): Subscription[] {
     seen.add(s.name);
     if (s.types.length === 0) throw new Error(`subscription "${s.name}" matches no event types`);
     for (const t of s.types) {
-      if (!TYPE_GLOB.test(t)) throw new Error(`subscription "${s.name}": bad type glob "${t}"`);
+      if (!isTypeGlob(t)) throw new Error(`subscription "${s.name}": bad type glob "${t}"`);
     }
     if (s.retries !== undefined && (!Number.isInteger(s.retries) || s.retries < 0)) {
       throw new Error(`subscription "${s.name}": retries must be a non-negative integer`);

@@ -21,6 +21,8 @@ import { registerSuppliersActivate } from "./routes/suppliers_activate.ts";
 import { registerSuppliersConnect } from "./routes/suppliers_connect.ts";
 import { registerSuppliersCreate } from "./routes/suppliers_create.ts";
 import { registerSuppliersGet } from "./routes/suppliers_get.ts";
+import { registerWebhookDeliveries } from "./routes/webhook-deliveries.ts";
+import { registerWebhookEndpoints } from "./routes/webhook-endpoints.ts";
 
 export type App = Hono<HonoEnv>;
 
@@ -54,6 +56,9 @@ export function createApp(options: AppOptions = {}): App {
   registerJobsFailed(app);
   registerJobsDeliver(app);
   registerAdmin(app);
+  // After registerAdmin: its `/admin/*` bearer check must run before these.
+  registerWebhookEndpoints(app);
+  registerWebhookDeliveries(app);
   registerDashboard(app);
 
   app.notFound(handleNotFound);
