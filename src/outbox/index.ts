@@ -13,13 +13,17 @@ export {
   findSubscription,
   isTypeGlob,
   matchesGlob,
+  SUBSCRIPTION_NAME,
   type Subscription,
+  type SubscriptionName,
 } from "./subscriptions.ts";
 export {
-  answerJob,
+  runJob,
+  jobFailure,
   parseJobBody,
   NonRetryableError,
-  type JobAnswer,
+  type JobOutcome,
+  type JobFailure,
   type JobContext,
   type JobHandler,
 } from "./subscriber.ts";

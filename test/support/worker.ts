@@ -1,5 +1,5 @@
 import type { Bindings } from "../../src/worker/env.ts";
-import type { App } from "../../src/worker/app.ts";
+import type { App } from "../../src/worker/new-app.ts";
 
 /** The WEBHOOK_SECRETS_KEY of every test Worker (base64 of 32 bytes), so tests can open the boxes it seals. */
 export const TEST_WEBHOOK_SECRETS_KEY = btoa(

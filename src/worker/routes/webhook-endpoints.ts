@@ -10,11 +10,11 @@ import {
 } from "../../domain/webhooks/schemas.ts";
 import { updateEndpoint } from "../../domain/webhooks/update.ts";
 import type { UrlPolicy } from "../../domain/webhooks/url-safety.ts";
-import type { App } from "../app.ts";
+import type { App } from "../new-app.ts";
 import type { Config } from "../env.ts";
 import { valid, validFor } from "../validate.ts";
 import { requireSecretsKey, webhookSecretsKey } from "../webhook-secrets-key.ts";
-import { idParam } from "./params.ts";
+import { ID } from "./params.ts";
 
 const urlPolicy = (config: Config): UrlPolicy => ({ allowPrivate: config.WEBHOOK_ALLOW_PRIVATE_URLS });
 
@@ -41,18 +41,17 @@ export function registerWebhookEndpoints(app: App) {
     return c.json(await listEndpoints(c.var.db, c.req.valid("query")));
   });
 
-  app.get("/admin/webhooks/endpoints/:id", idParam("webhook endpoint"), async (c) => {
-    return c.json(await getEndpoint(c.var.db, c.req.valid("param").id));
+  app.get(`/admin/webhooks/endpoints/${ID}`, async (c) => {
+    return c.json(await getEndpoint(c.var.db, c.req.param("id")));
   });
 
   app.patch(
-    "/admin/webhooks/endpoints/:id",
-    idParam("webhook endpoint"),
+    `/admin/webhooks/endpoints/${ID}`,
     validFor("json", (config) => updateEndpointInput(urlPolicy(config))),
     async (c) => {
       const endpoint = await updateEndpoint(
         c.var.db,
-        c.req.valid("param").id,
+        c.req.param("id"),
         c.req.valid("json"),
         urlPolicy(c.var.config),
       );
@@ -60,25 +59,20 @@ export function registerWebhookEndpoints(app: App) {
     },
   );
 
-  app.delete("/admin/webhooks/endpoints/:id", idParam("webhook endpoint"), async (c) => {
-    const id = c.req.valid("param").id;
+  app.delete(`/admin/webhooks/endpoints/${ID}`, async (c) => {
+    const id = c.req.param("id");
     await removeEndpoint(c.var.db, id);
     return c.json({ deleted: id });
   });
 
-  app.post(
-    "/admin/webhooks/endpoints/:id/rotate-secret",
-    requireSecretsKey,
-    idParam("webhook endpoint"),
-    async (c) => {
-      const key = await webhookSecretsKey(c.var.config);
-      const rotated = await rotateSecret(c.var.db, key, c.req.valid("param").id, {
-        windowHours: c.var.config.WEBHOOK_SECRET_ROTATION_HOURS,
-      });
-      return c.json({
-        secret: rotated.secret,
-        previousSecretExpiresAt: rotated.endpoint.previousSecretExpiresAt,
-      });
-    },
-  );
+  app.post(`/admin/webhooks/endpoints/${ID}/rotate-secret`, requireSecretsKey, async (c) => {
+    const key = await webhookSecretsKey(c.var.config);
+    const rotated = await rotateSecret(c.var.db, key, c.req.param("id"), {
+      windowHours: c.var.config.WEBHOOK_SECRET_ROTATION_HOURS,
+    });
+    return c.json({
+      secret: rotated.secret,
+      previousSecretExpiresAt: rotated.endpoint.previousSecretExpiresAt,
+    });
+  });
 }
