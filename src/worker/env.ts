@@ -84,15 +84,37 @@ export type ConfigResult = { ok: true; config: Config } | { ok: false; message: 
 
 /** One message naming every bad binding, e.g. "binding QSTASH_TOKEN is missing; binding PUBLIC_URL must be …". */
 export function parseConfig(env: Bindings): ConfigResult {
-  const parsed = configSchema.safeParse(env);
+  const parsed = parseVariables(configSchema, env);
+  if (parsed.ok) return parsed;
+  const problems = parsed.problems.map((p) => `binding ${p.name} ${p.missing ? "is missing" : p.message}`);
+  return { ok: false, message: `Worker misconfigured: ${problems.join("; ")}` };
+}
+
+export interface VariableProblem {
+  name: string;
+  /** Unset or blank, as opposed to set to something invalid. */
+  missing: boolean;
+  message: string;
+}
+
+/**
+ * Checks variables against the Worker's schema, or part of it
+ * (`configSchema.pick(...)`): the CLI reads the same variables with the same
+ * defaults and rules, and says what is wrong in its own words.
+ */
+export function parseVariables<T extends z.ZodType>(
+  schema: T,
+  env: object,
+): { ok: true; config: z.output<T> } | { ok: false; problems: VariableProblem[] } {
+  const parsed = schema.safeParse(env);
   if (parsed.success) return { ok: true, config: parsed.data };
   const problems = parsed.error.issues.map((issue) => {
     const name = String(issue.path[0] ?? "?");
-    const value = (env as Record<string, unknown>)[name];
+    const value: unknown = Reflect.get(env, name);
     const missing = value === undefined || (typeof value === "string" && value.trim() === "");
-    return `binding ${name} ${missing ? "is missing" : issue.message}`;
+    return { name, missing, message: issue.message };
   });
-  return { ok: false, message: `Worker misconfigured: ${problems.join("; ")}` };
+  return { ok: false, problems };
 }
 
 export interface Variables {
