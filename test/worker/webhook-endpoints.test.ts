@@ -550,6 +550,21 @@ describe("secret rotation", () => {
     expect(secrets).not.toContain(first);
   });
 
+  it("two rotations at once: both new secrets end up signing, neither is lost to the other", async () => {
+    const { endpoint, secret: first } = await create({
+      url: "https://rotate-race.example.com/",
+      scope: null,
+    });
+    const path = `/admin/webhooks/endpoints/${endpoint.id}/rotate-secret`;
+    const [a, b] = await Promise.all([admin("POST", path), admin("POST", path)]);
+    expect([a.status, b.status]).toEqual([200, 200]);
+    const key = await importSecretsKey(TEST_WEBHOOK_SECRETS_KEY);
+    const secrets = await signingSecrets(key, await endpointRow(endpoint.id), new Date());
+    // One UPDATE moves current → previous, so the later rotation keeps the earlier one's secret.
+    expect([...secrets].sort()).toEqual([a.body.secret, b.body.secret].sort());
+    expect(secrets).not.toContain(first);
+  });
+
   it("WEBHOOK_SECRET_ROTATION_HOURS sets the window; 0 retires the old secret at once", async () => {
     const key = await importSecretsKey(TEST_WEBHOOK_SECRETS_KEY);
     const { endpoint } = await create({ url: "https://rotate-window.example.com/", scope: null });
