@@ -1,5 +1,6 @@
 import { z } from "zod";
 import type { Db } from "../domain/db.ts";
+import { DEFAULT_MAX_BODY_BYTES } from "./body-limit.ts";
 import type { Queryable, SqlPool } from "../outbox/index.ts";
 
 /** What wrangler hands the Worker: vars and secrets, all strings, any of them possibly absent. */
@@ -16,6 +17,8 @@ export interface Bindings {
   MAIL_TO?: string;
   /** Days a fanned event is kept before the cron sweep deletes it; default 30. */
   RETENTION_DAYS?: string;
+  /** Largest request body accepted, in bytes (413 above it); default 1 MB. */
+  MAX_BODY_BYTES?: string;
   /** Local stack only: `host:port` of the WebSocket-to-TCP proxy in front of a plain Postgres. */
   NEON_WS_PROXY?: string;
   /** Base64 of 32 random bytes: the AES-GCM key webhook endpoint secrets are sealed under. */
@@ -58,6 +61,12 @@ export const configSchema = z.object({
       .int("must be a whole number of days")
       .min(1, "must be at least 1 day"),
   ).transform((v) => v ?? 30),
+  MAX_BODY_BYTES: optional(
+    z.coerce
+      .number({ error: "must be a whole number of bytes" })
+      .int("must be a whole number of bytes")
+      .min(1024, "must be at least 1024 bytes"),
+  ).transform((v) => v ?? DEFAULT_MAX_BODY_BYTES),
   NEON_WS_PROXY: optional(z.string().regex(/^[\w.-]+:\d{1,5}$/, "must be host:port, e.g. 127.0.0.1:5433")),
   // Optional so a deployment without webhooks keeps running; the endpoint routes
   // that seal or open a secret answer 500 naming it when it is absent. A malformed
