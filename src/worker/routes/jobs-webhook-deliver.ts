@@ -5,7 +5,7 @@ import { jobUrl } from "../../outbox/index.ts";
 import { ApiError } from "../errors.ts";
 import type { App } from "../new-app.ts";
 import { verifiedBody } from "../signature.ts";
-import { secretsKeyFor } from "../webhooks.ts";
+import { webhookSecretsKey } from "../webhook-secrets-key.ts";
 
 const deliverJob = z.strictObject({ deliveryId: z.guid() });
 
@@ -31,7 +31,7 @@ export function registerJobsWebhookDeliver(app: App) {
     if (!parsed.success) throw new ApiError("job_rejected", "job body is not a webhook delivery");
     const retried = Number(c.req.header("upstash-retried") ?? 0) || 0;
     const outcome = await deliverWebhook(
-      { db: c.var.db, secretsKey: await secretsKeyFor(config), schedule: config.WEBHOOK_RETRY_SCHEDULE },
+      { db: c.var.db, secretsKey: await webhookSecretsKey(config), schedule: config.WEBHOOK_RETRY_SCHEDULE },
       parsed.data.deliveryId,
       retried,
     );
