@@ -3,7 +3,7 @@ import { signJwt } from "../../infra/qstash-dev/server.ts";
 import { startReceiver } from "../qstash-dev/receiver.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { eventsAbout, waitFor } from "../support/helpers.ts";
-import { insertEndpoint, useSecretsKey, verifyWebhook } from "../support/webhooks.ts";
+import { useSecretsKey, verifyWebhook } from "../support/webhooks.ts";
 import { request, useWorkerd } from "../support/workerd.ts";
 
 // Webhooks end to end in workerd: a write commits an event, the relay publishes
@@ -15,7 +15,7 @@ const t = useTestDatabase();
 const secrets = useSecretsKey();
 const stack = useWorkerd(
   t,
-  { WEBHOOK_SECRETS_KEY: secrets.base64, WEBHOOK_RETRY_SCHEDULE: "1,1" },
+  { WEBHOOK_SECRETS_KEY: secrets.base64, WEBHOOK_RETRY_SCHEDULE: "1,1", WEBHOOK_ALLOW_PRIVATE_URLS: "true" },
   { qstashTimeScale: 1 },
 );
 const ADMIN = () => ({ Authorization: `Bearer ${stack.env.ADMIN_TOKEN}` });
@@ -26,6 +26,29 @@ beforeAll(async () => {
 });
 afterAll(() => receiver?.close());
 beforeEach(() => receiver.reset());
+
+/** Registers an endpoint the way an operator does: through the admin API, which answers its secret once. */
+async function createEndpoint(fixture: {
+  url: string;
+  scope: string | null;
+  types?: string[];
+  enabled?: boolean;
+}) {
+  const created = await request(
+    stack,
+    "POST",
+    "/admin/webhooks/endpoints",
+    { url: fixture.url, scope: fixture.scope, ...(fixture.types ? { types: fixture.types } : {}) },
+    ADMIN(),
+  );
+  expect(created.status).toBe(201);
+  const id: string = created.body.endpoint.id;
+  if (fixture.enabled === false) {
+    const off = await request(stack, "PATCH", `/admin/webhooks/endpoints/${id}`, { enabled: false }, ADMIN());
+    expect(off.status).toBe(200);
+  }
+  return { id, secret: created.body.secret as string };
+}
 
 const postsTo = (path: string) => receiver.received.filter((r) => r.path === path);
 
@@ -46,7 +69,7 @@ async function createNote(scope: string | null, title = "Hello") {
 describe("a note write", () => {
   it("ends as a POST at the endpoint that the standardwebhooks package verifies", async () => {
     const scope = "tenant-write";
-    const endpoint = await insertEndpoint(t.pool, secrets.key, {
+    const endpoint = await createEndpoint({
       url: receiver.url("/write"),
       scope,
       types: ["corpus.note.*"],
@@ -65,9 +88,53 @@ describe("a note write", () => {
   });
 });
 
+describe("a rotated secret", () => {
+  it("signs beside the new one: the delivered header verifies with either, and the attempt is in the log", async () => {
+    const endpoint = await createEndpoint({ url: receiver.url("/rotated"), scope: "rotated" });
+    const rotated = await request(
+      stack,
+      "POST",
+      `/admin/webhooks/endpoints/${endpoint.id}/rotate-secret`,
+      undefined,
+      ADMIN(),
+    );
+    expect(rotated.status).toBe(200);
+    receiver.state.respond = (r) =>
+      r.path === "/rotated"
+        ? { status: 202, headers: { "content-type": "text/plain" }, body: "queued" }
+        : { status: 200 };
+    const { eventId } = await createNote("rotated");
+    const [post] = await receiver.waitForRequests(1, "/rotated", 20_000);
+    expect(post!.headers["webhook-signature"]!.toString().split(" ")).toHaveLength(2);
+    expect(verifyWebhook(rotated.body.secret, post!.body, post!.headers).data.id).toBe(eventId);
+    expect(verifyWebhook(endpoint.secret, post!.body, post!.headers).data.id).toBe(eventId);
+
+    await waitFor(async () => (await deliveryOf(eventId, endpoint.id))?.status === "delivered", 10_000);
+    const delivery = await deliveryOf(eventId, endpoint.id);
+    const detail = await request(
+      stack,
+      "GET",
+      `/admin/webhooks/deliveries/${delivery!.id}`,
+      undefined,
+      ADMIN(),
+    );
+    expect(detail.status).toBe(200);
+    expect(detail.body.delivery.attempts).toEqual([
+      expect.objectContaining({
+        status: 202,
+        error: null,
+        durationMs: expect.any(Number),
+        responseHeaders: expect.objectContaining({ "content-type": "text/plain" }),
+        responseBody: "queued",
+      }),
+    ]);
+    expect(JSON.stringify(detail.body)).not.toContain(endpoint.secret.slice(6));
+  });
+});
+
 describe("retries, carried out by QStash", () => {
   it("503 twice then 200: three attempts, one webhook-id, a fresh timestamp each", async () => {
-    const endpoint = await insertEndpoint(t.pool, secrets.key, {
+    const endpoint = await createEndpoint({
       url: receiver.url("/flaky"),
       scope: "flaky",
     });
@@ -93,7 +160,7 @@ describe("retries, carried out by QStash", () => {
   });
 
   it("a receiver's Retry-After, when longer than the schedule, sets the next attempt", async () => {
-    await insertEndpoint(t.pool, secrets.key, { url: receiver.url("/busy"), scope: "busy" });
+    await createEndpoint({ url: receiver.url("/busy"), scope: "busy" });
     let n = 0;
     receiver.state.respond = (r) =>
       r.path === "/busy" && ++n === 1 ? { status: 429, headers: { "retry-after": "3" } } : { status: 200 };
@@ -115,7 +182,7 @@ describe("retries, carried out by QStash", () => {
   });
 
   it("exhausted retries fail the delivery and raise webhook.delivery_failed", async () => {
-    const endpoint = await insertEndpoint(t.pool, secrets.key, { url: receiver.url("/dead"), scope: "dead" });
+    const endpoint = await createEndpoint({ url: receiver.url("/dead"), scope: "dead" });
     receiver.state.respond = (r) => (r.path === "/dead" ? { status: 500, body: "boom" } : { status: 200 });
     const { eventId } = await createNote("dead");
     await waitFor(async () => (await deliveryOf(eventId, endpoint.id))?.status === "failed", 30_000);
@@ -143,8 +210,8 @@ describe("retries, carried out by QStash", () => {
 
 describe("410 Gone", () => {
   it("disables the endpoint at once; later events are not delivered to it", async () => {
-    const gone = await insertEndpoint(t.pool, secrets.key, { url: receiver.url("/gone"), scope: "gone" });
-    await insertEndpoint(t.pool, secrets.key, {
+    const gone = await createEndpoint({ url: receiver.url("/gone"), scope: "gone" });
+    await createEndpoint({
       url: receiver.url("/control"),
       scope: "gone",
     });
@@ -168,7 +235,7 @@ describe("410 Gone", () => {
 
 describe("no coalescing", () => {
   it("a burst of 50 updates to one note: every event reaches the endpoint exactly once", async () => {
-    const endpoint = await insertEndpoint(t.pool, secrets.key, {
+    const endpoint = await createEndpoint({
       url: receiver.url("/burst"),
       scope: "burst",
     });
@@ -212,8 +279,8 @@ describe("no coalescing", () => {
 
 describe("operator actions keep to the endpoint's scope", () => {
   it("test, redeliver and recover reach only the endpoint they name", async () => {
-    const a = await insertEndpoint(t.pool, secrets.key, { url: receiver.url("/scope-a"), scope: "scope-a" });
-    const b = await insertEndpoint(t.pool, secrets.key, { url: receiver.url("/scope-b"), scope: "scope-b" });
+    const a = await createEndpoint({ url: receiver.url("/scope-a"), scope: "scope-a" });
+    const b = await createEndpoint({ url: receiver.url("/scope-b"), scope: "scope-b" });
 
     // An event of scope a reaches a only.
     const { eventId } = await createNote("scope-a");
@@ -264,7 +331,7 @@ describe("operator actions keep to the endpoint's scope", () => {
   });
 
   it("need the admin token, and answer 404, 409 and 400 as the error envelope", async () => {
-    const off = await insertEndpoint(t.pool, secrets.key, { url: receiver.url("/off"), enabled: false });
+    const off = await createEndpoint({ url: receiver.url("/off"), scope: null, enabled: false });
     const unauthorized = await request(stack, "POST", `/admin/webhooks/endpoints/${off.id}/test`);
     expect(unauthorized.status).toBe(401);
     const disabled = await request(
