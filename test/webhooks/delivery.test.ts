@@ -12,6 +12,7 @@ import type { WebhookEvent } from "../../src/domain/webhooks/payload.ts";
 import { recoverFailed } from "../../src/domain/webhooks/recover.ts";
 import { redeliver } from "../../src/domain/webhooks/redeliver.ts";
 import { sendTestEvent } from "../../src/domain/webhooks/send-test.ts";
+import { importSecretsKey, newSecretsKey } from "../../src/domain/webhooks/secret-box.ts";
 import { newSecret } from "../../src/domain/webhooks/signing.ts";
 import { startQStashDev, type QStashDev } from "../../infra/qstash-dev/server.ts";
 import type { Queryable, SqlPool } from "../../src/outbox/index.ts";
@@ -345,6 +346,26 @@ describe("deliver", () => {
       silent.closeAllConnections();
       silent.close();
     }
+  });
+
+  it("a secret that does not open fails the job without a POST and gives the lease back", async () => {
+    const { delivery } = await oneDelivery("/wrong-key");
+    const otherKey = await importSecretsKey(newSecretsKey());
+    await expect(deliverWebhook(await deps({ secretsKey: otherKey }), delivery.id, 0)).rejects.toThrow(
+      "does not open",
+    );
+    expect(receiver.received.filter((r) => r.path === "/wrong-key")).toHaveLength(0);
+    const { rows } = await t.pool.query(
+      "SELECT lease_until, last_error, status FROM webhook_deliveries WHERE id = $1",
+      [delivery.id],
+    );
+    expect(rows[0]).toMatchObject({
+      lease_until: null,
+      status: "pending",
+      last_error: expect.stringContaining("does not open"),
+    });
+    // The next delivery of the job, with the right key, goes straight through.
+    expect(await deliverWebhook(await deps(), delivery.id, 1)).toMatchObject({ kind: "delivered" });
   });
 
   it("410 Gone disables the endpoint with the reason and an alert; its later events are not delivered", async () => {

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { signJwt } from "../../infra/qstash-dev/server.ts";
 import { startReceiver } from "../qstash-dev/receiver.ts";
+import { freePort } from "../../src/node/postgres.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { eventsAbout, waitFor } from "../support/helpers.ts";
 import { useSecretsKey, verifyWebhook } from "../support/webhooks.ts";
@@ -205,6 +206,27 @@ describe("retries, carried out by QStash", () => {
       [endpoint.id],
     );
     expect(rows[0]).toMatchObject({ failing_since: expect.any(Date), enabled: true });
+  });
+});
+
+describe("no answer", () => {
+  it("a refused connection is an attempt without a status, retried", async () => {
+    const port = await freePort();
+    const endpoint = await createEndpoint({ url: `http://127.0.0.1:${port}/nobody`, scope: "refused" });
+    const { eventId } = await createNote("refused");
+    await waitFor(async () => {
+      const d = await deliveryOf(eventId, endpoint.id);
+      return d !== undefined && d.attempts >= 1 && d.last_error !== null;
+    }, 20_000);
+    const delivery = await deliveryOf(eventId, endpoint.id);
+    const { rows } = await t.pool.query(
+      "SELECT status, error, response_body FROM webhook_attempts WHERE delivery_id = $1",
+      [delivery!.id],
+    );
+    // workerd reports every failed connection as "Network connection lost.", so on
+    // Workers a refused port is `network`; Node's fetch names it (delivery.test.ts).
+    expect(rows[0]).toEqual({ status: null, error: "network", response_body: null });
+    expect(delivery!.last_error).toBe("no answer: network");
   });
 });
 

@@ -85,6 +85,22 @@ export async function deliverWebhook(
   );
   if (!leased) return whyNotLeased(deps.db, deliveryId);
 
+  try {
+    return await attemptDelivery(deps, leased, retried);
+  } catch (error) {
+    // Signing or recording failed (a secret box that does not open, the database
+    // gone): give the lease back so QStash's retry need not wait it out.
+    await deps.db
+      .execute(
+        sql`UPDATE webhook_deliveries SET lease_until = NULL, last_error = ${`delivery failed: ${(error as Error).message}`}
+             WHERE id = ${leased.id}`,
+      )
+      .catch(() => undefined);
+    throw error;
+  }
+}
+
+async function attemptDelivery(deps: DeliverDeps, leased: Leased, retried: number): Promise<DeliverOutcome> {
   const now = new Date();
   const secrets = await signingSecrets(
     deps.secretsKey,
