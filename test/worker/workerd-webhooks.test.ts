@@ -394,7 +394,7 @@ describe("the deliver job route", () => {
   const sign = (body: string, url = `${stack.url}${path}`) =>
     signJwt({ key: stack.qstash.currentSigningKey, url, body: Buffer.from(body) });
 
-  it("verifies QStash's signature before reading the body, and refuses a malformed job for good", async () => {
+  it("verifies QStash's signature first, refuses a malformed job for good, and answers a held lease with Retry-After", async () => {
     const body = JSON.stringify({ deliveryId: crypto.randomUUID() });
     const unsigned = await request(stack, "POST", path, body);
     expect(unsigned.status).toBe(401);
@@ -406,6 +406,33 @@ describe("the deliver job route", () => {
     const malformed = await request(stack, "POST", path, garbage, { "Upstash-Signature": sign(garbage) });
     expect(malformed.status).toBe(489);
     expect(malformed.headers.get("upstash-nonretryable-error")).toBe("true");
+    // Another delivery of the job holds the lease: QStash is told to come back once it has expired.
+    const endpoint = await createEndpoint({ url: receiver.url("/leased"), scope: "leased" });
+    receiver.state.respond = () => ({ status: 200 });
+    const { eventId } = await createNote("leased");
+    await waitFor(async () => (await deliveryOf(eventId, endpoint.id))?.status === "delivered", 20_000);
+    const leased = await deliveryOf(eventId, endpoint.id);
+    await t.pool.query(
+      "UPDATE webhook_deliveries SET status = 'pending', lease_until = now() + interval '40 seconds' WHERE id = $1",
+      [leased!.id],
+    );
+    const job = JSON.stringify({ deliveryId: leased!.id });
+    const busy = await request(stack, "POST", path, job, { "Upstash-Signature": sign(job) });
+    expect(busy.status).toBe(409);
+    expect(Number(busy.headers.get("retry-after"))).toBeGreaterThan(30);
+    expect(Number(busy.headers.get("retry-after"))).toBeLessThanOrEqual(40);
+    expect(postsTo("/leased")).toHaveLength(1);
+    await t.pool.query(
+      "UPDATE webhook_deliveries SET status = 'delivered', lease_until = NULL WHERE id = $1",
+      [leased!.id],
+    );
+    const done = await request(stack, "POST", path, job, { "Upstash-Signature": sign(job) });
+    expect(done).toMatchObject({
+      status: 200,
+      body: { ok: true, outcome: { kind: "settled", status: "delivered" } },
+    });
+    expect(postsTo("/leased")).toHaveLength(1);
+
     // A delivery that no longer exists (its endpoint was deleted) is acknowledged, not retried.
     const gone = await request(stack, "POST", path, body, { "Upstash-Signature": sign(body) });
     expect(gone).toMatchObject({
