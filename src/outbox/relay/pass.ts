@@ -15,8 +15,8 @@ export interface RelayOptions {
   subscriptions: readonly Subscription[];
   /** Rows claimed per pass; bounds the transaction, whatever the backlog. */
   batchSize?: number;
-  /** After a failed pass, how many rows the next pass retries one by one (each is its own publish request). */
-  isolationBatchSize?: number;
+  /** After a failed pass, how many rows the next (`rows`) pass retries one by one, each its own publish request. */
+  rowsPassSize?: number;
   /** One publish request may take this long before the pass gives up on it. */
   publishTimeoutMs?: number;
   /**
@@ -81,7 +81,7 @@ export async function runPass(options: RelayOptions): Promise<PassResult> {
     const full = events.length === batchSize;
     return state.failures === 0
       ? await batchPass(client, options, events, publish, full)
-      : await rowByRowPass(client, options, events, publish, full);
+      : await rowsPass(client, options, events, publish, full);
   } catch (error) {
     // The connection may be gone (that is how a crash looks from here); the
     // transaction then rolls back on the server, and the rows are claimable again.
@@ -145,18 +145,18 @@ async function batchPass(
 }
 
 /**
- * After a failed pass: publish each row on its own, so a row the transport rejects
+ * A `rows` pass, after a failed pass: publish each row on its own, so a row the transport rejects
  * fails alone (its attempts go up) and the rest go through. An outage stops the
  * pass: rows not yet tried stay untouched, and the backoff doubles.
  */
-async function rowByRowPass(
+async function rowsPass(
   client: SqlClient,
   options: RelayOptions,
   events: Claimed,
   publish: Publish,
   full: boolean,
 ): Promise<PassResult> {
-  const limit = Math.min(events.length, options.isolationBatchSize ?? DEFAULTS.isolationBatchSize);
+  const limit = Math.min(events.length, options.rowsPassSize ?? DEFAULTS.rowsPassSize);
   const outcomes: RowOutcome[] = [];
   let outage: string | undefined;
   let jobs = 0;
