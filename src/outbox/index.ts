@@ -56,6 +56,9 @@ export {
 export {
   deleteOldFannedEvents,
   evaluateAlerts,
+  vacuumEventsIfNeeded,
   type RetentionOptions,
+  type VacuumOptions,
+  type VacuumResult,
   type AlertThresholds,
 } from "./maintenance.ts";
