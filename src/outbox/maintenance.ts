@@ -115,10 +115,11 @@ export async function vacuumEventsIfNeeded(
 ): Promise<VacuumResult> {
   const minDead = options.minDeadTuples ?? 10_000;
   const ratio = options.deadRatio ?? 0.1;
-  const { rows } = (await db.query(
+  const { rows } = await query<{ dead: number; live: number }>(
+    db,
     `SELECT n_dead_tup::float8 AS dead, n_live_tup::float8 AS live
        FROM pg_stat_user_tables WHERE relid = 'events'::regclass`,
-  )) as { rows: { dead: number; live: number }[] };
+  );
   const dead = rows[0]?.dead ?? 0;
   const live = rows[0]?.live ?? 0;
   if (dead < minDead || dead < ratio * live) return { deadTuples: dead, vacuumed: false };
