@@ -48,8 +48,6 @@ export interface PassResult {
   full: boolean;
 }
 
-const DEFAULTS = RELAY_POLICY;
-
 /**
  * One bounded unit of relay work: claim, plan, publish, mark, commit.
  * Fan-out is exactly once per (event, subscription) because claim, publish and
@@ -58,7 +56,7 @@ const DEFAULTS = RELAY_POLICY;
  * publish failures are classified and recorded, never thrown.
  */
 export async function runPass(options: RelayOptions): Promise<PassResult> {
-  const batchSize = positiveInt(options.batchSize ?? DEFAULTS.batchSize, "batchSize");
+  const batchSize = positiveInt(options.batchSize ?? RELAY_POLICY.batchSize, "batchSize");
   const client = await options.pool.connect();
   let destroy = false;
   // The next query on a dropped connection fails with the real error; until then
@@ -76,7 +74,7 @@ export async function runPass(options: RelayOptions): Promise<PassResult> {
         backedOffUntil: state.backedOff ? state.backoffUntil : null,
       };
     }
-    const deadline = AbortSignal.timeout(options.passTimeoutMs ?? DEFAULTS.passTimeoutMs);
+    const deadline = AbortSignal.timeout(options.passTimeoutMs ?? RELAY_POLICY.passTimeoutMs);
     const publish = (jobs: Job[]) => publishBounded(options, jobs, deadline);
     const full = events.length === batchSize;
     return state.failures === 0
@@ -106,7 +104,7 @@ async function batchPass(
 ): Promise<PassResult> {
   const plans = planBatch(events, options.subscriptions, {
     coalesce: true,
-    maxJobBytes: options.maxJobBytes ?? DEFAULTS.maxJobBytes,
+    maxJobBytes: options.maxJobBytes ?? RELAY_POLICY.maxJobBytes,
   });
   const jobs = plans.flatMap((p) => p.jobs);
   let published: PublishedJob[];
@@ -156,14 +154,14 @@ async function rowsPass(
   publish: Publish,
   full: boolean,
 ): Promise<PassResult> {
-  const limit = Math.min(events.length, options.rowsPassSize ?? DEFAULTS.rowsPassSize);
+  const limit = Math.min(events.length, options.rowsPassSize ?? RELAY_POLICY.rowsPassSize);
   const outcomes: RowOutcome[] = [];
   let outage: string | undefined;
   let jobs = 0;
   for (const event of events.slice(0, limit)) {
     const [plan] = planBatch([event], options.subscriptions, {
       coalesce: false,
-      maxJobBytes: options.maxJobBytes ?? DEFAULTS.maxJobBytes,
+      maxJobBytes: options.maxJobBytes ?? RELAY_POLICY.maxJobBytes,
     });
     if (!plan) continue;
     if (!plan.error && plan.jobs.length > 0) {
@@ -215,7 +213,7 @@ async function publishBounded(
 ): Promise<PublishedJob[]> {
   const signal = AbortSignal.any([
     deadline,
-    AbortSignal.timeout(options.publishTimeoutMs ?? DEFAULTS.publishTimeoutMs),
+    AbortSignal.timeout(options.publishTimeoutMs ?? RELAY_POLICY.publishTimeoutMs),
   ]);
   // Raced here so a publisher that ignores its signal still cannot hold the pass
   // (and its row locks) open: whatever it sends later is deduplicated on replay.
