@@ -48,7 +48,11 @@ export interface AlertThresholds {
 /**
  * Raises alerts about the relay as a whole (poisoned rows raise their own as they
  * are poisoned). One open alert per kind: a condition that persists does not
- * flood the table, and one that cleared resolves its alert.
+ * flood the table, and one that cleared resolves its alert. NOT EXISTS alone
+ * cannot promise that: two overlapping sweeps each see the other's new alert as
+ * uncommitted and both insert. The unique partial index on open `relay.*` kinds
+ * (migration 0004) decides; ON CONFLICT makes the loser wait for the winner and
+ * then insert nothing, instead of failing its sweep with a unique violation.
  */
 export async function evaluateAlerts(db: Queryable, thresholds: AlertThresholds = {}): Promise<string[]> {
   const maxAge = thresholds.maxPendingAgeSeconds ?? 300;
@@ -74,6 +78,7 @@ export async function evaluateAlerts(db: Queryable, thresholds: AlertThresholds 
        SELECT c.kind, c.message FROM conditions c
         WHERE c.firing
           AND NOT EXISTS (SELECT 1 FROM outbox_alerts a WHERE a.kind = c.kind AND a.resolved_at IS NULL)
+       ON CONFLICT (kind) WHERE resolved_at IS NULL AND kind LIKE 'relay.%' DO NOTHING
        RETURNING kind
      ), cleared AS (
        UPDATE outbox_alerts a SET resolved_at = now()

@@ -111,7 +111,10 @@ describe("operator dashboard", () => {
     const id = await poison("boom");
     const forged = await postForm("/dashboard/requeue", { id }, "https://evil.example");
     expect(forged.status).toBe(403);
-    expect(JSON.parse(forged.text).error.code).toBe("FORBIDDEN");
+    expect(JSON.parse(forged.text).error).toMatchObject({
+      code: "FORBIDDEN",
+      message: expect.stringContaining("cross-site request refused"),
+    });
     expect(
       (await t.pool.query(`SELECT poisoned_at FROM events WHERE id = $1`, [id])).rows[0].poisoned_at,
     ).not.toBeNull();
@@ -125,5 +128,19 @@ describe("operator dashboard", () => {
 
     const bad = await postForm("/dashboard/requeue", { id: "not-an-id" }, ORIGIN);
     expect(bad.status).toBe(400);
+
+    // Requeued again, it is no longer poisoned: the notice says nothing happened.
+    const again = await postForm("/dashboard/requeue", { id }, ORIGIN);
+    expect(again.headers.get("Location")).toBe(`/dashboard?unchanged=${id}`);
+    expect((await get(`/dashboard?unchanged=${id}`)).text).toContain(`nothing: ${id} is not poisoned`);
+  });
+
+  it("the requeued notice shows only an event id, never text a link brought", async () => {
+    const shown = await get(`/dashboard?requeued=${encodeURIComponent("all events. Call +1 555 0100 now")}`);
+    expect(shown.status).toBe(200);
+    expect(shown.text).not.toContain("555 0100");
+    expect(shown.text).not.toContain("Requeued");
+    const id = "00000000-0000-4000-8000-000000000001";
+    expect((await get(`/dashboard?requeued=${id}`)).text).toContain(`Requeued ${id}.`);
   });
 });

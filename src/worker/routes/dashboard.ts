@@ -39,7 +39,10 @@ export function registerDashboard(app: App) {
       listAlerts(c.var.pool, { open: true, limit: 50 }),
       listJobFailures(c.var.db, { limit: 20 }),
     ]);
-    const notice = c.req.query("requeued");
+    // Only ids are echoed: a link must not be able to put words on this page.
+    const requeued = z.guid().safeParse(c.req.query("requeued")).data;
+    const unchanged = z.guid().safeParse(c.req.query("unchanged")).data;
+    const notice = requeued ?? (unchanged ? `nothing: ${unchanged} is not poisoned` : undefined);
     return page(
       c,
       "edge-outbox",
@@ -239,10 +242,7 @@ export function registerDashboard(app: App) {
     const result = await requeue(c.var.pool, [id]);
     if (result.unknown.length > 0) throw new ApiError("NOT_FOUND", `event ${id} not found`);
     // Post/redirect/get: a reload of the page does not post again.
-    return c.redirect(
-      `/dashboard?requeued=${result.requeued.length > 0 ? id : "nothing (not poisoned)"}`,
-      303,
-    );
+    return c.redirect(`/dashboard?${result.requeued.length > 0 ? "requeued" : "unchanged"}=${id}`, 303);
   });
 }
 
