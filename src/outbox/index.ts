@@ -30,7 +30,13 @@ export {
 
 // Transport.
 export { createNullPublisher, type Publisher } from "./publisher.ts";
-export { createQStashPublisher, jobUrl, FAILURE_CALLBACK_PATH } from "./qstash-publisher.ts";
+export {
+  createQStashPublisher,
+  jobUrl,
+  failureCallbackUrl,
+  JOBS_PATH,
+  FAILURE_CALLBACK_PATH,
+} from "./qstash-publisher.ts";
 export { PublishError, InvalidInputError, type FailureKind } from "./errors.ts";
 
 // The relay.
@@ -50,6 +56,7 @@ export {
   listAlerts,
   requeue,
   stats,
+  UUID_PATTERN,
   type AlertRow,
   type EventRow,
   type Stats,

@@ -1,5 +1,5 @@
 import { Client } from "@upstash/qstash";
-import { FAILURE_CALLBACK_PATH, jobUrl } from "../../outbox/index.ts";
+import { failureCallbackUrl, jobUrl } from "../../outbox/index.ts";
 
 /** The job route QStash calls for each delivery (not a subscription: its body is a delivery, not an event). */
 export const DELIVER_JOB = "webhook.deliver";
@@ -42,7 +42,7 @@ export function createQStashDeliverQueue(options: QStashDeliverQueueOptions): De
     enableTelemetry: false,
   });
   const url = jobUrl(options.publicUrl, DELIVER_JOB);
-  const failureCallback = `${options.publicUrl.replace(/\/+$/, "")}${FAILURE_CALLBACK_PATH}`;
+  const failureCallback = failureCallbackUrl(options.publicUrl);
   return {
     async enqueue(jobs) {
       if (jobs.length === 0) return [];

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { deliverWebhook, type DeliverOutcome } from "../../domain/webhooks/deliver.ts";
 import { DELIVER_JOB } from "../../domain/webhooks/deliver-queue.ts";
-import { jobUrl } from "../../outbox/index.ts";
+import { JOBS_PATH, jobUrl } from "../../outbox/index.ts";
 import { ApiError } from "../errors.ts";
 import type { App } from "../new-app.ts";
 import { verifiedBody } from "../signature.ts";
@@ -22,7 +22,7 @@ const deliverJob = z.strictObject({ deliveryId: z.guid() });
  * lease when another delivery of the job holds it.
  */
 export function registerJobsWebhookDeliver(app: App) {
-  const path = `/jobs/${DELIVER_JOB}`;
+  const path = `${JOBS_PATH}/${DELIVER_JOB}`;
   app.post(path, async (c) => {
     const config = c.var.config;
     const raw = await verifiedBody(c, jobUrl(config.PUBLIC_URL, DELIVER_JOB));
