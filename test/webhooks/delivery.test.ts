@@ -582,6 +582,60 @@ describe("operator actions", () => {
     });
   });
 
+  it("each job is published only once its row is committed: QStash delivering at once finds it pending", async () => {
+    const { delivery, event: e } = await oneDelivery("/eager");
+    await deliverWebhook(await deps(), delivery.id, 0);
+    await t.pool.query("UPDATE webhook_deliveries SET status = 'failed', failed_at = now() WHERE id = $1", [
+      delivery.id,
+    ]);
+    // A queue that delivers each job the moment it is published, on a connection of its own.
+    const other = drizzle(t.newPool(1)) as unknown as Db;
+    const outcomes: string[] = [];
+    const eager: DeliverQueue = {
+      async enqueue(jobs) {
+        const ids = await queue.enqueue(jobs);
+        for (const job of jobs)
+          outcomes.push((await deliverWebhook(await deps({ db: other }), job.deliveryId, 0)).kind);
+        return ids;
+      },
+    };
+    await redeliver(db(), eager, delivery.id);
+    await t.pool.query("UPDATE webhook_deliveries SET status = 'failed', failed_at = now() WHERE id = $1", [
+      delivery.id,
+    ]);
+    await recoverFailed(db(), eager, (await deliveriesOf(e.id))[0].endpoint_id, new Date(0));
+    await sendTestEvent(db(), eager, (await deliveriesOf(e.id))[0].endpoint_id);
+    expect(outcomes).toEqual(["delivered", "delivered", "delivered"]);
+    expect(receiver.received.filter((r) => r.path === "/eager")).toHaveLength(4);
+  });
+
+  it("when publishing fails, redeliver and recover put the rows back and a test event leaves no row", async () => {
+    const { delivery, endpoint } = await oneDelivery("/down");
+    await t.pool.query(
+      "UPDATE webhook_deliveries SET status = 'failed', failed_at = '2026-01-01T00:00:00Z', last_error = 'endpoint answered 500' WHERE id = $1",
+      [delivery.id],
+    );
+    const down: DeliverQueue = { enqueue: () => Promise.reject(new Error("QStash unreachable")) };
+    await expect(redeliver(db(), down, delivery.id)).rejects.toThrow("QStash unreachable");
+    await expect(recoverFailed(db(), down, endpoint.id, new Date(0))).rejects.toThrow("QStash unreachable");
+    const { rows } = await t.pool.query(
+      "SELECT status, failed_at, last_error, message_id FROM webhook_deliveries WHERE id = $1",
+      [delivery.id],
+    );
+    expect(rows[0]).toEqual({
+      status: "failed",
+      failed_at: new Date("2026-01-01T00:00:00Z"),
+      last_error: "endpoint answered 500",
+      message_id: null,
+    });
+    await expect(sendTestEvent(db(), down, endpoint.id)).rejects.toThrow("QStash unreachable");
+    const tests = await t.pool.query(
+      "SELECT count(*)::int AS n FROM webhook_deliveries WHERE endpoint_id = $1 AND event_type = 'webhook.test'",
+      [endpoint.id],
+    );
+    expect(tests.rows[0].n).toBe(0);
+  });
+
   it("actions on a disabled or unknown endpoint are refused", async () => {
     const off = await insertEndpoint(t.pool, secrets.key, { url: receiver.url("/off"), enabled: false });
     await expect(sendTestEvent(db(), queue, off.id)).rejects.toMatchObject({ code: "illegal_transition" });

@@ -3,7 +3,7 @@ import type { Db } from "../db.ts";
 import { NotFoundError } from "../errors.ts";
 import type { DeliverQueue } from "./deliver-queue.ts";
 import { enabledEndpoint } from "./endpoint-state.ts";
-import { republish } from "./republish.ts";
+import { republish, type Resend } from "./republish.ts";
 import { queryRows } from "./rows.ts";
 
 /**
@@ -15,23 +15,27 @@ export async function redeliver(
   queue: DeliverQueue,
   deliveryId: string,
 ): Promise<{ deliveryId: string }> {
-  return db.transaction(async (tx) => {
-    const [delivery] = await queryRows<{ endpoint_id: string }>(
+  const rows = await db.transaction(async (tx) => {
+    const [delivery] = await queryRows<Resend>(
       tx,
-      sql`SELECT endpoint_id FROM webhook_deliveries WHERE id = ${deliveryId}`,
+      sql`SELECT id, event_id, endpoint_id,
+                 jsonb_build_object('status', status, 'delivered_at', delivered_at,
+                                    'failed_at', failed_at, 'last_error', last_error) AS before
+            FROM webhook_deliveries WHERE id = ${deliveryId} FOR UPDATE`,
     );
     if (!delivery) throw new NotFoundError("webhook delivery", deliveryId);
-    await enabledEndpoint(tx, delivery.endpoint_id, "redeliver to");
-    const rows = await queryRows<{ id: string; event_id: string; endpoint_id: string }>(
+    const endpoint = await enabledEndpoint(tx, delivery.endpoint_id, "redeliver to");
+    // The scope check can only fail on a row written by hand; then there is nothing to send.
+    const reset = await queryRows<{ id: string }>(
       tx,
-      sql`UPDATE webhook_deliveries d
+      sql`UPDATE webhook_deliveries
              SET status = 'pending', failed_at = NULL, delivered_at = NULL, lease_until = NULL,
                  next_attempt_at = NULL, last_error = NULL, message_id = NULL
-            FROM webhook_endpoints e
-           WHERE d.id = ${deliveryId} AND e.id = d.endpoint_id AND e.scope IS NOT DISTINCT FROM d.scope
-       RETURNING d.id, d.event_id, d.endpoint_id`,
+           WHERE id = ${deliveryId} AND scope IS NOT DISTINCT FROM ${endpoint.scope}
+       RETURNING id`,
     );
-    await republish(tx, queue, rows);
-    return { deliveryId };
+    return reset.length === 1 ? [delivery] : [];
   });
+  await republish(db, queue, rows);
+  return { deliveryId };
 }
