@@ -15,7 +15,7 @@ export default tseslint.config(
   },
   {
     // Code that runs inside the Worker must stay edge-safe: no Node built-ins.
-    files: ["src/outbox/**/*.ts", "src/domain/**/*.ts", "src/worker/**/*.ts"],
+    files: ["src/outbox/**/*.ts", "src/domain/**/*.ts", "src/worker/**/*.{ts,tsx}"],
     rules: {
       "no-restricted-imports": [
         "error",

@@ -21,14 +21,18 @@ export function assertEventId(id: string): void {
   if (!UUID.test(id)) throw new InvalidInputError(`"${id}" is not an event id (a UUID)`);
 }
 
-async function rows(db: Queryable, text: string, values: unknown[] = []): Promise<Record<string, unknown>[]> {
+export async function rows(
+  db: Queryable,
+  text: string,
+  values: unknown[] = [],
+): Promise<Record<string, unknown>[]> {
   return ((await db.query(text, values)) as { rows: Record<string, unknown>[] }).rows;
 }
 
-const COLUMNS = `seq, id, type, subject, scope, payload, created_at, fanned_out_at, fanout, attempts,
+export const COLUMNS = `seq, id, type, subject, scope, payload, created_at, fanned_out_at, fanout, attempts,
   last_error, next_attempt_at, poisoned_at`;
 
-function toEvent(r: Record<string, unknown>): EventRow {
+export function toEvent(r: Record<string, unknown>): EventRow {
   const poisonedAt = (r.poisoned_at as Date | null) ?? null;
   const fannedOutAt = (r.fanned_out_at as Date | null) ?? null;
   return {

@@ -6,7 +6,7 @@ import type { HonoEnv } from "./env.ts";
 import { handleError, handleNotFound } from "./errors.ts";
 import { preferWait } from "./prefer.ts";
 import { registerAdmin } from "./routes/admin.ts";
-import { registerDashboard } from "./routes/dashboard.ts";
+import { registerDashboard } from "./dashboard/index.ts";
 import { registerEventsGet } from "./routes/events_get.ts";
 import { registerJobsDeliver } from "./routes/jobs_deliver.ts";
 import { registerJobsFailed } from "./routes/jobs_failed.ts";

@@ -1,0 +1,47 @@
+import { rows } from "./operations.ts";
+import type { Queryable } from "./sql.ts";
+import { STATE_SQL } from "./state.ts";
+
+export interface MinuteCount {
+  minute: Date;
+  recorded: number;
+  fanned: number;
+}
+
+/**
+ * Events recorded and fanned out per minute over the last hour, one entry per
+ * minute (zeros included), oldest first. `created_at` has no index, so the
+ * recorded side walks the primary key backwards from the newest seq and stops at
+ * the first row older than the window: seq follows insertion time closely enough
+ * for a chart, and the walk costs the last hour's rows, not the table's.
+ */
+export async function eventsPerMinute(db: Queryable, minutes = 60): Promise<MinuteCount[]> {
+  const found = await rows(
+    db,
+    `WITH bounds AS (SELECT date_trunc('minute', now()) - make_interval(mins => $1::int - 1) AS since),
+     recent AS (
+       SELECT created_at FROM events
+        WHERE seq > coalesce((SELECT seq FROM events, bounds WHERE created_at < bounds.since
+                               ORDER BY seq DESC LIMIT 1), 0)
+     ),
+     recorded AS (
+       SELECT date_trunc('minute', created_at) AS minute, count(*)::int AS n
+         FROM recent, bounds WHERE created_at >= bounds.since GROUP BY 1
+     ),
+     fanned AS (
+       SELECT date_trunc('minute', fanned_out_at) AS minute, count(*)::int AS n
+         FROM events, bounds WHERE ${STATE_SQL.fanned} AND fanned_out_at >= bounds.since GROUP BY 1
+     )
+     SELECT m.minute, coalesce(r.n, 0) AS recorded, coalesce(f.n, 0) AS fanned
+       FROM bounds, generate_series(bounds.since, date_trunc('minute', now()), interval '1 minute') AS m(minute)
+       LEFT JOIN recorded r ON r.minute = m.minute
+       LEFT JOIN fanned f ON f.minute = m.minute
+      ORDER BY m.minute`,
+    [minutes],
+  );
+  return found.map((r) => ({
+    minute: new Date(r.minute as Date),
+    recorded: Number(r.recorded),
+    fanned: Number(r.fanned),
+  }));
+}
