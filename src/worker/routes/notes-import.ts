@@ -1,7 +1,7 @@
 import { bodyLimit } from "hono/body-limit";
 import { importNotes } from "../../domain/notes/import.ts";
 import { MAX_IMPORT, noteImport } from "../../domain/notes/schemas.ts";
-import type { App } from "../app.ts";
+import type { App } from "../new-app.ts";
 import { ApiError } from "../errors.ts";
 import { written } from "../respond.ts";
 import { valid } from "../validate.ts";
