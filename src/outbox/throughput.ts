@@ -11,22 +11,26 @@ export interface MinuteCount {
 /**
  * Events recorded and fanned out per minute over the last hour, one entry per
  * minute (zeros included), oldest first. `created_at` has no index, so the
- * recorded side walks the primary key backwards from the newest seq and stops at
- * the first row older than the window: seq follows insertion time closely enough
- * for a chart, and the walk costs the last hour's rows, not the table's.
+ * recorded count is assembled from the three partial indexes, one per state: a
+ * row recorded in the window is pending now, or was fanned or poisoned after it
+ * was recorded, hence within the window too. Each part costs the window's rows
+ * (plus the backlog, which stats() counts anyway), never the table's.
  */
 export async function eventsPerMinute(db: Queryable, minutes = 60): Promise<MinuteCount[]> {
   const found = await rows(
     db,
     `WITH bounds AS (SELECT date_trunc('minute', now()) - make_interval(mins => $1::int - 1) AS since),
      recent AS (
-       SELECT created_at FROM events
-        WHERE seq > coalesce((SELECT seq FROM events, bounds WHERE created_at < bounds.since
-                               ORDER BY seq DESC LIMIT 1), 0)
+       SELECT created_at FROM events, bounds
+        WHERE ${STATE_SQL.fanned} AND fanned_out_at >= bounds.since AND created_at >= bounds.since
+       UNION ALL
+       SELECT created_at FROM events, bounds WHERE ${STATE_SQL.pending} AND created_at >= bounds.since
+       UNION ALL
+       SELECT created_at FROM events, bounds
+        WHERE ${STATE_SQL.poisoned} AND poisoned_at >= bounds.since AND created_at >= bounds.since
      ),
      recorded AS (
-       SELECT date_trunc('minute', created_at) AS minute, count(*)::int AS n
-         FROM recent, bounds WHERE created_at >= bounds.since GROUP BY 1
+       SELECT date_trunc('minute', created_at) AS minute, count(*)::int AS n FROM recent GROUP BY 1
      ),
      fanned AS (
        SELECT date_trunc('minute', fanned_out_at) AS minute, count(*)::int AS n

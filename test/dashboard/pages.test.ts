@@ -81,6 +81,17 @@ describe("overview", () => {
       [null, "timeout"],
     ]);
     await delivery(ep, (await seedEvents(t.pool, 1, { fanned: true }))[0]!, "delivered", [[200, null]]);
+    // Recorded half an hour ago, fanned a second later, though its seq is the newest;
+    // and one from before the hour, which neither line counts.
+    const [late, old] = await seedEvents(t.pool, 2);
+    await t.pool.query(
+      `UPDATE events SET created_at = now() - interval '30 minutes', fanned_out_at = now() - interval '1799 seconds', fanout = '{}' WHERE id = $1`,
+      [late],
+    );
+    await t.pool.query(
+      `UPDATE events SET created_at = now() - interval '2 hours', fanned_out_at = now() - interval '2 hours', fanout = '{}' WHERE id = $1`,
+      [old],
+    );
 
     const page = await browser.get("/dashboard");
     expect(page.status).toBe(200);
@@ -105,8 +116,8 @@ describe("overview", () => {
     const lines = [...page.text.matchAll(/<polyline [^>]*points="([^"]+)"/g)].map((m) => m[1]!.split(" "));
     expect(lines).toHaveLength(4);
     for (const points of lines) expect(points).toHaveLength(60);
-    expect(page.text).toContain("recorded (7 in the hour)");
-    expect(page.text).toContain("fanned out (3 in the hour)");
+    expect(page.text).toContain("recorded (8 in the hour)");
+    expect(page.text).toContain("fanned out (4 in the hour)");
     expect(page.text).toContain("succeeded (1 in the hour)");
     expect(page.text).toContain("failed (2 in the hour)");
   });

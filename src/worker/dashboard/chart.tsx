@@ -35,15 +35,22 @@ export function LineChart({ title, minutes, series }: { title: string; minutes: 
           </g>
         ))}
         {[0, Math.floor(n / 2), n].map((i) => (
-          <text x={x(i)} y={H - 6} text-anchor="middle" font-size="10" fill="#5d6678">
+          <text
+            x={x(i)}
+            y={H - 6}
+            text-anchor={i === 0 ? "start" : i === n ? "end" : "middle"}
+            font-size="10"
+            fill="#5d6678"
+          >
             {label(minutes[i])}
           </text>
         ))}
-        {series.map((s) => (
+        {/* Later series are drawn thinner on top, so equal values still show both lines. */}
+        {series.map((s, i) => (
           <polyline
             fill="none"
             stroke={COLOURS[s.swatch]}
-            stroke-width="2"
+            stroke-width={String(Math.max(1.5, 4 - i * 2))}
             stroke-linejoin="round"
             points={s.values.map((v, i) => `${x(i).toFixed(1)},${y(v).toFixed(1)}`).join(" ")}
           />

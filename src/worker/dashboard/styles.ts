@@ -22,6 +22,7 @@ a{color:var(--accent)}
 .card{background:var(--card);border:1px solid var(--line);border-radius:8px;padding:.7rem .9rem}
 .card .label{color:var(--muted);font-size:.8rem;text-transform:uppercase;letter-spacing:.04em}
 .card .value{font-size:1.5rem;font-weight:600}
+.card .value a{color:inherit}
 .card.bad .value{color:var(--bad)}.card.ok .value{color:var(--ok)}.card.warn .value{color:var(--warn)}
 .panel{background:var(--card);border:1px solid var(--line);border-radius:8px;padding:.8rem 1rem;margin:.8rem 0}
 table{border-collapse:collapse;width:100%;background:var(--card)}
@@ -29,6 +30,8 @@ th,td{border-bottom:1px solid var(--line);padding:.35rem .55rem;text-align:left;
 th{font-size:.78rem;text-transform:uppercase;letter-spacing:.04em;color:var(--muted);font-weight:600}
 table.kv th{width:12rem;text-transform:none;font-size:.9rem;letter-spacing:0}
 td.num,th.num{text-align:right}
+td.time{white-space:nowrap}
+th.pick,td.pick{width:2rem}
 code,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:.85em}
 .error{color:var(--bad);white-space:pre-wrap;word-break:break-word}
 pre{background:#0f172a;color:#e2e8f0;padding:.8rem;border-radius:6px;overflow:auto;max-height:28rem}
@@ -49,6 +52,7 @@ button{font:inherit;cursor:pointer}
 .group h3{margin:0 0 .3rem;font-size:.95rem;font-family:ui-monospace,monospace;word-break:break-word}
 .group .meta{color:var(--muted);font-size:.85rem;margin-bottom:.5rem}
 .actions{display:flex;gap:.6rem;align-items:center;margin:.5rem 0}
+figure.chart{margin:0}
 .chart{background:var(--card);border:1px solid var(--line);border-radius:8px;padding:.6rem}
 .chart svg{width:100%;height:auto;display:block}
 .legend{display:flex;gap:1rem;font-size:.85rem;color:var(--muted)}

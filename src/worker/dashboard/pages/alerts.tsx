@@ -60,7 +60,7 @@ export function registerAlerts(dashboard: Hono<DashboardEnv>) {
             </tr>
             {alerts.map((a) => (
               <tr>
-                <td>{time(a.createdAt)}</td>
+                <td class="time">{time(a.createdAt)}</td>
                 <td>{a.kind}</td>
                 <td class="mono">
                   {a.eventId ? <a href={`/dashboard/events/${a.eventId}`}>{a.eventId.slice(0, 8)}</a> : "–"}

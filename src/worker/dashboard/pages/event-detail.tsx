@@ -45,7 +45,7 @@ function Deliveries({ deliveries }: { deliveries: EventDelivery[] }) {
               </tr>
               {d.attemptLog.map((a) => (
                 <tr>
-                  <td>{time(a.attemptedAt)}</td>
+                  <td class="time">{time(a.attemptedAt)}</td>
                   <td class="num">{a.status === null ? "–" : String(a.status)}</td>
                   <td class="num">{String(a.durationMs)}</td>
                   <td class="error">{a.error ?? ""}</td>
@@ -97,7 +97,7 @@ export function registerEventDetail(dashboard: Hono<DashboardEnv>) {
           </tr>
           <tr>
             <th>recorded</th>
-            <td>{time(event.createdAt)}</td>
+            <td class="time">{time(event.createdAt)}</td>
           </tr>
           <tr>
             <th>fanned out</th>
@@ -108,8 +108,8 @@ export function registerEventDetail(dashboard: Hono<DashboardEnv>) {
             <td>{attemptsLine(event)}</td>
           </tr>
           <tr>
-            <th>last error</th>
-            <td class="error">{event.lastError ?? "–"}</td>
+            <th>{event.state === "fanned" ? "earlier error" : "last error"}</th>
+            <td class={event.state === "fanned" ? "muted" : "error"}>{event.lastError ?? "–"}</td>
           </tr>
         </table>
         {event.state === "poisoned" ? (
@@ -168,7 +168,7 @@ export function registerEventDetail(dashboard: Hono<DashboardEnv>) {
             </tr>
             {event.alerts.map((a) => (
               <tr>
-                <td>{time(a.createdAt)}</td>
+                <td class="time">{time(a.createdAt)}</td>
                 <td>{a.kind}</td>
                 <td class="error">{a.message}</td>
                 <td>{a.resolvedAt ? time(a.resolvedAt) : "open"}</td>

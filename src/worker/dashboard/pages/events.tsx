@@ -62,7 +62,7 @@ export function EventTable({ events }: { events: EventRow[] }) {
           <td class="num mono">
             <a href={`/dashboard/events/${e.id}`}>{String(e.seq)}</a>
           </td>
-          <td>{time(e.createdAt)}</td>
+          <td class="time">{time(e.createdAt)}</td>
           <td>
             <a href={`/dashboard/events/${e.id}`}>{e.type}</a>
           </td>
@@ -72,7 +72,8 @@ export function EventTable({ events }: { events: EventRow[] }) {
             <StateBadge state={e.state} />
           </td>
           <td class="num">{String(e.attempts)}</td>
-          <td class="error">{e.lastError ? e.lastError.slice(0, 160) : ""}</td>
+          {/* A fanned row's error is history (it was requeued or retried since): not shown as current. */}
+          <td class="error">{e.lastError && e.state !== "fanned" ? e.lastError.slice(0, 160) : ""}</td>
         </tr>
       ))}
     </table>

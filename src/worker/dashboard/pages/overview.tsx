@@ -110,7 +110,7 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
             </tr>
             {alerts.map((a) => (
               <tr>
-                <td>{time(a.createdAt)}</td>
+                <td class="time">{time(a.createdAt)}</td>
                 <td>{a.kind}</td>
                 <td class="error">{a.message}</td>
               </tr>
@@ -132,7 +132,7 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
             </tr>
             {jobs.map((f) => (
               <tr>
-                <td>{time(f.receivedAt)}</td>
+                <td class="time">{time(f.receivedAt)}</td>
                 <td>{f.subscription}</td>
                 <td class="mono">
                   {f.eventId ? <a href={`/dashboard/events/${f.eventId}`}>{f.eventId}</a> : "–"}
@@ -158,7 +158,7 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
             </tr>
             {deliveries.map((d) => (
               <tr>
-                <td>{time(d.failedAt)}</td>
+                <td class="time">{time(d.failedAt)}</td>
                 <td class="mono">{d.endpointUrl}</td>
                 <td class="mono">
                   <a href={`/dashboard/events/${d.eventId}`}>{d.eventType}</a>

@@ -68,12 +68,12 @@ function Group({ group }: { group: PoisonedGroup }) {
       </div>
       <table>
         <tr>
-          <th></th>
+          <th class="pick"></th>
           <th>event</th>
         </tr>
         {shown.map((id) => (
           <tr>
-            <td>
+            <td class="pick">
               <input type="checkbox" name="id" value={id} aria-label={`select ${id}`} />
             </td>
             <td class="mono">
