@@ -5,6 +5,7 @@ import type { Db } from "./db.ts";
 import { MailError, type Mailer } from "./mail/mailer.ts";
 import { sendMailOnce } from "./mail/send-once.ts";
 import type { subscriptions } from "./subscriptions.ts";
+import { oneLine } from "./text.ts";
 
 export interface JobHandlerDeps {
   db: Db;
@@ -58,7 +59,9 @@ export function createJobHandlers(deps: JobHandlerDeps): JobHandlers {
           eventId: job.event.id,
           mail: {
             to: deps.mailTo,
-            subject: `Supplier ${name}: ${job.event.type}`,
+            // Names are checked on the way in; rows older than that check, or written
+            // by other code, must still never put a line break into a header.
+            subject: oneLine(`Supplier ${name}: ${job.event.type}`),
             text: `Supplier ${name} (${job.event.subject}) is now ${status}.\nEvent ${job.event.id} at ${job.event.createdAt}.`,
           },
         });

@@ -1,5 +1,4 @@
-import { rows } from "./operations.ts";
-import type { Queryable } from "./sql.ts";
+import { query, type Queryable } from "./sql.ts";
 
 /**
  * Acknowledges open alerts: one by id, or every open alert of a kind. Resolving
@@ -11,19 +10,19 @@ export async function resolveAlerts(
   target: { id: number } | { kind: string },
 ): Promise<number> {
   const [where, value] = "id" in target ? ["id = $1", target.id] : ["kind = $1", target.kind];
-  const resolved = await rows(
+  const { rows } = await query<{ id: string }>(
     db,
     `UPDATE outbox_alerts SET resolved_at = now() WHERE ${where} AND resolved_at IS NULL RETURNING id`,
     [value],
   );
-  return resolved.length;
+  return rows.length;
 }
 
 /** Open alerts counted by kind, for the "resolve all of a kind" buttons. */
 export async function openAlertKinds(db: Queryable): Promise<{ kind: string; count: number }[]> {
-  const found = await rows(
+  const { rows } = await query<{ kind: string; count: number }>(
     db,
     `SELECT kind, count(*)::int AS count FROM outbox_alerts WHERE resolved_at IS NULL GROUP BY kind ORDER BY kind`,
   );
-  return found.map((r) => ({ kind: r.kind as string, count: Number(r.count) }));
+  return rows;
 }

@@ -1,6 +1,6 @@
 import { InvalidInputError } from "./errors.ts";
-import { COLUMNS, assertEventId, globToLike, rows, toEvent, type EventRow } from "./operations.ts";
-import type { Queryable } from "./sql.ts";
+import { COLUMNS, assertEventId, globToLike, toEvent, type DbEvent, type EventRow } from "./operations.ts";
+import { query, type Queryable } from "./sql.ts";
 import { STATE_SQL, type EventState } from "./state.ts";
 
 export interface EventFilter {
@@ -59,7 +59,7 @@ export async function browseEvents(db: Queryable, options: BrowseOptions = {}): 
   }
   if (options.beforeSeq !== undefined) where.push(`seq < ${bind(options.beforeSeq)}`);
   // One row more than asked tells whether an older page exists, without a count.
-  const found = await rows(
+  const { rows: found } = await query<DbEvent>(
     db,
     `SELECT ${COLUMNS} FROM events ${where.length ? `WHERE ${where.join(" AND ")}` : ""}
       ORDER BY seq DESC LIMIT ${bind(limit + 1)}`,

@@ -67,6 +67,9 @@ export { resolveAlerts, openAlertKinds } from "./alert-resolution.ts";
 export {
   deleteOldFannedEvents,
   evaluateAlerts,
+  vacuumEventsIfNeeded,
   type RetentionOptions,
+  type VacuumOptions,
+  type VacuumResult,
   type AlertThresholds,
 } from "./maintenance.ts";

@@ -1,4 +1,4 @@
-import type { Queryable } from "./sql.ts";
+import { query, type Queryable } from "./sql.ts";
 import { STATE_SQL, dueSql } from "./state.ts";
 
 export interface RetentionOptions {
@@ -22,7 +22,8 @@ export async function deleteOldFannedEvents(db: Queryable, options: RetentionOpt
   const cutoff = new Date((options.now?.getTime() ?? Date.now()) - options.olderThanDays * 86_400_000);
   let deleted = 0;
   for (let i = 0; i < maxBatches; i++) {
-    const { rowCount } = (await db.query(
+    const { rowCount } = await query(
+      db,
       `DELETE FROM events WHERE seq IN (
          SELECT seq FROM events
           WHERE ${STATE_SQL.fanned} AND fanned_out_at < $1
@@ -30,7 +31,7 @@ export async function deleteOldFannedEvents(db: Queryable, options: RetentionOpt
           LIMIT $2
        )`,
       [cutoff, batchSize],
-    )) as { rowCount: number | null };
+    );
     deleted += rowCount ?? 0;
     if ((rowCount ?? 0) < batchSize) break;
   }
@@ -47,12 +48,17 @@ export interface AlertThresholds {
 /**
  * Raises alerts about the relay as a whole (poisoned rows raise their own as they
  * are poisoned). One open alert per kind: a condition that persists does not
- * flood the table, and one that cleared resolves its alert.
+ * flood the table, and one that cleared resolves its alert. NOT EXISTS alone
+ * cannot promise that: two overlapping sweeps each see the other's new alert as
+ * uncommitted and both insert. The unique partial index on open `relay.*` kinds
+ * (migration 0004) decides; ON CONFLICT makes the loser wait for the winner and
+ * then insert nothing, instead of failing its sweep with a unique violation.
  */
 export async function evaluateAlerts(db: Queryable, thresholds: AlertThresholds = {}): Promise<string[]> {
   const maxAge = thresholds.maxPendingAgeSeconds ?? 300;
   const maxFailures = thresholds.maxRelayFailures ?? 5;
-  const { rows } = (await db.query(
+  const { rows } = await query<{ kind: string }>(
+    db,
     `WITH facts AS (
        SELECT
          (SELECT extract(epoch FROM now() - min(created_at)) FROM events
@@ -72,6 +78,7 @@ export async function evaluateAlerts(db: Queryable, thresholds: AlertThresholds 
        SELECT c.kind, c.message FROM conditions c
         WHERE c.firing
           AND NOT EXISTS (SELECT 1 FROM outbox_alerts a WHERE a.kind = c.kind AND a.resolved_at IS NULL)
+       ON CONFLICT (kind) WHERE resolved_at IS NULL AND kind LIKE 'relay.%' DO NOTHING
        RETURNING kind
      ), cleared AS (
        UPDATE outbox_alerts a SET resolved_at = now()
@@ -81,6 +88,46 @@ export async function evaluateAlerts(db: Queryable, thresholds: AlertThresholds 
      )
      SELECT kind FROM raised`,
     [maxAge, maxFailures],
-  )) as { rows: { kind: string }[] };
+  );
   return rows.map((r) => r.kind);
+}
+
+export interface VacuumOptions {
+  /** Never vacuum for fewer dead row versions than this. */
+  minDeadTuples?: number;
+  /** ... nor for fewer than this share of the live rows (autovacuum's scale factor, tighter). */
+  deadRatio?: number;
+}
+
+export interface VacuumResult {
+  deadTuples: number;
+  vacuumed: boolean;
+}
+
+/**
+ * Every mark is a non-HOT update, so a drain leaves one dead row version and one
+ * dead entry at the head of the claim's partial index per event. Autovacuum may be
+ * off, lagging or napping for a minute — longer than a big drain — and the claim
+ * then walks the dead entries on every pass. The sweep vacuums `events` itself
+ * once enough is dead. SKIP_LOCKED: an overlapping sweep's VACUUM (or
+ * autovacuum) already holds the lock and does the same work, so do not queue
+ * behind it. VACUUM cannot run in a transaction block: `db` must run it as a
+ * plain statement (a pool's query, as the Neon driver does).
+ */
+export async function vacuumEventsIfNeeded(
+  db: Queryable,
+  options: VacuumOptions = {},
+): Promise<VacuumResult> {
+  const minDead = options.minDeadTuples ?? 10_000;
+  const ratio = options.deadRatio ?? 0.1;
+  const { rows } = await query<{ dead: number; live: number }>(
+    db,
+    `SELECT n_dead_tup::float8 AS dead, n_live_tup::float8 AS live
+       FROM pg_stat_user_tables WHERE relid = 'events'::regclass`,
+  );
+  const dead = rows[0]?.dead ?? 0;
+  const live = rows[0]?.live ?? 0;
+  if (dead < minDead || dead < ratio * live) return { deadTuples: dead, vacuumed: false };
+  await db.query(`VACUUM (SKIP_LOCKED) events`);
+  return { deadTuples: dead, vacuumed: true };
 }

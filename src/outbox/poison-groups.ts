@@ -1,5 +1,4 @@
-import { rows } from "./operations.ts";
-import type { Queryable } from "./sql.ts";
+import { query, type Queryable } from "./sql.ts";
 import { STATE_SQL } from "./state.ts";
 
 const UUID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/gi;
@@ -56,7 +55,13 @@ export interface PoisonedGroups {
 
 /** Poisoned events grouped by errorFingerprint, largest group first. */
 export async function poisonedGroups(db: Queryable, scanLimit = GROUP_SCAN_LIMIT): Promise<PoisonedGroups> {
-  const found = await rows(
+  const { rows: found } = await query<{
+    id: string;
+    type: string;
+    subject: string;
+    last_error: string | null;
+    poisoned_at: Date;
+  }>(
     db,
     `SELECT id, type, subject, last_error, poisoned_at FROM events
       WHERE ${STATE_SQL.poisoned} ORDER BY poisoned_at DESC, seq DESC LIMIT $1`,
@@ -65,20 +70,20 @@ export async function poisonedGroups(db: Queryable, scanLimit = GROUP_SCAN_LIMIT
   const truncated = found.length > scanLimit;
   const byPrint = new Map<string, PoisonedGroup>();
   for (const r of found.slice(0, scanLimit)) {
-    const lastError = (r.last_error as string | null) ?? null;
-    const at = r.poisoned_at as Date;
+    const lastError = r.last_error;
+    const at = r.poisoned_at;
     const fingerprint = errorFingerprint(lastError);
     let group = byPrint.get(fingerprint);
     if (!group) {
-      const example = { id: r.id as string, type: r.type as string, subject: r.subject as string, lastError };
+      const example = { id: r.id, type: r.type, subject: r.subject, lastError };
       group = { fingerprint, count: 0, firstSeen: at, lastSeen: at, types: [], example, ids: [] };
       byPrint.set(fingerprint, group);
     }
     group.count += 1;
     if (at < group.firstSeen) group.firstSeen = at;
     if (at > group.lastSeen) group.lastSeen = at;
-    if (!group.types.includes(r.type as string)) group.types.push(r.type as string);
-    group.ids.push(r.id as string);
+    if (!group.types.includes(r.type)) group.types.push(r.type);
+    group.ids.push(r.id);
   }
   const groups = [...byPrint.values()].sort((a, b) => b.count - a.count || +b.lastSeen - +a.lastSeen);
   return { groups, scanned: Math.min(found.length, scanLimit), truncated };

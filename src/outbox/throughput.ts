@@ -1,5 +1,4 @@
-import { rows } from "./operations.ts";
-import type { Queryable } from "./sql.ts";
+import { query, type Queryable } from "./sql.ts";
 import { STATE_SQL } from "./state.ts";
 
 export interface MinuteCount {
@@ -17,7 +16,8 @@ export interface MinuteCount {
  * (plus the backlog, which stats() counts anyway), never the table's.
  */
 export async function eventsPerMinute(db: Queryable, minutes = 60): Promise<MinuteCount[]> {
-  const found = await rows(
+  // count(*)::int arrives as a number from both drivers.
+  const { rows: found } = await query<{ minute: Date; recorded: number; fanned: number }>(
     db,
     `WITH bounds AS (SELECT date_trunc('minute', now()) - make_interval(mins => $1::int - 1) AS since),
      recent AS (
@@ -43,9 +43,5 @@ export async function eventsPerMinute(db: Queryable, minutes = 60): Promise<Minu
       ORDER BY m.minute`,
     [minutes],
   );
-  return found.map((r) => ({
-    minute: new Date(r.minute as Date),
-    recorded: Number(r.recorded),
-    fanned: Number(r.fanned),
-  }));
+  return found.map((r) => ({ minute: new Date(r.minute), recorded: r.recorded, fanned: r.fanned }));
 }

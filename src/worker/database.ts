@@ -25,9 +25,20 @@ export type OpenDatabase = (config: Config) => OpenedDatabase;
 export const openNeonDatabase: OpenDatabase = (config) => {
   if (config.NEON_WS_PROXY) useLocalWsProxy(neonConfig, config.NEON_WS_PROXY);
   const pool = new Pool({ connectionString: config.DATABASE_URL, connectionTimeoutMillis: 10_000 });
+  let ending = false;
   // A connection that dies while idle emits on the pool; unheard, that would throw.
-  pool.on("error", (error: Error) => console.error("database pool:", error.message));
-  return { db: drizzle({ client: pool }), pool, close: () => pool.end() };
+  // Once the pool is ending, a disconnect is what was asked for: pg ignores those
+  // during end() only by Node's codes (ECONNRESET, EPIPE), and in workerd the
+  // Neon socket reports the same event as a code-less "Network connection lost",
+  // which was logged for every idle connection a request's pool ended.
+  pool.on("error", (error: Error) => {
+    if (!ending) console.error("database pool:", error.message);
+  });
+  const close = () => {
+    ending = true;
+    return pool.end();
+  };
+  return { db: drizzle({ client: pool }), pool, close };
 };
 
 export function database(open: OpenDatabase = openNeonDatabase): MiddlewareHandler<HonoEnv> {

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import type { Db } from "../domain/db.ts";
+import { DEFAULT_MAX_BODY_BYTES } from "./body-limit.ts";
 import type { Queryable, SqlPool } from "../outbox/index.ts";
 
 /** What wrangler hands the Worker: vars and secrets, all strings, any of them possibly absent. */
@@ -16,6 +17,8 @@ export interface Bindings {
   MAIL_TO?: string;
   /** Days a fanned event is kept before the cron sweep deletes it; default 30. */
   RETENTION_DAYS?: string;
+  /** Largest request body accepted, in bytes (413 above it); default 1 MB. */
+  MAX_BODY_BYTES?: string;
   /** Local stack only: `host:port` of the WebSocket-to-TCP proxy in front of a plain Postgres. */
   NEON_WS_PROXY?: string;
 }
@@ -52,6 +55,12 @@ export const configSchema = z.object({
       .int("must be a whole number of days")
       .min(1, "must be at least 1 day"),
   ).transform((v) => v ?? 30),
+  MAX_BODY_BYTES: optional(
+    z.coerce
+      .number({ error: "must be a whole number of bytes" })
+      .int("must be a whole number of bytes")
+      .min(1024, "must be at least 1024 bytes"),
+  ).transform((v) => v ?? DEFAULT_MAX_BODY_BYTES),
   NEON_WS_PROXY: optional(z.string().regex(/^[\w.-]+:\d{1,5}$/, "must be host:port, e.g. 127.0.0.1:5433")),
 });
 
@@ -62,15 +71,37 @@ export type ConfigResult = { ok: true; config: Config } | { ok: false; message: 
 
 /** One message naming every bad binding, e.g. "binding QSTASH_TOKEN is missing; binding PUBLIC_URL must be …". */
 export function parseConfig(env: Bindings): ConfigResult {
-  const parsed = configSchema.safeParse(env);
+  const parsed = parseVariables(configSchema, env);
+  if (parsed.ok) return parsed;
+  const problems = parsed.problems.map((p) => `binding ${p.name} ${p.missing ? "is missing" : p.message}`);
+  return { ok: false, message: `Worker misconfigured: ${problems.join("; ")}` };
+}
+
+export interface VariableProblem {
+  name: string;
+  /** Unset or blank, as opposed to set to something invalid. */
+  missing: boolean;
+  message: string;
+}
+
+/**
+ * Checks variables against the Worker's schema, or part of it
+ * (`configSchema.pick(...)`): the CLI reads the same variables with the same
+ * defaults and rules, and says what is wrong in its own words.
+ */
+export function parseVariables<T extends z.ZodType>(
+  schema: T,
+  env: object,
+): { ok: true; config: z.output<T> } | { ok: false; problems: VariableProblem[] } {
+  const parsed = schema.safeParse(env);
   if (parsed.success) return { ok: true, config: parsed.data };
   const problems = parsed.error.issues.map((issue) => {
     const name = String(issue.path[0] ?? "?");
-    const value = (env as Record<string, unknown>)[name];
+    const value: unknown = Reflect.get(env, name);
     const missing = value === undefined || (typeof value === "string" && value.trim() === "");
-    return `binding ${name} ${missing ? "is missing" : issue.message}`;
+    return { name, missing, message: issue.message };
   });
-  return { ok: false, message: `Worker misconfigured: ${problems.join("; ")}` };
+  return { ok: false, problems };
 }
 
 export interface Variables {

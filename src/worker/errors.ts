@@ -18,6 +18,7 @@ const errorCodes = {
   METHOD_NOT_ALLOWED: { status: 405 },
   CONFLICT: { status: 409 },
   PAYLOAD_TOO_LARGE: { status: 413 },
+  UNSUPPORTED_MEDIA_TYPE: { status: 415 },
   MISCONFIGURED: { status: 500 },
   INTERNAL_SERVER_ERROR: { status: 500 },
   SERVICE_UNAVAILABLE: { status: 503 },
@@ -88,7 +89,7 @@ export function handleError(err: Error, c: Context<HonoEnv>) {
             : "a valid operator bearer token (ADMIN_TOKEN) is required";
       return errorResponse(c, code, message);
     }
-    return errorResponse(c, code, err.message || code);
+    return errorResponse(c, code, err.message || defaultMessage[err.status] || code);
   }
   console.error(`[${c.get("requestId") ?? "-"}] ${c.req.method} ${c.req.path}:`, err);
   return errorResponse(
@@ -102,6 +103,12 @@ export function handleNotFound(c: Context<HonoEnv>) {
   return errorResponse(c, "NOT_FOUND", `no route for ${c.req.method} ${c.req.path}`);
 }
 
+// Hono raises some refusals without a message; say what was refused and why.
+const defaultMessage: Partial<Record<number, string>> = {
+  // Only Hono's csrf middleware (dashboard forms) raises a bare 403.
+  403: "cross-site request refused: this form can only be posted from the dashboard's own pages (Origin must be this site)",
+};
+
 const statusToCode: Partial<Record<number, ErrorCode>> = {
   400: "BAD_REQUEST",
   401: "UNAUTHORIZED",
@@ -111,6 +118,7 @@ const statusToCode: Partial<Record<number, ErrorCode>> = {
   405: "METHOD_NOT_ALLOWED",
   409: "CONFLICT",
   413: "PAYLOAD_TOO_LARGE",
+  415: "UNSUPPORTED_MEDIA_TYPE",
   503: "SERVICE_UNAVAILABLE",
 };
 

@@ -37,6 +37,8 @@ export function parseWait(header: string | undefined): number | undefined {
 
 /** Parses Prefer before the handler runs, so a malformed one rejects the write before it commits. */
 export const preferWait: MiddlewareHandler<HonoEnv> = async (c, next) => {
-  if (c.req.method !== "GET" && c.req.method !== "HEAD") c.set("wait", parseWait(c.req.header("prefer")));
+  // Job routes never wait, and must answer an unsigned caller 401 before anything else.
+  const write = c.req.method !== "GET" && c.req.method !== "HEAD";
+  if (write && !c.req.path.startsWith("/jobs/")) c.set("wait", parseWait(c.req.header("prefer")));
   await next();
 };

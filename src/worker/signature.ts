@@ -1,5 +1,5 @@
 import { Receiver } from "@upstash/qstash";
-import type { Context } from "hono";
+import type { Context, MiddlewareHandler } from "hono";
 import type { HonoEnv } from "./env.ts";
 import { ApiError } from "./errors.ts";
 
@@ -11,10 +11,19 @@ import { ApiError } from "./errors.ts";
  * Current and next keys: the Receiver tries both, so a key rotation drops nothing.
  * Answers the raw body text once it is trusted.
  */
+/**
+ * On `/jobs/*`, before the body is read or capped: a request without a signature
+ * is refused at once, so an unsigned caller cannot make the Worker buffer anything.
+ */
+export const requireSignatureHeader: MiddlewareHandler<HonoEnv> = async (c, next) => {
+  if (!c.req.header("upstash-signature")) throw new ApiError("UNAUTHORIZED", "missing Upstash-Signature");
+  await next();
+};
+
 export async function verifiedBody(c: Context<HonoEnv>, expectedUrl: string): Promise<string> {
-  const body = await c.req.text();
   const signature = c.req.header("upstash-signature");
   if (!signature) throw new ApiError("UNAUTHORIZED", "missing Upstash-Signature");
+  const body = await c.req.text();
   const receiver = new Receiver({
     currentSigningKey: c.var.config.QSTASH_CURRENT_SIGNING_KEY,
     nextSigningKey: c.var.config.QSTASH_NEXT_SIGNING_KEY,
@@ -29,6 +38,18 @@ export async function verifiedBody(c: Context<HonoEnv>, expectedUrl: string): Pr
     // a wrong PUBLIC_URL shows up here as "invalid subject" on every job.
     console.warn(`rejected Upstash-Signature on ${c.req.path}: ${(error as Error).message}`);
   }
-  if (!valid) throw new ApiError("UNAUTHORIZED", "invalid Upstash-Signature");
+  // The SDK checks exp only when a token has one; QStash always sets it, and a
+  // token without it would be replayable forever.
+  if (!valid || !hasExpiry(signature)) throw new ApiError("UNAUTHORIZED", "invalid Upstash-Signature");
   return body;
+}
+
+function hasExpiry(jwt: string): boolean {
+  try {
+    const payload = jwt.split(".")[1] ?? "";
+    const json = atob(payload.replace(/-/g, "+").replace(/_/g, "/"));
+    return typeof (JSON.parse(json) as { exp?: unknown }).exp === "number";
+  } catch {
+    return false;
+  }
 }

@@ -11,7 +11,9 @@ export function valid<Target extends keyof ValidationTargets, Schema extends z.Z
   target: Target,
   schema: Schema,
 ) {
-  return validator(target, async (value) => {
+  return validator(target, async (value, c) => {
+    if (target === "json" || target === "form") requireMediaType(c.req.header("content-type"), target);
+    refuseNul(value, describe(target));
     const result = await schema.safeParseAsync(value, {
       error: (issue) => (issue.input === undefined ? "is required" : undefined),
     });
@@ -21,6 +23,55 @@ export function valid<Target extends keyof ValidationTargets, Schema extends z.Z
     throw new ApiError("BAD_REQUEST", `invalid ${describe(target)}: ${listed}`, issues);
   });
 }
+
+const JSON_TYPE = /^application\/([\w.-]+\+)?json$/;
+const FORM_TYPES = ["application/x-www-form-urlencoded", "multipart/form-data"];
+
+/**
+ * Hono's validator reads a body only when its Content-Type matches and otherwise
+ * validates `{}`: a JSON body sent as text/plain came back as "title: is required".
+ * The honest answer is 415, naming what to send.
+ */
+function requireMediaType(header: string | undefined, target: "json" | "form"): void {
+  const type = (header ?? "").split(";")[0]!.trim().toLowerCase();
+  const ok = target === "json" ? JSON_TYPE.test(type) : FORM_TYPES.includes(type);
+  if (ok) return;
+  const want = target === "json" ? "application/json" : FORM_TYPES.join(" or ");
+  throw new ApiError(
+    "UNSUPPORTED_MEDIA_TYPE",
+    `the body must be sent as ${want}, got ${type ? `"${type}"` : "no Content-Type"}`,
+  );
+}
+
+/**
+ * Postgres text cannot hold U+0000: a NUL that reached a query failed it with
+ * "invalid byte sequence", a 500. Every string a caller sends (values and keys,
+ * at any depth, in a body, query or form) passes here before any schema or SQL
+ * sees it, so no route can forget the check. Each offending field is named.
+ */
+export function refuseNul(value: unknown, what: string): void {
+  const issues: FieldIssue[] = [];
+  const visit = (v: unknown, path: string) => {
+    if (typeof v === "string") {
+      if (v.includes("\u0000")) issues.push({ path, message: NUL_MESSAGE });
+    } else if (Array.isArray(v)) {
+      v.forEach((item, i) => visit(item, path ? `${path}.${i}` : String(i)));
+    } else if (v !== null && typeof v === "object") {
+      for (const [key, item] of Object.entries(v)) {
+        const at = path ? `${path}.${key}` : key;
+        if (key.includes("\u0000")) issues.push({ path: at, message: NUL_MESSAGE });
+        else visit(item, at);
+      }
+    }
+  };
+  visit(value, "");
+  if (issues.length > 0) {
+    const listed = issues.map((i) => (i.path ? `${i.path}: ${i.message}` : i.message)).join("; ");
+    throw new ApiError("BAD_REQUEST", `invalid ${what}: ${listed}`, issues);
+  }
+}
+
+const NUL_MESSAGE = "must not contain NUL (\\u0000)";
 
 export function toFieldIssues(error: z.ZodError): FieldIssue[] {
   return error.issues.flatMap((issue) => {

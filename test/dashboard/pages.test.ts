@@ -321,13 +321,42 @@ describe("poisoned, grouped by cause", () => {
   it("requeues one row from its page and goes back to it", async () => {
     const id = await poison(t.pool, "boom");
     const res = await browser.post("/dashboard/poisoned/requeue", { id, back: "event" });
-    expect(res.headers.get("location")).toBe(`/dashboard/events/${id}?notice=Requeued.`);
+    expect(res.headers.get("location")).toBe(`/dashboard/events/${id}?requeued=1`);
+    expect((await browser.get(res.headers.get("location")!)).text).toContain(
+      "Requeued: the relay will fan it out",
+    );
     expect((await stateOf(t.pool, id)).poisoned_at).toBeNull();
     const again = await browser.post("/dashboard/poisoned/requeue", { id, back: "event" });
-    expect(decodeURIComponent(again.headers.get("location")!)).toContain("no longer poisoned");
+    expect(again.headers.get("location")).toBe(`/dashboard/events/${id}?unchanged=1`);
+    expect((await browser.get(again.headers.get("location")!)).text).toContain("no longer poisoned");
     expect((await browser.post("/dashboard/poisoned/requeue", { id: "nope" })).status).toBe(400);
     const nothing = await browser.post("/dashboard/poisoned/requeue", {});
-    expect(nothing.headers.get("location")).toContain("notice=Nothing");
+    expect(nothing.headers.get("location")).toBe("/dashboard/poisoned?nothing=1");
+    expect((await browser.get("/dashboard/poisoned?nothing=1")).text).toContain(
+      "Nothing selected to requeue.",
+    );
+  });
+});
+
+describe("notices", () => {
+  it("show only fixed texts: a link cannot put words on a page", async () => {
+    const words = encodeURIComponent("Call +1 555 0100 now");
+    const id = await poison(t.pool, "boom");
+    for (const path of [
+      `/dashboard/alerts?notice=${words}`,
+      `/dashboard/poisoned?notice=${words}`,
+      `/dashboard/events/${id}?notice=${words}`,
+      `/dashboard?notice=${words}`,
+    ]) {
+      const page = await browser.get(path);
+      expect(page.status, path).toBe(200);
+      expect(page.text, path).not.toContain("555 0100");
+    }
+    for (const path of [`/dashboard/alerts?resolved=${words}`, `/dashboard/poisoned?nothing=${words}`]) {
+      const page = await browser.get(path);
+      expect(page.status, path).toBe(400);
+      expect(page.text, path).not.toContain("555 0100");
+    }
   });
 });
 
@@ -353,9 +382,10 @@ describe("alerts", () => {
 
     const one = await browser.post("/dashboard/alerts/resolve", { id: String(a) });
     expect(one.status).toBe(303);
-    expect(decodeURIComponent(one.headers.get("location")!)).toContain("Resolved 1 alert.");
+    expect(one.headers.get("location")).toBe("/dashboard/alerts?resolved=1");
+    expect((await browser.get("/dashboard/alerts?resolved=1")).text).toContain("Resolved 1 alert.");
     const kind = await browser.post("/dashboard/alerts/resolve", { kind: "job.failed" });
-    expect(decodeURIComponent(kind.headers.get("location")!)).toContain("Resolved 2 alerts.");
+    expect(kind.headers.get("location")).toBe("/dashboard/alerts?resolved=2");
     const { rows } = await t.pool.query(`SELECT id FROM outbox_alerts WHERE resolved_at IS NULL`);
     expect(rows.map((r) => String(r.id))).toEqual([String(poisonedAlert)]);
 

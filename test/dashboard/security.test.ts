@@ -199,6 +199,8 @@ describe("cross-site posts and headers", () => {
     for (const headers of [{ Origin: "https://evil.example" }, { Origin: "null" }]) {
       const forged = await browser.post("/dashboard/poisoned/requeue", { id }, headers);
       expect(forged.status).toBe(403);
+      expect(forged.headers.get("content-type")).toMatch(/text\/html/);
+      expect(forged.text).toContain("cross-site request refused");
     }
     const alert = await t.pool.query(
       `INSERT INTO outbox_alerts (kind, message) VALUES ('job.failed', 'x') RETURNING id`,

@@ -1,7 +1,8 @@
 import { beforeEach, describe, expect, it } from "vitest";
-import { defineSubscriptions, drain, type DrainResult } from "../../src/outbox/index.ts";
+import { defineSubscriptions, drain, runPass, type DrainResult } from "../../src/outbox/index.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { eventStates, seedEvents } from "../support/events.ts";
+import { waitFor } from "../support/helpers.ts";
 import { RecordingPublisher } from "../support/publishers.ts";
 import { resetOutbox } from "../support/relay.ts";
 
@@ -56,3 +57,57 @@ describe("concurrent relays", () => {
     expect(messageIds.size - (messageIds.has(undefined) ? 1 : 0)).toBe(publisher.accepted.length);
   });
 });
+
+describe("SKIP LOCKED", () => {
+  it("a pass whose publish is stalled never holds up another pass: the second claims the next rows and commits first", async () => {
+    const ids = await seedEvents(t.pool, 20);
+    const subscriptions = defineSubscriptions([{ name: "all", types: ["*"] }]);
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    let stalled = false;
+    // The first pass's transport accepts its jobs only when the test lets it.
+    const stalling = new RecordingPublisher();
+    stalling.afterAccept = async () => {
+      stalled = true;
+      await released;
+    };
+    const [first, second] = [t.newPool(1), t.newPool(1)];
+    await Promise.all([first.query("SELECT 1"), second.query("SELECT 1")]);
+
+    const firstPass = runPass({ pool: first, publisher: stalling, subscriptions, batchSize: 10 });
+    try {
+      await waitFor(() => stalled);
+      // With plain FOR UPDATE this claim waits on the first pass's row locks until
+      // its publish returns: the race below then ends with the lock wait seen.
+      const other = new RecordingPublisher();
+      const secondPass = runPass({ pool: second, publisher: other, subscriptions, batchSize: 10 });
+      let settled = false;
+      void secondPass.finally(() => (settled = true)).catch(() => undefined);
+      const outcome = await Promise.race([
+        secondPass,
+        lockWaitSeen(() => settled).then(() => "blocked on a lock"),
+      ]);
+      expect(outcome).toMatchObject({ claimed: 10, fanned: 10 });
+      expect(other.eventIds("all")).toEqual(ids.slice(10));
+      // Committed while the first pass still holds its rows.
+      const rows = await eventStates(t.pool);
+      expect(rows.filter((r) => r.fanned_out_at !== null).map((r) => r.id)).toEqual(ids.slice(10));
+    } finally {
+      release();
+    }
+    expect(await firstPass).toMatchObject({ claimed: 10, fanned: 10 });
+    expect(stalling.eventIds("all")).toEqual(ids.slice(0, 10));
+  });
+});
+
+/** Resolves once some connection to this database waits on a lock, or once `stop()` holds (the race is over). */
+async function lockWaitSeen(stop: () => boolean): Promise<void> {
+  await waitFor(async () => {
+    if (stop()) return true;
+    const { rows } = await t.pool.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM pg_stat_activity
+        WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+    );
+    return rows[0]!.n > 0;
+  }, 25_000);
+}

@@ -12,6 +12,7 @@ import {
 } from "../../src/outbox/index.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { eventStates, seedEvents } from "../support/events.ts";
+import { waitFor } from "../support/helpers.ts";
 import { RecordingPublisher } from "../support/publishers.ts";
 import { everything, resetOutbox } from "../support/relay.ts";
 
@@ -73,6 +74,35 @@ describe("alert evaluation", () => {
     });
     await evaluateAlerts(t.pool);
     expect(await listAlerts(t.pool, { open: true })).toEqual([]);
+  });
+
+  it("two overlapping sweeps that both see no open alert still open only one", async () => {
+    await t.pool.query(`UPDATE outbox_relay_state SET failures = 6, last_error = 'QStash 503'`);
+    const [a, b] = [await t.pool.connect(), await t.pool.connect()];
+    try {
+      // Both transactions evaluate before either commits, so each one's NOT EXISTS
+      // sees no open alert: only the unique partial index can decide.
+      await a.query("BEGIN");
+      await b.query("BEGIN");
+      expect(await evaluateAlerts(a)).toEqual(["relay.failing"]);
+      const second = evaluateAlerts(b);
+      await waitFor(async () => {
+        const { rows } = await t.pool.query(
+          `SELECT count(*)::int AS n FROM pg_stat_activity
+            WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+        );
+        return rows[0].n > 0;
+      });
+      await a.query("COMMIT");
+      expect(await second).toEqual([]);
+      await b.query("COMMIT");
+    } finally {
+      // Destroyed, not pooled: a failed run leaves them mid-transaction.
+      a.release(true);
+      b.release(true);
+    }
+    const open = await listAlerts(t.pool, { open: true });
+    expect(open.map((x) => x.kind)).toEqual(["relay.failing"]);
   });
 });
 

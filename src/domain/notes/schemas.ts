@@ -1,12 +1,13 @@
 import { z } from "zod";
 import type { corpusNotes } from "../schema.ts";
+import { multiLine, singleLine } from "../text.ts";
 
 export const MAX_IMPORT = 2_000;
 
-const title = z.string().trim().min(1, "must not be empty").max(300);
-const body = z.string().max(100_000);
-const tags = z.array(z.string().trim().min(1, "must not be empty").max(64)).max(32);
-const scope = z.string().trim().min(1, "must not be empty").max(128).nullable();
+const title = singleLine(300);
+const body = multiLine(100_000);
+const tags = z.array(singleLine(64)).max(32);
+const scope = singleLine(128).nullable();
 
 export const noteInput = z.strictObject({
   title,
@@ -30,8 +31,8 @@ export const noteImport = z.strictObject({
 });
 
 export const noteSearch = z.strictObject({
-  q: z.string().trim().min(1, "must not be empty").max(500),
-  scope: z.string().trim().min(1).max(128).optional(),
+  q: singleLine(500),
+  scope: singleLine(128).optional(),
   limit: z.coerce.number().int().min(1).max(100).default(20),
 });
 export type NoteSearch = z.input<typeof noteSearch>;

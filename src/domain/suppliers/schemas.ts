@@ -1,9 +1,10 @@
 import { z } from "zod";
 import type { suppliers } from "../schema.ts";
+import { singleLine } from "../text.ts";
 
 export const supplierInput = z.strictObject({
-  name: z.string().trim().min(1, "must not be empty").max(200),
-  scope: z.string().trim().min(1, "must not be empty").max(128).nullable().default(null),
+  name: singleLine(200),
+  scope: singleLine(128).nullable().default(null),
 });
 export type SupplierInput = z.input<typeof supplierInput>;
 

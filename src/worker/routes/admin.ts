@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { listJobFailures } from "../../domain/job-failures/record.ts";
 import { EVENT_STATES, getEvent, listAlerts, listEvents, requeue, stats } from "../../outbox/index.ts";
+import { singleLine } from "../../domain/text.ts";
 import { adminAuth } from "../admin-auth.ts";
 import type { App } from "../new-app.ts";
 import { ApiError } from "../errors.ts";
@@ -12,7 +13,7 @@ const limit = z.coerce.number().int().min(1).max(1000).default(50);
 const eventsQuery = z.strictObject({
   state: z.enum(EVENT_STATES).optional(),
   // The same type globs subscriptions use, e.g. `supplier.*`.
-  type: z.string().trim().min(1).max(200).optional(),
+  type: singleLine(200).optional(),
   limit,
 });
 

@@ -35,17 +35,28 @@ export function registerJobsFailed(app: App) {
     const f = parsed.data;
     const jobBody = f.sourceBody === undefined ? "" : fromBase64(f.sourceBody);
     const { recorded } = await recordJobFailure(c.var.db, {
-      messageId: f.sourceMessageId,
-      subscription: subscriptionOf(f.url),
+      messageId: clean(f.sourceMessageId),
+      subscription: clean(subscriptionOf(f.url)),
       eventId: eventIdOf(jobBody),
-      status: f.status ?? null,
-      body: jobBody,
-      responseBody: f.body === undefined ? null : fromBase64(f.body).slice(0, 4000),
-      dlqId: f.dlqId ?? null,
-      retried: f.retried ?? null,
+      status: within(f.status, 0, 999),
+      body: clean(jobBody),
+      responseBody: f.body === undefined ? null : clean(fromBase64(f.body).slice(0, 4000)),
+      dlqId: f.dlqId === undefined ? null : clean(f.dlqId),
+      retried: within(f.retried, 0, 2 ** 31 - 1),
     });
     return c.json({ ok: true, recorded });
   });
+}
+
+// The record is for people, and QStash retries any 5xx: a value Postgres cannot
+// store (NUL in text, an integer past int4) is cleaned rather than failing the
+// callback. NUL becomes U+FFFD, as undecodable bytes already do.
+function clean(text: string): string {
+  return text.replaceAll("\u0000", "\uFFFD");
+}
+
+function within(n: number | undefined, min: number, max: number): number | null {
+  return n !== undefined && n >= min && n <= max ? n : null;
 }
 
 function safeJson(text: string): unknown {
@@ -69,7 +80,14 @@ function fromBase64(value: string): string {
 function subscriptionOf(url: string): string {
   const path = URL.canParse(url) ? new URL(url).pathname : url;
   const at = path.lastIndexOf(JOBS_PREFIX);
-  return at === -1 ? url : decodeURIComponent(path.slice(at + JOBS_PREFIX.length));
+  if (at === -1) return url;
+  const name = path.slice(at + JOBS_PREFIX.length);
+  try {
+    return decodeURIComponent(name);
+  } catch {
+    // A malformed escape (`%E0%A4%A`): keep the name as it came.
+    return name;
+  }
 }
 
 function eventIdOf(jobBody: string): string | null {

@@ -12,7 +12,7 @@ export const resolveForm = z.union([
 
 const alertsQuery = z.object({
   show: z.enum(["open", "all"]).default("open"),
-  notice: z.string().max(200).optional(),
+  resolved: z.coerce.number().int().min(0).optional(),
 });
 
 export function registerAlerts(dashboard: Hono<DashboardEnv>) {
@@ -27,7 +27,13 @@ export function registerAlerts(dashboard: Hono<DashboardEnv>) {
       { title: "Alerts", section: "alerts" },
       <>
         <h1>Alerts</h1>
-        <Notice text={q.notice} />
+        <Notice
+          text={
+            q.resolved === undefined
+              ? undefined
+              : `Resolved ${q.resolved} alert${q.resolved === 1 ? "" : "s"}.`
+          }
+        />
         <p>
           {q.show === "open" ? (
             <a href="/dashboard/alerts?show=all">show resolved ones too</a>
@@ -89,7 +95,6 @@ export function registerAlerts(dashboard: Hono<DashboardEnv>) {
   dashboard.post("/alerts/resolve", valid("form", resolveForm), async (c) => {
     const form = c.req.valid("form");
     const n = await resolveAlerts(c.var.pool, "id" in form ? { id: form.id } : { kind: form.kind });
-    const notice = `Resolved ${n} alert${n === 1 ? "" : "s"}.`;
-    return c.redirect(`/dashboard/alerts?notice=${encodeURIComponent(notice)}`, 303);
+    return c.redirect(`/dashboard/alerts?resolved=${n}`, 303);
   });
 }

@@ -71,7 +71,16 @@ export function registerEventDetail(dashboard: Hono<DashboardEnv>) {
       c,
       { title: `Event ${event.type}`, section: "events" },
       <>
-        <Notice text={c.req.query("notice")} />
+        {/* Fixed texts chosen by a flag: a link must not be able to put words on this page. */}
+        <Notice
+          text={
+            c.req.query("requeued") !== undefined
+              ? "Requeued: the relay will fan it out again."
+              : c.req.query("unchanged") !== undefined
+                ? "Not requeued: the event is no longer poisoned."
+                : undefined
+          }
+        />
         <h1>
           {`${event.type} `}
           <StateBadge state={event.state} />

@@ -37,7 +37,7 @@ const poisonedQuery = z.object({
     .optional()
     .transform((v) => (v ? v.split(",") : []))
     .pipe(z.array(z.guid()).max(TRACKED)),
-  notice: z.string().max(200).optional(),
+  nothing: z.literal("1").optional(),
 });
 
 function Group({ group }: { group: PoisonedGroup }) {
@@ -105,7 +105,7 @@ export function registerPoisoned(dashboard: Hono<DashboardEnv>) {
       { title: "Poisoned", section: "poisoned", refresh: stillPending > 0 ? 2 : undefined },
       <>
         <h1>Poisoned events, grouped by cause</h1>
-        <Notice text={q.notice} />
+        <Notice text={q.nothing ? "Nothing selected to requeue." : undefined} />
         {q.requeued !== undefined ? (
           <div class="panel" id="requeued">
             <p>
@@ -141,18 +141,14 @@ export function registerPoisoned(dashboard: Hono<DashboardEnv>) {
         ? await poisonedIdsWithFingerprint(c.var.pool, form.fingerprint)
         : form.id;
     if (ids.length === 0) {
-      return c.redirect(
-        `/dashboard/poisoned?notice=${encodeURIComponent("Nothing selected to requeue.")}`,
-        303,
-      );
+      return c.redirect("/dashboard/poisoned?nothing=1", 303);
     }
     const result = await requeue(c.var.pool, ids);
     // Requeued rows are pending again; a kick fans them out now rather than at the next cron sweep.
     if (result.requeued.length > 0) c.var.background(kickRelay(c.var.pool, c.var.config));
     if (form.back === "event" && ids.length === 1) {
-      const notice =
-        result.requeued.length === 1 ? "Requeued." : "Not requeued: the event is no longer poisoned.";
-      return c.redirect(`/dashboard/events/${ids[0]}?notice=${encodeURIComponent(notice)}`, 303);
+      const outcome = result.requeued.length === 1 ? "requeued" : "unchanged";
+      return c.redirect(`/dashboard/events/${ids[0]}?${outcome}=1`, 303);
     }
     const track = result.requeued.slice(0, TRACKED).join(",");
     return c.redirect(`/dashboard/poisoned?requeued=${result.requeued.length}&track=${track}`, 303);

@@ -1,0 +1,35 @@
+import { z } from "zod";
+
+// C0 and C1 controls, DEL, and the Unicode line and paragraph separators: none
+// belongs in a one-line value, and CR/LF in one that ends up in a header (a mail
+// subject) would start a new header there.
+const LINE_BREAKING = /[\p{Cc}\u2028\u2029]/u;
+// Text may keep tabs and line breaks; other controls (NUL above all, which
+// Postgres text cannot hold) are refused.
+const NOT_TEXT = /(?![\t\n\r])\p{Cc}/u;
+
+/**
+ * A one-line value (a title, a name, a scope, a tag, a filter). Checked before
+ * trimming, so a trailing CR/LF is refused rather than silently dropped.
+ */
+export function singleLine(max: number) {
+  return z
+    .string()
+    .refine((v) => !LINE_BREAKING.test(v), "must not contain control characters or line breaks")
+    .trim()
+    .min(1, "must not be empty")
+    .max(max);
+}
+
+/** Free text (a note body): line breaks and tabs allowed, other control characters not. */
+export function multiLine(max: number) {
+  return z
+    .string()
+    .max(max)
+    .refine((v) => !NOT_TEXT.test(v), "must not contain control characters other than tab and line breaks");
+}
+
+/** For output built from stored values (a mail subject): any control character becomes a space. */
+export function oneLine(value: string): string {
+  return value.replace(new RegExp(LINE_BREAKING.source, "gu"), " ");
+}

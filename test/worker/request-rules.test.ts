@@ -1,0 +1,56 @@
+import { describe, expect, it } from "vitest";
+import { drizzle } from "drizzle-orm/node-postgres";
+import { createApp } from "../../src/worker/app.ts";
+import { useTestDatabase } from "../support/db.ts";
+import { bindings, call, executionContext } from "../support/worker.ts";
+
+const t = useTestDatabase();
+const app = createApp({
+  openDatabase: () => {
+    const pool = t.newPool(2);
+    return { db: drizzle({ client: pool }), pool, close: () => pool.end() };
+  },
+});
+const env = () => bindings({ DATABASE_URL: t.url });
+
+describe("X-Request-Id", () => {
+  it("keeps a caller's id only when it is short and plain, else makes one", async () => {
+    const asked = async (id: string) =>
+      (await call(app, env(), "GET", "/nowhere", undefined, { headers: { "x-request-id": id } })).headers.get(
+        "x-request-id",
+      );
+    expect(await asked("trace-1234_abc=")).toBe("trace-1234_abc=");
+    for (const odd of ["a".repeat(65), "has space", "semi;colon", "<script>", "é"]) {
+      const got = await asked(odd);
+      expect(got, odd).not.toBe(odd);
+      expect(got).toMatch(/^[0-9a-f-]{36}$/);
+    }
+  });
+});
+
+describe("content types", () => {
+  async function post(type: string | null) {
+    const { ctx, settled } = executionContext();
+    const res = await app.request(
+      "http://worker.test/suppliers",
+      { method: "POST", headers: type ? { "content-type": type } : {}, body: '{"name":"Acme"}' },
+      env(),
+      ctx,
+    );
+    const body = (await res.json()) as { error: { code: string; message: string } };
+    await settled();
+    return { status: res.status, body };
+  }
+
+  it("a JSON route answers 415 to a body of another type, or none declared", async () => {
+    for (const type of ["text/plain", "application/x-www-form-urlencoded", "application/jsonx", null]) {
+      const res = await post(type);
+      expect(res.status, String(type)).toBe(415);
+      expect(res.body.error).toMatchObject({
+        code: "UNSUPPORTED_MEDIA_TYPE",
+        message: expect.stringContaining("application/json"),
+      });
+    }
+    expect((await post("application/json; charset=utf-8")).status).toBe(201);
+  });
+});

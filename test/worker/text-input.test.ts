@@ -1,0 +1,116 @@
+import { randomUUID } from "node:crypto";
+import { beforeAll, describe, expect, it } from "vitest";
+import { createJobHandlers } from "../../src/domain/job-handlers.ts";
+import type { Mail, Mailer } from "../../src/domain/mail/mailer.ts";
+import { createApp } from "../../src/worker/app.ts";
+import type { Bindings } from "../../src/worker/env.ts";
+import { useTestDatabase } from "../support/db.ts";
+import { bindings, call } from "../support/worker.ts";
+import { drizzle } from "drizzle-orm/node-postgres";
+
+// The app over node-postgres: these answers are decided before any SQL runs, and
+// when a check is missing, Postgres' own refusal of NUL is what the test sees.
+const t = useTestDatabase();
+const app = createApp({
+  openDatabase: () => {
+    const pool = t.newPool(2);
+    return { db: drizzle({ client: pool }), pool, close: () => pool.end() };
+  },
+});
+let env: Bindings;
+beforeAll(() => {
+  env = bindings({ DATABASE_URL: t.url });
+});
+
+const NUL = "a\u0000b";
+
+describe("NUL bytes are a 400 naming the field, wherever a string enters", () => {
+  const cases: [string, string, string, unknown, string][] = [
+    ["note title", "POST", "/notes", { title: NUL }, "title"],
+    ["note body", "POST", "/notes", { title: "t", body: NUL }, "body"],
+    ["note tag", "POST", "/notes", { title: "t", tags: ["ok", NUL] }, "tags.1"],
+    ["note scope", "POST", "/notes", { title: "t", scope: NUL }, "scope"],
+    [
+      "import",
+      "POST",
+      "/notes/import",
+      { notes: [{ title: "ok" }, { title: "t", body: NUL }] },
+      "notes.1.body",
+    ],
+    ["supplier name", "POST", "/suppliers", { name: NUL }, "name"],
+    ["an unknown key", "POST", "/suppliers", { name: "n", [NUL]: 1 }, NUL],
+    ["search q", "GET", `/notes/search?q=${encodeURIComponent(NUL)}`, undefined, "q"],
+    ["search scope", "GET", `/notes/search?q=x&scope=${encodeURIComponent(NUL)}`, undefined, "scope"],
+  ];
+  it.each(cases)("%s", async (_what, method, path, body, field) => {
+    const res = await call(app, env, method, path, body);
+    expect(res.status).toBe(400);
+    expect(res.body.error.code).toBe("BAD_REQUEST");
+    expect(res.body.error.issues).toContainEqual({ path: field, message: expect.stringContaining("NUL") });
+  });
+
+  it("admin filters", async () => {
+    const auth = { headers: { authorization: `Bearer ${env.ADMIN_TOKEN}` } };
+    const res = await call(app, env, "GET", `/admin/events?type=${encodeURIComponent(NUL)}`, undefined, auth);
+    expect(res.status).toBe(400);
+    expect(res.body.error.issues).toContainEqual({ path: "type", message: expect.stringContaining("NUL") });
+  });
+
+  it("nothing was written", async () => {
+    const { rows } = await t.pool.query(
+      "SELECT (SELECT count(*) FROM corpus_notes)::int AS notes, (SELECT count(*) FROM suppliers)::int AS suppliers",
+    );
+    expect(rows[0]).toEqual({ notes: 0, suppliers: 0 });
+  });
+});
+
+describe("control characters in one-line fields are a 400; a mail subject never carries a line break", () => {
+  const cases: [string, string, string, unknown, string][] = [
+    ["CR/LF in a supplier name", "POST", "/suppliers", { name: "Acme\r\nBcc: victim@example.com" }, "name"],
+    ["a trailing LF in a supplier name", "POST", "/suppliers", { name: "Acme\n" }, "name"],
+    ["a tab in a supplier scope", "POST", "/suppliers", { name: "n", scope: "a\tb" }, "scope"],
+    ["ESC in a note title", "POST", "/notes", { title: "a\u001b[31mb" }, "title"],
+    ["DEL in a tag", "POST", "/notes", { title: "t", tags: ["a\u007f"] }, "tags.0"],
+    ["a line separator in a scope", "POST", "/notes", { title: "t", scope: "a\u2028b" }, "scope"],
+    ["BEL in a note body", "POST", "/notes", { title: "t", body: "ding\u0007" }, "body"],
+    ["LF in a search", "GET", "/notes/search?q=a%0Ab", undefined, "q"],
+  ];
+  it.each(cases)("%s", async (_what, method, path, body, field) => {
+    const res = await call(app, env, method, path, body);
+    expect(res.status).toBe(400);
+    expect(res.body.error.issues).toContainEqual({ path: field, message: expect.stringMatching(/control/) });
+  });
+
+  it("a note body keeps its line breaks and tabs", async () => {
+    const res = await call(app, env, "POST", "/notes", { title: "t", body: "line 1\r\n\tline 2" });
+    expect(res.status).toBe(201);
+    expect(res.body.note.body).toBe("line 1\r\n\tline 2");
+  });
+
+  it("a supplier event already stored with CR/LF in its name is mailed with a one-line subject", async () => {
+    const sent: Mail[] = [];
+    const mailer: Mailer = {
+      async send(mail) {
+        sent.push(mail);
+        return { providerMessageId: null };
+      },
+    };
+    const handlers = createJobHandlers({ db: t.db, mailer, mailTo: "ops@example.test" });
+    const event = {
+      id: randomUUID(),
+      seq: 1,
+      type: "supplier.created",
+      subject: randomUUID(),
+      scope: null,
+      createdAt: new Date().toISOString(),
+      payload: { name: "Acme\r\nBcc: victim@example.com", status: "created" },
+    };
+    await handlers["notify.mail"]!({ subscription: "notify.mail", event, coalesced: [] } as never, {
+      messageId: "m",
+      retried: 0,
+    });
+    expect(sent).toHaveLength(1);
+    expect(sent[0]!.subject).not.toMatch(/[\r\n]/);
+    expect(sent[0]!.subject).toBe("Supplier Acme  Bcc: victim@example.com: supplier.created");
+  });
+});
