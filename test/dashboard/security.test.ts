@@ -177,6 +177,11 @@ describe("wrong passwords", () => {
     await t.pool.query(`UPDATE dashboard_login_failures SET failed_at = failed_at - interval '11 minutes'`);
     expect((await client().login("wrong", from("203.0.113.8"))).status).toBe(401);
     expect((await client().login(env.ADMIN_TOKEN!, from("203.0.113.8"))).status).toBe(303);
+    // A success removes what the lock-out can no longer read; the recent failure stays.
+    await t.pool.query(`UPDATE dashboard_login_failures SET failed_at = failed_at - interval '10 minutes'`);
+    await client().login(env.ADMIN_TOKEN!, from("203.0.113.8"));
+    const { rows } = await t.pool.query(`SELECT count(*)::int AS n FROM dashboard_login_failures`);
+    expect(rows[0].n).toBe(1);
   });
 
   it("compares only 5 of 12 guesses sent at once from one address", async () => {

@@ -65,6 +65,12 @@ export async function attemptLogin(
       return { ok: false, lockedUntil: before };
     }
     if (await passwordMatches()) {
+      // Failures older than anything the lock-out reads are dead weight; this client's go now.
+      await conn.query(
+        `DELETE FROM dashboard_login_failures
+          WHERE client = $1 AND failed_at <= now() - make_interval(secs => $2::float8 / 1000)`,
+        [client, LOCKOUT_POLICY.windowMs + LOCKOUT_POLICY.lockMs],
+      );
       await conn.query("COMMIT");
       done = true;
       return { ok: true };
