@@ -182,6 +182,15 @@ describe("the dashboard in Chromium", () => {
     expect(await page.locator("table").filter({ hasText: "upstream busy" }).locator("tr").count()).toBe(3);
     await shot("event-detail");
 
+    // The receiver's side: the endpoint, its health and its deliveries.
+    await page.click("text=https://hooks.acme.example/outbox");
+    await page.waitForURL(`${stack.url}/dashboard/webhooks/${endpoint.id}`);
+    expect(await page.textContent("main")).toContain("healthy");
+    await page.click("nav >> text=Webhooks");
+    expect(await page.locator("main table tr").count()).toBe(3);
+    await shot("webhooks");
+    await page.goBack();
+
     await page.click("nav >> text=Events");
     await page.selectOption("select[name=state]", "fanned");
     await page.click("form.filters button[type=submit]");

@@ -338,6 +338,52 @@ describe("poisoned, grouped by cause", () => {
   });
 });
 
+describe("webhook endpoints", () => {
+  it("lists endpoints with their health and shows one endpoint's deliveries", async () => {
+    const ok = await endpoint("https://receiver.example/ok");
+    const off = await endpoint("https://receiver.example/off");
+    await t.pool.query(
+      `UPDATE webhook_endpoints SET enabled = false, disabled_at = now(), disabled_reason = $2,
+              failing_since = now() - interval '5 days' WHERE id = $1`,
+      [off, `failing for 5 days ${SCRIPT}`],
+    );
+    await t.pool.query(`UPDATE webhook_endpoints SET last_success_at = now() WHERE id = $1`, [ok]);
+    const [a, b] = await seedEvents(t.pool, 2, { fanned: true });
+    await delivery(ok, a!, "delivered", [
+      [500, null],
+      [200, null],
+    ]);
+    await delivery(ok, b!, "failed", [
+      [null, "timeout"],
+      [503, null],
+    ]);
+
+    const list = await browser.get("/dashboard/webhooks");
+    expect(list.status).toBe(200);
+    const row = (url: string) =>
+      new RegExp(`<a class="mono" href="/dashboard/webhooks/[^"]+">${url}</a>.*?</tr>`).exec(
+        list.text,
+      )?.[0] ?? "";
+    expect(row("https://receiver.example/ok")).toContain(
+      '<span class="state state-delivered">healthy</span>',
+    );
+    expect(row("https://receiver.example/ok")).toContain("25.0 % of 4");
+    expect(row("https://receiver.example/ok")).toMatch(/<td class="num">0<\/td><td class="num">1<\/td>/);
+    expect(row("https://receiver.example/off")).toContain('<span class="state state-failed">disabled</span>');
+    expect(row("https://receiver.example/off")).toContain(`failing for 5 days ${ESCAPED}`);
+    expect(list.text).not.toContain(SCRIPT);
+    expect(list.text).not.toContain("sealed");
+
+    const detail = await browser.get(`/dashboard/webhooks/${ok}`);
+    expect(detail.status).toBe(200);
+    expect(detail.text).toContain(`href="/dashboard/events/${a}"`);
+    expect(detail.text).toContain(`href="/dashboard/events/${b}"`);
+    expect(detail.text).toContain(`receiver said ${ESCAPED}`);
+    expect(detail.text).not.toContain("sealed");
+    expect((await browser.get("/dashboard/webhooks/00000000-0000-4000-8000-000000000000")).status).toBe(404);
+  });
+});
+
 describe("notices", () => {
   it("show only fixed texts: a link cannot put words on a page", async () => {
     const words = encodeURIComponent("Call +1 555 0100 now");

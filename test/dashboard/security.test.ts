@@ -31,6 +31,8 @@ const PAGES = [
   "/dashboard/events/00000000-0000-4000-8000-000000000000",
   "/dashboard/poisoned",
   "/dashboard/alerts",
+  "/dashboard/webhooks",
+  "/dashboard/webhooks/00000000-0000-4000-8000-000000000000",
 ];
 
 describe("sessions", () => {

@@ -61,6 +61,7 @@ export async function deliveriesForEvent(db: Db, eventId: string): Promise<Event
 
 export interface FailedDelivery {
   id: string;
+  endpointId: string;
   eventId: string;
   eventType: string;
   endpointUrl: string;
@@ -74,6 +75,7 @@ export async function failedDeliveries(db: Db, limit = 20): Promise<FailedDelive
   return db
     .select({
       id: webhookDeliveries.id,
+      endpointId: webhookDeliveries.endpointId,
       eventId: webhookDeliveries.eventId,
       eventType: webhookDeliveries.eventType,
       endpointUrl: webhookEndpoints.url,
@@ -111,4 +113,99 @@ export async function attemptsPerMinute(db: Db, since: Date): Promise<AttemptMin
     succeeded: Number(r.succeeded),
     failed: Number(r.failed),
   }));
+}
+
+export interface EndpointHealth {
+  id: string;
+  url: string;
+  scope: string | null;
+  description: string;
+  types: string[];
+  enabled: boolean;
+  disabledReason: string | null;
+  disabledAt: Date | null;
+  lastSuccessAt: Date | null;
+  failingSince: Date | null;
+  /** Attempts in the last 24 hours, and how many of them got a 2xx. */
+  attempts24h: number;
+  succeeded24h: number;
+  pending: number;
+  failed: number;
+}
+
+/** Every endpoint with its health: the columns the deliverer keeps, and the last day's attempts. */
+export async function endpointHealth(db: Db, endpointId?: string): Promise<EndpointHealth[]> {
+  const dayAgo = sql`now() - interval '24 hours'`;
+  // The outer table is named in full: inside sql``, Drizzle renders a column
+  // unqualified, which a correlated subquery would read as its own table's "id".
+  const found = await db
+    .select({
+      id: webhookEndpoints.id,
+      url: webhookEndpoints.url,
+      scope: webhookEndpoints.scope,
+      description: webhookEndpoints.description,
+      types: webhookEndpoints.types,
+      enabled: webhookEndpoints.enabled,
+      disabledReason: webhookEndpoints.disabledReason,
+      disabledAt: webhookEndpoints.disabledAt,
+      lastSuccessAt: webhookEndpoints.lastSuccessAt,
+      failingSince: webhookEndpoints.failingSince,
+      attempts24h: sql<number>`(SELECT count(*)::int FROM ${webhookAttempts} a
+        JOIN ${webhookDeliveries} d ON d.id = a.delivery_id
+        WHERE d.endpoint_id = "webhook_endpoints"."id" AND a.attempted_at >= ${dayAgo})`,
+      succeeded24h: sql<number>`(SELECT count(*)::int FROM ${webhookAttempts} a
+        JOIN ${webhookDeliveries} d ON d.id = a.delivery_id
+        WHERE d.endpoint_id = "webhook_endpoints"."id" AND a.attempted_at >= ${dayAgo}
+          AND a.status BETWEEN 200 AND 299)`,
+      pending: sql<number>`(SELECT count(*)::int FROM ${webhookDeliveries} d
+        WHERE d.endpoint_id = "webhook_endpoints"."id" AND d.status = 'pending')`,
+      failed: sql<number>`(SELECT count(*)::int FROM ${webhookDeliveries} d
+        WHERE d.endpoint_id = "webhook_endpoints"."id" AND d.status = 'failed')`,
+    })
+    .from(webhookEndpoints)
+    .where(endpointId ? eq(webhookEndpoints.id, endpointId) : undefined)
+    .orderBy(asc(webhookEndpoints.createdAt));
+  return found.map((e) => ({
+    ...e,
+    attempts24h: Number(e.attempts24h),
+    succeeded24h: Number(e.succeeded24h),
+    pending: Number(e.pending),
+    failed: Number(e.failed),
+  }));
+}
+
+export interface EndpointDelivery {
+  id: string;
+  eventId: string;
+  eventType: string;
+  status: string;
+  attempts: number;
+  lastError: string | null;
+  lastAttemptAt: Date | null;
+  nextAttemptAt: Date | null;
+  createdAt: Date;
+}
+
+/** An endpoint's deliveries, newest first. */
+export async function endpointDeliveries(
+  db: Db,
+  endpointId: string,
+  limit = 50,
+): Promise<EndpointDelivery[]> {
+  return db
+    .select({
+      id: webhookDeliveries.id,
+      eventId: webhookDeliveries.eventId,
+      eventType: webhookDeliveries.eventType,
+      status: webhookDeliveries.status,
+      attempts: webhookDeliveries.attempts,
+      lastError: webhookDeliveries.lastError,
+      lastAttemptAt: webhookDeliveries.lastAttemptAt,
+      nextAttemptAt: webhookDeliveries.nextAttemptAt,
+      createdAt: webhookDeliveries.createdAt,
+    })
+    .from(webhookDeliveries)
+    .where(eq(webhookDeliveries.endpointId, endpointId))
+    .orderBy(desc(webhookDeliveries.createdAt))
+    .limit(limit);
 }

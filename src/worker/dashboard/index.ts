@@ -8,6 +8,7 @@ import { registerEventDetail } from "./pages/event-detail.tsx";
 import { registerEvents } from "./pages/events.tsx";
 import { registerOverview } from "./pages/overview.tsx";
 import { registerPoisoned } from "./pages/poisoned.tsx";
+import { registerWebhooks } from "./pages/webhooks.tsx";
 import { dashboardHeaders, noStore, sameOriginForms } from "./security.ts";
 import { requireSession } from "./session.ts";
 import { DASHBOARD_CSS } from "./styles.ts";
@@ -33,6 +34,7 @@ export function dashboardApp(): Hono<DashboardEnv> {
   registerEventDetail(dashboard);
   registerPoisoned(dashboard);
   registerAlerts(dashboard);
+  registerWebhooks(dashboard);
   dashboard.onError(dashboardError);
   return dashboard;
 }

@@ -22,7 +22,9 @@ function Deliveries({ deliveries }: { deliveries: EventDelivery[] }) {
     <>
       {deliveries.map((d) => (
         <div class="group">
-          <h3>{d.endpointUrl}</h3>
+          <h3>
+            <a href={`/dashboard/webhooks/${d.endpointId}`}>{d.endpointUrl}</a>
+          </h3>
           <div class="meta">
             <StateBadge state={d.status} />
             {` ${d.attempts} attempt${d.attempts === 1 ? "" : "s"} · created ${time(d.createdAt)}`}

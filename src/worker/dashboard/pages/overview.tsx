@@ -159,7 +159,9 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
             {deliveries.map((d) => (
               <tr>
                 <td class="time">{time(d.failedAt)}</td>
-                <td class="mono">{d.endpointUrl}</td>
+                <td class="mono">
+                  <a href={`/dashboard/webhooks/${d.endpointId}`}>{d.endpointUrl}</a>
+                </td>
                 <td class="mono">
                   <a href={`/dashboard/events/${d.eventId}`}>{d.eventType}</a>
                 </td>
