@@ -11,6 +11,7 @@ export { events, alerts, relayState, type Fanout, type FanoutEntry } from "./sch
 export {
   defineSubscriptions,
   findSubscription,
+  isTypeGlob,
   matchesGlob,
   SUBSCRIPTION_NAME,
   type Subscription,
@@ -29,7 +30,13 @@ export {
 
 // Transport.
 export { createNullPublisher, type Publisher } from "./publisher.ts";
-export { createQStashPublisher, jobUrl, FAILURE_CALLBACK_PATH } from "./qstash-publisher.ts";
+export {
+  createQStashPublisher,
+  jobUrl,
+  failureCallbackUrl,
+  JOBS_PATH,
+  FAILURE_CALLBACK_PATH,
+} from "./qstash-publisher.ts";
 export { PublishError, InvalidInputError, type FailureKind } from "./errors.ts";
 
 // The relay.
@@ -49,6 +56,7 @@ export {
   listAlerts,
   requeue,
   stats,
+  UUID_PATTERN,
   type AlertRow,
   type EventRow,
   type Stats,

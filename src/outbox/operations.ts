@@ -14,7 +14,9 @@ export interface EventRow extends ClaimedEvent {
   state: EventState;
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+/** An event id as text (any case), as a regex source: route patterns use it too. */
+export const UUID_PATTERN = "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}";
+const UUID = new RegExp(`^${UUID_PATTERN}$`);
 
 export function assertEventId(id: string): void {
   if (!UUID.test(id)) throw new InvalidInputError(`"${id}" is not an event id (a UUID)`);
