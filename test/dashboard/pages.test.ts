@@ -6,6 +6,7 @@ import { useTestDatabase } from "../support/db.ts";
 import { seedEvents } from "../support/events.ts";
 import { resetOutbox } from "../support/relay.ts";
 import { bindings } from "../support/worker.ts";
+import { importSecretsKey, newSecretsKey, openSecret } from "../../src/domain/webhooks/secret-box.ts";
 
 // Every page and action, signed in, through the app as the Worker runs it.
 const t = useTestDatabase();
@@ -18,7 +19,7 @@ const ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;";
 beforeAll(async () => {
   proxy = await startWsProxy();
   configureNeonForWsProxy(proxy);
-  env = bindings({ DATABASE_URL: t.url, NEON_WS_PROXY: proxy.address });
+  env = bindings({ DATABASE_URL: t.url, NEON_WS_PROXY: proxy.address, WEBHOOK_SECRETS_KEY: newSecretsKey() });
   browser = dashboardClient(() => env);
   expect((await browser.login()).status).toBe(303);
 });
@@ -381,6 +382,67 @@ describe("webhook endpoints", () => {
     expect(detail.text).toContain(`receiver said ${ESCAPED}`);
     expect(detail.text).not.toContain("sealed");
     expect((await browser.get("/dashboard/webhooks/00000000-0000-4000-8000-000000000000")).status).toBe(404);
+  });
+});
+
+describe("webhook endpoint actions", () => {
+  it("disables and enables an endpoint, and refuses a cross-site post", async () => {
+    const id = await endpoint("https://receiver.example/toggle");
+    const enabled = async () =>
+      (await t.pool.query(`SELECT enabled, disabled_reason FROM webhook_endpoints WHERE id = $1`, [id]))
+        .rows[0];
+    const page = await browser.get(`/dashboard/webhooks/${id}`);
+    expect(page.text).toContain('<input type="hidden" name="enabled" value="false"/>');
+
+    const forged = await browser.post(
+      `/dashboard/webhooks/${id}/enabled`,
+      { enabled: "false" },
+      { Origin: "https://evil.example" },
+    );
+    expect(forged.status).toBe(403);
+    expect((await enabled()).enabled).toBe(true);
+
+    const off = await browser.post(`/dashboard/webhooks/${id}/enabled`, { enabled: "false" });
+    expect(off.headers.get("location")).toBe(`/dashboard/webhooks/${id}?disabled=1`);
+    expect(await enabled()).toEqual({ enabled: false, disabled_reason: "disabled by an operator" });
+    const after = await browser.get(off.headers.get("location")!);
+    expect(after.text).toContain("Endpoint disabled.");
+    expect(after.text).toContain('<span class="state state-failed">disabled</span>');
+
+    await browser.post(`/dashboard/webhooks/${id}/enabled`, { enabled: "true" });
+    expect(await enabled()).toEqual({ enabled: true, disabled_reason: null });
+    expect((await browser.post(`/dashboard/webhooks/${id}/enabled`, { enabled: "maybe" })).status).toBe(400);
+    const unknown = "00000000-0000-4000-8000-000000000000";
+    expect((await browser.post(`/dashboard/webhooks/${unknown}/enabled`, { enabled: "true" })).status).toBe(
+      404,
+    );
+  });
+
+  it("rotates the secret and shows the new one once, and on no other page", async () => {
+    const id = await endpoint("https://receiver.example/rotate");
+    const rotated = await browser.post(`/dashboard/webhooks/${id}/rotate-secret`, {});
+    expect(rotated.status).toBe(200);
+    expect(rotated.headers.get("cache-control")).toBe("no-store");
+    const secret = /<pre id="secret">([^<]+)<\/pre>/.exec(rotated.text)![1]!;
+    expect(secret).toMatch(/^whsec_/);
+    const { rows } = await t.pool.query(`SELECT secret_box FROM webhook_endpoints WHERE id = $1`, [id]);
+    expect(await openSecret(await importSecretsKey(env.WEBHOOK_SECRETS_KEY!), rows[0].secret_box, id)).toBe(
+      secret,
+    );
+
+    for (const path of [`/dashboard/webhooks/${id}`, "/dashboard/webhooks", "/dashboard"]) {
+      expect((await browser.get(path)).text, path).not.toContain(secret);
+    }
+    const forged = await browser.post(
+      `/dashboard/webhooks/${id}/rotate-secret`,
+      {},
+      { Origin: "https://evil.example" },
+    );
+    expect(forged.status).toBe(403);
+    const { rows: still } = await t.pool.query(`SELECT secret_box FROM webhook_endpoints WHERE id = $1`, [
+      id,
+    ]);
+    expect(still[0].secret_box).toBe(rows[0].secret_box);
   });
 });
 

@@ -1,4 +1,7 @@
 import type { Hono } from "hono";
+import { z } from "zod";
+import { rotateSecret } from "../../../domain/webhooks/rotate-secret.ts";
+import { updateEndpoint } from "../../../domain/webhooks/update.ts";
 import {
   endpointDeliveries,
   endpointHealth,
@@ -6,15 +9,19 @@ import {
 } from "../../../domain/webhooks/delivery-log.ts";
 import { ApiError } from "../../errors.ts";
 import { idParam } from "../../routes/params.ts";
+import { valid } from "../../validate.ts";
+import { requireSecretsKey, webhookSecretsKey } from "../../webhook-secrets-key.ts";
 import type { DashboardEnv } from "../env.ts";
-import { StateBadge, render, time } from "../layout.tsx";
+import { Notice, StateBadge, render, time } from "../layout.tsx";
 
 /**
- * Webhook endpoints, read-only for now: their health and what was delivered.
- * The actions (enable/disable, rotate, send test, redeliver, recover) belong with
- * the endpoint use cases the webhooks work is adding; they join these pages then.
- * The secret is never shown here: it exists only sealed in the table.
+ * Webhook endpoints: their health, what was delivered, enable/disable and secret
+ * rotation through the endpoint use cases (src/domain/webhooks). A secret is shown
+ * once, in the answer to the rotation that made it, and never on any other page.
+ * Send test, redeliver and recover wait for the delivery engine's use cases.
  */
+
+const enabledForm = z.object({ enabled: z.enum(["true", "false"]).transform((v) => v === "true") });
 
 function successRate(e: EndpointHealth): string {
   if (e.attempts24h === 0) return "no attempts";
@@ -88,7 +95,29 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
       c,
       { title: "Webhook endpoint", section: "webhooks" },
       <>
+        <Notice
+          text={
+            c.req.query("enabled") !== undefined
+              ? "Endpoint enabled."
+              : c.req.query("disabled") !== undefined
+                ? "Endpoint disabled."
+                : undefined
+          }
+        />
         <h1 class="mono">{endpoint.url}</h1>
+        <div class="actions">
+          <form class="inline" method="post" action={`/dashboard/webhooks/${endpoint.id}/enabled`}>
+            <input type="hidden" name="enabled" value={endpoint.enabled ? "false" : "true"} />
+            <button class={endpoint.enabled ? "btn danger" : "btn"} type="submit">
+              {endpoint.enabled ? "Disable" : "Enable"}
+            </button>
+          </form>
+          <form class="inline" method="post" action={`/dashboard/webhooks/${endpoint.id}/rotate-secret`}>
+            <button class="btn secondary" type="submit">
+              Rotate secret
+            </button>
+          </form>
+        </div>
         <table class="kv">
           <tr>
             <th>health</th>
@@ -152,6 +181,54 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
           </table>
         )}
       </>,
+    );
+  });
+
+  dashboard.post(
+    "/webhooks/:id/enabled",
+    idParam("webhook endpoint"),
+    valid("form", enabledForm),
+    async (c) => {
+      const id = c.req.valid("param").id;
+      const { enabled } = c.req.valid("form");
+      // Only `enabled` changes, so the URL policy is never consulted; it is passed as the API passes it.
+      await updateEndpoint(
+        c.var.db,
+        id,
+        { enabled },
+        { allowPrivate: c.var.config.WEBHOOK_ALLOW_PRIVATE_URLS },
+      );
+      return c.redirect(`/dashboard/webhooks/${id}?${enabled ? "enabled" : "disabled"}=1`, 303);
+    },
+  );
+
+  // Answered with a page, not a redirect: the new secret is in this one response and nowhere else.
+  dashboard.post("/webhooks/:id/rotate-secret", idParam("webhook endpoint"), requireSecretsKey, async (c) => {
+    const id = c.req.valid("param").id;
+    const key = await webhookSecretsKey(c.var.config);
+    const { secret, endpoint } = await rotateSecret(c.var.db, key, id, {
+      windowHours: c.var.config.WEBHOOK_SECRET_ROTATION_HOURS,
+    });
+    return render(
+      c,
+      { title: "New signing secret", section: "webhooks" },
+      <div class="panel">
+        <h1>New signing secret</h1>
+        <p>
+          {"For "}
+          <span class="mono">{endpoint.url}</span>
+          {". Copy it now: it is not shown again."}
+        </p>
+        <pre id="secret">{secret}</pre>
+        <p class="muted">
+          {endpoint.previousSecretExpiresAt
+            ? `The previous secret keeps signing beside it until ${time(endpoint.previousSecretExpiresAt)}.`
+            : "The previous secret no longer signs."}
+        </p>
+        <p>
+          <a href={`/dashboard/webhooks/${id}`}>Back to the endpoint</a>
+        </p>
+      </div>,
     );
   });
 }
