@@ -19,7 +19,7 @@ export default tseslint.config(
     },
   },
   {
-    files: ["src/outbox/**/*.ts", "src/domain/**/*.ts", "src/worker/**/*.ts"],
+    files: ["src/outbox/**/*.ts", "src/domain/**/*.ts", "src/worker/**/*.{ts,tsx}"],
     rules: {
       "no-restricted-imports": ["error", { patterns: [EDGE_SAFE] }],
     },

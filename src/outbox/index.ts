@@ -61,6 +61,17 @@ export {
   type EventRow,
   type Stats,
 } from "./operations.ts";
+export { browseEvents, type BrowseOptions, type EventFilter, type EventPage } from "./browse.ts";
+export {
+  errorFingerprint,
+  poisonedGroups,
+  poisonedIdsWithFingerprint,
+  GROUP_SCAN_LIMIT,
+  type PoisonedGroup,
+  type PoisonedGroups,
+} from "./poison-groups.ts";
+export { eventsPerMinute, type MinuteCount } from "./throughput.ts";
+export { resolveAlerts, openAlertKinds } from "./alert-resolution.ts";
 export {
   deleteOldFannedEvents,
   evaluateAlerts,

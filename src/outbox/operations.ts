@@ -23,7 +23,7 @@ export function assertEventId(id: string): void {
 }
 
 /** An events row as the drivers return it. */
-interface DbEvent extends DbClaimedEvent {
+export interface DbEvent extends DbClaimedEvent {
   fanned_out_at: Date | null;
   fanout: Fanout | null;
   last_error: string | null;
@@ -31,10 +31,10 @@ interface DbEvent extends DbClaimedEvent {
   poisoned_at: Date | null;
 }
 
-const COLUMNS = `seq, id, type, subject, scope, payload, created_at, fanned_out_at, fanout, attempts,
+export const COLUMNS = `seq, id, type, subject, scope, payload, created_at, fanned_out_at, fanout, attempts,
   last_error, next_attempt_at, poisoned_at`;
 
-function toEvent(r: DbEvent): EventRow {
+export function toEvent(r: DbEvent): EventRow {
   return {
     ...eventFromRow(r),
     fannedOutAt: r.fanned_out_at,
