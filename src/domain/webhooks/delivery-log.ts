@@ -1,6 +1,7 @@
 import { asc, desc, eq, gte, inArray, sql } from "drizzle-orm";
 import type { Db } from "../db.ts";
 import { webhookAttempts, webhookDeliveries, webhookEndpoints } from "../schema.ts";
+import { queryRows } from "./rows.ts";
 
 /**
  * Read-only views of the webhook tables for operators: what an event caused, what
@@ -186,26 +187,118 @@ export interface EndpointDelivery {
   createdAt: Date;
 }
 
-/** An endpoint's deliveries, newest first. */
+/**
+ * Where a page of an endpoint's deliveries ends: the last row's `created_at`
+ * as Postgres's text, to the microsecond (a JS Date keeps only milliseconds
+ * and would skip or repeat rows created in the same millisecond), and its id,
+ * which breaks ties.
+ */
+export interface DeliveryCursor {
+  createdAt: string;
+  id: string;
+}
+
+export interface DeliveryPage {
+  deliveries: EndpointDelivery[];
+  /** The cursor of the next (older) page, or null when this is the last. */
+  next: DeliveryCursor | null;
+}
+
+/**
+ * One page of an endpoint's deliveries, newest first, by keyset on
+ * (created_at, id): never OFFSET, so a page costs the same however deep it is,
+ * and deliveries created meanwhile do not shift the next page. The row
+ * comparison runs on webhook_deliveries_endpoint_created_idx (endpoint_id,
+ * created_at), the id only settling ties within one microsecond.
+ */
 export async function endpointDeliveries(
   db: Db,
   endpointId: string,
-  limit = 50,
-): Promise<EndpointDelivery[]> {
-  return db
+  options: { before?: DeliveryCursor; limit?: number } = {},
+): Promise<DeliveryPage> {
+  const limit = options.limit ?? 50;
+  const before = options.before
+    ? sql`AND (created_at, id) < (${options.before.createdAt}::timestamptz, ${options.before.id}::uuid)`
+    : sql``;
+  const rows = await queryRows<{
+    id: string;
+    event_id: string;
+    event_type: string;
+    status: string;
+    attempts: number;
+    last_error: string | null;
+    last_attempt_at: Date | null;
+    next_attempt_at: Date | null;
+    created_at: Date;
+    cursor: string;
+  }>(
+    db,
+    sql`SELECT id, event_id, event_type, status, attempts, last_error, last_attempt_at,
+               next_attempt_at, created_at,
+               to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS cursor
+          FROM webhook_deliveries
+         WHERE endpoint_id = ${endpointId} ${before}
+         ORDER BY created_at DESC, id DESC
+         LIMIT ${limit + 1}`,
+  );
+  const page = rows.slice(0, limit);
+  const last = page.at(-1);
+  return {
+    deliveries: page.map((r) => ({
+      id: r.id,
+      eventId: r.event_id,
+      eventType: r.event_type,
+      status: r.status,
+      attempts: r.attempts,
+      lastError: r.last_error,
+      lastAttemptAt: date(r.last_attempt_at),
+      nextAttemptAt: date(r.next_attempt_at),
+      createdAt: date(r.created_at)!,
+    })),
+    next: rows.length > limit && last ? { createdAt: last.cursor, id: last.id } : null,
+  };
+}
+
+/** The Neon Pool and node-postgres both parse timestamptz, but raw rows are typed loosely: one place to be sure. */
+function date(v: Date | string | null): Date | null {
+  return v === null ? null : new Date(v);
+}
+
+export interface DeliveryDetail extends EventDelivery {
+  eventId: string;
+  eventType: string;
+  scope: string | null;
+  lastAttemptAt: Date | null;
+}
+
+/** One delivery with its endpoint's URL and every attempt, oldest first; undefined when there is none. */
+export async function deliveryWithAttempts(db: Db, deliveryId: string): Promise<DeliveryDetail | undefined> {
+  const [delivery] = await db
     .select({
       id: webhookDeliveries.id,
+      endpointId: webhookDeliveries.endpointId,
+      endpointUrl: webhookEndpoints.url,
       eventId: webhookDeliveries.eventId,
       eventType: webhookDeliveries.eventType,
+      scope: webhookDeliveries.scope,
       status: webhookDeliveries.status,
       attempts: webhookDeliveries.attempts,
       lastError: webhookDeliveries.lastError,
       lastAttemptAt: webhookDeliveries.lastAttemptAt,
       nextAttemptAt: webhookDeliveries.nextAttemptAt,
+      deliveredAt: webhookDeliveries.deliveredAt,
+      failedAt: webhookDeliveries.failedAt,
+      messageId: webhookDeliveries.messageId,
       createdAt: webhookDeliveries.createdAt,
     })
     .from(webhookDeliveries)
-    .where(eq(webhookDeliveries.endpointId, endpointId))
-    .orderBy(desc(webhookDeliveries.createdAt))
-    .limit(limit);
+    .innerJoin(webhookEndpoints, eq(webhookEndpoints.id, webhookDeliveries.endpointId))
+    .where(eq(webhookDeliveries.id, deliveryId));
+  if (!delivery) return undefined;
+  const attemptLog = await db
+    .select()
+    .from(webhookAttempts)
+    .where(eq(webhookAttempts.deliveryId, deliveryId))
+    .orderBy(asc(webhookAttempts.id));
+  return { ...delivery, attemptLog };
 }

@@ -8,6 +8,7 @@ import { registerEventDetail } from "./pages/event-detail.tsx";
 import { registerEvents } from "./pages/events.tsx";
 import { registerOverview } from "./pages/overview.tsx";
 import { registerPoisoned } from "./pages/poisoned.tsx";
+import { registerWebhookDeliveries } from "./pages/webhook-deliveries.tsx";
 import { registerWebhooks } from "./pages/webhooks.tsx";
 import { dashboardHeaders, noStore, sameOriginForms } from "./security.ts";
 import { requireSession } from "./session.ts";
@@ -35,6 +36,7 @@ export function dashboardApp(): Hono<DashboardEnv> {
   registerPoisoned(dashboard);
   registerAlerts(dashboard);
   registerWebhooks(dashboard);
+  registerWebhookDeliveries(dashboard);
   dashboard.onError(dashboardError);
   return dashboard;
 }

@@ -47,6 +47,9 @@ button{font:inherit;cursor:pointer}
 .btn{background:var(--accent);color:#fff;border:0;border-radius:4px;padding:.3rem .8rem}
 .btn.secondary{background:#fff;color:var(--fg);border:1px solid #c3c8d2}
 .btn.danger{background:var(--bad)}
+.btn.small{padding:.05rem .5rem;font-size:.8rem}
+.actions form{display:flex;gap:.4rem;align-items:center;margin:0}
+.actions label{font-size:.85rem;color:var(--muted)}
 .inline{display:inline}
 .group{background:var(--card);border:1px solid var(--line);border-radius:8px;margin:.9rem 0;padding:.8rem 1rem}
 .group h3{margin:0 0 .3rem;font-size:.95rem;font-family:ui-monospace,monospace;word-break:break-word}

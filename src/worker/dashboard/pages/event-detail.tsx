@@ -5,6 +5,7 @@ import { ApiError } from "../../errors.ts";
 import { idParam } from "../../routes/params.ts";
 import type { DashboardEnv } from "../env.ts";
 import { Notice, StateBadge, render, time } from "../layout.tsx";
+import { AttemptTable, deliveryHref } from "./webhook-deliveries.tsx";
 
 /** Where the row stands in the relay's eyes; a poisoned row has no next attempt, whatever the column says. */
 function attemptsLine(e: EventRow): string {
@@ -32,30 +33,11 @@ function Deliveries({ deliveries }: { deliveries: EventDelivery[] }) {
             {d.failedAt ? ` · gave up ${time(d.failedAt)}` : ""}
             {d.status === "pending" && d.nextAttemptAt ? ` · next attempt ${time(d.nextAttemptAt)}` : ""}
             {d.messageId ? ` · QStash ${d.messageId}` : ""}
+            {" · "}
+            <a href={deliveryHref(d.id)}>delivery</a>
           </div>
           {d.lastError ? <p class="error">{d.lastError}</p> : null}
-          {d.attemptLog.length === 0 ? (
-            <p class="muted">No attempt yet.</p>
-          ) : (
-            <table>
-              <tr>
-                <th>attempted</th>
-                <th class="num">status</th>
-                <th class="num">ms</th>
-                <th>error</th>
-                <th>response (first 2 KB)</th>
-              </tr>
-              {d.attemptLog.map((a) => (
-                <tr>
-                  <td class="time">{time(a.attemptedAt)}</td>
-                  <td class="num">{a.status === null ? "–" : String(a.status)}</td>
-                  <td class="num">{String(a.durationMs)}</td>
-                  <td class="error">{a.error ?? ""}</td>
-                  <td class="mono">{a.responseBody ?? ""}</td>
-                </tr>
-              ))}
-            </table>
-          )}
+          <AttemptTable attempts={d.attemptLog} />
         </div>
       ))}
     </>

@@ -5,6 +5,7 @@ import { eventsPerMinute, listAlerts, stats } from "../../../outbox/index.ts";
 import { LineChart } from "../chart.tsx";
 import type { DashboardEnv } from "../env.ts";
 import { age, render, time } from "../layout.tsx";
+import { deliveryEventHref } from "./webhook-deliveries.tsx";
 
 /** Seconds between reloads of the overview: live enough to watch a backlog drain. */
 export const OVERVIEW_REFRESH_SECONDS = 5;
@@ -163,7 +164,7 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
                   <a href={`/dashboard/webhooks/${d.endpointId}`}>{d.endpointUrl}</a>
                 </td>
                 <td class="mono">
-                  <a href={`/dashboard/events/${d.eventId}`}>{d.eventType}</a>
+                  <a href={deliveryEventHref(d)}>{d.eventType}</a>
                 </td>
                 <td class="num">{String(d.attempts)}</td>
                 <td class="error">{d.lastError ?? "–"}</td>

@@ -1,6 +1,8 @@
 import type { Hono } from "hono";
 import { z } from "zod";
+import { recoverFailed } from "../../../domain/webhooks/recover.ts";
 import { rotateSecret } from "../../../domain/webhooks/rotate-secret.ts";
+import { sendTestEvent } from "../../../domain/webhooks/send-test.ts";
 import { updateEndpoint } from "../../../domain/webhooks/update.ts";
 import {
   endpointDeliveries,
@@ -10,18 +12,59 @@ import {
 import { ApiError } from "../../errors.ts";
 import { idParam } from "../../routes/params.ts";
 import { valid } from "../../validate.ts";
+import { deliverQueueFor } from "../../webhooks.ts";
 import { requireSecretsKey, webhookSecretsKey } from "../../webhook-secrets-key.ts";
 import type { DashboardEnv } from "../env.ts";
 import { Notice, StateBadge, render, time } from "../layout.tsx";
+import { RedeliverForm, deliveryEventHref, deliveryHref } from "./webhook-deliveries.tsx";
 
 /**
  * Webhook endpoints: their health, what was delivered, enable/disable and secret
  * rotation through the endpoint use cases (src/domain/webhooks). A secret is shown
  * once, in the answer to the rotation that made it, and never on any other page.
- * Send test, redeliver and recover wait for the delivery engine's use cases.
+ * Send test and recover go through the delivery use cases (send-test.ts,
+ * recover.ts); redeliver is on each delivery (webhook-deliveries.tsx).
  */
 
 const enabledForm = z.object({ enabled: z.enum(["true", "false"]).transform((v) => v === "true") });
+
+/** `<input type="datetime-local">` sends no zone; the dashboard shows UTC everywhere, so it is read as UTC. */
+const recoverForm = z.object({
+  since: z
+    .string()
+    .trim()
+    .min(1, "must be a date and time, e.g. 2026-12-03T08:00")
+    .transform((v) => new Date(/[zZ]|[+-]\d\d:?\d\d$/.test(v) ? v : `${v}Z`))
+    .refine((d) => !Number.isNaN(+d), "must be a date and time, e.g. 2026-12-03T08:00"),
+});
+
+/** The deliveries page cursor: `<created_at to the microsecond>,<id>` as delivery-log.ts hands it out. */
+const CURSOR =
+  /^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z),([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/;
+
+const endpointQuery = z.object({
+  before: z
+    .string()
+    .regex(CURSOR, "must be a cursor from this page's older link")
+    .transform((v) => {
+      const [, createdAt, id] = CURSOR.exec(v)!;
+      return { createdAt: createdAt!, id: id! };
+    })
+    .optional(),
+  // Notices are chosen by these numbers and flags, never taken as text (ADR 0009).
+  recovered: z.coerce.number().int().min(0).optional(),
+  more: z.literal("1").optional(),
+});
+
+function recoveredNotice(n: number | undefined, more: boolean): string | undefined {
+  if (n === undefined) return undefined;
+  if (n === 0) return "No failed deliveries since that time: nothing to recover.";
+  const what = `Recovered ${n} failed deliver${n === 1 ? "y" : "ies"}: back to pending, each sent by a new job.`;
+  return more ? `${what} More remain: recover again.` : what;
+}
+
+/** The recover form's starting value: a day ago, to the minute, UTC. */
+const dayAgo = () => new Date(Date.now() - 86_400_000).toISOString().slice(0, 16);
 
 function successRate(e: EndpointHealth): string {
   if (e.attempts24h === 0) return "no attempts";
@@ -85,11 +128,12 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
     );
   });
 
-  dashboard.get("/webhooks/:id", idParam("webhook endpoint"), async (c) => {
+  dashboard.get("/webhooks/:id", idParam("webhook endpoint"), valid("query", endpointQuery), async (c) => {
     const id = c.req.valid("param").id;
+    const q = c.req.valid("query");
     const [endpoint] = await endpointHealth(c.var.db, id);
     if (!endpoint) throw new ApiError("NOT_FOUND", `webhook endpoint ${id} not found`);
-    const deliveries = await endpointDeliveries(c.var.db, id);
+    const { deliveries, next } = await endpointDeliveries(c.var.db, id, { before: q.before });
     const h = health(endpoint);
     return render(
       c,
@@ -101,7 +145,7 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
               ? "Endpoint enabled."
               : c.req.query("disabled") !== undefined
                 ? "Endpoint disabled."
-                : undefined
+                : recoveredNotice(q.recovered, q.more !== undefined)
           }
         />
         <h1 class="mono">{endpoint.url}</h1>
@@ -117,7 +161,27 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
               Rotate secret
             </button>
           </form>
+          {endpoint.enabled ? (
+            <form class="inline" method="post" action={`/dashboard/webhooks/${endpoint.id}/test`}>
+              <button class="btn secondary" type="submit">
+                Send test event
+              </button>
+            </form>
+          ) : null}
         </div>
+        {endpoint.enabled ? (
+          <div class="actions">
+            <form method="post" action={`/dashboard/webhooks/${endpoint.id}/recover`}>
+              <label for="since">Recover failed deliveries created since (UTC)</label>
+              <input id="since" type="datetime-local" name="since" value={dayAgo()} required />
+              <button class="btn secondary" type="submit">
+                Recover
+              </button>
+            </form>
+          </div>
+        ) : (
+          <p class="muted">Enable the endpoint to send a test event, redeliver or recover.</p>
+        )}
         <table class="kv">
           <tr>
             <th>health</th>
@@ -151,9 +215,9 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
         </table>
         <h2>Deliveries, newest first</h2>
         {deliveries.length === 0 ? (
-          <p class="muted">None yet.</p>
+          <p class="muted">{q.before ? "No older deliveries." : "None yet."}</p>
         ) : (
-          <table>
+          <table id="deliveries">
             <tr>
               <th>created</th>
               <th>event</th>
@@ -162,24 +226,45 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
               <th>last attempt</th>
               <th>next attempt</th>
               <th>last error</th>
+              {endpoint.enabled ? <th></th> : null}
             </tr>
             {deliveries.map((d) => (
               <tr>
-                <td class="time">{time(d.createdAt)}</td>
+                <td class="time">
+                  <a href={deliveryHref(d.id)}>{time(d.createdAt)}</a>
+                </td>
                 <td>
-                  <a href={`/dashboard/events/${d.eventId}`}>{d.eventType}</a>
+                  <a href={deliveryEventHref(d)}>{d.eventType}</a>
                 </td>
                 <td>
                   <StateBadge state={d.status} />
                 </td>
-                <td class="num">{String(d.attempts)}</td>
+                <td class="num">
+                  <a href={deliveryHref(d.id)}>{String(d.attempts)}</a>
+                </td>
                 <td class="time">{time(d.lastAttemptAt)}</td>
                 <td class="time">{d.status === "pending" ? time(d.nextAttemptAt) : "–"}</td>
                 <td class="error">{d.lastError ?? ""}</td>
+                {endpoint.enabled ? (
+                  <td>
+                    <RedeliverForm deliveryId={d.id} />
+                  </td>
+                ) : null}
               </tr>
             ))}
           </table>
         )}
+        <nav class="pager">
+          {q.before ? <a href={`/dashboard/webhooks/${endpoint.id}`}>« newest</a> : null}
+          {next ? (
+            <a
+              rel="next"
+              href={`/dashboard/webhooks/${endpoint.id}?${new URLSearchParams({ before: `${next.createdAt},${next.id}` })}`}
+            >
+              older »
+            </a>
+          ) : null}
+        </nav>
       </>,
     );
   });
@@ -231,4 +316,23 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
       </div>,
     );
   });
+
+  dashboard.post("/webhooks/:id/test", idParam("webhook endpoint"), async (c) => {
+    const id = c.req.valid("param").id;
+    const { deliveryId } = await sendTestEvent(c.var.db, deliverQueueFor(c.var.config), id);
+    return c.redirect(`${deliveryHref(deliveryId)}?tested=1`, 303);
+  });
+
+  // Only this endpoint's failed deliveries of its own scope (recover.ts), one batch a post.
+  dashboard.post(
+    "/webhooks/:id/recover",
+    idParam("webhook endpoint"),
+    valid("form", recoverForm),
+    async (c) => {
+      const id = c.req.valid("param").id;
+      const { since } = c.req.valid("form");
+      const { recovered, more } = await recoverFailed(c.var.db, deliverQueueFor(c.var.config), id, since);
+      return c.redirect(`/dashboard/webhooks/${id}?recovered=${recovered}${more ? "&more=1" : ""}`, 303);
+    },
+  );
 }

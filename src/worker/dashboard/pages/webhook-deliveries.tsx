@@ -1,0 +1,146 @@
+import type { Hono } from "hono";
+import { deliveryWithAttempts, type AttemptRow } from "../../../domain/webhooks/delivery-log.ts";
+import { redeliver } from "../../../domain/webhooks/redeliver.ts";
+import { TEST_EVENT_TYPE } from "../../../domain/webhooks/send-test.ts";
+import { ApiError } from "../../errors.ts";
+import { idParam } from "../../routes/params.ts";
+import { deliverQueueFor } from "../../webhooks.ts";
+import type { DashboardEnv } from "../env.ts";
+import { Notice, StateBadge, render, time } from "../layout.tsx";
+
+/**
+ * One webhook delivery with every attempt, and redeliver through the delivery
+ * use case (src/domain/webhooks/redeliver.ts). It is also where a `webhook.test`
+ * delivery is shown: a test event is no row in `events`, so it has no event page.
+ */
+
+/** Where a delivery's "event" links: its event's page, or for a test event (no event row) the delivery's own. */
+export function deliveryEventHref(d: { id: string; eventId: string; eventType: string }): string {
+  return d.eventType === TEST_EVENT_TYPE ? deliveryHref(d.id) : `/dashboard/events/${d.eventId}`;
+}
+
+export const deliveryHref = (id: string) => `/dashboard/webhooks/deliveries/${id}`;
+
+export function AttemptTable({ attempts }: { attempts: AttemptRow[] }) {
+  if (attempts.length === 0) return <p class="muted">No attempt yet.</p>;
+  return (
+    <table class="attempts">
+      <tr>
+        <th>attempted</th>
+        <th class="num">status</th>
+        <th class="num">ms</th>
+        <th>error</th>
+        <th>response (first 2 KB)</th>
+      </tr>
+      {attempts.map((a) => (
+        <tr>
+          <td class="time">{time(a.attemptedAt)}</td>
+          <td class="num">{a.status === null ? "–" : String(a.status)}</td>
+          <td class="num">{String(a.durationMs)}</td>
+          <td class="error">{a.error ?? ""}</td>
+          <td class="mono">{a.responseBody ?? ""}</td>
+        </tr>
+      ))}
+    </table>
+  );
+}
+
+export function RedeliverForm({ deliveryId, label = "Redeliver" }: { deliveryId: string; label?: string }) {
+  return (
+    <form class="inline" method="post" action={`${deliveryHref(deliveryId)}/redeliver`}>
+      <button class="btn secondary small" type="submit">
+        {label}
+      </button>
+    </form>
+  );
+}
+
+export function registerWebhookDeliveries(dashboard: Hono<DashboardEnv>) {
+  dashboard.get("/webhooks/deliveries/:id", idParam("webhook delivery"), async (c) => {
+    const id = c.req.valid("param").id;
+    const d = await deliveryWithAttempts(c.var.db, id);
+    if (!d) throw new ApiError("NOT_FOUND", `webhook delivery ${id} not found`);
+    const isTest = d.eventType === TEST_EVENT_TYPE;
+    // Fixed texts chosen by a flag: a link must not be able to put words on this page.
+    const notice =
+      c.req.query("tested") !== undefined
+        ? "Test event sent. This page reloads until it is delivered or gives up."
+        : c.req.query("redelivered") !== undefined
+          ? "Queued again: back to pending, sent by a new job. This page reloads until it settles."
+          : undefined;
+    return render(
+      c,
+      {
+        title: "Webhook delivery",
+        section: "webhooks",
+        // Only right after an action, and only while it can still change by itself.
+        refresh: notice && d.status === "pending" ? 2 : undefined,
+      },
+      <>
+        <Notice text={notice} />
+        <h1>
+          {`${d.eventType} `}
+          <StateBadge state={d.status} />
+        </h1>
+        <div class="actions">
+          <RedeliverForm deliveryId={d.id} label="Redeliver this delivery" />
+        </div>
+        <table class="kv">
+          <tr>
+            <th>endpoint</th>
+            <td class="mono">
+              <a href={`/dashboard/webhooks/${d.endpointId}`}>{d.endpointUrl}</a>
+            </td>
+          </tr>
+          <tr>
+            <th>event</th>
+            <td class="mono">
+              {isTest ? (
+                `${d.eventId} (a test event: sent to this endpoint only, not recorded as an event)`
+              ) : (
+                <a href={`/dashboard/events/${d.eventId}`}>{d.eventId}</a>
+              )}
+            </td>
+          </tr>
+          <tr>
+            <th>scope</th>
+            <td>{d.scope ?? "–"}</td>
+          </tr>
+          <tr>
+            <th>created</th>
+            <td class="time">{time(d.createdAt)}</td>
+          </tr>
+          <tr>
+            <th>outcome</th>
+            <td>
+              {d.deliveredAt
+                ? `delivered ${time(d.deliveredAt)}`
+                : d.failedAt
+                  ? `gave up ${time(d.failedAt)}`
+                  : d.nextAttemptAt
+                    ? `next attempt ${time(d.nextAttemptAt)}`
+                    : "waiting for its job"}
+            </td>
+          </tr>
+          <tr>
+            <th>QStash message</th>
+            <td class="mono">{d.messageId ?? "–"}</td>
+          </tr>
+          <tr>
+            <th>last error</th>
+            <td class="error">{d.lastError ?? "–"}</td>
+          </tr>
+        </table>
+        <h2>{`Attempts (${d.attemptLog.length})`}</h2>
+        <AttemptTable attempts={d.attemptLog} />
+      </>,
+    );
+  });
+
+  // Whatever its state; the use case refuses a disabled endpoint (409) and keeps to the delivery's scope.
+  dashboard.post("/webhooks/deliveries/:id/redeliver", idParam("webhook delivery"), async (c) => {
+    const id = c.req.valid("param").id;
+    await redeliver(c.var.db, deliverQueueFor(c.var.config), id);
+    return c.redirect(`${deliveryHref(id)}?redelivered=1`, 303);
+  });
+}

@@ -1,0 +1,350 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { startQStashDev, type QStashDev } from "../../infra/qstash-dev/server.ts";
+import { configureNeonForWsProxy, startWsProxy, type WsProxy } from "../../infra/ws-proxy.ts";
+import type { Db } from "../../src/domain/db.ts";
+import { deliverWebhook } from "../../src/domain/webhooks/deliver.ts";
+import type { Bindings } from "../../src/worker/env.ts";
+import { startReceiver } from "../qstash-dev/receiver.ts";
+import { dashboardClient } from "../support/dashboard.ts";
+import { useTestDatabase } from "../support/db.ts";
+import { seedEvents } from "../support/events.ts";
+import { insertEndpoint, useSecretsKey, verifyWebhook } from "../support/webhooks.ts";
+import { bindings } from "../support/worker.ts";
+
+// The webhook endpoint page's delivery actions (send test, redeliver, recover)
+// and its deliveries list, through the app as the Worker runs it. Jobs go to the
+// QStash dev server, paused: each is published, never delivered by QStash; a
+// test that needs the attempt runs the delivery use case itself.
+const t = useTestDatabase();
+const secrets = useSecretsKey();
+let proxy: WsProxy;
+let qstash: QStashDev;
+let receiver: Awaited<ReturnType<typeof startReceiver>>;
+let env: Bindings;
+let browser: ReturnType<typeof dashboardClient>;
+const EVIL = { Origin: "https://evil.example" };
+
+beforeAll(async () => {
+  proxy = await startWsProxy();
+  configureNeonForWsProxy(proxy);
+  qstash = await startQStashDev({ log: () => undefined });
+  qstash.pauseDelivery();
+  receiver = await startReceiver();
+  env = bindings({
+    DATABASE_URL: t.url,
+    NEON_WS_PROXY: proxy.address,
+    QSTASH_URL: qstash.url,
+    QSTASH_TOKEN: qstash.token,
+    WEBHOOK_SECRETS_KEY: secrets.base64,
+  });
+  browser = dashboardClient(() => env);
+  expect((await browser.login()).status).toBe(303);
+});
+afterAll(async () => {
+  await Promise.all([proxy?.close(), qstash?.close(), receiver?.close()]);
+});
+beforeEach(async () => {
+  await t.pool.query("TRUNCATE webhook_endpoints CASCADE");
+  receiver.reset();
+  qstash.reset();
+  qstash.pauseDelivery();
+});
+
+const endpoint = (path: string, scope: string | null = null, enabled = true) =>
+  insertEndpoint(t.pool, secrets.key, { url: receiver.url(path), scope, enabled });
+
+/** A delivery row as fan-out leaves it, then settled as `status` says. */
+async function delivery(
+  endpointId: string,
+  status: "pending" | "delivered" | "failed",
+  scope?: string | null,
+) {
+  const [eventId] = await seedEvents(t.pool, 1, { fanned: true });
+  const { rows } = await t.pool.query(
+    `INSERT INTO webhook_deliveries (endpoint_id, event_id, event_type, scope, body, status, attempts,
+                                     failed_at, delivered_at, last_error)
+     SELECT $1, $2, 'supplier.connected', COALESCE($4, e.scope), '{"type":"supplier.connected"}', $3,
+            CASE WHEN $3 = 'pending' THEN 0 ELSE 1 END,
+            CASE WHEN $3 = 'failed' THEN now() END, CASE WHEN $3 = 'delivered' THEN now() END,
+            CASE WHEN $3 = 'failed' THEN 'endpoint answered 500' END
+       FROM webhook_endpoints e WHERE e.id = $1
+     RETURNING id`,
+    [endpointId, eventId, status, scope ?? null],
+  );
+  return rows[0].id as string;
+}
+
+async function rows(endpointId: string) {
+  const { rows } = await t.pool.query(
+    `SELECT id, event_type, status, message_id, scope FROM webhook_deliveries WHERE endpoint_id = $1 ORDER BY created_at, id`,
+    [endpointId],
+  );
+  return rows as {
+    id: string;
+    event_type: string;
+    status: string;
+    message_id: string | null;
+    scope: string | null;
+  }[];
+}
+
+const publishedFor = (deliveryId: string) =>
+  qstash.messages().filter((m) => m.kind !== "failure-callback" && m.body.includes(deliveryId));
+
+const deliver = async (deliveryId: string) =>
+  deliverWebhook({ db: t.db as unknown as Db, secretsKey: await secrets.key, schedule: [5] }, deliveryId, 0);
+
+describe("send test event", () => {
+  it("sends to that endpoint only, answers with the delivery's page, which then shows the delivered attempt", async () => {
+    const scope = "acme";
+    const target = await endpoint("/target", scope);
+    const sibling = await endpoint("/sibling", scope);
+    const other = await endpoint("/other", "globex");
+    const page = await browser.get(`/dashboard/webhooks/${target.id}`);
+    expect(page.text).toContain(
+      `<form class="inline" method="post" action="/dashboard/webhooks/${target.id}/test">`,
+    );
+
+    const sent = await browser.post(`/dashboard/webhooks/${target.id}/test`, {});
+    expect(sent.status).toBe(303);
+    const location = sent.headers.get("location")!;
+    const [, deliveryId] = /^\/dashboard\/webhooks\/deliveries\/([0-9a-f-]{36})\?tested=1$/.exec(location)!;
+    expect(await rows(target.id)).toEqual([
+      expect.objectContaining({ id: deliveryId, event_type: "webhook.test", status: "pending", scope }),
+    ]);
+    expect(await rows(sibling.id)).toEqual([]);
+    expect(await rows(other.id)).toEqual([]);
+    expect(publishedFor(deliveryId!)).toHaveLength(1);
+
+    const pending = await browser.get(location);
+    expect(pending.status).toBe(200);
+    expect(pending.text).toContain("Test event sent. This page reloads until it is delivered or gives up.");
+    expect(pending.text).toMatch(/<h1>webhook\.test <span class="state state-pending">pending<\/span><\/h1>/);
+    expect(pending.text).toMatch(/<meta http-equiv="refresh" content="2"/);
+    // A test event is no row in `events`: nothing links to an event page that would 404.
+    expect(pending.text).not.toContain('href="/dashboard/events/');
+    expect(pending.text).toContain("No attempt yet.");
+
+    expect(await deliver(deliveryId!)).toMatchObject({ kind: "delivered" });
+    const [post] = receiver.received;
+    expect(verifyWebhook(target.secret, post!.body, post!.headers)).toMatchObject({ type: "webhook.test" });
+    const delivered = await browser.get(location);
+    expect(delivered.text).toMatch(/<span class="state state-delivered">delivered<\/span>/);
+    expect(delivered.text).toMatch(
+      /<h2>Attempts \(1\)<\/h2><table class="attempts">.*<td class="num">200<\/td>/,
+    );
+    expect(delivered.text).not.toMatch(/http-equiv="refresh"/);
+
+    const list = await browser.get(`/dashboard/webhooks/${target.id}`);
+    expect(list.text).toContain(`<a href="/dashboard/webhooks/deliveries/${deliveryId}">webhook.test</a>`);
+    expect(list.text).not.toContain('href="/dashboard/events/');
+  });
+
+  it("needs a session, refuses a cross-site post and a disabled endpoint, and creates nothing then", async () => {
+    const target = await endpoint("/target");
+    const stranger = dashboardClient(() => env);
+    expect((await stranger.post(`/dashboard/webhooks/${target.id}/test`, {})).status).toBe(401);
+    expect((await browser.post(`/dashboard/webhooks/${target.id}/test`, {}, EVIL)).status).toBe(403);
+    const off = await endpoint("/off", null, false);
+    const refused = await browser.post(`/dashboard/webhooks/${off.id}/test`, {});
+    expect(refused.status).toBe(409);
+    expect(refused.text).toContain("enable it first");
+    expect(await rows(target.id)).toEqual([]);
+    expect(await rows(off.id)).toEqual([]);
+    expect(qstash.messages()).toHaveLength(0);
+    // A disabled endpoint's page offers none of the delivery actions.
+    const page = await browser.get(`/dashboard/webhooks/${off.id}`);
+    expect(page.text).not.toContain("/test");
+    expect(page.text).not.toContain("/recover");
+    expect(page.text).not.toContain("/redeliver");
+    expect((await browser.post(`/dashboard/webhooks/${crypto.randomUUID()}/test`, {})).status).toBe(404);
+  });
+});
+
+describe("redeliver", () => {
+  it("puts a failed delivery back to pending with a new job, and its page says so", async () => {
+    const ep = await endpoint("/again");
+    const id = await delivery(ep.id, "failed");
+    const list = await browser.get(`/dashboard/webhooks/${ep.id}`);
+    expect(list.text).toContain(`action="/dashboard/webhooks/deliveries/${id}/redeliver"`);
+
+    const res = await browser.post(`/dashboard/webhooks/deliveries/${id}/redeliver`, {});
+    expect(res.status).toBe(303);
+    expect(res.headers.get("location")).toBe(`/dashboard/webhooks/deliveries/${id}?redelivered=1`);
+    const [row] = await rows(ep.id);
+    expect(row).toMatchObject({ status: "pending" });
+    expect(row!.message_id).toBe(publishedFor(id)[0]!.messageId);
+
+    const page = await browser.get(res.headers.get("location")!);
+    expect(page.text).toContain("Queued again: back to pending, sent by a new job.");
+    expect(page.text).toMatch(/<span class="state state-pending">pending<\/span>/);
+    const { rows: events } = await t.pool.query(`SELECT event_id FROM webhook_deliveries WHERE id = $1`, [
+      id,
+    ]);
+    expect(page.text).toContain(`href="/dashboard/events/${events[0].event_id}"`);
+  });
+
+  it("needs a session and refuses a cross-site post, changing nothing", async () => {
+    const ep = await endpoint("/again");
+    const id = await delivery(ep.id, "failed");
+    const stranger = dashboardClient(() => env);
+    expect((await stranger.post(`/dashboard/webhooks/deliveries/${id}/redeliver`, {})).status).toBe(401);
+    expect((await browser.post(`/dashboard/webhooks/deliveries/${id}/redeliver`, {}, EVIL)).status).toBe(403);
+    expect(await rows(ep.id)).toEqual([expect.objectContaining({ status: "failed", message_id: null })]);
+    expect(publishedFor(id)).toHaveLength(0);
+    const unknown = crypto.randomUUID();
+    expect((await browser.post(`/dashboard/webhooks/deliveries/${unknown}/redeliver`, {})).status).toBe(404);
+    expect((await browser.get(`/dashboard/webhooks/deliveries/${unknown}`)).status).toBe(404);
+  });
+});
+
+describe("recover since a time", () => {
+  it("re-sends this endpoint's failed deliveries since then, of its own scope only", async () => {
+    const mine = await endpoint("/mine", "acme");
+    const theirs = await endpoint("/theirs", "globex");
+    const old = await delivery(mine.id, "failed");
+    await t.pool.query(`UPDATE webhook_deliveries SET created_at = now() - interval '2 days' WHERE id = $1`, [
+      old,
+    ]);
+    const recent = [await delivery(mine.id, "failed"), await delivery(mine.id, "failed")];
+    const done = await delivery(mine.id, "delivered");
+    // A row of another scope under this endpoint (only by hand): recovering must not send it.
+    const stray = await delivery(mine.id, "failed", "globex");
+    const foreign = await delivery(theirs.id, "failed");
+
+    const page = await browser.get(`/dashboard/webhooks/${mine.id}`);
+    expect(page.text).toMatch(
+      /<input id="since" type="datetime-local" name="since" value="\d{4}-\d\d-\d\dT\d\d:\d\d" required=""\/>/,
+    );
+    const since = new Date(Date.now() - 86_400_000).toISOString().slice(0, 16);
+    const res = await browser.post(`/dashboard/webhooks/${mine.id}/recover`, { since });
+    expect(res.status).toBe(303);
+    expect(res.headers.get("location")).toBe(`/dashboard/webhooks/${mine.id}?recovered=2`);
+
+    const status = Object.fromEntries((await rows(mine.id)).map((r) => [r.id, r.status]));
+    expect(status).toEqual({
+      [old]: "failed",
+      [recent[0]!]: "pending",
+      [recent[1]!]: "pending",
+      [done]: "delivered",
+      [stray]: "failed",
+    });
+    expect(await rows(theirs.id)).toEqual([expect.objectContaining({ status: "failed", message_id: null })]);
+    for (const id of recent) expect(publishedFor(id)).toHaveLength(1);
+    for (const id of [old, stray, foreign, done]) expect(publishedFor(id)).toHaveLength(0);
+
+    const after = await browser.get(res.headers.get("location")!);
+    expect(after.text).toContain("Recovered 2 failed deliveries: back to pending, each sent by a new job.");
+    expect([...after.text.matchAll(/state-pending">pending</g)]).toHaveLength(2);
+
+    const again = await browser.post(`/dashboard/webhooks/${mine.id}/recover`, { since });
+    expect(again.headers.get("location")).toBe(`/dashboard/webhooks/${mine.id}?recovered=0`);
+    expect((await browser.get(again.headers.get("location")!)).text).toContain(
+      "No failed deliveries since that time: nothing to recover.",
+    );
+  });
+
+  it("needs a session, a time, and a same-site post, changing nothing otherwise", async () => {
+    const ep = await endpoint("/mine");
+    const id = await delivery(ep.id, "failed");
+    const since = "2020-01-01T00:00";
+    const stranger = dashboardClient(() => env);
+    expect((await stranger.post(`/dashboard/webhooks/${ep.id}/recover`, { since })).status).toBe(401);
+    expect((await browser.post(`/dashboard/webhooks/${ep.id}/recover`, { since }, EVIL)).status).toBe(403);
+    const bad = await browser.post(`/dashboard/webhooks/${ep.id}/recover`, { since: "yesterday" });
+    expect(bad.status).toBe(400);
+    expect(bad.text).toContain("since");
+    expect((await browser.post(`/dashboard/webhooks/${ep.id}/recover`, {})).status).toBe(400);
+    expect(await rows(ep.id)).toEqual([expect.objectContaining({ status: "failed", message_id: null })]);
+    expect(publishedFor(id)).toHaveLength(0);
+  });
+
+  it("notices are fixed texts chosen by a number: a link cannot put words on the page", async () => {
+    const ep = await endpoint("/mine");
+    const words = encodeURIComponent("Call +1 555 0100 now");
+    expect((await browser.get(`/dashboard/webhooks/${ep.id}?recovered=${words}`)).status).toBe(400);
+    const id = await delivery(ep.id, "failed");
+    for (const path of [
+      `/dashboard/webhooks/${ep.id}?notice=${words}`,
+      `/dashboard/webhooks/deliveries/${id}?tested=${words}`,
+    ]) {
+      const page = await browser.get(path);
+      expect(page.status, path).toBe(200);
+      expect(page.text, path).not.toContain("555 0100");
+    }
+  });
+});
+
+describe("an endpoint's deliveries", () => {
+  const listed = (text: string) =>
+    [...text.matchAll(/<td class="time"><a href="\/dashboard\/webhooks\/deliveries\/([0-9a-f-]{36})">/g)].map(
+      (m) => m[1],
+    );
+  const nextLink = (text: string) => /<a rel="next" href="([^"]+)"/.exec(text)?.[1]?.replace(/&amp;/g, "&");
+
+  it("page by (created_at, id), newest first: ties split exactly, and a delivery made meanwhile shifts nothing", async () => {
+    const ep = await endpoint("/many");
+    // 120 deliveries, 40 of them created in the same microsecond.
+    await t.pool.query(
+      `INSERT INTO webhook_deliveries (endpoint_id, event_id, event_type, body, created_at)
+       SELECT $1, gen_random_uuid(), 'supplier.connected', '{}',
+              CASE WHEN n <= 40 THEN '2026-12-01T10:00:00.123456Z'::timestamptz
+                   ELSE '2026-12-01T10:00:00Z'::timestamptz + make_interval(secs => n) END
+         FROM generate_series(1, 120) AS n`,
+      [ep.id],
+    );
+    const { rows: all } = await t.pool.query(
+      `SELECT id FROM webhook_deliveries WHERE endpoint_id = $1 ORDER BY created_at DESC, id DESC`,
+      [ep.id],
+    );
+    const ids = all.map((r) => r.id as string);
+
+    const first = await browser.get(`/dashboard/webhooks/${ep.id}`);
+    expect(listed(first.text)).toEqual(ids.slice(0, 50));
+    await delivery(ep.id, "pending");
+    const second = await browser.get(nextLink(first.text)!);
+    expect(second.status).toBe(200);
+    expect(listed(second.text)).toEqual(ids.slice(50, 100));
+    expect(second.text).toContain(`<a href="/dashboard/webhooks/${ep.id}">« newest</a>`);
+    const third = await browser.get(nextLink(second.text)!);
+    expect(listed(third.text)).toEqual(ids.slice(100));
+    expect(nextLink(third.text)).toBeUndefined();
+
+    expect((await browser.get(`/dashboard/webhooks/${ep.id}?before=5`)).status).toBe(400);
+  });
+
+  it("reach every attempt of a delivery through its page", async () => {
+    const ep = await endpoint("/flaky");
+    const id = await delivery(ep.id, "failed");
+    await t.pool.query(
+      `INSERT INTO webhook_attempts (delivery_id, attempted_at, duration_ms, status, error, response_body)
+       SELECT $1, now() - make_interval(mins => 10 - n), 30, CASE WHEN n % 3 = 0 THEN NULL ELSE 500 + n END,
+              CASE WHEN n % 3 = 0 THEN 'timeout' END, 'try ' || n || ' <b>busy</b>'
+         FROM generate_series(1, 8) AS n`,
+      [id],
+    );
+    const list = await browser.get(`/dashboard/webhooks/${ep.id}`);
+    expect(list.text).toContain(`<a href="/dashboard/webhooks/deliveries/${id}">`);
+    const page = await browser.get(`/dashboard/webhooks/deliveries/${id}`);
+    expect(page.text).toContain("<h2>Attempts (8)</h2>");
+    const tries = [...page.text.matchAll(/<td class="mono">try (\d) &lt;b&gt;busy&lt;\/b&gt;<\/td>/g)].map(
+      (m) => Number(m[1]),
+    );
+    expect(tries).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+    expect(page.text).toContain(`<a href="/dashboard/webhooks/${ep.id}">`);
+    expect(page.text).not.toContain("<b>busy</b>");
+  });
+
+  it("a failed test delivery on the overview links to its delivery, never to a missing event", async () => {
+    const ep = await endpoint("/tested");
+    const sent = await browser.post(`/dashboard/webhooks/${ep.id}/test`, {});
+    const deliveryId = /deliveries\/([0-9a-f-]{36})/.exec(sent.headers.get("location")!)![1]!;
+    await t.pool.query(`UPDATE webhook_deliveries SET status = 'failed', failed_at = now() WHERE id = $1`, [
+      deliveryId,
+    ]);
+    const overview = await browser.get("/dashboard");
+    const link = new RegExp(`<a href="([^"]+)">webhook\\.test</a>`).exec(overview.text)![1]!;
+    expect(link).toBe(`/dashboard/webhooks/deliveries/${deliveryId}`);
+    expect((await browser.get(link)).status).toBe(200);
+  });
+});
