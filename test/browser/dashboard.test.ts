@@ -1,10 +1,14 @@
 import { mkdir } from "node:fs/promises";
 import { chromium, type Browser, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { importSecretsKey } from "../../src/domain/webhooks/secret-box.ts";
+import { startReceiver } from "../qstash-dev/receiver.ts";
 import { poison } from "../support/dashboard.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { seedEvents } from "../support/events.ts";
 import { waitFor } from "../support/helpers.ts";
+import { insertEndpoint, verifyWebhook } from "../support/webhooks.ts";
+import { TEST_WEBHOOK_SECRETS_KEY } from "../support/worker.ts";
 import { request, useWorkerd } from "../support/workerd.ts";
 
 // The dashboard in a real browser: Debian's Chromium (never a downloaded build),
@@ -18,10 +22,12 @@ const t = useTestDatabase();
 const stack = useWorkerd(t);
 let browser: Browser;
 let page: Page;
+let receiver: Awaited<ReturnType<typeof startReceiver>>;
 const problems: string[] = [];
 
 beforeAll(async () => {
   await mkdir(SHOTS, { recursive: true });
+  receiver = await startReceiver();
   // --no-sandbox: CI runs as root, where Chromium's sandbox refuses to start.
   browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox"] });
   page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
@@ -35,6 +41,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await browser?.close();
+  await receiver?.close();
 });
 
 const shot = (name: string) =>
@@ -213,6 +220,35 @@ describe("the dashboard in Chromium", () => {
     expect(await page.locator("svg polyline").count()).toBe(4);
     await shot("overview");
 
+    // A test event from an endpoint's page: through the Worker, QStash and the
+    // deliver job to a real receiver, whose request verifies with the secret.
+    const hook = await insertEndpoint(t.pool, importSecretsKey(TEST_WEBHOOK_SECRETS_KEY), {
+      url: receiver.url("/acme-erp"),
+      types: ["invoice.*"],
+    });
+    await t.pool.query(`UPDATE webhook_endpoints SET description = 'Acme ERP (staging)' WHERE id = $1`, [
+      hook.id,
+    ]);
+    await page.click("nav >> text=Webhooks");
+    await page.click(`a[href="/dashboard/webhooks/${hook.id}"]`);
+    await page.getByRole("button", { name: "Send test event" }).click();
+    await page.waitForURL(/\/dashboard\/webhooks\/deliveries\/[0-9a-f-]{36}\?tested=1$/);
+    expect(await page.textContent(".notice")).toContain("Test event sent.");
+    // The page reloads itself until the delivery settles; then its attempt shows the receiver's 200.
+    await expect
+      .poll(async () => page.locator("h1 .state-delivered").count(), { timeout: 20_000, interval: 500 })
+      .toBe(1);
+    expect(await page.locator("table.attempts tr").count()).toBe(2);
+    expect(await page.textContent("table.attempts")).toMatch(/200/);
+    const [post] = receiver.received.filter((r) => r.path === "/acme-erp");
+    expect(verifyWebhook(hook.secret, post!.body, post!.headers)).toMatchObject({ type: "webhook.test" });
+    await shot("webhook-delivery");
+    await page.click(`main a[href="/dashboard/webhooks/${hook.id}"]`);
+    const row = page.locator("#deliveries tr").filter({ hasText: "webhook.test" });
+    expect(await row.locator(".state-delivered").count()).toBe(1);
+    expect(await page.textContent("main")).toContain("Acme ERP (staging)");
+    await shot("webhook-endpoint");
+
     // The payload with a script tag rendered as text, and nothing on any page broke the CSP.
     await page.goto(`${stack.url}/dashboard/events/${malformed[0]}`);
     expect(await page.textContent("main")).toContain("<script>alert(1)</script>");
@@ -222,5 +258,5 @@ describe("the dashboard in Chromium", () => {
     await page.waitForURL(`${stack.url}/dashboard/login`);
     await page.goto(`${stack.url}/dashboard`);
     expect(new URL(page.url()).pathname).toBe("/dashboard/login");
-  });
+  }, 120_000);
 });

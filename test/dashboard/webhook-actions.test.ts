@@ -134,6 +134,7 @@ describe("send test event", () => {
       /<h2>Attempts \(1\)<\/h2><table class="attempts">.*<td class="num">200<\/td>/,
     );
     expect(delivered.text).not.toMatch(/http-equiv="refresh"/);
+    expect(delivered.text).toContain('<p class="notice" role="status">Test event sent.</p>');
 
     const list = await browser.get(`/dashboard/webhooks/${target.id}`);
     expect(list.text).toContain(`<a href="/dashboard/webhooks/deliveries/${deliveryId}">webhook.test</a>`);

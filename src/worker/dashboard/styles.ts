@@ -16,6 +16,7 @@ header.top button{background:none;border:1px solid #475569;color:#cbd5e1;border-
 main{max-width:78rem;margin:0 auto;padding:1.2rem 1.5rem 3rem}
 h1{font-size:1.35rem;margin:.2rem 0 1rem}
 h2{font-size:1.05rem;margin:1.6rem 0 .6rem}
+h1.mono{font-size:1.2rem;word-break:break-all}
 a{color:var(--accent)}
 .muted{color:var(--muted)}
 .cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(11rem,1fr));gap:.8rem}

@@ -45,11 +45,11 @@ export function AttemptTable({ attempts }: { attempts: AttemptRow[] }) {
   );
 }
 
-export function RedeliverForm({ deliveryId, label = "Redeliver" }: { deliveryId: string; label?: string }) {
+export function RedeliverForm({ deliveryId, label }: { deliveryId: string; label?: string }) {
   return (
     <form class="inline" method="post" action={`${deliveryHref(deliveryId)}/redeliver`}>
-      <button class="btn secondary small" type="submit">
-        {label}
+      <button class={label ? "btn secondary" : "btn secondary small"} type="submit">
+        {label ?? "Redeliver"}
       </button>
     </form>
   );
@@ -62,11 +62,16 @@ export function registerWebhookDeliveries(dashboard: Hono<DashboardEnv>) {
     if (!d) throw new ApiError("NOT_FOUND", `webhook delivery ${id} not found`);
     const isTest = d.eventType === TEST_EVENT_TYPE;
     // Fixed texts chosen by a flag: a link must not be able to put words on this page.
+    const pending = d.status === "pending";
     const notice =
       c.req.query("tested") !== undefined
-        ? "Test event sent. This page reloads until it is delivered or gives up."
+        ? pending
+          ? "Test event sent. This page reloads until it is delivered or gives up."
+          : "Test event sent."
         : c.req.query("redelivered") !== undefined
-          ? "Queued again: back to pending, sent by a new job. This page reloads until it settles."
+          ? pending
+            ? "Queued again: back to pending, sent by a new job. This page reloads until it settles."
+            : "Queued again and sent by a new job."
           : undefined;
     return render(
       c,
@@ -74,7 +79,7 @@ export function registerWebhookDeliveries(dashboard: Hono<DashboardEnv>) {
         title: "Webhook delivery",
         section: "webhooks",
         // Only right after an action, and only while it can still change by itself.
-        refresh: notice && d.status === "pending" ? 2 : undefined,
+        refresh: notice && pending ? 2 : undefined,
       },
       <>
         <Notice text={notice} />
@@ -128,7 +133,7 @@ export function registerWebhookDeliveries(dashboard: Hono<DashboardEnv>) {
           </tr>
           <tr>
             <th>last error</th>
-            <td class="error">{d.lastError ?? "–"}</td>
+            <td class={d.lastError ? "error" : undefined}>{d.lastError ?? "–"}</td>
           </tr>
         </table>
         <h2>{`Attempts (${d.attemptLog.length})`}</h2>

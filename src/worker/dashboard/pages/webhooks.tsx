@@ -149,6 +149,7 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
           }
         />
         <h1 class="mono">{endpoint.url}</h1>
+        {endpoint.description ? <p class="muted">{endpoint.description}</p> : null}
         <div class="actions">
           <form class="inline" method="post" action={`/dashboard/webhooks/${endpoint.id}/enabled`}>
             <input type="hidden" name="enabled" value={endpoint.enabled ? "false" : "true"} />
