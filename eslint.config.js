@@ -24,6 +24,26 @@ export default tseslint.config(
     },
   },
   {
+    // app.ts imports every route, so a route that imported it would close a cycle:
+    // routes take the app's type from new-app.ts. (Replaces the edge block above
+    // for routes, so it repeats the edge rule.)
+    files: ["src/worker/routes/**/*.ts"],
+    rules: {
+      "no-restricted-imports": [
+        "error",
+        {
+          patterns: [
+            { group: ["node:*", "pg", "ws"], message: "Worker code must be edge-safe" },
+            {
+              group: ["**/worker/app.ts", "../app.ts"],
+              message: "Import `type App` from new-app.ts, not app.ts",
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
     // The event bus core is a library: the domain and the Worker depend on it, never
     // the reverse, so it can be reused and changed without reading the app around it.
     // (This block replaces the one above for the core, so it repeats the edge rule.)

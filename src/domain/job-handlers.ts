@@ -1,10 +1,11 @@
 import { z } from "zod";
-import { NonRetryableError, type JobHandler } from "../outbox/index.ts";
+import { NonRetryableError, type JobHandler, type SubscriptionName } from "../outbox/index.ts";
 import { refreshNoteIndex } from "./corpus-index/refresh.ts";
 import type { Db } from "./db.ts";
 import { MailError, type Mailer } from "./mail/mailer.ts";
 import { sendMailOnce } from "./mail/send-once.ts";
 import { oneLine } from "./text.ts";
+import type { subscriptions } from "./subscriptions.ts";
 
 export interface JobHandlerDeps {
   db: Db;
@@ -17,11 +18,20 @@ const uuid = z.guid();
 const supplierPayload = z.object({ name: z.string(), status: z.string() }).loose();
 
 /**
- * What each subscription does with a delivered job, keyed by subscription name.
+ * Every kind of job the Worker runs: one per subscription, so a subscription
+ * without a handler does not compile. A job that is not an event's fan-out joins
+ * this union with its own name.
+ */
+export type JobKind = SubscriptionName<typeof subscriptions>;
+
+export type JobHandlers = Record<JobKind, JobHandler>;
+
+/**
+ * What each job kind does with a delivered job, keyed by its name.
  * Handlers run once per delivery and throw to fail it: QStash owns retries
  * (guarantee 7). A NonRetryableError marks a job that can never succeed.
  */
-export function createJobHandlers(deps: JobHandlerDeps): Record<string, JobHandler> {
+export function createJobHandlers(deps: JobHandlerDeps): JobHandlers {
   return {
     // Coalesced: the job names the latest event of a note; the handler re-reads
     // the note, so the earlier events it covers need nothing of their own.

@@ -8,12 +8,21 @@ export { recordEvent, InvalidEventError, type EventInput, type RecordedEvent } f
 export { events, alerts, relayState, type Fanout, type FanoutEntry } from "./schema.ts";
 
 // Subscriptions and the jobs they receive.
-export { defineSubscriptions, findSubscription, matchesGlob, type Subscription } from "./subscriptions.ts";
 export {
-  answerJob,
+  defineSubscriptions,
+  findSubscription,
+  matchesGlob,
+  SUBSCRIPTION_NAME,
+  type Subscription,
+  type SubscriptionName,
+} from "./subscriptions.ts";
+export {
+  runJob,
+  jobFailure,
   parseJobBody,
   NonRetryableError,
-  type JobAnswer,
+  type JobOutcome,
+  type JobFailure,
   type JobContext,
   type JobHandler,
 } from "./subscriber.ts";
@@ -47,6 +56,9 @@ export {
 export {
   deleteOldFannedEvents,
   evaluateAlerts,
+  vacuumEventsIfNeeded,
   type RetentionOptions,
+  type VacuumOptions,
+  type VacuumResult,
   type AlertThresholds,
 } from "./maintenance.ts";

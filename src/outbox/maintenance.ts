@@ -89,3 +89,42 @@ export async function evaluateAlerts(db: Queryable, thresholds: AlertThresholds 
   )) as { rows: { kind: string }[] };
   return rows.map((r) => r.kind);
 }
+
+export interface VacuumOptions {
+  /** Never vacuum for fewer dead row versions than this. */
+  minDeadTuples?: number;
+  /** ... nor for fewer than this share of the live rows (autovacuum's scale factor, tighter). */
+  deadRatio?: number;
+}
+
+export interface VacuumResult {
+  deadTuples: number;
+  vacuumed: boolean;
+}
+
+/**
+ * Every mark is a non-HOT update, so a drain leaves one dead row version and one
+ * dead entry at the head of the claim's partial index per event. Autovacuum may be
+ * off, lagging or napping for a minute — longer than a big drain — and the claim
+ * then walks the dead entries on every pass. The sweep vacuums `events` itself
+ * once enough is dead. SKIP_LOCKED: an overlapping sweep's VACUUM (or
+ * autovacuum) already holds the lock and does the same work, so do not queue
+ * behind it. VACUUM cannot run in a transaction block: `db` must run it as a
+ * plain statement (a pool's query, as the Neon driver does).
+ */
+export async function vacuumEventsIfNeeded(
+  db: Queryable,
+  options: VacuumOptions = {},
+): Promise<VacuumResult> {
+  const minDead = options.minDeadTuples ?? 10_000;
+  const ratio = options.deadRatio ?? 0.1;
+  const { rows } = (await db.query(
+    `SELECT n_dead_tup::float8 AS dead, n_live_tup::float8 AS live
+       FROM pg_stat_user_tables WHERE relid = 'events'::regclass`,
+  )) as { rows: { dead: number; live: number }[] };
+  const dead = rows[0]?.dead ?? 0;
+  const live = rows[0]?.live ?? 0;
+  if (dead < minDead || dead < ratio * live) return { deadTuples: dead, vacuumed: false };
+  await db.query(`VACUUM (SKIP_LOCKED) events`);
+  return { deadTuples: dead, vacuumed: true };
+}

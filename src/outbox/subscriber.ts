@@ -15,32 +15,34 @@ export interface JobContext {
 
 export type JobHandler = (job: JobBody, context: JobContext) => Promise<void>;
 
-/** How a handler's outcome answers QStash: 2xx acknowledges, 5xx retries on QStash's schedule, 489 stops. */
-export interface JobAnswer {
-  status: number;
-  headers: Record<string, string>;
-  body: { ok: true } | { error: { code: string; message: string } };
+/**
+ * How a job ended, in the terms QStash acts on: done, failed but worth another
+ * delivery (`retry`), or failed for good. The Worker turns it into an answer.
+ */
+export type JobOutcome = { done: true } | JobFailure;
+export interface JobFailure {
+  done: false;
+  retry: boolean;
+  message: string;
 }
 
 /**
  * Runs a handler once. Retries have one owner (QStash): a handler never loops,
  * it fails and lets QStash come back.
  */
-export async function answerJob(handler: JobHandler, job: JobBody, context: JobContext): Promise<JobAnswer> {
+export async function runJob(handler: JobHandler, job: JobBody, context: JobContext): Promise<JobOutcome> {
   try {
     await handler(job, context);
-    return { status: 200, headers: {}, body: { ok: true } };
+    return { done: true };
   } catch (error) {
-    const message = error instanceof Error ? error.message : String(error);
-    if (error instanceof NonRetryableError) {
-      return {
-        status: 489,
-        headers: { "Upstash-NonRetryable-Error": "true" },
-        body: { error: { code: "job_rejected", message } },
-      };
-    }
-    return { status: 500, headers: {}, body: { error: { code: "job_failed", message } } };
+    return jobFailure(error);
   }
+}
+
+/** A NonRetryableError will fail the same way on every delivery; anything else may pass next time. */
+export function jobFailure(error: unknown): JobFailure {
+  const message = error instanceof Error ? error.message : String(error);
+  return { done: false, retry: !(error instanceof NonRetryableError), message };
 }
 
 const jobBodySchema = z.object({

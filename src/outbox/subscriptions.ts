@@ -4,7 +4,7 @@ export interface Subscription {
   /** Stable name: part of job URLs and deduplication ids, so never rename a live one. */
   name: string;
   /** Event-type globs: `*` matches any run of characters, e.g. `corpus.note.*`, `supplier.*`, `*`. */
-  types: string[];
+  types: readonly string[];
   /**
    * Opt-in: within one claimed batch, one job per subject, for the latest event.
    * Only for subscribers that re-read current state; two events are two facts to anyone else.
@@ -16,11 +16,17 @@ export interface Subscription {
   filter?: (event: ClaimedEvent) => boolean;
 }
 
-const NAME = /^[a-z][a-z0-9_.-]*$/;
+/** A subscription name (and so a job route segment), as a regex source for route patterns. */
+export const SUBSCRIPTION_NAME = "[a-z][a-z0-9_.-]*";
+const NAME = new RegExp(`^${SUBSCRIPTION_NAME}$`);
 const TYPE_GLOB = /^[A-Za-z0-9_.*-]+$/;
 
-/** Checks a subscription list once, at start-up, so a typo fails loudly instead of matching nothing. */
-export function defineSubscriptions(list: Subscription[]): Subscription[] {
+/**
+ * Checks a subscription list once, at start-up, so a typo fails loudly instead of
+ * matching nothing. The list keeps its literal names, so a record of job handlers
+ * can be typed by them (`SubscriptionName`): a subscription without one does not compile.
+ */
+export function defineSubscriptions<const T extends readonly Subscription[]>(list: T): T {
   const seen = new Set<string>();
   for (const s of list) {
     if (!NAME.test(s.name)) throw new Error(`subscription name "${s.name}" must match ${NAME}`);
@@ -37,6 +43,9 @@ export function defineSubscriptions(list: Subscription[]): Subscription[] {
   }
   return list;
 }
+
+/** The names of a list made by `defineSubscriptions`, e.g. `"corpus.index" | "notify.mail"`. */
+export type SubscriptionName<T extends readonly Subscription[]> = T[number]["name"];
 
 const globCache = new Map<string, RegExp>();
 
@@ -58,6 +67,6 @@ export function matchesType(subscription: Subscription, type: string): boolean {
 }
 
 /** Finds a subscription by name, e.g. for `/jobs/<subscription>`. */
-export function findSubscription(list: Subscription[], name: string): Subscription | undefined {
+export function findSubscription(list: readonly Subscription[], name: string): Subscription | undefined {
   return list.find((s) => s.name === name);
 }

@@ -1,51 +1,25 @@
-import { Hono } from "hono";
-import { requestId } from "hono/request-id";
-import { limitBodies } from "./body-limit.ts";
-import { validateBindings } from "./config.ts";
-import { database, type OpenDatabase } from "./database.ts";
-import type { HonoEnv } from "./env.ts";
-import { handleError, handleNotFound } from "./errors.ts";
-import { preferWait } from "./prefer.ts";
-import { requireSignatureHeader } from "./signature.ts";
+import { newApp, type App, type AppOptions } from "./new-app.ts";
 import { registerAdmin } from "./routes/admin.ts";
 import { registerDashboard } from "./routes/dashboard.ts";
-import { registerEventsGet } from "./routes/events_get.ts";
-import { registerJobsDeliver } from "./routes/jobs_deliver.ts";
-import { registerJobsFailed } from "./routes/jobs_failed.ts";
+import { registerEventsGet } from "./routes/events-get.ts";
+import { registerJobsDeliver } from "./routes/jobs-deliver.ts";
+import { registerJobsFailed } from "./routes/jobs-failed.ts";
 import { registerHealthz } from "./routes/healthz.ts";
-import { registerNotesCreate } from "./routes/notes_create.ts";
-import { registerNotesDelete } from "./routes/notes_delete.ts";
-import { registerNotesGet } from "./routes/notes_get.ts";
-import { registerNotesImport } from "./routes/notes_import.ts";
-import { registerNotesSearch } from "./routes/notes_search.ts";
-import { registerNotesUpdate } from "./routes/notes_update.ts";
-import { registerSuppliersActivate } from "./routes/suppliers_activate.ts";
-import { registerSuppliersConnect } from "./routes/suppliers_connect.ts";
-import { registerSuppliersCreate } from "./routes/suppliers_create.ts";
-import { registerSuppliersGet } from "./routes/suppliers_get.ts";
+import { registerNotesCreate } from "./routes/notes-create.ts";
+import { registerNotesDelete } from "./routes/notes-delete.ts";
+import { registerNotesGet } from "./routes/notes-get.ts";
+import { registerNotesImport } from "./routes/notes-import.ts";
+import { registerNotesSearch } from "./routes/notes-search.ts";
+import { registerNotesUpdate } from "./routes/notes-update.ts";
+import { registerSuppliersActivate } from "./routes/suppliers-activate.ts";
+import { registerSuppliersConnect } from "./routes/suppliers-connect.ts";
+import { registerSuppliersCreate } from "./routes/suppliers-create.ts";
+import { registerSuppliersGet } from "./routes/suppliers-get.ts";
 
-export type App = Hono<HonoEnv>;
-
-export interface AppOptions {
-  /** How a request gets its database; the Neon WebSocket Pool unless a test says otherwise. */
-  openDatabase?: OpenDatabase;
-}
-
+/** The Worker's app: every route, registered on the app `newApp` builds. */
 export function createApp(options: AppOptions = {}): App {
-  const app: App = new Hono<HonoEnv>();
-  // Order matters: every answer, including a misconfiguration, carries a request id.
-  // A caller's own id is kept only when short and plain (letters, digits, -, _, =):
-  // it is echoed in headers and written to logs.
-  app.use(requestId({ limitLength: 64 }));
-  app.use(validateBindings);
-  // Unsigned job requests are refused before their body is read; every body is capped before it is parsed.
-  app.use("/jobs/*", requireSignatureHeader);
-  app.use(limitBodies);
-  app.use(database(options.openDatabase));
-  app.use(preferWait);
-
+  const app = newApp(options);
   registerHealthz(app);
-  // Literal paths before `/notes/:id`, which would otherwise take "search" as an id.
   registerNotesSearch(app);
   registerNotesImport(app);
   registerNotesCreate(app);
@@ -57,13 +31,9 @@ export function createApp(options: AppOptions = {}): App {
   registerSuppliersConnect(app);
   registerSuppliersActivate(app);
   registerEventsGet(app);
-  // The failure callback before `/jobs/:subscription`, which would take "_failed" as a name.
   registerJobsFailed(app);
   registerJobsDeliver(app);
   registerAdmin(app);
   registerDashboard(app);
-
-  app.notFound(handleNotFound);
-  app.onError(handleError);
   return app;
 }

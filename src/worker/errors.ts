@@ -1,37 +1,32 @@
 import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
-import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { DomainError, type DomainErrorCode } from "../domain/errors.ts";
 import { InvalidInputError } from "../outbox/index.ts";
 import type { HonoEnv } from "./env.ts";
 
-/** Every error code an API caller can see. Adding one means adding its status below. */
-export type ErrorCode =
-  | "BAD_REQUEST"
-  | "UNAUTHORIZED"
-  | "FORBIDDEN"
-  | "NOT_FOUND"
-  | "METHOD_NOT_ALLOWED"
-  | "CONFLICT"
-  | "PAYLOAD_TOO_LARGE"
-  | "UNSUPPORTED_MEDIA_TYPE"
-  | "MISCONFIGURED"
-  | "INTERNAL_SERVER_ERROR"
-  | "SERVICE_UNAVAILABLE";
+/**
+ * Every error code a caller can see, with the status and headers it answers with;
+ * adding a code means adding its row. The two lowercase codes answer QStash on
+ * the job routes: 500 asks it to retry on its schedule, 489 with
+ * `Upstash-NonRetryable-Error` tells it never to (QStash's own status).
+ */
+const errorCodes = {
+  BAD_REQUEST: { status: 400 },
+  UNAUTHORIZED: { status: 401 },
+  FORBIDDEN: { status: 403 },
+  NOT_FOUND: { status: 404 },
+  METHOD_NOT_ALLOWED: { status: 405 },
+  CONFLICT: { status: 409 },
+  PAYLOAD_TOO_LARGE: { status: 413 },
+  UNSUPPORTED_MEDIA_TYPE: { status: 415 },
+  MISCONFIGURED: { status: 500 },
+  INTERNAL_SERVER_ERROR: { status: 500 },
+  SERVICE_UNAVAILABLE: { status: 503 },
+  job_failed: { status: 500 },
+  job_rejected: { status: 489, headers: { "Upstash-NonRetryable-Error": "true" } },
+} as const satisfies Record<string, { status: number; headers?: Record<string, string> }>;
 
-export const codeToStatus = {
-  BAD_REQUEST: 400,
-  UNAUTHORIZED: 401,
-  FORBIDDEN: 403,
-  NOT_FOUND: 404,
-  METHOD_NOT_ALLOWED: 405,
-  CONFLICT: 409,
-  PAYLOAD_TOO_LARGE: 413,
-  UNSUPPORTED_MEDIA_TYPE: 415,
-  MISCONFIGURED: 500,
-  INTERNAL_SERVER_ERROR: 500,
-  SERVICE_UNAVAILABLE: 503,
-} as const satisfies Record<ErrorCode, ContentfulStatusCode>;
+export type ErrorCode = keyof typeof errorCodes;
 
 const domainToCode = {
   not_found: "NOT_FOUND",
@@ -60,11 +55,16 @@ export class ApiError extends Error {
   }
 }
 
+/** The one way an error is answered: the envelope, with the code's status and headers. */
 export function errorResponse(c: Context<HonoEnv>, code: ErrorCode, message: string, issues?: FieldIssue[]) {
   // requestId is set by the first middleware; an error thrown before it still gets one.
   const requestId = c.get("requestId") ?? crypto.randomUUID();
   const body: ErrorBody = { error: { code, message, requestId, ...(issues ? { issues } : {}) } };
-  return c.json(body, codeToStatus[code]);
+  const entry: { status: number; headers?: Record<string, string> } = errorCodes[code];
+  // c.json adds the headers set on the context (request id, a challenge); the status is
+  // set on the finished response because Hono's status type has no room for QStash's 489.
+  const json = c.json(body, { headers: entry.headers ?? {} });
+  return new Response(json.body, { status: entry.status, headers: json.headers });
 }
 
 /** The app's onError: the only place an exception becomes a response. */

@@ -1,4 +1,4 @@
-import { deleteOldFannedEvents, drain, evaluateAlerts } from "../outbox/index.ts";
+import { deleteOldFannedEvents, drain, evaluateAlerts, vacuumEventsIfNeeded } from "../outbox/index.ts";
 import { subscriptions } from "../domain/subscriptions.ts";
 import { openNeonDatabase, type OpenDatabase } from "./database.ts";
 import { parseConfig, type Bindings } from "./env.ts";
@@ -7,7 +7,8 @@ import { publisherFor, SWEEP_BUDGET_MS } from "./relay.ts";
 /**
  * The every-minute cron sweep (wrangler.toml `crons`). It is what makes a lost
  * kick harmless: relay passes until nothing is claimable or the budget is spent,
- * then maintenance — retention in bounded deletes, alert evaluation. One log line
+ * then maintenance — retention in bounded deletes, a VACUUM of `events` once
+ * enough of it is dead, alert evaluation. One log line
  * says what it did. Throws (the invocation shows as failed) on misconfiguration
  * or a database error; the next sweep simply tries again.
  */
@@ -33,11 +34,13 @@ export function createScheduled(
         until: "empty",
       });
       const deleted = await deleteOldFannedEvents(pool, { olderThanDays: config.RETENTION_DAYS });
+      const vacuum = await vacuumEventsIfNeeded(pool);
       const raised = await evaluateAlerts(pool);
       console.log(
         `sweep: fanned ${relay.fanned} of ${relay.claimed} claimed in ${relay.passes} passes (${relay.jobs} jobs, ` +
           `${relay.failed} failed, ${relay.poisoned} poisoned, stopped: ${relay.stoppedBecause}); ` +
           `deleted ${deleted} events older than ${config.RETENTION_DAYS} d; ` +
+          `${vacuum.vacuumed ? `vacuumed events (${vacuum.deadTuples} dead rows)` : "no vacuum needed"}; ` +
           `alerts raised: ${raised.length ? raised.join(", ") : "none"}; ${Date.now() - started} ms`,
       );
     } catch (error) {

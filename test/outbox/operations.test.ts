@@ -1,13 +1,13 @@
 import { beforeEach, describe, expect, it } from "vitest";
 import {
   NonRetryableError,
-  answerJob,
   awaitFanout,
   deleteOldFannedEvents,
   evaluateAlerts,
   listAlerts,
   parseJobBody,
   readReceipt,
+  runJob,
   runPass,
 } from "../../src/outbox/index.ts";
 import { useTestDatabase } from "../support/db.ts";
@@ -123,11 +123,17 @@ describe("answering QStash", () => {
   const ctx = { messageId: "msg_1", retried: 0 };
 
   it("acknowledges success, asks for a retry on error, and stops retries for a non-retryable error", async () => {
-    expect((await answerJob(async () => undefined, body, ctx)).status).toBe(200);
-    expect((await answerJob(async () => Promise.reject(new Error("db down")), body, ctx)).status).toBe(500);
-    const stop = await answerJob(async () => Promise.reject(new NonRetryableError("gone")), body, ctx);
-    expect(stop.status).toBe(489);
-    expect(stop.headers).toEqual({ "Upstash-NonRetryable-Error": "true" });
+    expect(await runJob(async () => undefined, body, ctx)).toEqual({ done: true });
+    expect(await runJob(async () => Promise.reject(new Error("db down")), body, ctx)).toEqual({
+      done: false,
+      retry: true,
+      message: "db down",
+    });
+    expect(await runJob(async () => Promise.reject(new NonRetryableError("gone")), body, ctx)).toEqual({
+      done: false,
+      retry: false,
+      message: "gone",
+    });
   });
 
   it("refuses a body that is not a job, without retries", () => {

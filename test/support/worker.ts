@@ -1,5 +1,5 @@
 import type { Bindings } from "../../src/worker/env.ts";
-import type { App } from "../../src/worker/app.ts";
+import type { App } from "../../src/worker/new-app.ts";
 
 /** A complete, valid set of bindings; tests override or delete entries. */
 export function bindings(overrides: Partial<Bindings> = {}): Bindings {

@@ -37,7 +37,7 @@ describe("content types", () => {
       env(),
       ctx,
     );
-    const body = await res.json();
+    const body = (await res.json()) as { error: { code: string; message: string } };
     await settled();
     return { status: res.status, body };
   }

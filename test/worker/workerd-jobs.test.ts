@@ -94,6 +94,17 @@ describe("signed job routes", () => {
     expect(res.headers.get("upstash-nonretryable-error")).toBe("true");
     expect(res.body.error).toMatchObject({ code: "job_rejected", requestId: expect.any(String) });
   });
+
+  it("a signed failure callback that is not QStash's shape is 489, never retried", async () => {
+    const body = JSON.stringify({ url: 7 });
+    const res = await deliver("/jobs/_failed", body, sign("/jobs/_failed", body));
+    expect(res.status).toBe(489);
+    expect(res.headers.get("upstash-nonretryable-error")).toBe("true");
+    expect(res.body.error).toMatchObject({
+      code: "job_rejected",
+      requestId: res.headers.get("x-request-id"),
+    });
+  });
 });
 
 describe("notify.mail", () => {

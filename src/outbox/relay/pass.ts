@@ -12,7 +12,7 @@ import { RELAY_POLICY } from "./policy.ts";
 export interface RelayOptions {
   pool: SqlPool;
   publisher: Publisher;
-  subscriptions: Subscription[];
+  subscriptions: readonly Subscription[];
   /** Rows claimed per pass; bounds the transaction, whatever the backlog. */
   batchSize?: number;
   /** After a failed pass, how many rows the next pass retries one by one (each is its own publish request). */

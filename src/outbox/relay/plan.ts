@@ -29,7 +29,7 @@ const encoder = new TextEncoder();
  */
 export function planBatch(
   events: ClaimedEvent[],
-  subscriptions: Subscription[],
+  subscriptions: readonly Subscription[],
   options: PlanOptions,
 ): RowPlan[] {
   const plans = events.map((event) => matchRow(event, subscriptions));
@@ -87,7 +87,10 @@ export function planBatch(
   return plans.map(({ matched: _matched, ...plan }) => plan);
 }
 
-function matchRow(event: ClaimedEvent, subscriptions: Subscription[]): RowPlan & { matched: Set<string> } {
+function matchRow(
+  event: ClaimedEvent,
+  subscriptions: readonly Subscription[],
+): RowPlan & { matched: Set<string> } {
   const matched = new Set<string>();
   const plan = { event, jobs: [] as Job[], fanout: {} as Fanout, matched };
   for (const sub of subscriptions) {

@@ -3,10 +3,10 @@ import { listJobFailures } from "../../domain/job-failures/record.ts";
 import { EVENT_STATES, getEvent, listAlerts, listEvents, requeue, stats } from "../../outbox/index.ts";
 import { singleLine } from "../../domain/text.ts";
 import { adminAuth } from "../admin-auth.ts";
-import type { App } from "../app.ts";
+import type { App } from "../new-app.ts";
 import { ApiError } from "../errors.ts";
 import { valid } from "../validate.ts";
-import { idParam } from "./params.ts";
+import { ID } from "./params.ts";
 
 const limit = z.coerce.number().int().min(1).max(1000).default(50);
 
@@ -35,8 +35,8 @@ export function registerAdmin(app: App) {
     return c.json({ events: await listEvents(c.var.pool, c.req.valid("query")) });
   });
 
-  app.get("/admin/events/:id", idParam("event"), async (c) => {
-    const id = c.req.valid("param").id;
+  app.get(`/admin/events/${ID}`, async (c) => {
+    const id = c.req.param("id");
     const event = await getEvent(c.var.pool, id);
     if (!event) throw new ApiError("NOT_FOUND", `event ${id} not found`);
     return c.json({ event });

@@ -6,7 +6,7 @@ import type { HtmlEscapedString } from "hono/utils/html";
 import { z } from "zod";
 import { listJobFailures } from "../../domain/job-failures/record.ts";
 import { getEvent, listAlerts, listEvents, requeue, stats } from "../../outbox/index.ts";
-import type { App } from "../app.ts";
+import type { App } from "../new-app.ts";
 import type { HonoEnv } from "../env.ts";
 import { ApiError } from "../errors.ts";
 import { valid } from "../validate.ts";

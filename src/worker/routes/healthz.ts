@@ -1,5 +1,5 @@
 import { sql } from "drizzle-orm";
-import type { App } from "../app.ts";
+import type { App } from "../new-app.ts";
 import { ApiError } from "../errors.ts";
 
 /** 200 when the database answers a query; 503 with the reason when it does not. */

@@ -1,13 +1,24 @@
 import { validator } from "hono/validator";
 import { z } from "zod";
+import { SUBSCRIPTION_NAME } from "../../outbox/index.ts";
 import { ApiError } from "../errors.ts";
+
+const UUID = "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}";
+
+/**
+ * Path parameters constrained by pattern, so a literal sibling (`/notes/search`,
+ * `/jobs/_failed`) can never be taken for one and registration order does not
+ * matter. A segment that does not match is no route: 404, and it never reaches
+ * Postgres (which would reject a non-uuid as a type error).
+ */
+export const ID = `:id{${UUID}}` as const;
+export const SUBSCRIPTION = `:subscription{${SUBSCRIPTION_NAME}}` as const;
 
 const uuid = z.guid();
 
 /**
- * An `:id` path parameter. Anything that is not a uuid cannot name an entity, so
- * it answers the same 404 an unknown uuid does (and never reaches Postgres,
- * which would reject it as a type error).
+ * An `:id` path parameter checked by a validator instead of the route pattern:
+ * anything that is not a uuid answers the same 404 an unknown uuid does.
  */
 export function idParam(entity: string) {
   return validator("param", (params: Record<string, string>) => {

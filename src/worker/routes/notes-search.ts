@@ -1,6 +1,6 @@
 import { noteSearch } from "../../domain/notes/schemas.ts";
 import { searchNotes } from "../../domain/notes/search.ts";
-import type { App } from "../app.ts";
+import type { App } from "../new-app.ts";
 import { valid } from "../validate.ts";
 
 export function registerNotesSearch(app: App) {

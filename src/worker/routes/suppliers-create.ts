@@ -1,6 +1,6 @@
 import { createSupplier } from "../../domain/suppliers/create.ts";
 import { supplierInput } from "../../domain/suppliers/schemas.ts";
-import type { App } from "../app.ts";
+import type { App } from "../new-app.ts";
 import { written } from "../respond.ts";
 import { valid } from "../validate.ts";
 

@@ -1,7 +1,8 @@
 import { z } from "zod";
 import { recordJobFailure } from "../../domain/job-failures/record.ts";
 import { FAILURE_CALLBACK_PATH } from "../../outbox/index.ts";
-import type { App } from "../app.ts";
+import type { App } from "../new-app.ts";
+import { ApiError } from "../errors.ts";
 import { verifiedBody } from "../signature.ts";
 
 // The failure callback QStash sends once a job has exhausted its retries
@@ -29,12 +30,8 @@ export function registerJobsFailed(app: App) {
   app.post(FAILURE_CALLBACK_PATH, async (c) => {
     const raw = await verifiedBody(c, `${c.var.config.PUBLIC_URL}${FAILURE_CALLBACK_PATH}`);
     const parsed = failureCallback.safeParse(safeJson(raw));
-    if (!parsed.success) {
-      const message = "failure callback body is not QStash's callback shape";
-      return c.json({ error: { code: "job_rejected", message, requestId: c.var.requestId } }, 489 as 400, {
-        "Upstash-NonRetryable-Error": "true",
-      });
-    }
+    if (!parsed.success)
+      throw new ApiError("job_rejected", "failure callback body is not QStash's callback shape");
     const f = parsed.data;
     const jobBody = f.sourceBody === undefined ? "" : fromBase64(f.sourceBody);
     const { recorded } = await recordJobFailure(c.var.db, {

@@ -1,7 +1,7 @@
 import { getEvent } from "../../outbox/index.ts";
-import type { App } from "../app.ts";
+import type { App } from "../new-app.ts";
 import { ApiError } from "../errors.ts";
-import { idParam } from "./params.ts";
+import { ID } from "./params.ts";
 
 /**
  * The poll link of a 202 receipt (`Location: /events/<id>`). Unauthenticated, like
@@ -10,9 +10,9 @@ import { idParam } from "./params.ts";
  * payload or the relay's errors; operators see those at /admin/events/:id.
  */
 export function registerEventsGet(app: App) {
-  app.get("/events/:id", idParam("event"), async (c) => {
-    const event = await getEvent(c.var.pool, c.req.valid("param").id);
-    if (!event) throw new ApiError("NOT_FOUND", `event ${c.req.valid("param").id} not found`);
+  app.get(`/events/${ID}`, async (c) => {
+    const event = await getEvent(c.var.pool, c.req.param("id"));
+    if (!event) throw new ApiError("NOT_FOUND", `event ${c.req.param("id")} not found`);
     return c.json({
       event: {
         id: event.id,

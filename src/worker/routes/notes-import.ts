@@ -1,6 +1,6 @@
 import { importNotes } from "../../domain/notes/import.ts";
 import { noteImport } from "../../domain/notes/schemas.ts";
-import type { App } from "../app.ts";
+import type { App } from "../new-app.ts";
 import { written } from "../respond.ts";
 import { valid } from "../validate.ts";
 

@@ -1,13 +1,13 @@
 import { notePatch } from "../../domain/notes/schemas.ts";
 import { updateNote } from "../../domain/notes/update.ts";
-import type { App } from "../app.ts";
+import type { App } from "../new-app.ts";
 import { written } from "../respond.ts";
 import { valid } from "../validate.ts";
-import { idParam } from "./params.ts";
+import { ID } from "./params.ts";
 
 export function registerNotesUpdate(app: App) {
-  app.patch("/notes/:id", idParam("note"), valid("json", notePatch), async (c) => {
-    const { note, eventIds } = await updateNote(c.var.db, c.req.valid("param").id, c.req.valid("json"));
+  app.patch(`/notes/${ID}`, valid("json", notePatch), async (c) => {
+    const { note, eventIds } = await updateNote(c.var.db, c.req.param("id"), c.req.valid("json"));
     return written(c, { note }, eventIds);
   });
 }

@@ -1,0 +1,37 @@
+import { Hono } from "hono";
+import { requestId } from "hono/request-id";
+import { limitBodies } from "./body-limit.ts";
+import { validateBindings } from "./config.ts";
+import { database, type OpenDatabase } from "./database.ts";
+import type { HonoEnv } from "./env.ts";
+import { handleError, handleNotFound } from "./errors.ts";
+import { preferWait } from "./prefer.ts";
+import { requireSignatureHeader } from "./signature.ts";
+
+export interface AppOptions {
+  /** How a request gets its database; the Neon WebSocket Pool unless a test says otherwise. */
+  openDatabase?: OpenDatabase;
+}
+
+/**
+ * The app with its middleware and error handling but no routes. Routes take its
+ * type from here, never from app.ts, which imports them all (no import cycle).
+ */
+export function newApp(options: AppOptions = {}) {
+  const app = new Hono<HonoEnv>();
+  // Order matters: every answer, including a misconfiguration, carries a request id.
+  // A caller's own id is kept only when short and plain (letters, digits, -, _, =):
+  // it is echoed in headers and written to logs.
+  app.use(requestId({ limitLength: 64 }));
+  app.use(validateBindings);
+  // Unsigned job requests are refused before their body is read; every body is capped before it is parsed.
+  app.use("/jobs/*", requireSignatureHeader);
+  app.use(limitBodies);
+  app.use(database(options.openDatabase));
+  app.use(preferWait);
+  app.notFound(handleNotFound);
+  app.onError(handleError);
+  return app;
+}
+
+export type App = ReturnType<typeof newApp>;

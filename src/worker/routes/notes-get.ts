@@ -1,0 +1,10 @@
+import { getNote } from "../../domain/notes/get.ts";
+import type { App } from "../new-app.ts";
+import { ID } from "./params.ts";
+
+export function registerNotesGet(app: App) {
+  app.get(`/notes/${ID}`, async (c) => {
+    const note = await getNote(c.var.db, c.req.param("id"));
+    return c.json({ note });
+  });
+}

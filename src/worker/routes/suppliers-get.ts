@@ -1,0 +1,10 @@
+import { getSupplier } from "../../domain/suppliers/get.ts";
+import type { App } from "../new-app.ts";
+import { ID } from "./params.ts";
+
+export function registerSuppliersGet(app: App) {
+  app.get(`/suppliers/${ID}`, async (c) => {
+    const supplier = await getSupplier(c.var.db, c.req.param("id"));
+    return c.json({ supplier });
+  });
+}
