@@ -1,5 +1,6 @@
 import { newApp, type App, type AppOptions } from "./new-app.ts";
 import { registerAdmin } from "./routes/admin.ts";
+import { registerAdminApiKeys } from "./routes/admin-api-keys.ts";
 import { registerDashboard } from "./routes/dashboard.ts";
 import { registerEventsGet } from "./routes/events-get.ts";
 import { registerJobsDeliver } from "./routes/jobs-deliver.ts";
@@ -34,6 +35,7 @@ export function createApp(options: AppOptions = {}): App {
   registerJobsFailed(app);
   registerJobsDeliver(app);
   registerAdmin(app);
+  registerAdminApiKeys(app);
   registerDashboard(app);
   return app;
 }

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import type { Tenant } from "../domain/api-keys/keys.ts";
 import type { Db } from "../domain/db.ts";
 import { DEFAULT_MAX_BODY_BYTES } from "./body-limit.ts";
 import type { Queryable, SqlPool } from "../outbox/index.ts";
@@ -92,6 +93,8 @@ export interface Variables {
    * database pool; the pool is ended only once all of it has settled.
    */
   background: (task: Promise<unknown>) => void;
+  /** The caller of a domain route: its API key and the one scope it acts in (tenant-auth.ts). */
+  tenant: Tenant;
   /** Seconds a write may wait for its fan-out (`Prefer: wait=N`, clamped); undefined: do not wait. */
   wait: number | undefined;
 }

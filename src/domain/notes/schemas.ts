@@ -13,7 +13,8 @@ export const noteInput = z.strictObject({
   title,
   body: body.default(""),
   tags: tags.default([]),
-  scope: scope.default(null),
+  // Absent: no scope (the column is null); the Worker tells absent from null to check it against the key.
+  scope: scope.optional(),
 });
 export type NoteInput = z.input<typeof noteInput>;
 
