@@ -1,6 +1,6 @@
 import { z } from "zod";
 import type { corpusNotes } from "../schema.ts";
-import { multiLine, singleLine } from "../text.ts";
+import { multiLine, singleLine, wholeNumber } from "../text.ts";
 
 export const MAX_IMPORT = 2_000;
 
@@ -34,7 +34,7 @@ export const noteImport = z.strictObject({
 export const noteSearch = z.strictObject({
   q: singleLine(500),
   scope: singleLine(128).optional(),
-  limit: z.coerce.number().int().min(1).max(100).default(20),
+  limit: wholeNumber(1, 100).default(20),
 });
 export type NoteSearch = z.input<typeof noteSearch>;
 
