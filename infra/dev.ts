@@ -13,6 +13,7 @@ import { startMailSink, type MailSink } from "./mail-sink.ts";
 import { startQStashDev, type QStashDev } from "./qstash-dev/server.ts";
 import { startWsProxy, type WsProxy } from "./ws-proxy.ts";
 import { migrateDatabase, startEmbeddedPostgres, type EmbeddedServer } from "../src/node/postgres.ts";
+import { newSecretsKey } from "../src/domain/webhooks/secret-box.ts";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const env = process.env;
@@ -103,8 +104,14 @@ async function main() {
     PUBLIC_URL: env.PUBLIC_URL || publicUrl,
     ADMIN_TOKEN: env.ADMIN_TOKEN || secrets.ADMIN_TOKEN,
     MAIL_API_URL: env.MAIL_API_URL || `${sink.url}/mail`,
+    WEBHOOK_SECRETS_KEY: env.WEBHOOK_SECRETS_KEY || secrets.WEBHOOK_SECRETS_KEY,
+    // Local receivers (the sink) are http on 127.0.0.1, which a deployment refuses.
+    WEBHOOK_ALLOW_PRIVATE_URLS: env.WEBHOOK_ALLOW_PRIVATE_URLS || "true",
     ...(env.MAIL_TO ? { MAIL_TO: env.MAIL_TO } : {}),
     ...(env.RETENTION_DAYS ? { RETENTION_DAYS: env.RETENTION_DAYS } : {}),
+    ...(env.WEBHOOK_SECRET_ROTATION_HOURS
+      ? { WEBHOOK_SECRET_ROTATION_HOURS: env.WEBHOOK_SECRET_ROTATION_HOURS }
+      : {}),
   };
   // Read by `wrangler dev` at start; git-ignored, rewritten on every run.
   await writeFile(
@@ -138,6 +145,11 @@ edge-outbox is running — Ctrl-C stops everything.
       -d '{"title":"Hello outbox","body":"first note"}'
     curl -s '${publicUrl}/notes/search?q=hello' -H "Authorization: Bearer $EO_KEY"
     curl -s ${publicUrl}/admin/stats -H 'Authorization: Bearer ${vars.ADMIN_TOKEN}'
+
+  Add a webhook endpoint that points at the sink (the answer holds its secret, shown once):
+    curl -s -X POST ${publicUrl}/admin/webhooks/endpoints -H 'Authorization: Bearer ${vars.ADMIN_TOKEN}' \\
+      -H 'content-type: application/json' -d '{"url":"${sink.url}/webhooks","types":["*"],"scope":null}'
+    curl -s ${sink.url}/__received      # what the sink got, with the webhook-* headers
 
   Operator CLI in another terminal:
     DATABASE_URL='${env.DATABASE_URL ? "<your DATABASE_URL>" : databaseUrl}' npm run outbox -- events list
@@ -194,27 +206,33 @@ interface Secrets {
   QSTASH_TOKEN: string;
   QSTASH_CURRENT_SIGNING_KEY: string;
   QSTASH_NEXT_SIGNING_KEY: string;
+  WEBHOOK_SECRETS_KEY: string;
 }
 
 /**
  * Generated once and kept in .dev/secrets.json, so a token pasted into a terminal
  * keeps working across restarts. Local only: the QStash dev server accepts them.
+ * WEBHOOK_SECRETS_KEY must outlive a restart too: the endpoint secrets sealed
+ * under it stay in the kept database, and a new key would open none of them.
+ * A file from before a secret existed gets that one added, the others kept.
  */
 async function localSecrets(): Promise<Secrets> {
   const file = path.join(root, ".dev", "secrets.json");
-  const kept = existsSync(file) ? (JSON.parse(readFileSync(file, "utf8")) as Partial<Secrets>) : undefined;
-  // A file from before API keys existed gains one; nothing else in it changes.
-  if (kept?.ADMIN_TOKEN && kept.DEV_API_KEY) return kept as Secrets;
+  const kept = existsSync(file) ? (JSON.parse(readFileSync(file, "utf8")) as Partial<Secrets>) : {};
   const secrets: Secrets = {
-    DEV_API_KEY: newDevApiKey(),
-    ADMIN_TOKEN: `dev_admin_${randomBytes(18).toString("base64url")}`,
-    QSTASH_TOKEN: `qstash_dev_${randomBytes(24).toString("base64url")}`,
-    QSTASH_CURRENT_SIGNING_KEY: `sig_${randomBytes(21).toString("base64url")}`,
-    QSTASH_NEXT_SIGNING_KEY: `sig_${randomBytes(21).toString("base64url")}`,
-    ...kept,
+    // A file from before API keys existed gains one; nothing else in it changes.
+    DEV_API_KEY: kept.DEV_API_KEY ?? newDevApiKey(),
+    ADMIN_TOKEN: kept.ADMIN_TOKEN ?? `dev_admin_${randomBytes(18).toString("base64url")}`,
+    QSTASH_TOKEN: kept.QSTASH_TOKEN ?? `qstash_dev_${randomBytes(24).toString("base64url")}`,
+    QSTASH_CURRENT_SIGNING_KEY:
+      kept.QSTASH_CURRENT_SIGNING_KEY ?? `sig_${randomBytes(21).toString("base64url")}`,
+    QSTASH_NEXT_SIGNING_KEY: kept.QSTASH_NEXT_SIGNING_KEY ?? `sig_${randomBytes(21).toString("base64url")}`,
+    WEBHOOK_SECRETS_KEY: kept.WEBHOOK_SECRETS_KEY ?? newSecretsKey(),
   };
-  await mkdir(path.dirname(file), { recursive: true });
-  await writeFile(file, JSON.stringify(secrets, null, 2), { mode: 0o600 });
+  if (Object.keys(secrets).some((name) => !(name in kept))) {
+    await mkdir(path.dirname(file), { recursive: true });
+    await writeFile(file, JSON.stringify(secrets, null, 2), { mode: 0o600 });
+  }
   return secrets;
 }
 

@@ -55,7 +55,9 @@ export async function startMailSink(options: MailSinkOptions = {}): Promise<Mail
   const server = http.createServer(async (req, res) => {
     const path = req.url ?? "/";
     if (req.method === "GET" && path.startsWith("/__received")) {
-      return send(res, 200, store);
+      // `?path=/webhooks` narrows the list to what one receiver got.
+      const only = new URL(path, "http://sink").searchParams.get("path");
+      return send(res, 200, only === null ? store : store.filter((r) => r.path === only));
     }
     if (req.method === "DELETE" && path === "/__received") {
       store = [];
@@ -174,7 +176,17 @@ function parseJson(body: string): unknown {
 // A hint of what arrived, so the log line alone tells a mail from a webhook.
 function describe(r: ReceivedRequest): string {
   const json = r.json as Record<string, unknown> | undefined;
-  if (r.headers["webhook-id"]) return ` webhook ${r.headers["webhook-id"]}`;
+  if (r.headers["webhook-id"]) {
+    // The three Standard Webhooks headers, so a person can check a delivery by eye;
+    // a rotation shows as two v1 signatures.
+    const signatures = (r.headers["webhook-signature"] ?? "").split(" ").filter(Boolean);
+    const type = json && typeof json.type === "string" ? ` ${json.type}` : "";
+    return (
+      ` webhook${type} webhook-id=${r.headers["webhook-id"]}` +
+      ` webhook-timestamp=${r.headers["webhook-timestamp"] ?? "-"}` +
+      ` webhook-signature=${signatures.length ? signatures.map((sig) => `${sig.slice(0, 12)}…`).join(" ") : "-"}`
+    );
+  }
   if (json && typeof json.to === "string")
     return ` mail to ${json.to}${json.subject ? `: ${json.subject}` : ""}`;
   return "";

@@ -4,8 +4,8 @@ import { refreshNoteIndex } from "./corpus-index/refresh.ts";
 import type { Db } from "./db.ts";
 import { MailError, type Mailer } from "./mail/mailer.ts";
 import { sendMailOnce } from "./mail/send-once.ts";
-import { oneLine } from "./text.ts";
 import type { subscriptions } from "./subscriptions.ts";
+import { oneLine } from "./text.ts";
 
 export interface JobHandlerDeps {
   db: Db;

@@ -11,6 +11,7 @@ export { events, alerts, relayState, type Fanout, type FanoutEntry } from "./sch
 export {
   defineSubscriptions,
   findSubscription,
+  isTypeGlob,
   matchesGlob,
   SUBSCRIPTION_NAME,
   type Subscription,

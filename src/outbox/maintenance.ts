@@ -1,4 +1,4 @@
-import type { Queryable } from "./sql.ts";
+import { query, type Queryable } from "./sql.ts";
 import { STATE_SQL, dueSql } from "./state.ts";
 
 export interface RetentionOptions {
@@ -22,7 +22,8 @@ export async function deleteOldFannedEvents(db: Queryable, options: RetentionOpt
   const cutoff = new Date((options.now?.getTime() ?? Date.now()) - options.olderThanDays * 86_400_000);
   let deleted = 0;
   for (let i = 0; i < maxBatches; i++) {
-    const { rowCount } = (await db.query(
+    const { rowCount } = await query(
+      db,
       `DELETE FROM events WHERE seq IN (
          SELECT seq FROM events
           WHERE ${STATE_SQL.fanned} AND fanned_out_at < $1
@@ -30,7 +31,7 @@ export async function deleteOldFannedEvents(db: Queryable, options: RetentionOpt
           LIMIT $2
        )`,
       [cutoff, batchSize],
-    )) as { rowCount: number | null };
+    );
     deleted += rowCount ?? 0;
     if ((rowCount ?? 0) < batchSize) break;
   }
@@ -56,7 +57,8 @@ export interface AlertThresholds {
 export async function evaluateAlerts(db: Queryable, thresholds: AlertThresholds = {}): Promise<string[]> {
   const maxAge = thresholds.maxPendingAgeSeconds ?? 300;
   const maxFailures = thresholds.maxRelayFailures ?? 5;
-  const { rows } = (await db.query(
+  const { rows } = await query<{ kind: string }>(
+    db,
     `WITH facts AS (
        SELECT
          (SELECT extract(epoch FROM now() - min(created_at)) FROM events
@@ -86,7 +88,7 @@ export async function evaluateAlerts(db: Queryable, thresholds: AlertThresholds 
      )
      SELECT kind FROM raised`,
     [maxAge, maxFailures],
-  )) as { rows: { kind: string }[] };
+  );
   return rows.map((r) => r.kind);
 }
 
@@ -118,10 +120,11 @@ export async function vacuumEventsIfNeeded(
 ): Promise<VacuumResult> {
   const minDead = options.minDeadTuples ?? 10_000;
   const ratio = options.deadRatio ?? 0.1;
-  const { rows } = (await db.query(
+  const { rows } = await query<{ dead: number; live: number }>(
+    db,
     `SELECT n_dead_tup::float8 AS dead, n_live_tup::float8 AS live
        FROM pg_stat_user_tables WHERE relid = 'events'::regclass`,
-  )) as { rows: { dead: number; live: number }[] };
+  );
   const dead = rows[0]?.dead ?? 0;
   const live = rows[0]?.live ?? 0;
   if (dead < minDead || dead < ratio * live) return { deadTuples: dead, vacuumed: false };

@@ -1,8 +1,7 @@
 import type { Fanout } from "./schema.ts";
-import { eventFromRow, type ClaimedEvent } from "./types.ts";
+import { eventFromRow, type ClaimedEvent, type DbClaimedEvent } from "./types.ts";
 import { InvalidInputError } from "./errors.ts";
-import type { Queryable } from "./sql.ts";
-
+import { query, type Queryable } from "./sql.ts";
 import { STATE_SQL, dueSql, stateOf, type EventState } from "./state.ts";
 
 /** An event as operators see it: what the relay claims, plus where it stands. */
@@ -21,24 +20,27 @@ export function assertEventId(id: string): void {
   if (!UUID.test(id)) throw new InvalidInputError(`"${id}" is not an event id (a UUID)`);
 }
 
-async function rows(db: Queryable, text: string, values: unknown[] = []): Promise<Record<string, unknown>[]> {
-  return ((await db.query(text, values)) as { rows: Record<string, unknown>[] }).rows;
+/** An events row as the drivers return it. */
+interface DbEvent extends DbClaimedEvent {
+  fanned_out_at: Date | null;
+  fanout: Fanout | null;
+  last_error: string | null;
+  next_attempt_at: Date | null;
+  poisoned_at: Date | null;
 }
 
 const COLUMNS = `seq, id, type, subject, scope, payload, created_at, fanned_out_at, fanout, attempts,
   last_error, next_attempt_at, poisoned_at`;
 
-function toEvent(r: Record<string, unknown>): EventRow {
-  const poisonedAt = (r.poisoned_at as Date | null) ?? null;
-  const fannedOutAt = (r.fanned_out_at as Date | null) ?? null;
+function toEvent(r: DbEvent): EventRow {
   return {
     ...eventFromRow(r),
-    fannedOutAt,
-    fanout: (r.fanout as Fanout | null) ?? null,
-    lastError: (r.last_error as string | null) ?? null,
-    nextAttemptAt: (r.next_attempt_at as Date | null) ?? null,
-    poisonedAt,
-    state: stateOf({ fannedOutAt, poisonedAt }),
+    fannedOutAt: r.fanned_out_at,
+    fanout: r.fanout,
+    lastError: r.last_error,
+    nextAttemptAt: r.next_attempt_at,
+    poisonedAt: r.poisoned_at,
+    state: stateOf({ fannedOutAt: r.fanned_out_at, poisonedAt: r.poisoned_at }),
   };
 }
 
@@ -67,13 +69,13 @@ export async function listEvents(db: Queryable, options: ListOptions = {}): Prom
     throw new InvalidInputError("limit must be an integer from 1 to 10000");
   }
   values.push(limit);
-  const found = await rows(
+  const { rows } = await query<DbEvent>(
     db,
     `SELECT ${COLUMNS} FROM events ${where.length ? `WHERE ${where.join(" AND ")}` : ""}
       ORDER BY seq DESC LIMIT $${values.length}`,
     values,
   );
-  return found.map(toEvent);
+  return rows.map(toEvent);
 }
 
 export interface AlertRow {
@@ -87,16 +89,29 @@ export interface AlertRow {
   resolvedAt: Date | null;
 }
 
-function toAlert(r: Record<string, unknown>): AlertRow {
+/** An outbox_alerts row as the drivers return it. */
+interface DbAlert {
+  /** bigint: the drivers return int8 as a string. */
+  id: string;
+  kind: string;
+  event_id: string | null;
+  subscription: string | null;
+  message: string;
+  details: unknown;
+  created_at: Date;
+  resolved_at: Date | null;
+}
+
+function toAlert(r: DbAlert): AlertRow {
   return {
     id: Number(r.id),
-    kind: r.kind as string,
-    eventId: (r.event_id as string | null) ?? null,
-    subscription: (r.subscription as string | null) ?? null,
-    message: r.message as string,
-    details: r.details ?? null,
-    createdAt: r.created_at as Date,
-    resolvedAt: (r.resolved_at as Date | null) ?? null,
+    kind: r.kind,
+    eventId: r.event_id,
+    subscription: r.subscription,
+    message: r.message,
+    details: r.details,
+    createdAt: r.created_at,
+    resolvedAt: r.resolved_at,
   };
 }
 
@@ -105,22 +120,24 @@ export async function getEvent(
   id: string,
 ): Promise<(EventRow & { alerts: AlertRow[] }) | null> {
   assertEventId(id);
-  const [row] = await rows(db, `SELECT ${COLUMNS} FROM events WHERE id = $1`, [id]);
+  const [row] = (await query<DbEvent>(db, `SELECT ${COLUMNS} FROM events WHERE id = $1`, [id])).rows;
   if (!row) return null;
-  const alerts = await rows(db, `SELECT * FROM outbox_alerts WHERE event_id = $1 ORDER BY id`, [id]);
-  return { ...toEvent(row), alerts: alerts.map(toAlert) };
+  const alerts = await query<DbAlert>(db, `SELECT * FROM outbox_alerts WHERE event_id = $1 ORDER BY id`, [
+    id,
+  ]);
+  return { ...toEvent(row), alerts: alerts.rows.map(toAlert) };
 }
 
 export async function listAlerts(
   db: Queryable,
   options: { open?: boolean; limit?: number } = {},
 ): Promise<AlertRow[]> {
-  const found = await rows(
+  const { rows } = await query<DbAlert>(
     db,
     `SELECT * FROM outbox_alerts ${options.open ? "WHERE resolved_at IS NULL" : ""} ORDER BY id DESC LIMIT $1`,
     [options.limit ?? 50],
   );
-  return found.map(toAlert);
+  return rows.map(toAlert);
 }
 
 export interface RequeueResult {
@@ -138,9 +155,10 @@ export interface RequeueResult {
 export async function requeue(db: Queryable, ids: string[]): Promise<RequeueResult> {
   ids.forEach(assertEventId);
   const unique = [...new Set(ids.map((id) => id.toLowerCase()))];
-  const [row] = await rows(
-    db,
-    `WITH requeued AS (
+  const [row] = (
+    await query<{ requeued: string[]; known: string[] }>(
+      db,
+      `WITH requeued AS (
        UPDATE events SET poisoned_at = NULL, attempts = 0, next_attempt_at = NULL
         WHERE id = ANY($1::uuid[]) AND ${STATE_SQL.poisoned}
        RETURNING id
@@ -152,10 +170,11 @@ export async function requeue(db: Queryable, ids: string[]): Promise<RequeueResu
      SELECT (SELECT coalesce(jsonb_agg(id), '[]') FROM requeued) AS requeued,
             (SELECT coalesce(jsonb_agg(id), '[]') FROM events WHERE id = ANY($1::uuid[])) AS known,
             (SELECT count(*) FROM resolved) AS resolved`,
-    [unique],
-  );
-  const requeued = (row?.requeued as string[]) ?? [];
-  const known = new Set((row?.known as string[]) ?? []);
+      [unique],
+    )
+  ).rows;
+  const requeued = row?.requeued ?? [];
+  const known = new Set(row?.known ?? []);
   return {
     requeued,
     notPoisoned: unique.filter((id) => known.has(id) && !requeued.includes(id)),
@@ -179,10 +198,23 @@ export interface Stats {
   };
 }
 
+interface DbStats {
+  backlog: number;
+  due: number;
+  oldest: number | null;
+  poisoned: number;
+  open_alerts: number;
+  failures: number;
+  backoff_until: Date | null;
+  last_error: string | null;
+  last_failure_at: Date | null;
+}
+
 export async function stats(db: Queryable): Promise<Stats> {
-  const [row] = await rows(
-    db,
-    `SELECT
+  const [row] = (
+    await query<DbStats>(
+      db,
+      `SELECT
        (SELECT count(*) FROM events WHERE ${STATE_SQL.pending})::int AS backlog,
        (SELECT count(*) FROM events WHERE ${dueSql("now()")})::int AS due,
        (SELECT extract(epoch FROM now() - min(created_at)) FROM events
@@ -191,19 +223,20 @@ export async function stats(db: Queryable): Promise<Stats> {
        (SELECT count(*) FROM outbox_alerts WHERE resolved_at IS NULL)::int AS open_alerts,
        s.failures, s.backoff_until, s.last_error, s.last_failure_at
      FROM outbox_relay_state s WHERE s.id = 1`,
-  );
+    )
+  ).rows;
   if (!row) throw new Error("outbox_relay_state has no row: run the migrations");
   return {
-    backlog: Number(row.backlog),
-    due: Number(row.due),
-    oldestPendingAgeSeconds: row.oldest === null ? null : Number(row.oldest),
-    poisoned: Number(row.poisoned),
-    openAlerts: Number(row.open_alerts),
+    backlog: row.backlog,
+    due: row.due,
+    oldestPendingAgeSeconds: row.oldest,
+    poisoned: row.poisoned,
+    openAlerts: row.open_alerts,
     relay: {
-      failures: Number(row.failures),
-      backoffUntil: (row.backoff_until as Date | null) ?? null,
-      lastError: (row.last_error as string | null) ?? null,
-      lastFailureAt: (row.last_failure_at as Date | null) ?? null,
+      failures: row.failures,
+      backoffUntil: row.backoff_until,
+      lastError: row.last_error,
+      lastFailureAt: row.last_failure_at,
     },
   };
 }

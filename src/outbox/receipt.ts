@@ -1,5 +1,5 @@
 import type { Fanout } from "./schema.ts";
-import type { Queryable } from "./sql.ts";
+import { query, type Queryable } from "./sql.ts";
 import { STATE_SQL } from "./state.ts";
 
 export interface ReceiptEntry {
@@ -17,22 +17,31 @@ export interface Receipt {
   events: ReceiptEntry[];
 }
 
+interface DbReceipt {
+  id: string;
+  type: string;
+  fanned_out_at: Date | null;
+  fanout: Fanout | null;
+  poisoned: boolean;
+}
+
 export async function readReceipt(db: Queryable, eventIds: string[]): Promise<Receipt> {
   if (eventIds.length === 0) return { complete: true, events: [] };
-  const { rows } = (await db.query(
+  const { rows } = await query<DbReceipt>(
+    db,
     `SELECT id, type, fanned_out_at, fanout, ${STATE_SQL.poisoned} AS poisoned
        FROM events WHERE id = ANY($1::uuid[])`,
     [eventIds],
-  )) as { rows: Record<string, unknown>[] };
-  const byId = new Map(rows.map((r) => [r.id as string, r]));
+  );
+  const byId = new Map(rows.map((r) => [r.id, r]));
   const events = eventIds.map((id): ReceiptEntry => {
     const r = byId.get(id);
     return {
       id,
-      type: (r?.type as string | undefined) ?? "unknown",
-      fannedOutAt: (r?.fanned_out_at as Date | null | undefined) ?? null,
-      fanout: (r?.fanout as Fanout | null | undefined) ?? null,
-      poisoned: r?.poisoned === true,
+      type: r?.type ?? "unknown",
+      fannedOutAt: r?.fanned_out_at ?? null,
+      fanout: r?.fanout ?? null,
+      poisoned: r?.poisoned ?? false,
     };
   });
   return { complete: events.every((e) => e.fannedOutAt !== null || e.poisoned), events };

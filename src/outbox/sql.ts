@@ -4,8 +4,13 @@
  * both. It sends SQL text itself rather than through Drizzle because the claim and
  * the mark each travel as one multi-statement round trip (see docs/adr/0002).
  */
-export interface SqlResult {
-  rows: Record<string, unknown>[];
+/**
+ * One statement's result. `Row` is a table's columns as both drivers return them:
+ * `int8` as a string, timestamps as Dates, jsonb parsed. Each reader declares its
+ * row type once (graphile-worker's `client.query<DbJob>`) instead of casting columns.
+ */
+export interface SqlResult<Row = Record<string, unknown>> {
+  rows: Row[];
   rowCount: number | null;
 }
 
@@ -28,8 +33,14 @@ export interface SqlPool {
   connect(): Promise<SqlClient>;
 }
 
-export function results(raw: unknown): SqlResult[] {
-  return (Array.isArray(raw) ? raw : [raw]) as SqlResult[];
+/** One statement, its rows typed by the caller: the only cast from what the drivers return. */
+export async function query<Row>(db: Queryable, text: string, values?: unknown[]): Promise<SqlResult<Row>> {
+  return (await db.query(text, values)) as SqlResult<Row>;
+}
+
+/** A multi-statement round trip: one result per statement, each typed by the caller. */
+export function results<Rows extends unknown[]>(raw: unknown): { [K in keyof Rows]?: SqlResult<Rows[K]> } {
+  return (Array.isArray(raw) ? raw : [raw]) as { [K in keyof Rows]?: SqlResult<Rows[K]> };
 }
 
 /**

@@ -21,6 +21,11 @@ export const SUBSCRIPTION_NAME = "[a-z][a-z0-9_.-]*";
 const NAME = new RegExp(`^${SUBSCRIPTION_NAME}$`);
 const TYPE_GLOB = /^[A-Za-z0-9_.*-]+$/;
 
+/** Whether a string is an event-type glob (`supplier.*`, `*`): the one rule for subscriptions and webhook endpoints. */
+export function isTypeGlob(glob: string): boolean {
+  return TYPE_GLOB.test(glob);
+}
+
 /**
  * Checks a subscription list once, at start-up, so a typo fails loudly instead of
  * matching nothing. The list keeps its literal names, so a record of job handlers
@@ -35,7 +40,7 @@ export function defineSubscriptions<const T extends readonly Subscription[]>(lis
     seen.add(s.name);
     if (s.types.length === 0) throw new Error(`subscription "${s.name}" matches no event types`);
     for (const t of s.types) {
-      if (!TYPE_GLOB.test(t)) throw new Error(`subscription "${s.name}": bad type glob "${t}"`);
+      if (!isTypeGlob(t)) throw new Error(`subscription "${s.name}": bad type glob "${t}"`);
     }
     if (s.retries !== undefined && (!Number.isInteger(s.retries) || s.retries < 0)) {
       throw new Error(`subscription "${s.name}": retries must be a non-negative integer`);

@@ -10,17 +10,30 @@ export interface ClaimedEvent {
   attempts: number;
 }
 
-/** Reads the columns every event row shares, as both drivers return them. */
-export function eventFromRow(r: Record<string, unknown>): ClaimedEvent {
+/** The columns of an events row the relay claims, as both drivers return them. */
+export interface DbClaimedEvent {
+  /** bigint: the drivers return int8 as a string. */
+  seq: string;
+  id: string;
+  type: string;
+  subject: string;
+  scope: string | null;
+  payload: unknown;
+  created_at: Date;
+  attempts: number;
+}
+
+/** Reads the columns every event row shares. */
+export function eventFromRow(r: DbClaimedEvent): ClaimedEvent {
   return {
     seq: Number(r.seq),
-    id: r.id as string,
-    type: r.type as string,
-    subject: r.subject as string,
-    scope: (r.scope as string | null) ?? null,
+    id: r.id,
+    type: r.type,
+    subject: r.subject,
+    scope: r.scope,
     payload: r.payload,
-    createdAt: r.created_at as Date,
-    attempts: Number(r.attempts),
+    createdAt: r.created_at,
+    attempts: r.attempts,
   };
 }
 

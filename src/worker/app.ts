@@ -16,6 +16,8 @@ import { registerSuppliersActivate } from "./routes/suppliers-activate.ts";
 import { registerSuppliersConnect } from "./routes/suppliers-connect.ts";
 import { registerSuppliersCreate } from "./routes/suppliers-create.ts";
 import { registerSuppliersGet } from "./routes/suppliers-get.ts";
+import { registerWebhookDeliveries } from "./routes/webhook-deliveries.ts";
+import { registerWebhookEndpoints } from "./routes/webhook-endpoints.ts";
 
 /** The Worker's app: every route, registered on the app `newApp` builds. */
 export function createApp(options: AppOptions = {}): App {
@@ -35,6 +37,9 @@ export function createApp(options: AppOptions = {}): App {
   registerJobsFailed(app);
   registerJobsDeliver(app);
   registerAdmin(app);
+  // After registerAdmin: its `/admin/*` bearer check must run before these.
+  registerWebhookEndpoints(app);
+  registerWebhookDeliveries(app);
   registerAdminApiKeys(app);
   registerDashboard(app);
   return app;

@@ -22,6 +22,12 @@ export interface Bindings {
   MAX_BODY_BYTES?: string;
   /** Local stack only: `host:port` of the WebSocket-to-TCP proxy in front of a plain Postgres. */
   NEON_WS_PROXY?: string;
+  /** Base64 of 32 random bytes: the AES-GCM key webhook endpoint secrets are sealed under. */
+  WEBHOOK_SECRETS_KEY?: string;
+  /** "true": webhook URLs may use http and private or loopback addresses (the local stack). */
+  WEBHOOK_ALLOW_PRIVATE_URLS?: string;
+  /** Hours a rotated-out webhook secret keeps signing beside the new one; default 24. */
+  WEBHOOK_SECRET_ROTATION_HOURS?: string;
 }
 
 // wrangler passes an unset var as "" when it is declared empty; that means unset.
@@ -63,6 +69,22 @@ export const configSchema = z.object({
       .min(1024, "must be at least 1024 bytes"),
   ).transform((v) => v ?? DEFAULT_MAX_BODY_BYTES),
   NEON_WS_PROXY: optional(z.string().regex(/^[\w.-]+:\d{1,5}$/, "must be host:port, e.g. 127.0.0.1:5433")),
+  // Optional so a deployment without webhooks keeps running; the endpoint routes
+  // that seal or open a secret answer 500 naming it when it is absent. A malformed
+  // key fails every route, like any malformed binding: it would fail later anyway.
+  WEBHOOK_SECRETS_KEY: optional(
+    z.string().trim().refine(isBase64Key, "must be base64 of 32 bytes (e.g. `openssl rand -base64 32`)"),
+  ),
+  WEBHOOK_ALLOW_PRIVATE_URLS: optional(
+    z.enum(["true", "false"], { error: 'must be "true" or "false"' }),
+  ).transform((v) => v === "true"),
+  WEBHOOK_SECRET_ROTATION_HOURS: optional(
+    z.coerce
+      .number({ error: "must be a whole number of hours" })
+      .int("must be a whole number of hours")
+      .min(0, "must be 0 (the old secret stops at once) or more")
+      .max(24 * 30, "must be at most 720 hours (30 days)"),
+  ).transform((v) => v ?? 24),
 });
 
 /** Bindings after validation: what handlers read, via `c.var.config`. */
@@ -72,15 +94,37 @@ export type ConfigResult = { ok: true; config: Config } | { ok: false; message: 
 
 /** One message naming every bad binding, e.g. "binding QSTASH_TOKEN is missing; binding PUBLIC_URL must be …". */
 export function parseConfig(env: Bindings): ConfigResult {
-  const parsed = configSchema.safeParse(env);
+  const parsed = parseVariables(configSchema, env);
+  if (parsed.ok) return parsed;
+  const problems = parsed.problems.map((p) => `binding ${p.name} ${p.missing ? "is missing" : p.message}`);
+  return { ok: false, message: `Worker misconfigured: ${problems.join("; ")}` };
+}
+
+export interface VariableProblem {
+  name: string;
+  /** Unset or blank, as opposed to set to something invalid. */
+  missing: boolean;
+  message: string;
+}
+
+/**
+ * Checks variables against the Worker's schema, or part of it
+ * (`configSchema.pick(...)`): the CLI reads the same variables with the same
+ * defaults and rules, and says what is wrong in its own words.
+ */
+export function parseVariables<T extends z.ZodType>(
+  schema: T,
+  env: object,
+): { ok: true; config: z.output<T> } | { ok: false; problems: VariableProblem[] } {
+  const parsed = schema.safeParse(env);
   if (parsed.success) return { ok: true, config: parsed.data };
   const problems = parsed.error.issues.map((issue) => {
     const name = String(issue.path[0] ?? "?");
-    const value = (env as Record<string, unknown>)[name];
+    const value: unknown = Reflect.get(env, name);
     const missing = value === undefined || (typeof value === "string" && value.trim() === "");
-    return `binding ${name} ${missing ? "is missing" : issue.message}`;
+    return { name, missing, message: issue.message };
   });
-  return { ok: false, message: `Worker misconfigured: ${problems.join("; ")}` };
+  return { ok: false, problems };
 }
 
 export interface Variables {
@@ -100,6 +144,14 @@ export interface Variables {
 }
 
 export type HonoEnv = { Bindings: Bindings; Variables: Variables };
+
+function isBase64Key(text: string): boolean {
+  try {
+    return atob(text).length === 32;
+  } catch {
+    return false;
+  }
+}
 
 function stripSlash(url: string): string {
   return url.replace(/\/+$/, "");

@@ -1,6 +1,7 @@
-import type { ValidationTargets } from "hono";
+import type { Context, ValidationTargets } from "hono";
 import { validator } from "hono/validator";
 import type { z } from "zod";
+import type { Config, HonoEnv } from "./env.ts";
 import { ApiError, type FieldIssue } from "./errors.ts";
 
 /**
@@ -11,17 +12,34 @@ export function valid<Target extends keyof ValidationTargets, Schema extends z.Z
   target: Target,
   schema: Schema,
 ) {
-  return validator(target, async (value, c) => {
-    if (target === "json" || target === "form") requireMediaType(c.req.header("content-type"), target);
-    refuseNul(value, describe(target));
-    const result = await schema.safeParseAsync(value, {
-      error: (issue) => (issue.input === undefined ? "is required" : undefined),
-    });
-    if (result.success) return result.data as z.output<Schema>;
-    const issues = toFieldIssues(result.error);
-    const listed = issues.map((i) => (i.path ? `${i.path}: ${i.message}` : i.message)).join("; ");
-    throw new ApiError("BAD_REQUEST", `invalid ${describe(target)}: ${listed}`, issues);
+  return validator(target, (value, c: Context<HonoEnv>) => parseOrThrow(c, target, schema, value));
+}
+
+/** `valid` for a schema that depends on the bindings (e.g. what URLs a deployment accepts). */
+export function validFor<Target extends keyof ValidationTargets, Schema extends z.ZodType>(
+  target: Target,
+  schemaFor: (config: Config) => Schema,
+) {
+  return validator(target, (value, c: Context<HonoEnv>) =>
+    parseOrThrow(c, target, schemaFor(c.var.config), value),
+  );
+}
+
+async function parseOrThrow<Schema extends z.ZodType>(
+  c: Context<HonoEnv>,
+  target: keyof ValidationTargets,
+  schema: Schema,
+  value: unknown,
+): Promise<z.output<Schema>> {
+  if (target === "json" || target === "form") requireMediaType(c.req.header("content-type"), target);
+  refuseNul(value, describe(target));
+  const result = await schema.safeParseAsync(value, {
+    error: (issue) => (issue.input === undefined ? "is required" : undefined),
   });
+  if (result.success) return result.data as z.output<Schema>;
+  const issues = toFieldIssues(result.error);
+  const listed = issues.map((i) => (i.path ? `${i.path}: ${i.message}` : i.message)).join("; ");
+  throw new ApiError("BAD_REQUEST", `invalid ${describe(target)}: ${listed}`, issues);
 }
 
 const JSON_TYPE = /^application\/([\w.-]+\+)?json$/;

@@ -104,4 +104,15 @@ describe("outbox CLI", () => {
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/QSTASH_TOKEN is not set/);
   });
+
+  it("relay commands check the variables as the Worker checks its bindings", async () => {
+    const r = await runCli(["relay", "once"], {
+      ...env(),
+      QSTASH_URL: "ftp://127.0.0.1:1",
+      QSTASH_TOKEN: "t",
+      PUBLIC_URL: "127.0.0.1:8787",
+    });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/QSTASH_URL must be an http\(s\) URL; PUBLIC_URL must be an http\(s\) URL/);
+  });
 });

@@ -49,6 +49,32 @@ describe("mail sink", () => {
     await expect(sink.waitFor((r) => r.path === "/never", 50)).rejects.toThrow(/no matching request/);
   });
 
+  it("logs a webhook with its webhook-* headers and lists it, headers included, under ?path=", async () => {
+    const headers = {
+      "webhook-id": "0193a6f0-7d2e-7c1a-9b1e-2f1f6a3c9d10",
+      "webhook-timestamp": "1764748800",
+      "webhook-signature":
+        "v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4= v1,BdWw8bD0aPbDdLz3hAYy0sAY5tW7pwSeHV7lgHJeP9o=",
+    };
+    await post(
+      "/webhooks",
+      { type: "supplier.created", timestamp: "2026-12-03T08:00:00Z", data: {} },
+      headers,
+    );
+    expect(lines.filter((l) => l.includes("/webhooks"))).toEqual([
+      "sink POST /webhooks 200 " +
+        `${JSON.stringify({ type: "supplier.created", timestamp: "2026-12-03T08:00:00Z", data: {} }).length}B ` +
+        "webhook supplier.created webhook-id=0193a6f0-7d2e-7c1a-9b1e-2f1f6a3c9d10 webhook-timestamp=1764748800 " +
+        "webhook-signature=v1,K5oZfzN95… v1,BdWw8bD0a…",
+    ]);
+    const listed = (await (await fetch(`${sink.url}/__received?path=/webhooks`)).json()) as {
+      path: string;
+      headers: Record<string, string>;
+    }[];
+    expect(listed.map((r) => r.path)).toEqual(["/webhooks"]);
+    expect(listed[0]!.headers).toMatchObject(headers);
+  });
+
   it("answers what a test tells it to, and records those requests too", async () => {
     sink.respondWith({ status: 503, body: { error: "down" } });
     expect((await post("/hooks/flaky", { attempt: 1 })).status).toBe(503);

@@ -1,6 +1,11 @@
 import type { Bindings } from "../../src/worker/env.ts";
 import type { App } from "../../src/worker/new-app.ts";
 
+/** The WEBHOOK_SECRETS_KEY of every test Worker (base64 of 32 bytes), so tests can open the boxes it seals. */
+export const TEST_WEBHOOK_SECRETS_KEY = btoa(
+  String.fromCharCode(...Array.from({ length: 32 }, (_, i) => i * 7 + 3)),
+);
+
 /** A complete, valid set of bindings; tests override or delete entries. */
 export function bindings(overrides: Partial<Bindings> = {}): Bindings {
   return {
@@ -13,6 +18,7 @@ export function bindings(overrides: Partial<Bindings> = {}): Bindings {
     QSTASH_NEXT_SIGNING_KEY: "sig_next",
     PUBLIC_URL: "http://127.0.0.1:8787",
     ADMIN_TOKEN: "admin-token-for-tests-0123456789",
+    WEBHOOK_SECRETS_KEY: TEST_WEBHOOK_SECRETS_KEY,
     ...overrides,
   };
 }

@@ -46,6 +46,8 @@ export function useWorkerd(t: TestDatabase, extra: Partial<Bindings> = {}): Work
       QSTASH_NEXT_SIGNING_KEY: stack.qstash.nextSigningKey,
       PUBLIC_URL: stack.url,
       MAIL_API_URL: `${stack.sink.url}/mail`,
+      // Test receivers (the sink) listen on 127.0.0.1 over http.
+      WEBHOOK_ALLOW_PRIVATE_URLS: "true",
       ...extra,
     });
     worker = await unstable_startWorker({

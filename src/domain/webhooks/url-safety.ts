@@ -32,7 +32,9 @@ export function checkWebhookUrl(input: string, policy: UrlPolicy): UrlVerdict {
   } catch {
     return refuse("must be an absolute URL, e.g. https://example.com/webhooks");
   }
-  if (url.protocol !== "https:" && url.protocol !== "http:") return refuse("must use https");
+  if (url.protocol !== "https:" && url.protocol !== "http:") {
+    return refuse(policy.allowPrivate ? "must use http or https" : "must use https");
+  }
   if (url.protocol === "http:" && !policy.allowPrivate) {
     return refuse("must use https (http is allowed only with WEBHOOK_ALLOW_PRIVATE_URLS=true)");
   }

@@ -1,6 +1,12 @@
 import { literal, nowSql } from "../sql.ts";
 import { RELAY_POLICY, backoffSecondsSql } from "./policy.ts";
 
+/** What `recordFailureSql` returns: the relay's new backoff. */
+export interface DbBackoff {
+  failures: number;
+  backoff_until: Date;
+}
+
 /**
  * Records a failed pass. Computed where the row lives, so concurrent passes that
  * fail together double the delay once each rather than racing a read-modify-write.

@@ -1,5 +1,5 @@
 import { nowSql, positiveInt, results, type SqlClient } from "../sql.ts";
-import { eventFromRow, type ClaimedEvent } from "../types.ts";
+import { eventFromRow, type ClaimedEvent, type DbClaimedEvent } from "../types.ts";
 import { dueSql } from "../state.ts";
 
 export interface RelayState {
@@ -12,6 +12,12 @@ export interface RelayState {
 export interface Claim {
   state: RelayState;
   events: ClaimedEvent[];
+}
+
+interface DbClaimState {
+  failures: number;
+  backoff_until: Date | null;
+  backed_off: boolean;
 }
 
 /**
@@ -35,14 +41,10 @@ export async function claim(client: SqlClient, limit: number, now: Date | undefi
     SELECT failures, backoff_until, coalesce(backoff_until > ${NOW}, false) AS backed_off
       FROM outbox_relay_state WHERE id = 1;
     ${claimSql(limit, now)};`);
-  const [, stateResult, claimResult] = results(raw);
+  const [, stateResult, claimResult] = results<[never, DbClaimState, DbClaimedEvent]>(raw);
   const s = stateResult?.rows[0];
   const state: RelayState = s
-    ? {
-        failures: Number(s.failures),
-        backoffUntil: (s.backoff_until as Date | null) ?? null,
-        backedOff: s.backed_off === true,
-      }
+    ? { failures: s.failures, backoffUntil: s.backoff_until, backedOff: s.backed_off }
     : // A database migrated without the seed row behaves as never failed.
       { failures: 0, backoffUntil: null, backedOff: false };
   const events = (claimResult?.rows ?? []).map(eventFromRow);

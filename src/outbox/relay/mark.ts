@@ -1,5 +1,6 @@
 import type { Fanout } from "../schema.ts";
 import { literal, nowSql, results, type SqlClient } from "../sql.ts";
+import type { DbBackoff } from "./backoff.ts";
 import { RELAY_POLICY, backoffSecondsSql } from "./policy.ts";
 
 export interface RowOutcome {
@@ -14,8 +15,8 @@ export interface MarkResult {
   fanned: number;
   failed: number;
   poisoned: string[];
-  /** Rows returned by `stateSql`, e.g. the new backoff. */
-  state: Record<string, unknown>[];
+  /** The new backoff when `stateSql` recorded a failure; empty when it cleared one. */
+  state: DbBackoff[];
 }
 
 /**
@@ -70,12 +71,12 @@ export async function markAndCommit(
            coalesce((SELECT jsonb_agg(event_id) FROM alerted), '[]'::jsonb) AS poisoned;
     ${stateSql};
     COMMIT;`);
-  const [counts, state] = results(raw);
+  const [counts, state] = results<[{ fanned: number; failed: number; poisoned: string[] }, DbBackoff]>(raw);
   const row = counts?.rows[0];
   return {
     state: state?.rows ?? [],
-    fanned: Number(row?.fanned ?? 0),
-    failed: Number(row?.failed ?? 0),
-    poisoned: (row?.poisoned as string[] | undefined) ?? [],
+    fanned: row?.fanned ?? 0,
+    failed: row?.failed ?? 0,
+    poisoned: row?.poisoned ?? [],
   };
 }

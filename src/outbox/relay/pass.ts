@@ -3,7 +3,7 @@ import type { Publisher } from "../publisher.ts";
 import { positiveInt, results, type SqlClient, type SqlPool } from "../sql.ts";
 import type { Subscription } from "../subscriptions.ts";
 import type { Job, PublishedJob } from "../types.ts";
-import { clearFailuresSql, recordFailureSql } from "./backoff.ts";
+import { clearFailuresSql, recordFailureSql, type DbBackoff } from "./backoff.ts";
 import { claim } from "./claim.ts";
 import { markAndCommit, type RowOutcome } from "./mark.ts";
 import { planBatch, type RowPlan } from "./plan.ts";
@@ -117,13 +117,14 @@ async function batchPass(
     // back off, and let the next pass retry these rows one by one to find out.
     const message = errorMessage(error);
     await client.query("ROLLBACK");
-    const failure = results(await client.query(recordFailureSql(message, options.now)))[0]?.rows[0];
+    const [failed] = results<[DbBackoff]>(await client.query(recordFailureSql(message, options.now)));
+    const failure = failed?.rows[0];
     return {
       ...emptyResult("batch"),
       claimed: events.length,
       full,
       error: message,
-      backedOffUntil: (failure?.backoff_until as Date | undefined) ?? null,
+      backedOffUntil: failure?.backoff_until ?? null,
     };
   }
   let i = 0;
@@ -189,7 +190,7 @@ async function rowByRowPass(
     failed: mark.failed,
     poisoned: mark.poisoned,
     jobs,
-    backedOffUntil: outage ? ((mark.state[0]?.backoff_until as Date | undefined) ?? null) : null,
+    backedOffUntil: outage ? (mark.state[0]?.backoff_until ?? null) : null,
     ...(outage ? { error: outage } : {}),
     full: full || limit < events.length,
   };

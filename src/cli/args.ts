@@ -1,0 +1,54 @@
+import { parseArgs } from "node:util";
+import { EVENT_STATES, RELAY_POLICY } from "../outbox/index.ts";
+
+export const usage = `usage: npm run outbox -- <command> [options]
+
+commands:
+  migrate                         apply pending migrations
+  relay once                      run one relay pass
+  relay drain [--budget <s>]      run passes until nothing is claimable (default budget 300 s)
+  events list [--state ${EVENT_STATES.join("|")}] [--type <glob>] [--limit <n>]
+  events show <id>                an event with its fan-out and alerts
+  events requeue <id>...          put poisoned events back in line
+  alerts [--open]                 recent alerts
+  stats                           backlog, oldest pending age, poisoned count, relay backoff
+
+options:
+  --json                          machine-readable output
+  --batch-size <n>                rows per relay pass (default ${RELAY_POLICY.batchSize})
+
+environment (or .env): DATABASE_URL; for relay commands also QSTASH_TOKEN, PUBLIC_URL,
+and QSTASH_URL (default https://qstash.upstash.io), checked as the Worker checks its bindings`;
+
+/** Wrong arguments or environment: the CLI prints the usage and exits 2. */
+export class UsageError extends Error {}
+
+export function parseCommandLine(argv: string[]) {
+  try {
+    return parseArgs({
+      args: argv,
+      allowPositionals: true,
+      options: {
+        json: { type: "boolean", default: false },
+        state: { type: "string" },
+        type: { type: "string" },
+        limit: { type: "string" },
+        budget: { type: "string" },
+        "batch-size": { type: "string" },
+        open: { type: "boolean", default: false },
+        help: { type: "boolean", short: "h", default: false },
+      },
+    });
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+}
+
+export type Options = ReturnType<typeof parseCommandLine>["values"];
+
+export function intOption(raw: string | undefined, name: string, fallback: number): number {
+  if (raw === undefined) return fallback;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 1) throw new UsageError(`${name} must be a positive integer, got "${raw}"`);
+  return n;
+}

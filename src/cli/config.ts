@@ -1,0 +1,22 @@
+import type { z } from "zod";
+import { configSchema, parseVariables } from "../worker/env.ts";
+import { UsageError } from "./args.ts";
+
+/** What every command needs; the Worker's rule for it. */
+export const databaseVariables = configSchema.pick({ DATABASE_URL: true });
+
+/** What the relay commands need: the same variables, defaults and checks as the Worker's. */
+export const relayVariables = configSchema.pick({
+  DATABASE_URL: true,
+  QSTASH_URL: true,
+  QSTASH_TOKEN: true,
+  PUBLIC_URL: true,
+});
+
+/** Reads variables from the environment (and .env), or says which are missing or wrong. */
+export function readVariables<T extends z.ZodType>(schema: T, env = process.env): z.output<T> {
+  const parsed = parseVariables(schema, env);
+  if (parsed.ok) return parsed.config;
+  const problems = parsed.problems.map((p) => `${p.name} ${p.missing ? "is not set" : p.message}`);
+  throw new UsageError(`${problems.join("; ")} (environment or .env)`);
+}

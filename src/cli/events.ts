@@ -1,0 +1,47 @@
+import { EVENT_STATES, getEvent, isEventState, listEvents, requeue } from "../outbox/index.ts";
+import { intOption, UsageError } from "./args.ts";
+import type { Command } from "./command.ts";
+import { formatEvent, formatEventTable } from "./format.ts";
+
+/** `events list|show|requeue`: what an operator looks at, and the one fix they apply. */
+export async function eventsCommand({ pool, options, sub, rest, print }: Command): Promise<number> {
+  if (sub === "list") {
+    const state = options.state;
+    if (state !== undefined && !isEventState(state)) {
+      throw new UsageError(
+        `--state must be ${EVENT_STATES.join(", ").replace(/, (\w+)$/, " or $1")}, got "${state}"`,
+      );
+    }
+    const found = await listEvents(pool, {
+      ...(state ? { state } : {}),
+      ...(options.type ? { type: options.type } : {}),
+      limit: intOption(options.limit, "--limit", 50),
+    });
+    print(found, () => formatEventTable(found));
+    return 0;
+  }
+  if (sub === "show") {
+    const [id] = rest;
+    if (!id || rest.length > 1) throw new UsageError("events show takes one event id");
+    const event = await getEvent(pool, id);
+    if (!event) {
+      console.error(`edge-outbox: no event ${id}`);
+      return 1;
+    }
+    print(event, () => formatEvent(event));
+    return 0;
+  }
+  if (sub === "requeue") {
+    if (rest.length === 0) throw new UsageError("events requeue takes one or more event ids");
+    const result = await requeue(pool, rest);
+    print(result, () =>
+      [
+        `requeued: ${result.requeued.length ? result.requeued.join(", ") : "none"}`,
+        ...(result.notPoisoned.length ? [`not poisoned (left alone): ${result.notPoisoned.join(", ")}`] : []),
+        ...(result.unknown.length ? [`unknown: ${result.unknown.join(", ")}`] : []),
+      ].join("\n"),
+    );
+    return result.unknown.length > 0 ? 1 : 0;
+  }
+  throw new UsageError(`unknown events command "${sub ?? ""}" (list, show, requeue)`);
+}

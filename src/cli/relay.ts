@@ -1,0 +1,44 @@
+import { subscriptions } from "../domain/subscriptions.ts";
+import { createQStashPublisher, drain, runPass, RELAY_POLICY, type RelayOptions } from "../outbox/index.ts";
+import { intOption, UsageError } from "./args.ts";
+import type { Command } from "./command.ts";
+import { readVariables, relayVariables } from "./config.ts";
+import { formatDrain, formatPass } from "./format.ts";
+
+/** `relay once` and `relay drain`: the same pass the Worker runs, from a terminal. */
+export async function relayCommand({ pool, options, sub, print }: Command): Promise<number> {
+  const env = readVariables(relayVariables);
+  const relay: RelayOptions = {
+    pool,
+    publisher: createQStashPublisher({
+      baseUrl: env.QSTASH_URL,
+      token: env.QSTASH_TOKEN,
+      publicUrl: env.PUBLIC_URL,
+    }),
+    subscriptions,
+    batchSize: intOption(options["batch-size"], "--batch-size", RELAY_POLICY.batchSize),
+  };
+  if (sub === "once") {
+    const pass = await runPass(relay);
+    print(pass, () => formatPass(pass));
+    return pass.error ? 1 : 0;
+  }
+  if (sub === "drain") {
+    const budgetMs = intOption(options.budget, "--budget", 300) * 1000;
+    const progress = process.stderr.isTTY && !options.json;
+    const started = Date.now();
+    const result = await drain({
+      ...relay,
+      budgetMs,
+      onPass: (_pass, totals) => {
+        if (!progress) return;
+        const rate = Math.round(totals.fanned / Math.max(0.001, (Date.now() - started) / 1000));
+        process.stderr.write(`\rpasses ${totals.passes} · fanned ${totals.fanned} · ${rate} events/s   `);
+      },
+    });
+    if (progress) process.stderr.write("\n");
+    print(result, () => formatDrain(result));
+    return result.stoppedBecause === "backoff" ? 1 : 0;
+  }
+  throw new UsageError(`unknown relay command "${sub ?? ""}" (once, drain)`);
+}

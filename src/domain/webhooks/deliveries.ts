@@ -1,0 +1,54 @@
+import { and, asc, desc, eq, sql, type SQL } from "drizzle-orm";
+import type { Db } from "../db.ts";
+import { NotFoundError } from "../errors.ts";
+import { webhookAttempts, webhookDeliveries, type WebhookDeliveryStatus } from "../schema.ts";
+import { findEndpointRow } from "./get.ts";
+import { cursorAt } from "./list.ts";
+import { attemptView, deliveryView, encodeCursor, type Cursor } from "./schemas.ts";
+
+export interface ListDeliveriesOptions {
+  status?: WebhookDeliveryStatus;
+  limit: number;
+  cursor?: Cursor;
+}
+
+/**
+ * An endpoint's deliveries, newest first, a keyset page at a time (never OFFSET:
+ * a page deep in a busy endpoint's history costs what the first one does, on the
+ * (endpoint_id, created_at) index). Unknown endpoint: NotFoundError.
+ */
+export async function listDeliveries(db: Db, endpointId: string, options: ListDeliveriesOptions) {
+  await findEndpointRow(db, endpointId);
+  const t = webhookDeliveries;
+  const where: SQL[] = [eq(t.endpointId, endpointId)];
+  if (options.status) where.push(eq(t.status, options.status));
+  if (options.cursor) {
+    where.push(
+      sql`(${t.createdAt}, ${t.id}) < (${options.cursor.at}::timestamptz, ${options.cursor.id}::uuid)`,
+    );
+  }
+  const rows = await db
+    .select({ row: t, at: cursorAt(t.createdAt) })
+    .from(t)
+    .where(and(...where))
+    .orderBy(desc(t.createdAt), desc(t.id))
+    .limit(options.limit + 1);
+  const page = rows.slice(0, options.limit);
+  const last = page.at(-1);
+  return {
+    deliveries: page.map((r) => deliveryView(r.row)),
+    nextCursor: rows.length > options.limit && last ? encodeCursor({ at: last.at, id: last.row.id }) : null,
+  };
+}
+
+/** One delivery with the exact body that is signed and POSTed, and every attempt, oldest first. */
+export async function getDelivery(db: Db, id: string) {
+  const [row] = await db.select().from(webhookDeliveries).where(eq(webhookDeliveries.id, id));
+  if (!row) throw new NotFoundError("webhook delivery", id);
+  const attempts = await db
+    .select()
+    .from(webhookAttempts)
+    .where(eq(webhookAttempts.deliveryId, id))
+    .orderBy(asc(webhookAttempts.id));
+  return { delivery: { ...deliveryView(row), body: row.body, attempts: attempts.map(attemptView) } };
+}

@@ -1,0 +1,188 @@
+import { z } from "zod";
+import { isTypeGlob } from "../../outbox/index.ts";
+import type { webhookAttempts, webhookDeliveries, webhookEndpoints } from "../schema.ts";
+import { webhookDeliveryStatuses } from "../schema.ts";
+import { checkWebhookUrl, type UrlPolicy } from "./url-safety.ts";
+
+export type EndpointRow = typeof webhookEndpoints.$inferSelect;
+export type DeliveryRow = typeof webhookDeliveries.$inferSelect;
+export type AttemptRow = typeof webhookAttempts.$inferSelect;
+
+/** An endpoint URL, checked against the deployment's policy and stored as the parser normalised it. */
+export function webhookUrl(policy: UrlPolicy) {
+  return z
+    .string({ error: (issue) => (issue.input === undefined ? "is required" : "must be a URL string") })
+    .trim()
+    .transform((input, ctx) => {
+      const verdict = checkWebhookUrl(input, policy);
+      if (verdict.ok) return verdict.url;
+      ctx.addIssue({ code: "custom", message: verdict.reason });
+      return z.NEVER;
+    });
+}
+
+// The same glob rule as subscriptions (isTypeGlob) and the same matcher at
+// fan-out (matchesGlob), so an endpoint's types mean what a subscription's do.
+const typeGlobs = z
+  .array(
+    z
+      .string()
+      .trim()
+      .max(200, "must be at most 200 characters")
+      .refine(
+        isTypeGlob,
+        "must be an event-type glob: letters, digits, `_`, `.`, `-` and `*`, e.g. `supplier.*`",
+      ),
+  )
+  .min(1, "must list at least one event-type glob (`*` for every event)")
+  .max(100, "must list at most 100 globs")
+  .transform((globs) => [...new Set(globs)]);
+
+const description = z.string().trim().max(500, "must be at most 500 characters");
+
+export function createEndpointInput(policy: UrlPolicy) {
+  return z.strictObject({
+    url: webhookUrl(policy),
+    types: typeGlobs.default(["*"]),
+    // The scope is fixed at creation: an endpoint moved to another scope would
+    // start receiving another tenant's events, so PATCH does not take it.
+    scope: z.string().trim().min(1, "must not be empty (null for unscoped)").max(128).nullable(),
+    description: description.default(""),
+  });
+}
+export type CreateEndpointInput = z.input<ReturnType<typeof createEndpointInput>>;
+
+export function updateEndpointInput(policy: UrlPolicy) {
+  return z
+    .strictObject({
+      url: webhookUrl(policy).optional(),
+      types: typeGlobs.optional(),
+      description: description.optional(),
+      enabled: z.boolean({ error: "must be true or false" }).optional(),
+    })
+    .refine((patch) => Object.values(patch).some((v) => v !== undefined), {
+      message: "must change at least one of url, types, description, enabled",
+      // Only for an otherwise valid body: `{"scope": …}` should hear that scope is not a field, alone.
+      when: (payload) => payload.issues.length === 0,
+    });
+}
+export type UpdateEndpointInput = z.input<ReturnType<typeof updateEndpointInput>>;
+
+/** Keyset pages: newest first, by (created_at, id), so a page never shifts as rows arrive. */
+export const pageQuery = {
+  limit: z.coerce
+    .number({ error: "must be a number" })
+    .int("must be a whole number")
+    .min(1, "must be at least 1")
+    .max(200, "must be at most 200")
+    .default(50),
+  cursor: z
+    .string()
+    .optional()
+    .transform((text, ctx) => {
+      if (text === undefined) return undefined;
+      const cursor = decodeCursor(text);
+      if (!cursor) {
+        ctx.addIssue({ code: "custom", message: "is not a cursor this API returned" });
+        return z.NEVER;
+      }
+      return cursor;
+    }),
+};
+
+export const listEndpointsQuery = z.strictObject({
+  // `?scope=` with no value lists the unscoped endpoints (a real scope is never empty).
+  scope: z
+    .string()
+    .trim()
+    .max(128)
+    .optional()
+    .transform((s) => (s === undefined ? undefined : s === "" ? null : s)),
+  ...pageQuery,
+});
+
+export const listDeliveriesQuery = z.strictObject({
+  status: z.enum(webhookDeliveryStatuses, { error: "must be pending, delivered or failed" }).optional(),
+  ...pageQuery,
+});
+
+export interface Cursor {
+  /** created_at to the microsecond, as Postgres wrote it: a JS Date would round it and skip rows. */
+  at: string;
+  id: string;
+}
+
+export function encodeCursor(cursor: Cursor): string {
+  return btoa(`${cursor.at}|${cursor.id}`).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+}
+
+function decodeCursor(text: string): Cursor | undefined {
+  try {
+    const [at, id, ...rest] = atob(text.replace(/-/g, "+").replace(/_/g, "/")).split("|");
+    if (rest.length > 0 || !at || !id) return undefined;
+    if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/.test(at)) return undefined;
+    if (!z.guid().safeParse(id).success) return undefined;
+    return { at, id };
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * What the API shows of an endpoint. Built field by field from the row, never by
+ * spreading it: the row holds the sealed secrets, and a new column must be
+ * chosen to be shown, not leak by default.
+ */
+export function endpointView(row: EndpointRow, now: Date = new Date()) {
+  const rotating =
+    row.previousSecretBox !== null &&
+    row.previousSecretExpiresAt !== null &&
+    row.previousSecretExpiresAt.getTime() > now.getTime();
+  return {
+    id: row.id,
+    url: row.url,
+    types: row.types,
+    scope: row.scope,
+    description: row.description,
+    enabled: row.enabled,
+    disabledReason: row.disabledReason,
+    disabledAt: row.disabledAt,
+    lastSuccessAt: row.lastSuccessAt,
+    failingSince: row.failingSince,
+    /** Until when the previous secret still signs beside the current one; null outside a rotation. */
+    previousSecretExpiresAt: rotating ? row.previousSecretExpiresAt : null,
+    createdAt: row.createdAt,
+    updatedAt: row.updatedAt,
+  };
+}
+export type EndpointView = ReturnType<typeof endpointView>;
+
+export function deliveryView(row: DeliveryRow) {
+  return {
+    id: row.id,
+    endpointId: row.endpointId,
+    eventId: row.eventId,
+    eventType: row.eventType,
+    scope: row.scope,
+    status: row.status,
+    attempts: row.attempts,
+    lastAttemptAt: row.lastAttemptAt,
+    nextAttemptAt: row.nextAttemptAt,
+    deliveredAt: row.deliveredAt,
+    failedAt: row.failedAt,
+    lastError: row.lastError,
+    createdAt: row.createdAt,
+  };
+}
+
+export function attemptView(row: AttemptRow) {
+  return {
+    id: row.id,
+    attemptedAt: row.attemptedAt,
+    durationMs: row.durationMs,
+    status: row.status,
+    error: row.error,
+    responseHeaders: row.responseHeaders,
+    responseBody: row.responseBody,
+  };
+}
