@@ -41,7 +41,7 @@ interface Case {
 
 // ---- the inputs ------------------------------------------------------------
 
-type FieldKind = "line" | "text" | "tags" | "uuids" | "notes" | "nullableLine";
+type FieldKind = "line" | "text" | "tags" | "uuids" | "notes" | "nullableLine" | "url" | "globs" | "bool";
 interface JsonRoute {
   name: string;
   method: string;
@@ -117,6 +117,34 @@ const jsonRoutes: JsonRoute[] = [
       name: { kind: "line", max: 200, required: true },
     },
   },
+  {
+    name: "create webhook endpoint",
+    method: "POST",
+    path: () => "/admin/webhooks/endpoints",
+    auth: "admin",
+    write: true,
+    valid: () => ({ url: "https://hooks.example.com/in", scope: null }),
+    fields: {
+      url: { kind: "url", max: 2048, required: true },
+      types: { kind: "globs" },
+      scope: { kind: "nullableLine", max: 128, required: true },
+      description: { kind: "text", max: 500 },
+    },
+  },
+  {
+    name: "update webhook endpoint",
+    method: "PATCH",
+    path: () => `/admin/webhooks/endpoints/${UNKNOWN}`,
+    auth: "admin",
+    write: true,
+    valid: () => ({ enabled: false }),
+    fields: {
+      url: { kind: "url", max: 2048 },
+      types: { kind: "globs" },
+      description: { kind: "text", max: 500 },
+      enabled: { kind: "bool" },
+    },
+  },
 ];
 
 const CONTROL = { "CR/LF": "a\r\nb", ESC: "a\u001bb", DEL: "a\u007fb", "line separator": "a\u2028b" };
@@ -142,11 +170,34 @@ function wrongTypes(kind: FieldKind): unknown[] {
       ];
     case "notes":
       return [{}, [], "x", [1], [{}], Array.from({ length: 2001 }, () => ({ title: "t" }))];
+    case "url":
+      return [
+        1,
+        null,
+        "not a url",
+        "ftp://example.com/x",
+        "https://user:pw@example.com/",
+        "https://10.0.0.1/x",
+        "javascript:alert(1)",
+      ];
+    case "globs":
+      return [
+        "*",
+        [],
+        [1],
+        ["a b"],
+        ["' OR 1=1"],
+        ["%"],
+        ["x".repeat(201)],
+        Array.from({ length: 101 }, (_, i) => `t${i}`),
+      ];
+    case "bool":
+      return ["true", 1, null, []];
   }
 }
 
 function stringCases(kind: FieldKind, max: number | undefined): [string, unknown][] {
-  if (kind !== "line" && kind !== "text" && kind !== "nullableLine") return [];
+  if (kind !== "line" && kind !== "text" && kind !== "nullableLine" && kind !== "url") return [];
   const cases: [string, unknown][] = [
     ["over-long", "x".repeat((max ?? 100) + 1)],
     ["NUL", NUL],
@@ -243,6 +294,12 @@ function idCases(): Case[] {
     ["admin event", "GET", (id) => `/admin/events/${id}`, "admin"],
     ["revoke API key", "DELETE", (id) => `/admin/api-keys/${id}`, "admin"],
     ["dashboard event", "GET", (id) => `/dashboard/events/${id}`, "basic"],
+    ["webhook endpoint", "GET", (id) => `/admin/webhooks/endpoints/${id}`, "admin"],
+    ["update webhook endpoint", "PATCH", (id) => `/admin/webhooks/endpoints/${id}`, "admin"],
+    ["delete webhook endpoint", "DELETE", (id) => `/admin/webhooks/endpoints/${id}`, "admin"],
+    ["rotate webhook secret", "POST", (id) => `/admin/webhooks/endpoints/${id}/rotate-secret`, "admin"],
+    ["webhook endpoint deliveries", "GET", (id) => `/admin/webhooks/endpoints/${id}/deliveries`, "admin"],
+    ["webhook delivery", "GET", (id) => `/admin/webhooks/deliveries/${id}`, "admin"],
   ];
   const ids = [
     UNKNOWN,
@@ -261,7 +318,9 @@ function idCases(): Case[] {
       method,
       path: path(id),
       auth,
-      ...(method === "PATCH" ? { body: { title: "t" } } : {}),
+      ...(method === "PATCH"
+        ? { body: path(id).startsWith("/admin") ? { enabled: false } : { title: "t" } }
+        : {}),
     })),
   );
 }
@@ -303,6 +362,28 @@ function queryCases(): Case[] {
     q(`admin alerts: open ${open}`, `/admin/alerts?open=${enc(open)}`, "admin");
   q("admin alerts: an unknown parameter", "/admin/alerts?kind=x", "admin");
   q("admin job failures: an unknown parameter", "/admin/job-failures?subscription=x", "admin");
+  // webhook listings
+  for (const [name, path] of [
+    ["webhook endpoints", "/admin/webhooks/endpoints?"],
+    ["webhook deliveries", `/admin/webhooks/endpoints/${UNKNOWN}/deliveries?`],
+  ]) {
+    q(`${name}: an unknown parameter`, `${path}colour=red`, "admin");
+    for (const limit of ["abc", "0", "-5", "201", "2.5"])
+      q(`${name}: limit ${limit}`, `${path}limit=${limit}`, "admin");
+    for (const cursor of ["x", "' OR 1=1", enc(NUL), btoa("2020|x"), "%"])
+      q(`${name}: cursor ${cursor}`, `${path}cursor=${cursor}`, "admin");
+  }
+  q("webhook endpoints: scope NUL", `/admin/webhooks/endpoints?scope=${enc(NUL)}`, "admin");
+  q("webhook endpoints: scope CR/LF", `/admin/webhooks/endpoints?scope=${enc("a\r\nb")}`, "admin");
+  q("webhook endpoints: scope over-long", `/admin/webhooks/endpoints?scope=${"x".repeat(129)}`, "admin");
+  for (const s of SQLISH)
+    q(`webhook endpoints: scope ${s}`, `/admin/webhooks/endpoints?scope=${enc(s)}`, "admin", "filter");
+  for (const status of ["done", "' OR 1=1", "*", ""])
+    q(
+      `webhook deliveries: status ${status}`,
+      `/admin/webhooks/endpoints/${UNKNOWN}/deliveries?status=${enc(status)}`,
+      "admin",
+    );
   // `*` is the documented glob for "every type"; LIKE's own wildcards and SQL are literal text.
   for (const s of SQLISH.filter((v) => !v.includes("*")))
     q(`admin events: type ${s}`, `/admin/events?type=${enc(s)}`, "admin", "filter");
@@ -521,8 +602,8 @@ describe(`bad input, every route (${cases.length} cases)`, () => {
     expect(res.status, res.text.slice(0, 300)).toBeLessThan(500);
     if (c.expect === "filter" && res.status === 200) {
       // Valid text that looks like SQL or a wildcard: it matched nothing.
-      const body = JSON.parse(res.text) as { hits?: unknown[]; events?: unknown[] };
-      expect(body.hits ?? body.events).toEqual([]);
+      const body = JSON.parse(res.text) as { hits?: unknown[]; events?: unknown[]; endpoints?: unknown[] };
+      expect(body.hits ?? body.events ?? body.endpoints).toEqual([]);
       return;
     }
     expect(res.status, res.text.slice(0, 300)).toBeGreaterThanOrEqual(400);
