@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { refreshNoteIndex } from "../../src/domain/corpus-index/refresh.ts";
 import { createApp } from "../../src/worker/app.ts";
-import { openNeonDatabase } from "../../src/worker/database.ts";
-import type { Bindings } from "../../src/worker/env.ts";
+import { MAX_CONNECTIONS_PER_INVOCATION, openNeonDatabase } from "../../src/worker/database.ts";
+import { parseConfig, type Bindings, type Config } from "../../src/worker/env.ts";
 import { configureNeonForWsProxy, startWsProxy, type WsProxy } from "../../infra/ws-proxy.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { eventsAbout } from "../support/helpers.ts";
@@ -56,6 +56,32 @@ describe("health", () => {
     expect(res.status).toBe(503);
     expect(res.body.error.code).toBe("SERVICE_UNAVAILABLE");
     expect(res.body.error.message).toMatch(/^database unavailable: \S/);
+  });
+});
+
+describe("connections", () => {
+  it("a request's pool holds at most MAX_CONNECTIONS_PER_INVOCATION connections, however many queries run at once", async () => {
+    const opened = openNeonDatabase(parseConfigOrThrow(env));
+    let peak = 0;
+    let done = false;
+    const watch = (async () => {
+      while (!done) {
+        const { rows } = await t.pool.query(
+          `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND query LIKE '%pg_sleep(0.3)%' AND pid <> pg_backend_pid()`,
+        );
+        peak = Math.max(peak, rows[0].n);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    })();
+    try {
+      await Promise.all(Array.from({ length: 8 }, () => opened.pool.query("SELECT pg_sleep(0.3)")));
+    } finally {
+      done = true;
+      await watch;
+      await opened.close();
+    }
+    expect(peak).toBeGreaterThan(0);
+    expect(peak).toBeLessThanOrEqual(MAX_CONNECTIONS_PER_INVOCATION);
   });
 });
 
@@ -231,3 +257,9 @@ describe("errors: one envelope for every route", () => {
     expect(logged).toEqual([expect.stringMatching(`${res.body.error.requestId}.*secret internals`)]);
   });
 });
+
+function parseConfigOrThrow(bindings: Bindings): Config {
+  const parsed = parseConfig(bindings);
+  if (!parsed.ok) throw new Error(parsed.message);
+  return parsed.config;
+}
