@@ -20,10 +20,22 @@ export interface QStashPublisherOptions {
   deliveryParallelism?: number;
 }
 
-export const FAILURE_CALLBACK_PATH = "/jobs/_failed";
+/** Where QStash delivers jobs: `<publicUrl>/jobs/<subscription>`. */
+export const JOBS_PATH = "/jobs";
+/** Where QStash reports a job that exhausted its retries; `_` keeps it apart from subscription names. */
+export const FAILURE_CALLBACK_PATH = `${JOBS_PATH}/_failed` as const;
 
+/** The URL a job is published to, and so the URL QStash signs: the route must verify this exact one. */
 export function jobUrl(publicUrl: string, subscription: string): string {
-  return `${publicUrl.replace(/\/+$/, "")}/jobs/${encodeURIComponent(subscription)}`;
+  return `${stripSlash(publicUrl)}${JOBS_PATH}/${encodeURIComponent(subscription)}`;
+}
+
+export function failureCallbackUrl(publicUrl: string): string {
+  return `${stripSlash(publicUrl)}${FAILURE_CALLBACK_PATH}`;
+}
+
+function stripSlash(url: string): string {
+  return url.replace(/\/+$/, "");
 }
 
 /**
@@ -42,7 +54,7 @@ export function createQStashPublisher(options: QStashPublisherOptions): Publishe
     enableTelemetry: false,
   });
   const chunkSize = options.chunkSize ?? 100;
-  const failureCallback = `${options.publicUrl.replace(/\/+$/, "")}${FAILURE_CALLBACK_PATH}`;
+  const failureCallback = failureCallbackUrl(options.publicUrl);
   const flowControl = {
     key: `edge-outbox-${new URL(options.publicUrl).host.replace(/[^A-Za-z0-9._-]/g, "_")}`,
     parallelism: options.deliveryParallelism ?? 20,

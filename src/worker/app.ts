@@ -1,7 +1,7 @@
 import { newApp, type App, type AppOptions } from "./new-app.ts";
 import { registerAdmin } from "./routes/admin.ts";
 import { registerAdminApiKeys } from "./routes/admin-api-keys.ts";
-import { registerDashboard } from "./routes/dashboard.ts";
+import { registerDashboard } from "./dashboard/index.ts";
 import { registerEventsGet } from "./routes/events-get.ts";
 import { registerJobsDeliver } from "./routes/jobs-deliver.ts";
 import { registerJobsFailed } from "./routes/jobs-failed.ts";

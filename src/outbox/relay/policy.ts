@@ -14,10 +14,11 @@ export const RELAY_POLICY = {
   /** Rows claimed per pass; bounds the transaction, whatever the backlog. */
   batchSize: 200,
   /**
-   * After a failed pass, how many rows the next pass retries one by one. Each is
+   * After a failed pass, how many rows the next pass (a `rows` pass) retries one
+   * by one. Each is
    * its own publish request, and a Worker invocation may make few subrequests.
    */
-  isolationBatchSize: 25,
+  rowsPassSize: 25,
   /** One publish request may take this long before the pass gives up on it. */
   publishTimeoutMs: 15_000,
   /** A whole pass; far inside QStash's 10-minute deduplication window (see RelayOptions). */

@@ -3,6 +3,7 @@ import { httpMailer, noopMailer } from "../../domain/mail/mailer.ts";
 import {
   jobFailure,
   jobUrl,
+  JOBS_PATH,
   NonRetryableError,
   parseJobBody,
   runJob,
@@ -23,7 +24,7 @@ import { SUBSCRIPTION } from "./params.ts";
  * `Upstash-NonRetryable-Error: true` never retry (a malformed job is one).
  */
 export function registerJobsDeliver(app: App) {
-  app.post(`/jobs/${SUBSCRIPTION}`, async (c) => {
+  app.post(`${JOBS_PATH}/${SUBSCRIPTION}`, async (c) => {
     const name = c.req.param("subscription");
     const raw = await verifiedBody(c, jobUrl(c.var.config.PUBLIC_URL, name));
     const config = c.var.config;

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { recordJobFailure } from "../../domain/job-failures/record.ts";
-import { FAILURE_CALLBACK_PATH } from "../../outbox/index.ts";
+import { FAILURE_CALLBACK_PATH, failureCallbackUrl, JOBS_PATH } from "../../outbox/index.ts";
 import type { App } from "../new-app.ts";
 import { ApiError } from "../errors.ts";
 import { verifiedBody } from "../signature.ts";
@@ -18,7 +18,7 @@ const failureCallback = z.looseObject({
 });
 
 const uuid = z.guid();
-const JOBS_PREFIX = "/jobs/";
+const JOBS_PREFIX = `${JOBS_PATH}/`;
 
 /**
  * `POST /jobs/_failed`: signed by QStash like any delivery (for this URL), and
@@ -28,7 +28,7 @@ const JOBS_PREFIX = "/jobs/";
  */
 export function registerJobsFailed(app: App) {
   app.post(FAILURE_CALLBACK_PATH, async (c) => {
-    const raw = await verifiedBody(c, `${c.var.config.PUBLIC_URL}${FAILURE_CALLBACK_PATH}`);
+    const raw = await verifiedBody(c, failureCallbackUrl(c.var.config.PUBLIC_URL));
     const parsed = failureCallback.safeParse(safeJson(raw));
     if (!parsed.success)
       throw new ApiError("job_rejected", "failure callback body is not QStash's callback shape");
