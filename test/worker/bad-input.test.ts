@@ -619,8 +619,8 @@ describe(`bad input, every route (${cases.length} cases)`, () => {
       return;
     }
     // A dashboard form may answer by sending the browser back with a notice (303).
-    if (!(c.auth === "basic" && c.method === "POST" && res.status === 303))
-      expect(res.status, res.text.slice(0, 300)).toBeGreaterThanOrEqual(400);
+    if (c.auth === "basic" && c.method === "POST" && res.status === 303) return;
+    expect(res.status, res.text.slice(0, 300)).toBeGreaterThanOrEqual(400);
     // Dashboard pages answer people with an HTML error page; everything else with the envelope.
     if (c.auth === "basic" && res.type.includes("text/html")) return;
     expect(res.type).toContain("application/json");
