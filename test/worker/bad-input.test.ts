@@ -301,6 +301,9 @@ function idCases(): Case[] {
     ["rotate webhook secret", "POST", (id) => `/admin/webhooks/endpoints/${id}/rotate-secret`, "admin"],
     ["webhook endpoint deliveries", "GET", (id) => `/admin/webhooks/endpoints/${id}/deliveries`, "admin"],
     ["webhook delivery", "GET", (id) => `/admin/webhooks/deliveries/${id}`, "admin"],
+    ["test webhook endpoint", "POST", (id) => `/admin/webhooks/endpoints/${id}/test`, "admin"],
+    ["redeliver webhook delivery", "POST", (id) => `/admin/webhooks/deliveries/${id}/redeliver`, "admin"],
+    ["recover webhook endpoint", "POST", (id) => `/admin/webhooks/endpoints/${id}/recover`, "admin"],
   ];
   const ids = [
     UNKNOWN,
