@@ -3,6 +3,7 @@ import { chromium, type Browser, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { importSecretsKey } from "../../src/domain/webhooks/secret-box.ts";
 import { startReceiver } from "../qstash-dev/receiver.ts";
+import { newApiKey } from "../support/api-keys.ts";
 import { poison } from "../support/dashboard.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { seedEvents } from "../support/events.ts";
@@ -20,6 +21,10 @@ const SHOTS = new URL("../../reports/screenshots/", import.meta.url);
 
 const t = useTestDatabase();
 const stack = useWorkerd(t);
+let key: string;
+beforeAll(async () => {
+  key = await newApiKey(t.db);
+});
 let browser: Browser;
 let page: Page;
 let receiver: Awaited<ReturnType<typeof startReceiver>>;
@@ -61,7 +66,16 @@ describe("the dashboard in Chromium", () => {
   it("signs in, requeues a poisoned group, watches it fan out, and follows one event", async () => {
     // Traffic for the charts: notes written through the Worker, fanned out by the relay.
     for (let i = 0; i < 4; i++) {
-      const res = await request(stack, "POST", "/notes", { title: `Note ${i}` }, { Prefer: "wait=5" });
+      const res = await request(
+        stack,
+        "POST",
+        "/notes",
+        { title: `Note ${i}` },
+        {
+          Prefer: "wait=5",
+          Authorization: `Bearer ${key}`,
+        },
+      );
       expect(res.status).toBe(201);
     }
     // An hour of earlier traffic, back-dated, so the charts have a shape: events
