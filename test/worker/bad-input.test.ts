@@ -295,6 +295,8 @@ function idCases(): Case[] {
     ["admin event", "GET", (id) => `/admin/events/${id}`, "admin"],
     ["revoke API key", "DELETE", (id) => `/admin/api-keys/${id}`, "admin"],
     ["dashboard event", "GET", (id) => `/dashboard/events/${id}`, "basic"],
+    ["dashboard webhook endpoint", "GET", (id) => `/dashboard/webhooks/${id}`, "basic"],
+    ["dashboard webhook delivery", "GET", (id) => `/dashboard/webhooks/deliveries/${id}`, "basic"],
     ["webhook endpoint", "GET", (id) => `/admin/webhooks/endpoints/${id}`, "admin"],
     ["update webhook endpoint", "PATCH", (id) => `/admin/webhooks/endpoints/${id}`, "admin"],
     ["delete webhook endpoint", "DELETE", (id) => `/admin/webhooks/endpoints/${id}`, "admin"],
@@ -375,6 +377,13 @@ function queryCases(): Case[] {
     // Pages, like any web page, ignore parameters they do not know; bad values of known ones are errors.
     q(`${name}: NUL`, `${path}type=${enc(NUL)}`, "basic");
   }
+  for (const before of ["5", "' OR 1=1", "2026-01-01T00:00:00Z,x", NUL])
+    q(
+      `dashboard webhook deliveries: before ${before}`,
+      `/dashboard/webhooks/${UNKNOWN}?before=${enc(before)}`,
+      "basic",
+    );
+  q("dashboard webhook endpoint: recovered -1", `/dashboard/webhooks/${UNKNOWN}?recovered=-1`, "basic");
   // webhook listings
   for (const [name, path] of [
     ["webhook endpoints", "/admin/webhooks/endpoints?"],
@@ -454,6 +463,29 @@ function otherCases(): Case[] {
   form("a fingerprint over-long", `id=${UNKNOWN}&fingerprint=${"x".repeat(401)}`);
   form("a JSON body", JSON.stringify({ id: UNKNOWN }), "application/json");
   form("an oversized body", `id=${"x".repeat(2 * MB)}`);
+  // The webhook endpoint page's forms and its deliveries cursor.
+  const webhookForm = (
+    name: string,
+    path: string,
+    body: string,
+    type = "application/x-www-form-urlencoded",
+  ) =>
+    cases.push({
+      name: `dashboard webhooks: ${name}`,
+      method: "POST",
+      path,
+      auth: "basic",
+      headers: { "content-type": type, origin: "http://worker.test" },
+      body,
+    });
+  const recover = `/dashboard/webhooks/${UNKNOWN}/recover`;
+  webhookForm("recover without a time", recover, "");
+  webhookForm("recover since no time", recover, "since=yesterday");
+  webhookForm("recover since a NUL", recover, "since=%00");
+  webhookForm("recover an unknown endpoint", recover, "since=2026-01-01T00:00");
+  webhookForm("recover as JSON", recover, JSON.stringify({ since: "2026-01-01T00:00Z" }), "application/json");
+  webhookForm("test an unknown endpoint", `/dashboard/webhooks/${UNKNOWN}/test`, "");
+  webhookForm("redeliver an unknown delivery", `/dashboard/webhooks/deliveries/${UNKNOWN}/redeliver`, "");
   cases.push({
     name: "dashboard requeue: cross-site",
     method: "POST",
