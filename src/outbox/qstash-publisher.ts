@@ -11,6 +11,8 @@ export interface QStashPublisherOptions {
   publicUrl: string;
   /** Messages per batch request. */
   chunkSize?: number;
+  /** Bounds how many of these jobs QStash delivers at once (one key shared by every publisher). */
+  flowControl?: { key: string; parallelism: number };
 }
 
 export const FAILURE_CALLBACK_PATH = "/jobs/_failed";
@@ -45,6 +47,7 @@ export function createQStashPublisher(options: QStashPublisherOptions): Publishe
           body: job.body,
           deduplicationId: job.deduplicationId,
           failureCallback,
+          ...(options.flowControl ? { flowControl: { ...options.flowControl } } : {}),
           ...(job.retries === undefined ? {} : { retries: job.retries }),
         })),
       );

@@ -30,6 +30,13 @@ export const RELAY_POLICY = {
   rowRetry: { baseSeconds: 2, capSeconds: 60 } satisfies ExponentialBackoff,
   /** After this many failures of its own, a row is set aside for an operator. */
   poisonAfter: 5,
+  /**
+   * At most this many jobs run at once, across every subscription and every relay
+   * (QStash flow control, one key). Each running job is a Worker invocation with
+   * its own database connections: unbounded, a backlog released after an outage
+   * arrives all at once and exhausts Postgres' connection slots (docs/adr/0011).
+   */
+  jobFlowControl: { key: "edge-outbox-jobs", parallelism: 10 },
 } as const;
 
 /**
