@@ -17,6 +17,13 @@ export interface OpenedDatabase {
 export type OpenDatabase = (config: Config) => OpenedDatabase;
 
 /**
+ * Connections one invocation may hold at once. A request needs one for its use case,
+ * then one for the kick's pass and one for `Prefer: wait` polling; a job, one. The
+ * driver's default (10) let one invocation take a tenth of Postgres' 100 slots.
+ */
+export const MAX_CONNECTIONS_PER_INVOCATION = 3;
+
+/**
  * A Neon WebSocket Pool per request: Workers cannot keep a socket open across
  * requests, so a pool outliving its request would hand out dead connections.
  * Creating it is free (it connects on first query); it is ended after the
@@ -24,7 +31,11 @@ export type OpenDatabase = (config: Config) => OpenedDatabase;
  */
 export const openNeonDatabase: OpenDatabase = (config) => {
   if (config.NEON_WS_PROXY) useLocalWsProxy(neonConfig, config.NEON_WS_PROXY);
-  const pool = new Pool({ connectionString: config.DATABASE_URL, connectionTimeoutMillis: 10_000 });
+  const pool = new Pool({
+    connectionString: config.DATABASE_URL,
+    connectionTimeoutMillis: 10_000,
+    max: MAX_CONNECTIONS_PER_INVOCATION,
+  });
   let ending = false;
   // A connection that dies while idle emits on the pool; unheard, that would throw.
   // Once the pool is ending, a disconnect is what was asked for: pg ignores those
