@@ -2,6 +2,11 @@
 import js from "@eslint/js";
 import tseslint from "typescript-eslint";
 
+// Code that runs inside the Worker must stay edge-safe: no Node built-ins. A later
+// no-restricted-imports block replaces an earlier one for its files, so each
+// block below lists this pattern again.
+const EDGE_SAFE = { group: ["node:*", "pg", "ws"], message: "Worker code must be edge-safe" };
+
 export default tseslint.config(
   { ignores: ["node_modules/", "drizzle/meta/", ".dev/", ".wrangler/", "reports/", "dist/"] },
   js.configs.recommended,
@@ -14,26 +19,21 @@ export default tseslint.config(
     },
   },
   {
-    // Code that runs inside the Worker must stay edge-safe: no Node built-ins.
-    files: ["src/outbox/**/*.ts", "src/domain/**/*.ts", "src/worker/**/*.ts"],
+    files: ["src/outbox/**/*.ts", "src/domain/**/*.ts", "src/worker/**/*.{ts,tsx}"],
     rules: {
-      "no-restricted-imports": [
-        "error",
-        { patterns: [{ group: ["node:*", "pg", "ws"], message: "Worker code must be edge-safe" }] },
-      ],
+      "no-restricted-imports": ["error", { patterns: [EDGE_SAFE] }],
     },
   },
   {
     // app.ts imports every route, so a route that imported it would close a cycle:
-    // routes take the app's type from new-app.ts. (Replaces the edge block above
-    // for routes, so it repeats the edge rule.)
+    // routes take the app's type from new-app.ts.
     files: ["src/worker/routes/**/*.ts"],
     rules: {
       "no-restricted-imports": [
         "error",
         {
           patterns: [
-            { group: ["node:*", "pg", "ws"], message: "Worker code must be edge-safe" },
+            EDGE_SAFE,
             {
               group: ["**/worker/app.ts", "../app.ts"],
               message: "Import `type App` from new-app.ts, not app.ts",
@@ -46,14 +46,13 @@ export default tseslint.config(
   {
     // The event bus core is a library: the domain and the Worker depend on it, never
     // the reverse, so it can be reused and changed without reading the app around it.
-    // (This block replaces the one above for the core, so it repeats the edge rule.)
     files: ["src/outbox/**/*.ts"],
     rules: {
       "no-restricted-imports": [
         "error",
         {
           patterns: [
-            { group: ["node:*", "pg", "ws"], message: "Worker code must be edge-safe" },
+            EDGE_SAFE,
             {
               group: ["**/domain/**", "**/domain", "**/worker/**", "**/worker", "**/cli/**", "**/node/**"],
               message:

@@ -10,6 +10,7 @@ import { writeFile } from "node:fs/promises";
 import { arch, cpus, platform, totalmem } from "node:os";
 import { parseArgs } from "node:util";
 import { concurrency } from "./phases/concurrency.ts";
+import { dashboard } from "./phases/dashboard.ts";
 import { history } from "./phases/history.ts";
 import { latency } from "./phases/latency.ts";
 import { roundTrips } from "./phases/round-trips.ts";
@@ -20,7 +21,7 @@ import { openBenchDatabase } from "./support/db.ts";
 import { log } from "./support/progress.ts";
 import { startDevServerProcess } from "./support/qstash.ts";
 
-const PHASES = ["throughput", "concurrency", "history", "round-trips", "latency"] as const;
+const PHASES = ["throughput", "concurrency", "history", "round-trips", "latency", "dashboard"] as const;
 type Phase = (typeof PHASES)[number];
 
 const { values } = parseArgs({
@@ -71,6 +72,7 @@ try {
   if (runs("history")) results.history = await history(ctx);
   if (runs("round-trips")) results.roundTrips = await roundTrips(ctx);
   if (runs("latency")) results.latency = await latency(ctx);
+  if (runs("dashboard")) results.dashboard = await dashboard(ctx);
 } finally {
   await qstash.close();
   await db.close();

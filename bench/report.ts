@@ -1,4 +1,5 @@
 import type { ConcurrencyResult } from "./phases/concurrency.ts";
+import type { DashboardResult } from "./phases/dashboard.ts";
 import type { HistoryResult } from "./phases/history.ts";
 import type { LatencyResult } from "./phases/latency.ts";
 import type { RoundTripResult } from "./phases/round-trips.ts";
@@ -11,6 +12,7 @@ export interface Results {
   history?: HistoryResult;
   roundTrips?: RoundTripResult;
   latency?: LatencyResult;
+  dashboard?: DashboardResult;
 }
 
 export interface Target {
@@ -82,6 +84,8 @@ export function targets(r: Results): Target[] {
   }
   if (r.roundTrips) out.push(target("round trips per pass (max)", r.roundTrips.max, "max", 3));
   if (r.latency) out.push(target("commit → published p99 (ms)", r.latency.p99.median, "max", 50));
+  for (const c of r.dashboard?.cases ?? [])
+    out.push(target(`events page: ${c.name} (ms)`, c.ms.median, "max", 50));
   return out;
 }
 
@@ -162,6 +166,12 @@ export function table(r: Results, meta: { reps: number; note?: string }): string
     rows.push(row("   peak RSS, via dev server", t.qstash.peakRssMB, n0));
     rows.push(row("   peak heap used, via dev server", t.qstash.peakHeapMB, n0));
     rows.push(row("   RSS before the first pass", t.qstash.baselineRssMB, n0));
+  }
+  const d = r.dashboard;
+  if (d) {
+    section(`dashboard events page, 50 rows, ${n0(d.rows)} events (ms of database time)`);
+    for (const [i, c] of d.cases.entries()) rows.push(row(`${i === 0 ? "9." : "  "} ${c.name}`, c.ms, n2));
+    for (const c of d.withProposedIndexes) rows.push(row(`   ${c.name}, with proposed indexes`, c.ms, n2));
   }
   const header: Row = ["measure", `median of ${meta.reps}`, "min", "max"];
   const widths = [0, 1, 2, 3].map((i) => Math.max(...[header, ...rows].map((x) => x[i]!.length)));

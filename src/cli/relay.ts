@@ -14,7 +14,6 @@ export async function relayCommand({ pool, options, sub, print }: Command): Prom
       baseUrl: env.QSTASH_URL,
       token: env.QSTASH_TOKEN,
       publicUrl: env.PUBLIC_URL,
-      flowControl: RELAY_POLICY.jobFlowControl,
     }),
     subscriptions,
     batchSize: intOption(options["batch-size"], "--batch-size", RELAY_POLICY.batchSize),

@@ -30,7 +30,13 @@ export {
 
 // Transport.
 export { createNullPublisher, type Publisher } from "./publisher.ts";
-export { createQStashPublisher, jobUrl, FAILURE_CALLBACK_PATH } from "./qstash-publisher.ts";
+export {
+  createQStashPublisher,
+  jobUrl,
+  failureCallbackUrl,
+  JOBS_PATH,
+  FAILURE_CALLBACK_PATH,
+} from "./qstash-publisher.ts";
 export { PublishError, InvalidInputError, type FailureKind } from "./errors.ts";
 
 // The relay.
@@ -50,10 +56,22 @@ export {
   listAlerts,
   requeue,
   stats,
+  UUID_PATTERN,
   type AlertRow,
   type EventRow,
   type Stats,
 } from "./operations.ts";
+export { browseEvents, type BrowseOptions, type EventFilter, type EventPage } from "./browse.ts";
+export {
+  errorFingerprint,
+  poisonedGroups,
+  poisonedIdsWithFingerprint,
+  GROUP_SCAN_LIMIT,
+  type PoisonedGroup,
+  type PoisonedGroups,
+} from "./poison-groups.ts";
+export { eventsPerMinute, type MinuteCount } from "./throughput.ts";
+export { resolveAlerts, openAlertKinds } from "./alert-resolution.ts";
 export {
   deleteOldFannedEvents,
   evaluateAlerts,

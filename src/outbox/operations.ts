@@ -14,14 +14,16 @@ export interface EventRow extends ClaimedEvent {
   state: EventState;
 }
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+/** An event id as text (any case), as a regex source: route patterns use it too. */
+export const UUID_PATTERN = "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}";
+const UUID = new RegExp(`^${UUID_PATTERN}$`);
 
 export function assertEventId(id: string): void {
   if (!UUID.test(id)) throw new InvalidInputError(`"${id}" is not an event id (a UUID)`);
 }
 
 /** An events row as the drivers return it. */
-interface DbEvent extends DbClaimedEvent {
+export interface DbEvent extends DbClaimedEvent {
   fanned_out_at: Date | null;
   fanout: Fanout | null;
   last_error: string | null;
@@ -29,10 +31,10 @@ interface DbEvent extends DbClaimedEvent {
   poisoned_at: Date | null;
 }
 
-const COLUMNS = `seq, id, type, subject, scope, payload, created_at, fanned_out_at, fanout, attempts,
+export const COLUMNS = `seq, id, type, subject, scope, payload, created_at, fanned_out_at, fanout, attempts,
   last_error, next_attempt_at, poisoned_at`;
 
-function toEvent(r: DbEvent): EventRow {
+export function toEvent(r: DbEvent): EventRow {
   return {
     ...eventFromRow(r),
     fannedOutAt: r.fanned_out_at,

@@ -11,14 +11,31 @@ export interface QStashPublisherOptions {
   publicUrl: string;
   /** Messages per batch request. */
   chunkSize?: number;
-  /** Bounds how many of these jobs QStash delivers at once (one key shared by every publisher). */
-  flowControl?: { key: string; parallelism: number };
+  /**
+   * Jobs QStash delivers at once to this deployment (flow control, one key per
+   * public URL). Every delivery is a Worker invocation with its own database
+   * connections; unbounded, a backlog of thousands of jobs became thousands of
+   * concurrent invocations and exhausted Postgres' connections. Default 20.
+   */
+  deliveryParallelism?: number;
 }
 
-export const FAILURE_CALLBACK_PATH = "/jobs/_failed";
+/** Where QStash delivers jobs: `<publicUrl>/jobs/<subscription>`. */
+export const JOBS_PATH = "/jobs";
+/** Where QStash reports a job that exhausted its retries; `_` keeps it apart from subscription names. */
+export const FAILURE_CALLBACK_PATH = `${JOBS_PATH}/_failed` as const;
 
+/** The URL a job is published to, and so the URL QStash signs: the route must verify this exact one. */
 export function jobUrl(publicUrl: string, subscription: string): string {
-  return `${publicUrl.replace(/\/+$/, "")}/jobs/${encodeURIComponent(subscription)}`;
+  return `${stripSlash(publicUrl)}${JOBS_PATH}/${encodeURIComponent(subscription)}`;
+}
+
+export function failureCallbackUrl(publicUrl: string): string {
+  return `${stripSlash(publicUrl)}${FAILURE_CALLBACK_PATH}`;
+}
+
+function stripSlash(url: string): string {
+  return url.replace(/\/+$/, "");
 }
 
 /**
@@ -37,7 +54,11 @@ export function createQStashPublisher(options: QStashPublisherOptions): Publishe
     enableTelemetry: false,
   });
   const chunkSize = options.chunkSize ?? 100;
-  const failureCallback = `${options.publicUrl.replace(/\/+$/, "")}${FAILURE_CALLBACK_PATH}`;
+  const failureCallback = failureCallbackUrl(options.publicUrl);
+  const flowControl = {
+    key: `edge-outbox-${new URL(options.publicUrl).host.replace(/[^A-Za-z0-9._-]/g, "_")}`,
+    parallelism: options.deliveryParallelism ?? 20,
+  };
 
   async function publishChunk(chunk: Job[]): Promise<PublishedJob[]> {
     try {
@@ -47,7 +68,7 @@ export function createQStashPublisher(options: QStashPublisherOptions): Publishe
           body: job.body,
           deduplicationId: job.deduplicationId,
           failureCallback,
-          ...(options.flowControl ? { flowControl: { ...options.flowControl } } : {}),
+          flowControl,
           ...(job.retries === undefined ? {} : { retries: job.retries }),
         })),
       );

@@ -17,9 +17,12 @@ export interface OpenedDatabase {
 export type OpenDatabase = (config: Config) => OpenedDatabase;
 
 /**
- * Connections one invocation may hold at once. A request needs one for its use case,
- * then one for the kick's pass and one for `Prefer: wait` polling; a job, one. The
- * driver's default (10) let one invocation take a tenth of Postgres' 100 slots.
+ * Connections one invocation may hold at once. A request needs one for its own
+ * work, one for the relay pass its kick runs and one for a `Prefer: wait` poll;
+ * more only multiplied the load: under the chaos suite, with QStash delivering
+ * jobs to many invocations at once, the driver's default of 10 per pool took 78
+ * connections and Postgres (max_connections 100) refused clients. Queries beyond
+ * the cap wait for a connection instead (e.g. the dashboard's four parallel reads).
  */
 export const MAX_CONNECTIONS_PER_INVOCATION = 3;
 

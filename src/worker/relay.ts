@@ -4,7 +4,6 @@ import {
   type DrainResult,
   type Publisher,
   type SqlPool,
-  RELAY_POLICY,
 } from "../outbox/index.ts";
 import { subscriptions } from "../domain/subscriptions.ts";
 import type { Config } from "./env.ts";
@@ -27,7 +26,6 @@ export function publisherFor(config: Config): Publisher {
     baseUrl: config.QSTASH_URL,
     token: config.QSTASH_TOKEN,
     publicUrl: config.PUBLIC_URL,
-    flowControl: RELAY_POLICY.jobFlowControl,
   });
 }
 

@@ -3,8 +3,10 @@ import { mkdir, mkdtemp, rm, writeFile, chmod } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { drizzle } from "drizzle-orm/node-postgres";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createApiKey } from "../../src/domain/api-keys/keys.ts";
 import { subscriptions } from "../../src/domain/subscriptions.ts";
 import { matchesType } from "../../src/outbox/subscriptions.ts";
 import { RELAY_POLICY } from "../../src/outbox/relay/policy.ts";
@@ -36,6 +38,7 @@ let dataRoot = "";
 let pgPort = 0;
 let adminUrl = "";
 let faults: PublishFaults | undefined;
+let apiKey = "";
 const pgLog: string[] = [];
 const t = { url: "" } as TestDatabase;
 
@@ -51,6 +54,10 @@ beforeAll(async () => {
   adminUrl = server.url;
   t.url = adminUrl;
   await migrateDatabase(adminUrl);
+  // Every domain route takes a tenant's API key; the writers act in one scope.
+  const keyPool = new pg.Pool({ connectionString: adminUrl, max: 1 });
+  apiKey = (await createApiKey(drizzle(keyPool), { scope: "chaos", name: "chaos writers" })).key;
+  await keyPool.end();
   faults = await startPublishFaults(() => stack.qstash.url);
 }, 120_000);
 
@@ -151,7 +158,7 @@ describe("chaos: the whole system under faults", () => {
       try {
         const res = await stack.fetch(p, {
           method,
-          headers: { "content-type": "application/json" },
+          headers: { "content-type": "application/json", authorization: `Bearer ${apiKey}` },
           body: JSON.stringify(body),
         });
         const text = await res.text();

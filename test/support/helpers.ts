@@ -1,21 +1,18 @@
 import type pg from "pg";
+import type { ClaimedEvent } from "../../src/outbox/index.ts";
+import { eventFromRow, type DbClaimedEvent } from "../../src/outbox/types.ts";
 
-export interface EventRow {
-  id: string;
-  seq: number;
-  type: string;
-  subject: string;
-  scope: string | null;
-  payload: Record<string, unknown> & { changed?: string[] };
-}
-
-/** Every event recorded about a subject, in seq order. */
-export async function eventsAbout(pool: pg.Pool, subject: string): Promise<EventRow[]> {
-  const { rows } = await pool.query(
-    "SELECT id, seq::int AS seq, type, subject, scope, payload FROM events WHERE subject = $1 ORDER BY seq",
+/** Every event recorded about a subject, in seq order, read as the relay reads it. */
+export async function eventsAbout(
+  pool: pg.Pool,
+  subject: string,
+): Promise<(ClaimedEvent & { payload: Record<string, unknown> })[]> {
+  const { rows } = await pool.query<DbClaimedEvent & { payload: Record<string, unknown> }>(
+    `SELECT seq, id, type, subject, scope, payload, created_at, attempts
+       FROM events WHERE subject = $1 ORDER BY seq`,
     [subject],
   );
-  return rows;
+  return rows.map((r) => ({ ...eventFromRow(r), payload: r.payload }));
 }
 
 /**

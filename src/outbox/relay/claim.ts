@@ -3,7 +3,7 @@ import { eventFromRow, type ClaimedEvent, type DbClaimedEvent } from "../types.t
 import { dueSql } from "../state.ts";
 
 export interface RelayState {
-  /** Consecutive failed passes; non-zero means the next pass retries its batch row by row. */
+  /** Consecutive failed passes; non-zero means the next pass is a `rows` pass. */
   failures: number;
   backoffUntil: Date | null;
   backedOff: boolean;

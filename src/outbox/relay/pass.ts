@@ -15,8 +15,8 @@ export interface RelayOptions {
   subscriptions: readonly Subscription[];
   /** Rows claimed per pass; bounds the transaction, whatever the backlog. */
   batchSize?: number;
-  /** After a failed pass, how many rows the next pass retries one by one (each is its own publish request). */
-  isolationBatchSize?: number;
+  /** After a failed pass, how many rows the next (`rows`) pass retries one by one, each its own publish request. */
+  rowsPassSize?: number;
   /** One publish request may take this long before the pass gives up on it. */
   publishTimeoutMs?: number;
   /**
@@ -48,8 +48,6 @@ export interface PassResult {
   full: boolean;
 }
 
-const DEFAULTS = RELAY_POLICY;
-
 /**
  * One bounded unit of relay work: claim, plan, publish, mark, commit.
  * Fan-out is exactly once per (event, subscription) because claim, publish and
@@ -58,7 +56,7 @@ const DEFAULTS = RELAY_POLICY;
  * publish failures are classified and recorded, never thrown.
  */
 export async function runPass(options: RelayOptions): Promise<PassResult> {
-  const batchSize = positiveInt(options.batchSize ?? DEFAULTS.batchSize, "batchSize");
+  const batchSize = positiveInt(options.batchSize ?? RELAY_POLICY.batchSize, "batchSize");
   const client = await options.pool.connect();
   let destroy = false;
   // The next query on a dropped connection fails with the real error; until then
@@ -76,12 +74,12 @@ export async function runPass(options: RelayOptions): Promise<PassResult> {
         backedOffUntil: state.backedOff ? state.backoffUntil : null,
       };
     }
-    const deadline = AbortSignal.timeout(options.passTimeoutMs ?? DEFAULTS.passTimeoutMs);
+    const deadline = AbortSignal.timeout(options.passTimeoutMs ?? RELAY_POLICY.passTimeoutMs);
     const publish = (jobs: Job[]) => publishBounded(options, jobs, deadline);
     const full = events.length === batchSize;
     return state.failures === 0
       ? await batchPass(client, options, events, publish, full)
-      : await rowByRowPass(client, options, events, publish, full);
+      : await rowsPass(client, options, events, publish, full);
   } catch (error) {
     // The connection may be gone (that is how a crash looks from here); the
     // transaction then rolls back on the server, and the rows are claimable again.
@@ -106,7 +104,7 @@ async function batchPass(
 ): Promise<PassResult> {
   const plans = planBatch(events, options.subscriptions, {
     coalesce: true,
-    maxJobBytes: options.maxJobBytes ?? DEFAULTS.maxJobBytes,
+    maxJobBytes: options.maxJobBytes ?? RELAY_POLICY.maxJobBytes,
   });
   const jobs = plans.flatMap((p) => p.jobs);
   let published: PublishedJob[];
@@ -145,25 +143,25 @@ async function batchPass(
 }
 
 /**
- * After a failed pass: publish each row on its own, so a row the transport rejects
+ * A `rows` pass, after a failed pass: publish each row on its own, so a row the transport rejects
  * fails alone (its attempts go up) and the rest go through. An outage stops the
  * pass: rows not yet tried stay untouched, and the backoff doubles.
  */
-async function rowByRowPass(
+async function rowsPass(
   client: SqlClient,
   options: RelayOptions,
   events: Claimed,
   publish: Publish,
   full: boolean,
 ): Promise<PassResult> {
-  const limit = Math.min(events.length, options.isolationBatchSize ?? DEFAULTS.isolationBatchSize);
+  const limit = Math.min(events.length, options.rowsPassSize ?? RELAY_POLICY.rowsPassSize);
   const outcomes: RowOutcome[] = [];
   let outage: string | undefined;
   let jobs = 0;
   for (const event of events.slice(0, limit)) {
     const [plan] = planBatch([event], options.subscriptions, {
       coalesce: false,
-      maxJobBytes: options.maxJobBytes ?? DEFAULTS.maxJobBytes,
+      maxJobBytes: options.maxJobBytes ?? RELAY_POLICY.maxJobBytes,
     });
     if (!plan) continue;
     if (!plan.error && plan.jobs.length > 0) {
@@ -215,7 +213,7 @@ async function publishBounded(
 ): Promise<PublishedJob[]> {
   const signal = AbortSignal.any([
     deadline,
-    AbortSignal.timeout(options.publishTimeoutMs ?? DEFAULTS.publishTimeoutMs),
+    AbortSignal.timeout(options.publishTimeoutMs ?? RELAY_POLICY.publishTimeoutMs),
   ]);
   // Raced here so a publisher that ignores its signal still cannot hold the pass
   // (and its row locks) open: whatever it sends later is deduplicated on replay.

@@ -14,7 +14,7 @@ export interface RowPlan {
 }
 
 export interface PlanOptions {
-  /** Coalesce for subscriptions that opted in. Off when a batch is retried row by row. */
+  /** Coalesce for subscriptions that opted in. Off in a `rows` pass. */
   coalesce: boolean;
   /** A job body larger than this is the event's own error (QStash caps message size). */
   maxJobBytes: number;

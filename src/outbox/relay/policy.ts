@@ -14,10 +14,11 @@ export const RELAY_POLICY = {
   /** Rows claimed per pass; bounds the transaction, whatever the backlog. */
   batchSize: 200,
   /**
-   * After a failed pass, how many rows the next pass retries one by one. Each is
+   * After a failed pass, how many rows the next pass (a `rows` pass) retries one
+   * by one. Each is
    * its own publish request, and a Worker invocation may make few subrequests.
    */
-  isolationBatchSize: 25,
+  rowsPassSize: 25,
   /** One publish request may take this long before the pass gives up on it. */
   publishTimeoutMs: 15_000,
   /** A whole pass; far inside QStash's 10-minute deduplication window (see RelayOptions). */
@@ -30,13 +31,6 @@ export const RELAY_POLICY = {
   rowRetry: { baseSeconds: 2, capSeconds: 60 } satisfies ExponentialBackoff,
   /** After this many failures of its own, a row is set aside for an operator. */
   poisonAfter: 5,
-  /**
-   * At most this many jobs run at once, across every subscription and every relay
-   * (QStash flow control, one key). Each running job is a Worker invocation with
-   * its own database connections: unbounded, a backlog released after an outage
-   * arrives all at once and exhausts Postgres' connection slots (docs/adr/0011).
-   */
-  jobFlowControl: { key: "edge-outbox-jobs", parallelism: 10 },
 } as const;
 
 /**

@@ -3,6 +3,7 @@ import { httpMailer, noopMailer } from "../../domain/mail/mailer.ts";
 import {
   jobFailure,
   jobUrl,
+  JOBS_PATH,
   NonRetryableError,
   parseJobBody,
   runJob,
@@ -14,6 +15,7 @@ import { ApiError } from "../errors.ts";
 import type { App } from "../new-app.ts";
 import { verifiedBody } from "../signature.ts";
 import { SUBSCRIPTION } from "./params.ts";
+import { deliverQueueFor } from "../webhooks.ts";
 
 /**
  * QStash delivers each job here: `POST /jobs/<subscription>`. The signature is
@@ -23,7 +25,7 @@ import { SUBSCRIPTION } from "./params.ts";
  * `Upstash-NonRetryable-Error: true` never retry (a malformed job is one).
  */
 export function registerJobsDeliver(app: App) {
-  app.post(`/jobs/${SUBSCRIPTION}`, async (c) => {
+  app.post(`${JOBS_PATH}/${SUBSCRIPTION}`, async (c) => {
     const name = c.req.param("subscription");
     const raw = await verifiedBody(c, jobUrl(c.var.config.PUBLIC_URL, name));
     const config = c.var.config;
@@ -31,6 +33,7 @@ export function registerJobsDeliver(app: App) {
       db: c.var.db,
       mailer: config.MAIL_API_URL ? httpMailer({ url: config.MAIL_API_URL }) : noopMailer,
       mailTo: config.MAIL_TO,
+      deliverQueue: deliverQueueFor(config),
     });
     // Every subscription has a handler (JobHandlers is typed by their names).
     if (!isJobKind(handlers, name)) throw new ApiError("NOT_FOUND", `no subscription ${name}`);

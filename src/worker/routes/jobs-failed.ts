@@ -1,6 +1,8 @@
 import { z } from "zod";
 import { recordJobFailure } from "../../domain/job-failures/record.ts";
-import { FAILURE_CALLBACK_PATH } from "../../outbox/index.ts";
+import { DELIVER_JOB } from "../../domain/webhooks/deliver-queue.ts";
+import { markDeliveryFailed } from "../../domain/webhooks/delivery-failed.ts";
+import { FAILURE_CALLBACK_PATH, failureCallbackUrl, JOBS_PATH } from "../../outbox/index.ts";
 import type { App } from "../new-app.ts";
 import { ApiError } from "../errors.ts";
 import { verifiedBody } from "../signature.ts";
@@ -18,7 +20,7 @@ const failureCallback = z.looseObject({
 });
 
 const uuid = z.guid();
-const JOBS_PREFIX = "/jobs/";
+const JOBS_PREFIX = `${JOBS_PATH}/`;
 
 /**
  * `POST /jobs/_failed`: signed by QStash like any delivery (for this URL), and
@@ -28,12 +30,24 @@ const JOBS_PREFIX = "/jobs/";
  */
 export function registerJobsFailed(app: App) {
   app.post(FAILURE_CALLBACK_PATH, async (c) => {
-    const raw = await verifiedBody(c, `${c.var.config.PUBLIC_URL}${FAILURE_CALLBACK_PATH}`);
+    const raw = await verifiedBody(c, failureCallbackUrl(c.var.config.PUBLIC_URL));
     const parsed = failureCallback.safeParse(safeJson(raw));
     if (!parsed.success)
       throw new ApiError("job_rejected", "failure callback body is not QStash's callback shape");
     const f = parsed.data;
     const jobBody = f.sourceBody === undefined ? "" : fromBase64(f.sourceBody);
+    // A webhook delivery that ran out of retries is failed on its own row, with its own alert.
+    const deliveryId = subscriptionOf(f.url) === DELIVER_JOB ? deliveryIdOf(jobBody) : null;
+    if (deliveryId) {
+      const { failed } = await markDeliveryFailed(c.var.db, {
+        deliveryId,
+        messageId: f.sourceMessageId,
+        status: f.status ?? null,
+        retried: f.retried ?? null,
+        dlqId: f.dlqId ?? null,
+      });
+      return c.json({ ok: true, recorded: failed });
+    }
     const { recorded } = await recordJobFailure(c.var.db, {
       messageId: clean(f.sourceMessageId),
       subscription: clean(subscriptionOf(f.url)),
@@ -92,5 +106,10 @@ function subscriptionOf(url: string): string {
 
 function eventIdOf(jobBody: string): string | null {
   const id = (safeJson(jobBody) as { event?: { id?: unknown } } | undefined)?.event?.id;
+  return uuid.safeParse(id).success ? (id as string) : null;
+}
+
+function deliveryIdOf(jobBody: string): string | null {
+  const id = (safeJson(jobBody) as { deliveryId?: unknown } | undefined)?.deliveryId;
   return uuid.safeParse(id).success ? (id as string) : null;
 }

@@ -1,9 +1,7 @@
 import { validator } from "hono/validator";
 import { z } from "zod";
-import { SUBSCRIPTION_NAME } from "../../outbox/index.ts";
+import { SUBSCRIPTION_NAME, UUID_PATTERN } from "../../outbox/index.ts";
 import { ApiError } from "../errors.ts";
-
-const UUID = "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}";
 
 /**
  * Path parameters constrained by pattern, so a literal sibling (`/notes/search`,
@@ -11,7 +9,7 @@ const UUID = "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-
  * matter. A segment that does not match is no route: 404, and it never reaches
  * Postgres (which would reject a non-uuid as a type error).
  */
-export const ID = `:id{${UUID}}` as const;
+export const ID = `:id{${UUID_PATTERN}}` as const;
 export const SUBSCRIPTION = `:subscription{${SUBSCRIPTION_NAME}}` as const;
 
 const uuid = z.guid();

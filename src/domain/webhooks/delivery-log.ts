@@ -1,0 +1,211 @@
+import { asc, desc, eq, gte, inArray, sql } from "drizzle-orm";
+import type { Db } from "../db.ts";
+import { webhookAttempts, webhookDeliveries, webhookEndpoints } from "../schema.ts";
+
+/**
+ * Read-only views of the webhook tables for operators: what an event caused, what
+ * failed, and how attempts went over time. The delivery code (other modules)
+ * writes these tables; nothing here changes them.
+ */
+
+export type AttemptRow = typeof webhookAttempts.$inferSelect;
+
+export interface EventDelivery {
+  id: string;
+  endpointId: string;
+  endpointUrl: string;
+  status: string;
+  attempts: number;
+  lastError: string | null;
+  nextAttemptAt: Date | null;
+  deliveredAt: Date | null;
+  failedAt: Date | null;
+  messageId: string | null;
+  createdAt: Date;
+  attemptLog: AttemptRow[];
+}
+
+/** Every delivery one event caused, each with every attempt, oldest first. */
+export async function deliveriesForEvent(db: Db, eventId: string): Promise<EventDelivery[]> {
+  const deliveries = await db
+    .select({
+      id: webhookDeliveries.id,
+      endpointId: webhookDeliveries.endpointId,
+      endpointUrl: webhookEndpoints.url,
+      status: webhookDeliveries.status,
+      attempts: webhookDeliveries.attempts,
+      lastError: webhookDeliveries.lastError,
+      nextAttemptAt: webhookDeliveries.nextAttemptAt,
+      deliveredAt: webhookDeliveries.deliveredAt,
+      failedAt: webhookDeliveries.failedAt,
+      messageId: webhookDeliveries.messageId,
+      createdAt: webhookDeliveries.createdAt,
+    })
+    .from(webhookDeliveries)
+    .innerJoin(webhookEndpoints, eq(webhookEndpoints.id, webhookDeliveries.endpointId))
+    .where(eq(webhookDeliveries.eventId, eventId))
+    .orderBy(asc(webhookDeliveries.createdAt));
+  if (deliveries.length === 0) return [];
+  const attempts = await db
+    .select()
+    .from(webhookAttempts)
+    .where(
+      inArray(
+        webhookAttempts.deliveryId,
+        deliveries.map((d) => d.id),
+      ),
+    )
+    .orderBy(asc(webhookAttempts.id));
+  return deliveries.map((d) => ({ ...d, attemptLog: attempts.filter((a) => a.deliveryId === d.id) }));
+}
+
+export interface FailedDelivery {
+  id: string;
+  endpointId: string;
+  eventId: string;
+  eventType: string;
+  endpointUrl: string;
+  attempts: number;
+  lastError: string | null;
+  failedAt: Date | null;
+}
+
+/** Deliveries that gave up, newest first. */
+export async function failedDeliveries(db: Db, limit = 20): Promise<FailedDelivery[]> {
+  return db
+    .select({
+      id: webhookDeliveries.id,
+      endpointId: webhookDeliveries.endpointId,
+      eventId: webhookDeliveries.eventId,
+      eventType: webhookDeliveries.eventType,
+      endpointUrl: webhookEndpoints.url,
+      attempts: webhookDeliveries.attempts,
+      lastError: webhookDeliveries.lastError,
+      failedAt: webhookDeliveries.failedAt,
+    })
+    .from(webhookDeliveries)
+    .innerJoin(webhookEndpoints, eq(webhookEndpoints.id, webhookDeliveries.endpointId))
+    .where(eq(webhookDeliveries.status, "failed"))
+    .orderBy(desc(webhookDeliveries.failedAt))
+    .limit(limit);
+}
+
+export interface AttemptMinute {
+  minute: Date;
+  succeeded: number;
+  failed: number;
+}
+
+/** Attempts per minute since `since` (2xx succeeded, anything else failed); only minutes that had any. */
+export async function attemptsPerMinute(db: Db, since: Date): Promise<AttemptMinute[]> {
+  const minute = sql<Date>`date_trunc('minute', ${webhookAttempts.attemptedAt})`;
+  const found = await db
+    .select({
+      minute,
+      succeeded: sql<number>`count(*) FILTER (WHERE ${webhookAttempts.status} BETWEEN 200 AND 299)::int`,
+      failed: sql<number>`count(*) FILTER (WHERE ${webhookAttempts.status} IS NULL OR ${webhookAttempts.status} NOT BETWEEN 200 AND 299)::int`,
+    })
+    .from(webhookAttempts)
+    .where(gte(webhookAttempts.attemptedAt, since))
+    .groupBy(minute);
+  return found.map((r) => ({
+    minute: new Date(r.minute),
+    succeeded: Number(r.succeeded),
+    failed: Number(r.failed),
+  }));
+}
+
+export interface EndpointHealth {
+  id: string;
+  url: string;
+  scope: string | null;
+  description: string;
+  types: string[];
+  enabled: boolean;
+  disabledReason: string | null;
+  disabledAt: Date | null;
+  lastSuccessAt: Date | null;
+  failingSince: Date | null;
+  /** Attempts in the last 24 hours, and how many of them got a 2xx. */
+  attempts24h: number;
+  succeeded24h: number;
+  pending: number;
+  failed: number;
+}
+
+/** Every endpoint with its health: the columns the deliverer keeps, and the last day's attempts. */
+export async function endpointHealth(db: Db, endpointId?: string): Promise<EndpointHealth[]> {
+  const dayAgo = sql`now() - interval '24 hours'`;
+  // The outer table is named in full: inside sql``, Drizzle renders a column
+  // unqualified, which a correlated subquery would read as its own table's "id".
+  const found = await db
+    .select({
+      id: webhookEndpoints.id,
+      url: webhookEndpoints.url,
+      scope: webhookEndpoints.scope,
+      description: webhookEndpoints.description,
+      types: webhookEndpoints.types,
+      enabled: webhookEndpoints.enabled,
+      disabledReason: webhookEndpoints.disabledReason,
+      disabledAt: webhookEndpoints.disabledAt,
+      lastSuccessAt: webhookEndpoints.lastSuccessAt,
+      failingSince: webhookEndpoints.failingSince,
+      attempts24h: sql<number>`(SELECT count(*)::int FROM ${webhookAttempts} a
+        JOIN ${webhookDeliveries} d ON d.id = a.delivery_id
+        WHERE d.endpoint_id = "webhook_endpoints"."id" AND a.attempted_at >= ${dayAgo})`,
+      succeeded24h: sql<number>`(SELECT count(*)::int FROM ${webhookAttempts} a
+        JOIN ${webhookDeliveries} d ON d.id = a.delivery_id
+        WHERE d.endpoint_id = "webhook_endpoints"."id" AND a.attempted_at >= ${dayAgo}
+          AND a.status BETWEEN 200 AND 299)`,
+      pending: sql<number>`(SELECT count(*)::int FROM ${webhookDeliveries} d
+        WHERE d.endpoint_id = "webhook_endpoints"."id" AND d.status = 'pending')`,
+      failed: sql<number>`(SELECT count(*)::int FROM ${webhookDeliveries} d
+        WHERE d.endpoint_id = "webhook_endpoints"."id" AND d.status = 'failed')`,
+    })
+    .from(webhookEndpoints)
+    .where(endpointId ? eq(webhookEndpoints.id, endpointId) : undefined)
+    .orderBy(asc(webhookEndpoints.createdAt));
+  return found.map((e) => ({
+    ...e,
+    attempts24h: Number(e.attempts24h),
+    succeeded24h: Number(e.succeeded24h),
+    pending: Number(e.pending),
+    failed: Number(e.failed),
+  }));
+}
+
+export interface EndpointDelivery {
+  id: string;
+  eventId: string;
+  eventType: string;
+  status: string;
+  attempts: number;
+  lastError: string | null;
+  lastAttemptAt: Date | null;
+  nextAttemptAt: Date | null;
+  createdAt: Date;
+}
+
+/** An endpoint's deliveries, newest first. */
+export async function endpointDeliveries(
+  db: Db,
+  endpointId: string,
+  limit = 50,
+): Promise<EndpointDelivery[]> {
+  return db
+    .select({
+      id: webhookDeliveries.id,
+      eventId: webhookDeliveries.eventId,
+      eventType: webhookDeliveries.eventType,
+      status: webhookDeliveries.status,
+      attempts: webhookDeliveries.attempts,
+      lastError: webhookDeliveries.lastError,
+      lastAttemptAt: webhookDeliveries.lastAttemptAt,
+      nextAttemptAt: webhookDeliveries.nextAttemptAt,
+      createdAt: webhookDeliveries.createdAt,
+    })
+    .from(webhookDeliveries)
+    .where(eq(webhookDeliveries.endpointId, endpointId))
+    .orderBy(desc(webhookDeliveries.createdAt))
+    .limit(limit);
+}

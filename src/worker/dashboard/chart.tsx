@@ -1,0 +1,69 @@
+export interface Series {
+  label: string;
+  /** CSS class of its legend swatch, and its stroke colour. */
+  swatch: "sw-a" | "sw-b" | "sw-c";
+  values: number[];
+}
+
+const COLOURS = { "sw-a": "#2557d6", "sw-b": "#12b76a", "sw-c": "#f04438" } as const;
+
+const W = 720;
+const H = 160;
+const PAD = { left: 36, right: 8, top: 10, bottom: 22 };
+
+/**
+ * A line chart as inline SVG: no script, no library, and presentation
+ * attributes rather than style="", which the CSP forbids. One point per minute.
+ */
+export function LineChart({ title, minutes, series }: { title: string; minutes: Date[]; series: Series[] }) {
+  const max = Math.max(1, ...series.flatMap((s) => s.values));
+  const n = Math.max(1, minutes.length - 1);
+  const x = (i: number) => PAD.left + (i / n) * (W - PAD.left - PAD.right);
+  const y = (v: number) => PAD.top + (1 - v / max) * (H - PAD.top - PAD.bottom);
+  const ticks = [0, Math.round(max / 2), max];
+  const label = (d: Date | undefined) => (d ? d.toISOString().slice(11, 16) : "");
+  return (
+    <figure class="chart">
+      <svg viewBox={`0 0 ${W} ${H}`} role="img" aria-label={title}>
+        <title>{title}</title>
+        {ticks.map((t) => (
+          <g>
+            <line x1={PAD.left} x2={W - PAD.right} y1={y(t)} y2={y(t)} stroke="#e5e7eb" stroke-width="1" />
+            <text x={PAD.left - 6} y={y(t) + 4} text-anchor="end" font-size="10" fill="#5d6678">
+              {String(t)}
+            </text>
+          </g>
+        ))}
+        {[0, Math.floor(n / 2), n].map((i) => (
+          <text
+            x={x(i)}
+            y={H - 6}
+            text-anchor={i === 0 ? "start" : i === n ? "end" : "middle"}
+            font-size="10"
+            fill="#5d6678"
+          >
+            {label(minutes[i])}
+          </text>
+        ))}
+        {/* Later series are drawn thinner on top, so equal values still show both lines. */}
+        {series.map((s, i) => (
+          <polyline
+            fill="none"
+            stroke={COLOURS[s.swatch]}
+            stroke-width={String(Math.max(1.5, 4 - i * 2))}
+            stroke-linejoin="round"
+            points={s.values.map((v, i) => `${x(i).toFixed(1)},${y(v).toFixed(1)}`).join(" ")}
+          />
+        ))}
+      </svg>
+      <figcaption class="legend">
+        {series.map((s) => (
+          <span>
+            <span class={`swatch ${s.swatch}`} />
+            {`${s.label} (${s.values.reduce((a, b) => a + b, 0)} in the hour)`}
+          </span>
+        ))}
+      </figcaption>
+    </figure>
+  );
+}

@@ -1,0 +1,44 @@
+import { Hono } from "hono";
+import type { HonoEnv } from "../env.ts";
+import type { DashboardEnv } from "./env.ts";
+import { dashboardError } from "./errors.tsx";
+import { registerLogin } from "./login.tsx";
+import { registerAlerts } from "./pages/alerts.tsx";
+import { registerEventDetail } from "./pages/event-detail.tsx";
+import { registerEvents } from "./pages/events.tsx";
+import { registerOverview } from "./pages/overview.tsx";
+import { registerPoisoned } from "./pages/poisoned.tsx";
+import { registerWebhooks } from "./pages/webhooks.tsx";
+import { dashboardHeaders, noStore, sameOriginForms } from "./security.ts";
+import { requireSession } from "./session.ts";
+import { DASHBOARD_CSS } from "./styles.ts";
+
+/**
+ * The operator dashboard, mounted at /dashboard. Order is the security model:
+ * headers on everything; the stylesheet is public (the login page needs it);
+ * from there on nothing is cached and cross-site form posts are refused; the
+ * login routes are open; everything after them needs a session.
+ */
+export function dashboardApp(): Hono<DashboardEnv> {
+  const dashboard = new Hono<DashboardEnv>();
+  dashboard.use(dashboardHeaders);
+  dashboard.get("/assets/dashboard.css", (c) => {
+    c.header("Cache-Control", "public, max-age=300");
+    return c.body(DASHBOARD_CSS, 200, { "Content-Type": "text/css; charset=utf-8" });
+  });
+  dashboard.use(noStore, sameOriginForms);
+  registerLogin(dashboard);
+  dashboard.use(requireSession);
+  registerOverview(dashboard);
+  registerEvents(dashboard);
+  registerEventDetail(dashboard);
+  registerPoisoned(dashboard);
+  registerAlerts(dashboard);
+  registerWebhooks(dashboard);
+  dashboard.onError(dashboardError);
+  return dashboard;
+}
+
+export function registerDashboard(app: Hono<HonoEnv>) {
+  app.route("/dashboard", dashboardApp());
+}

@@ -1,0 +1,114 @@
+import type { Context } from "hono";
+import { raw } from "hono/html";
+import type { Child } from "hono/jsx";
+import type { DashboardEnv } from "./env.ts";
+
+export type Section = "overview" | "events" | "poisoned" | "alerts" | "webhooks" | "none";
+
+const NAV: [Section, string, string][] = [
+  ["overview", "/dashboard", "Overview"],
+  ["events", "/dashboard/events", "Events"],
+  ["poisoned", "/dashboard/poisoned", "Poisoned"],
+  ["alerts", "/dashboard/alerts", "Alerts"],
+  ["webhooks", "/dashboard/webhooks", "Webhooks"],
+];
+
+/**
+ * The only script on any page. Without it every page works; with it, a poisoned
+ * group gets a "select all" box. Served inline with the response's CSP nonce.
+ */
+const ENHANCE = `for (const label of document.querySelectorAll("label[data-select-all]")) {
+  const box = label.querySelector("input");
+  label.hidden = false;
+  box.addEventListener("change", () => {
+    for (const row of box.form.querySelectorAll("input[name=id]")) row.checked = box.checked;
+  });
+}`;
+
+interface PageProps {
+  title: string;
+  section: Section;
+  nonce?: string;
+  /** Seconds between reloads (meta refresh: works without script). */
+  refresh?: number;
+  children?: Child;
+}
+
+function Page({ title, section, nonce, refresh, children }: PageProps) {
+  return (
+    <html lang="en">
+      <head>
+        <meta charset="utf-8" />
+        <meta name="viewport" content="width=device-width, initial-scale=1" />
+        {refresh ? <meta http-equiv="refresh" content={String(refresh)} /> : null}
+        <title>{`${title} · edge-outbox`}</title>
+        <link rel="stylesheet" href="/dashboard/assets/dashboard.css" />
+      </head>
+      <body>
+        {section === "none" ? null : (
+          <header class="top">
+            <span class="brand">edge-outbox</span>
+            <nav>
+              {NAV.map(([key, href, label]) => (
+                <a href={href} aria-current={key === section ? "page" : undefined}>
+                  {label}
+                </a>
+              ))}
+            </nav>
+            <form method="post" action="/dashboard/logout">
+              <button type="submit">Sign out</button>
+            </form>
+          </header>
+        )}
+        <main>{children}</main>
+        {nonce ? <script nonce={nonce}>{rawScript(ENHANCE)}</script> : null}
+      </body>
+    </html>
+  );
+}
+
+// JSX would escape the script's quotes and arrows; this text is ours, not input.
+function rawScript(text: string) {
+  return raw(text);
+}
+
+/** Renders a full page with its doctype. */
+export async function render(
+  c: Context<DashboardEnv>,
+  props: Omit<PageProps, "nonce" | "children">,
+  body: Child,
+  status: 200 | 400 | 401 | 403 | 404 | 405 | 409 | 413 | 415 | 429 | 500 | 503 = 200,
+) {
+  const page = (
+    <Page {...props} nonce={c.get("secureHeadersNonce")}>
+      {body}
+    </Page>
+  );
+  return c.html(`<!doctype html>${await page}`, status);
+}
+
+/** `2026-12-03 08:01:36Z`: UTC, to the second, the same in every operator's browser. */
+export function time(d: Date | null | undefined): string {
+  if (!d) return "–";
+  return `${d.toISOString().slice(0, 19).replace("T", " ")}Z`;
+}
+
+export function age(seconds: number | null): string {
+  if (seconds === null) return "–";
+  if (seconds < 90) return `${seconds.toFixed(seconds < 10 ? 1 : 0)} s`;
+  if (seconds < 5400) return `${Math.round(seconds / 60)} min`;
+  if (seconds < 172_800) return `${(seconds / 3600).toFixed(1)} h`;
+  return `${Math.round(seconds / 86_400)} d`;
+}
+
+export function StateBadge({ state }: { state: string }) {
+  return <span class={`state state-${state}`}>{state}</span>;
+}
+
+export function Notice({ text }: { text: string | undefined }) {
+  return text ? (
+    <p class="notice" role="status">
+      {text}
+    </p>
+  ) : null;
+}

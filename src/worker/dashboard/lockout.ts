@@ -1,0 +1,97 @@
+import type { SqlPool } from "../../outbox/index.ts";
+
+/** Wrong passwords allowed from one client within the window before it is locked out. */
+export const LOCKOUT_POLICY = {
+  maxFailures: 5,
+  windowMs: 10 * 60_000,
+  lockMs: 10 * 60_000,
+} as const;
+
+/**
+ * When the client's lock ends, or null when it is not locked. Locked: some five
+ * consecutive failures lie within the window, and the fifth of them was less
+ * than `lockMs` ago. `failures` are ascending.
+ */
+export function lockedUntil(failures: Date[], now: Date, policy = LOCKOUT_POLICY): Date | null {
+  const n = policy.maxFailures;
+  for (let last = failures.length - 1; last >= n - 1; last--) {
+    const fifth = failures[last]!;
+    const first = failures[last - (n - 1)]!;
+    if (+fifth - +first > policy.windowMs) continue;
+    const until = new Date(+fifth + policy.lockMs);
+    // Earlier runs end earlier still.
+    return until > now ? until : null;
+  }
+  return null;
+}
+
+export type LoginOutcome = { ok: true } | { ok: false; lockedUntil: Date | null };
+
+/**
+ * One login attempt, serialised per client by a transaction-scoped advisory
+ * lock: ten guesses sent at once are checked one after another, so exactly five
+ * are compared and the rest are refused. A locked client's password is not even
+ * compared, so a guess during the lock learns nothing.
+ */
+export async function attemptLogin(
+  pool: SqlPool,
+  client: string,
+  passwordMatches: () => Promise<boolean>,
+): Promise<LoginOutcome> {
+  const conn = await pool.connect();
+  let done = false;
+  try {
+    await conn.query("BEGIN");
+    await conn.query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", [`dashboard-login:${client}`]);
+    const read = async () => {
+      // Epoch milliseconds: float8 arrays arrive as numbers from either driver.
+      const { rows } = (await conn.query(
+        `SELECT extract(epoch FROM now())::float8 * 1000 AS now,
+                ARRAY(SELECT extract(epoch FROM failed_at)::float8 * 1000 FROM dashboard_login_failures
+                       WHERE client = $1 AND failed_at > now() - make_interval(secs => $2::float8 / 1000)
+                       ORDER BY failed_at) AS failures`,
+        [client, LOCKOUT_POLICY.windowMs + LOCKOUT_POLICY.lockMs],
+      )) as { rows: { now: number; failures: number[] }[] };
+      const row = rows[0]!;
+      return lockedUntil(
+        row.failures.map((ms) => new Date(Number(ms))),
+        new Date(Number(row.now)),
+      );
+    };
+    const before = await read();
+    if (before) {
+      await conn.query("COMMIT");
+      done = true;
+      return { ok: false, lockedUntil: before };
+    }
+    if (await passwordMatches()) {
+      // Failures older than anything the lock-out reads are dead weight; this client's go now.
+      await conn.query(
+        `DELETE FROM dashboard_login_failures
+          WHERE client = $1 AND failed_at <= now() - make_interval(secs => $2::float8 / 1000)`,
+        [client, LOCKOUT_POLICY.windowMs + LOCKOUT_POLICY.lockMs],
+      );
+      await conn.query("COMMIT");
+      done = true;
+      return { ok: true };
+    }
+    await conn.query("INSERT INTO dashboard_login_failures (client) VALUES ($1)", [client]);
+    const after = await read();
+    await conn.query("COMMIT");
+    done = true;
+    return { ok: false, lockedUntil: after };
+  } finally {
+    if (!done) await conn.query("ROLLBACK").catch(() => undefined);
+    conn.release();
+  }
+}
+
+/**
+ * Who is guessing. On Cloudflare, CF-Connecting-IP is set by the edge and cannot
+ * be forged by the client. Elsewhere (wrangler dev, a test) there is no trusted
+ * address, so every such client shares one bucket: a lock-out then locks more
+ * people out rather than letting a guesser pick a fresh address per request.
+ */
+export function clientAddress(header: (name: string) => string | undefined): string {
+  return header("CF-Connecting-IP")?.trim() || "unknown";
+}

@@ -1,0 +1,87 @@
+import type { Context, Hono } from "hono";
+import { timingSafeEqual } from "hono/utils/buffer";
+import type { DashboardEnv } from "./env.ts";
+import { render, time } from "./layout.tsx";
+import { attemptLogin, clientAddress } from "./lockout.ts";
+import { endSession, hasSession, startSession } from "./session.ts";
+
+/** Only a dashboard path may follow a login: anything else would make the form an open redirect. */
+export function safeNext(next: string | undefined): string {
+  if (!next || !next.startsWith("/dashboard") || next.startsWith("//") || next.includes("\\")) {
+    return "/dashboard";
+  }
+  return next;
+}
+
+function LoginForm({ next, message }: { next: string; message?: string }) {
+  return (
+    <form class="login" method="post" action="/dashboard/login">
+      <h1>edge-outbox operators</h1>
+      {message ? (
+        <p class="alert-box" role="alert">
+          {message}
+        </p>
+      ) : null}
+      <label for="password">Password (the Worker's ADMIN_TOKEN)</label>
+      <input
+        id="password"
+        name="password"
+        type="password"
+        autocomplete="current-password"
+        required
+        autofocus
+      />
+      <input type="hidden" name="next" value={next} />
+      <button class="btn" type="submit">
+        Sign in
+      </button>
+    </form>
+  );
+}
+
+function loginPage(c: Context<DashboardEnv>, next: string, message?: string, status: 200 | 401 | 429 = 200) {
+  return render(
+    c,
+    { title: "Sign in", section: "none" },
+    <LoginForm next={next} message={message} />,
+    status,
+  );
+}
+
+export function registerLogin(dashboard: Hono<DashboardEnv>) {
+  dashboard.get("/login", async (c) => {
+    const next = safeNext(c.req.query("next"));
+    if (await hasSession(c)) return c.redirect(next, 303);
+    return loginPage(c, next);
+  });
+
+  dashboard.post("/login", async (c) => {
+    const form = await c.req.parseBody();
+    const password = typeof form.password === "string" ? form.password : "";
+    const next = safeNext(typeof form.next === "string" ? form.next : undefined);
+    const outcome = await attemptLogin(c.var.pool, clientAddress(c.req.header.bind(c.req)), () =>
+      // Hashes both sides before comparing, so neither content nor length leaks through timing.
+      timingSafeEqual(password, c.var.config.ADMIN_TOKEN),
+    );
+    if (outcome.ok) {
+      await startSession(c);
+      return c.redirect(next, 303);
+    }
+    if (outcome.lockedUntil) {
+      const seconds = Math.max(1, Math.ceil((+outcome.lockedUntil - Date.now()) / 1000));
+      c.header("Retry-After", String(seconds));
+      return loginPage(
+        c,
+        next,
+        `Too many wrong passwords from your address. Try again after ${time(outcome.lockedUntil)}.`,
+        429,
+      );
+    }
+    return loginPage(c, next, "Wrong password.", 401);
+  });
+
+  dashboard.post("/logout", (c) => {
+    endSession(c);
+    return c.redirect("/dashboard/login", 303);
+  });
+}

@@ -1,0 +1,100 @@
+import type { Hono } from "hono";
+import { z } from "zod";
+import { listAlerts, openAlertKinds, resolveAlerts } from "../../../outbox/index.ts";
+import { valid } from "../../validate.ts";
+import type { DashboardEnv } from "../env.ts";
+import { Notice, render, time } from "../layout.tsx";
+
+export const resolveForm = z.union([
+  z.object({ id: z.coerce.number().int().positive() }),
+  z.object({ kind: z.string().min(1).max(200) }),
+]);
+
+const alertsQuery = z.object({
+  show: z.enum(["open", "all"]).default("open"),
+  resolved: z.coerce.number().int().min(0).optional(),
+});
+
+export function registerAlerts(dashboard: Hono<DashboardEnv>) {
+  dashboard.get("/alerts", valid("query", alertsQuery), async (c) => {
+    const q = c.req.valid("query");
+    const [alerts, kinds] = await Promise.all([
+      listAlerts(c.var.pool, { open: q.show === "open", limit: 200 }),
+      openAlertKinds(c.var.pool),
+    ]);
+    return render(
+      c,
+      { title: "Alerts", section: "alerts" },
+      <>
+        <h1>Alerts</h1>
+        <Notice
+          text={
+            q.resolved === undefined
+              ? undefined
+              : `Resolved ${q.resolved} alert${q.resolved === 1 ? "" : "s"}.`
+          }
+        />
+        <p>
+          {q.show === "open" ? (
+            <a href="/dashboard/alerts?show=all">show resolved ones too</a>
+          ) : (
+            <a href="/dashboard/alerts">show open ones only</a>
+          )}
+        </p>
+        {kinds.length > 0 ? (
+          <div class="actions">
+            {kinds.map((k) => (
+              <form class="inline" method="post" action="/dashboard/alerts/resolve">
+                <input type="hidden" name="kind" value={k.kind} />
+                <button class="btn secondary" type="submit">
+                  {`Resolve all ${k.count} ${k.kind}`}
+                </button>
+              </form>
+            ))}
+          </div>
+        ) : null}
+        {alerts.length === 0 ? (
+          <p class="muted">{q.show === "open" ? "No open alerts." : "No alerts."}</p>
+        ) : (
+          <table>
+            <tr>
+              <th>raised</th>
+              <th>kind</th>
+              <th>event</th>
+              <th>message</th>
+              <th></th>
+            </tr>
+            {alerts.map((a) => (
+              <tr>
+                <td class="time">{time(a.createdAt)}</td>
+                <td>{a.kind}</td>
+                <td class="mono">
+                  {a.eventId ? <a href={`/dashboard/events/${a.eventId}`}>{a.eventId.slice(0, 8)}</a> : "–"}
+                </td>
+                <td class="error">{a.message}</td>
+                <td>
+                  {a.resolvedAt ? (
+                    `resolved ${time(a.resolvedAt)}`
+                  ) : (
+                    <form method="post" action="/dashboard/alerts/resolve">
+                      <input type="hidden" name="id" value={String(a.id)} />
+                      <button class="btn secondary" type="submit">
+                        Resolve
+                      </button>
+                    </form>
+                  )}
+                </td>
+              </tr>
+            ))}
+          </table>
+        )}
+      </>,
+    );
+  });
+
+  dashboard.post("/alerts/resolve", valid("form", resolveForm), async (c) => {
+    const form = c.req.valid("form");
+    const n = await resolveAlerts(c.var.pool, "id" in form ? { id: form.id } : { kind: form.kind });
+    return c.redirect(`/dashboard/alerts?resolved=${n}`, 303);
+  });
+}

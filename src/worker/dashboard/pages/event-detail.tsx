@@ -1,0 +1,193 @@
+import type { Hono } from "hono";
+import { deliveriesForEvent, type EventDelivery } from "../../../domain/webhooks/delivery-log.ts";
+import { getEvent, type EventRow } from "../../../outbox/index.ts";
+import { ApiError } from "../../errors.ts";
+import { idParam } from "../../routes/params.ts";
+import type { DashboardEnv } from "../env.ts";
+import { Notice, StateBadge, render, time } from "../layout.tsx";
+
+/** Where the row stands in the relay's eyes; a poisoned row has no next attempt, whatever the column says. */
+function attemptsLine(e: EventRow): string {
+  const tries = `${e.attempts} failed attempt${e.attempts === 1 ? "" : "s"}`;
+  if (e.state === "poisoned")
+    return `${tries}; poisoned ${time(e.poisonedAt)}, no further attempts until requeued`;
+  if (e.state === "pending" && e.nextAttemptAt)
+    return `${tries}; next attempt not before ${time(e.nextAttemptAt)}`;
+  return tries;
+}
+
+function Deliveries({ deliveries }: { deliveries: EventDelivery[] }) {
+  if (deliveries.length === 0) return <p class="muted">No webhook deliveries for this event.</p>;
+  return (
+    <>
+      {deliveries.map((d) => (
+        <div class="group">
+          <h3>
+            <a href={`/dashboard/webhooks/${d.endpointId}`}>{d.endpointUrl}</a>
+          </h3>
+          <div class="meta">
+            <StateBadge state={d.status} />
+            {` ${d.attempts} attempt${d.attempts === 1 ? "" : "s"} · created ${time(d.createdAt)}`}
+            {d.deliveredAt ? ` · delivered ${time(d.deliveredAt)}` : ""}
+            {d.failedAt ? ` · gave up ${time(d.failedAt)}` : ""}
+            {d.status === "pending" && d.nextAttemptAt ? ` · next attempt ${time(d.nextAttemptAt)}` : ""}
+            {d.messageId ? ` · QStash ${d.messageId}` : ""}
+          </div>
+          {d.lastError ? <p class="error">{d.lastError}</p> : null}
+          {d.attemptLog.length === 0 ? (
+            <p class="muted">No attempt yet.</p>
+          ) : (
+            <table>
+              <tr>
+                <th>attempted</th>
+                <th class="num">status</th>
+                <th class="num">ms</th>
+                <th>error</th>
+                <th>response (first 2 KB)</th>
+              </tr>
+              {d.attemptLog.map((a) => (
+                <tr>
+                  <td class="time">{time(a.attemptedAt)}</td>
+                  <td class="num">{a.status === null ? "–" : String(a.status)}</td>
+                  <td class="num">{String(a.durationMs)}</td>
+                  <td class="error">{a.error ?? ""}</td>
+                  <td class="mono">{a.responseBody ?? ""}</td>
+                </tr>
+              ))}
+            </table>
+          )}
+        </div>
+      ))}
+    </>
+  );
+}
+
+export function registerEventDetail(dashboard: Hono<DashboardEnv>) {
+  dashboard.get("/events/:id", idParam("event"), async (c) => {
+    const id = c.req.valid("param").id;
+    const event = await getEvent(c.var.pool, id);
+    if (!event) throw new ApiError("NOT_FOUND", `event ${id} not found`);
+    const deliveries = await deliveriesForEvent(c.var.db, event.id);
+    const fanout = Object.entries(event.fanout ?? {});
+    return render(
+      c,
+      { title: `Event ${event.type}`, section: "events" },
+      <>
+        {/* Fixed texts chosen by a flag: a link must not be able to put words on this page. */}
+        <Notice
+          text={
+            c.req.query("requeued") !== undefined
+              ? "Requeued: the relay will fan it out again."
+              : c.req.query("unchanged") !== undefined
+                ? "Not requeued: the event is no longer poisoned."
+                : undefined
+          }
+        />
+        <h1>
+          {`${event.type} `}
+          <StateBadge state={event.state} />
+        </h1>
+        <table class="kv">
+          <tr>
+            <th>id</th>
+            <td class="mono">{event.id}</td>
+          </tr>
+          <tr>
+            <th>seq</th>
+            <td class="mono">{String(event.seq)}</td>
+          </tr>
+          <tr>
+            <th>subject</th>
+            <td class="mono">
+              <a href={`/dashboard/events?subject=${encodeURIComponent(event.subject)}`}>{event.subject}</a>
+            </td>
+          </tr>
+          <tr>
+            <th>scope</th>
+            <td>{event.scope ?? "–"}</td>
+          </tr>
+          <tr>
+            <th>recorded</th>
+            <td class="time">{time(event.createdAt)}</td>
+          </tr>
+          <tr>
+            <th>fanned out</th>
+            <td>{event.fannedOutAt ? time(event.fannedOutAt) : "not yet"}</td>
+          </tr>
+          <tr>
+            <th>attempts</th>
+            <td>{attemptsLine(event)}</td>
+          </tr>
+          <tr>
+            <th>{event.state === "fanned" ? "earlier error" : "last error"}</th>
+            <td class={event.state === "fanned" ? "muted" : "error"}>{event.lastError ?? "–"}</td>
+          </tr>
+        </table>
+        {event.state === "poisoned" ? (
+          <form class="actions" method="post" action="/dashboard/poisoned/requeue">
+            <input type="hidden" name="id" value={event.id} />
+            <input type="hidden" name="back" value="event" />
+            <button class="btn" type="submit">
+              Requeue this event
+            </button>
+          </form>
+        ) : null}
+
+        <h2>Fan-out</h2>
+        {fanout.length === 0 ? (
+          <p class="muted">{event.fannedOutAt ? "No subscription matched." : "Not fanned out yet."}</p>
+        ) : (
+          <table>
+            <tr>
+              <th>subscription</th>
+              <th>job</th>
+            </tr>
+            {fanout.map(([subscription, entry]) => (
+              <tr>
+                <td>{subscription}</td>
+                <td class="mono">
+                  {"coalescedInto" in entry ? (
+                    <>
+                      {"coalesced into "}
+                      <a href={`/dashboard/events/${entry.coalescedInto}`}>{entry.coalescedInto}</a>
+                    </>
+                  ) : (
+                    `QStash ${entry.messageId}${entry.deduplicated ? " (deduplicated)" : ""}`
+                  )}
+                </td>
+              </tr>
+            ))}
+          </table>
+        )}
+
+        <h2>Webhook deliveries</h2>
+        <Deliveries deliveries={deliveries} />
+
+        <h2>Payload</h2>
+        <pre>{JSON.stringify(event.payload, null, 2)}</pre>
+
+        <h2>Alerts</h2>
+        {event.alerts.length === 0 ? (
+          <p class="muted">None.</p>
+        ) : (
+          <table>
+            <tr>
+              <th>raised</th>
+              <th>kind</th>
+              <th>message</th>
+              <th>resolved</th>
+            </tr>
+            {event.alerts.map((a) => (
+              <tr>
+                <td class="time">{time(a.createdAt)}</td>
+                <td>{a.kind}</td>
+                <td class="error">{a.message}</td>
+                <td>{a.resolvedAt ? time(a.resolvedAt) : "open"}</td>
+              </tr>
+            ))}
+          </table>
+        )}
+      </>,
+    );
+  });
+}

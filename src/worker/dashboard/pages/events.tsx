@@ -1,0 +1,153 @@
+import type { Hono } from "hono";
+import { z } from "zod";
+import { EVENT_STATES, browseEvents, type EventFilter, type EventRow } from "../../../outbox/index.ts";
+import { valid } from "../../validate.ts";
+import type { DashboardEnv } from "../env.ts";
+import { StateBadge, render, time } from "../layout.tsx";
+
+const blankIsAbsent = (v: unknown) => (typeof v === "string" && v.trim() === "" ? undefined : v);
+
+/**
+ * A time from the filter form: `<input type="datetime-local">` sends no zone, and
+ * the page shows UTC everywhere, so a zone-less value is read as UTC.
+ */
+const utcTime = z.preprocess(
+  blankIsAbsent,
+  z
+    .string()
+    .transform((v) => new Date(/[zZ]|[+-]\d\d:?\d\d$/.test(v) ? v : `${v}Z`))
+    .refine((d) => !Number.isNaN(+d), "must be a date and time, e.g. 2026-12-03T08:00")
+    .optional(),
+);
+const text = z.preprocess(blankIsAbsent, z.string().trim().max(200).optional());
+
+export const eventsQuery = z.object({
+  state: z.preprocess(blankIsAbsent, z.enum(EVENT_STATES).optional()),
+  type: text,
+  subject: text,
+  scope: text,
+  from: utcTime,
+  to: utcTime,
+  before: z.preprocess(blankIsAbsent, z.coerce.number().int().positive().optional()),
+});
+
+/** The filters as query parameters, to carry them onto the next page's link. */
+function filterParams(q: z.output<typeof eventsQuery>, beforeSeq?: number): string {
+  const p = new URLSearchParams();
+  if (q.state) p.set("state", q.state);
+  for (const key of ["type", "subject", "scope"] as const) if (q[key]) p.set(key, q[key]);
+  if (q.from) p.set("from", q.from.toISOString());
+  if (q.to) p.set("to", q.to.toISOString());
+  if (beforeSeq !== undefined) p.set("before", String(beforeSeq));
+  return p.toString();
+}
+
+const localValue = (d: Date | undefined) => (d ? d.toISOString().slice(0, 16) : "");
+
+export function EventTable({ events }: { events: EventRow[] }) {
+  return (
+    <table>
+      <tr>
+        <th class="num">seq</th>
+        <th>recorded</th>
+        <th>type</th>
+        <th>subject</th>
+        <th>scope</th>
+        <th>state</th>
+        <th class="num">attempts</th>
+        <th>last error</th>
+      </tr>
+      {events.map((e) => (
+        <tr>
+          <td class="num mono">
+            <a href={`/dashboard/events/${e.id}`}>{String(e.seq)}</a>
+          </td>
+          <td class="time">{time(e.createdAt)}</td>
+          <td>
+            <a href={`/dashboard/events/${e.id}`}>{e.type}</a>
+          </td>
+          <td class="mono">{e.subject}</td>
+          <td>{e.scope ?? "–"}</td>
+          <td>
+            <StateBadge state={e.state} />
+          </td>
+          <td class="num">{String(e.attempts)}</td>
+          {/* A fanned row's error is history (it was requeued or retried since): not shown as current. */}
+          <td class="error">{e.lastError && e.state !== "fanned" ? e.lastError.slice(0, 160) : ""}</td>
+        </tr>
+      ))}
+    </table>
+  );
+}
+
+export function registerEvents(dashboard: Hono<DashboardEnv>) {
+  dashboard.get("/events", valid("query", eventsQuery), async (c) => {
+    const q = c.req.valid("query");
+    const filter: EventFilter = {
+      state: q.state,
+      type: q.type,
+      subject: q.subject,
+      scope: q.scope,
+      from: q.from,
+      to: q.to,
+    };
+    const page = await browseEvents(c.var.pool, { ...filter, beforeSeq: q.before, limit: 50 });
+    return render(
+      c,
+      { title: "Events", section: "events" },
+      <>
+        <h1>Events</h1>
+        <form class="filters" method="get" action="/dashboard/events">
+          <label>
+            state
+            <select name="state">
+              <option value="">any</option>
+              {EVENT_STATES.map((s) => (
+                <option value={s} selected={q.state === s}>
+                  {s}
+                </option>
+              ))}
+            </select>
+          </label>
+          <label>
+            type (glob)
+            <input name="type" value={q.type ?? ""} placeholder="supplier.*" />
+          </label>
+          <label>
+            subject
+            <input name="subject" value={q.subject ?? ""} />
+          </label>
+          <label>
+            scope
+            <input name="scope" value={q.scope ?? ""} />
+          </label>
+          <label>
+            from (UTC)
+            <input type="datetime-local" name="from" value={localValue(q.from)} />
+          </label>
+          <label>
+            to (UTC)
+            <input type="datetime-local" name="to" value={localValue(q.to)} />
+          </label>
+          <button class="btn" type="submit">
+            Filter
+          </button>
+          <a href="/dashboard/events">clear</a>
+        </form>
+        {page.events.length === 0 ? (
+          <p class="muted">No events match.</p>
+        ) : (
+          <EventTable events={page.events} />
+        )}
+        <nav class="pager">
+          {q.before !== undefined ? <a href={`/dashboard/events?${filterParams(q)}`}>« newest</a> : null}
+          {page.nextBeforeSeq !== null ? (
+            <a rel="next" href={`/dashboard/events?${filterParams(q, page.nextBeforeSeq)}`}>
+              older »
+            </a>
+          ) : null}
+        </nav>
+      </>,
+    );
+  });
+}

@@ -1,0 +1,177 @@
+import type { Hono } from "hono";
+import { listJobFailures } from "../../../domain/job-failures/record.ts";
+import { attemptsPerMinute, failedDeliveries } from "../../../domain/webhooks/delivery-log.ts";
+import { eventsPerMinute, listAlerts, stats } from "../../../outbox/index.ts";
+import { LineChart } from "../chart.tsx";
+import type { DashboardEnv } from "../env.ts";
+import { age, render, time } from "../layout.tsx";
+
+/** Seconds between reloads of the overview: live enough to watch a backlog drain. */
+export const OVERVIEW_REFRESH_SECONDS = 5;
+
+function Card({ label, value, tone, href }: { label: string; value: string; tone?: string; href?: string }) {
+  return (
+    <div class={`card ${tone ?? ""}`}>
+      <div class="label">{label}</div>
+      <div class="value">{href ? <a href={href}>{value}</a> : value}</div>
+    </div>
+  );
+}
+
+export function registerOverview(dashboard: Hono<DashboardEnv>) {
+  dashboard.get("/", async (c) => {
+    const { pool, db } = c.var;
+    const perMinute = await eventsPerMinute(pool);
+    const since = perMinute[0]?.minute ?? new Date(Date.now() - 3_600_000);
+    const [s, alerts, jobs, deliveries, attempts] = await Promise.all([
+      stats(pool),
+      listAlerts(pool, { open: true, limit: 10 }),
+      listJobFailures(db, { limit: 10 }),
+      failedDeliveries(db, 10),
+      attemptsPerMinute(db, since),
+    ]);
+    const minutes = perMinute.map((m) => m.minute);
+    const attemptAt = new Map(attempts.map((a) => [+a.minute, a]));
+    const backingOff = s.relay.backoffUntil !== null && s.relay.backoffUntil > new Date();
+    return render(
+      c,
+      { title: "Overview", section: "overview", refresh: OVERVIEW_REFRESH_SECONDS },
+      <>
+        <h1>Overview</h1>
+        <div class="cards">
+          <Card label="Backlog" value={String(s.backlog)} tone={s.backlog > 0 ? "warn" : "ok"} />
+          <Card label="Due now" value={String(s.due)} />
+          <Card
+            label="Oldest pending"
+            value={age(s.oldestPendingAgeSeconds)}
+            tone={(s.oldestPendingAgeSeconds ?? 0) > 60 ? "bad" : undefined}
+          />
+          <Card
+            label="Poisoned"
+            value={String(s.poisoned)}
+            tone={s.poisoned > 0 ? "bad" : "ok"}
+            href="/dashboard/poisoned"
+          />
+          <Card
+            label="Open alerts"
+            value={String(s.openAlerts)}
+            tone={s.openAlerts > 0 ? "bad" : "ok"}
+            href="/dashboard/alerts"
+          />
+          <Card
+            label="Relay"
+            value={s.relay.failures === 0 ? "healthy" : backingOff ? "backing off" : "failing"}
+            tone={s.relay.failures === 0 ? "ok" : "bad"}
+          />
+        </div>
+        {s.relay.failures > 0 ? (
+          <div class="panel" id="relay">
+            <p>
+              {`${s.relay.failures} failed pass${s.relay.failures === 1 ? "" : "es"} in a row; `}
+              {backingOff ? `no pass before ${time(s.relay.backoffUntil)}.` : "the next pass may run now."}
+              {` Last failure ${time(s.relay.lastFailureAt)}:`}
+            </p>
+            <p class="error">{s.relay.lastError ?? "(no message)"}</p>
+          </div>
+        ) : null}
+
+        <h2>Events per minute, last hour</h2>
+        <LineChart
+          title="Events recorded and fanned out per minute"
+          minutes={minutes}
+          series={[
+            { label: "recorded", swatch: "sw-a", values: perMinute.map((m) => m.recorded) },
+            { label: "fanned out", swatch: "sw-b", values: perMinute.map((m) => m.fanned) },
+          ]}
+        />
+        <h2>Webhook delivery attempts per minute, last hour</h2>
+        <LineChart
+          title="Webhook attempts that succeeded and failed per minute"
+          minutes={minutes}
+          series={[
+            {
+              label: "succeeded",
+              swatch: "sw-b",
+              values: minutes.map((m) => attemptAt.get(+m)?.succeeded ?? 0),
+            },
+            { label: "failed", swatch: "sw-c", values: minutes.map((m) => attemptAt.get(+m)?.failed ?? 0) },
+          ]}
+        />
+
+        <h2>Open alerts</h2>
+        {alerts.length === 0 ? (
+          <p class="muted">None.</p>
+        ) : (
+          <table>
+            <tr>
+              <th>raised</th>
+              <th>kind</th>
+              <th>message</th>
+            </tr>
+            {alerts.map((a) => (
+              <tr>
+                <td class="time">{time(a.createdAt)}</td>
+                <td>{a.kind}</td>
+                <td class="error">{a.message}</td>
+              </tr>
+            ))}
+          </table>
+        )}
+
+        <h2>Jobs that exhausted their retries</h2>
+        {jobs.length === 0 ? (
+          <p class="muted">None.</p>
+        ) : (
+          <table>
+            <tr>
+              <th>received</th>
+              <th>subscription</th>
+              <th>event</th>
+              <th>last status</th>
+              <th>QStash message</th>
+            </tr>
+            {jobs.map((f) => (
+              <tr>
+                <td class="time">{time(f.receivedAt)}</td>
+                <td>{f.subscription}</td>
+                <td class="mono">
+                  {f.eventId ? <a href={`/dashboard/events/${f.eventId}`}>{f.eventId}</a> : "–"}
+                </td>
+                <td>{f.status === null ? "–" : String(f.status)}</td>
+                <td class="mono">{f.messageId}</td>
+              </tr>
+            ))}
+          </table>
+        )}
+
+        <h2>Webhook deliveries that gave up</h2>
+        {deliveries.length === 0 ? (
+          <p class="muted">None.</p>
+        ) : (
+          <table>
+            <tr>
+              <th>failed</th>
+              <th>endpoint</th>
+              <th>event</th>
+              <th class="num">attempts</th>
+              <th>last error</th>
+            </tr>
+            {deliveries.map((d) => (
+              <tr>
+                <td class="time">{time(d.failedAt)}</td>
+                <td class="mono">
+                  <a href={`/dashboard/webhooks/${d.endpointId}`}>{d.endpointUrl}</a>
+                </td>
+                <td class="mono">
+                  <a href={`/dashboard/events/${d.eventId}`}>{d.eventType}</a>
+                </td>
+                <td class="num">{String(d.attempts)}</td>
+                <td class="error">{d.lastError ?? "–"}</td>
+              </tr>
+            ))}
+          </table>
+        )}
+      </>,
+    );
+  });
+}

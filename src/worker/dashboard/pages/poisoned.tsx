@@ -1,0 +1,156 @@
+import type { Hono } from "hono";
+import { z } from "zod";
+import {
+  browseEvents,
+  poisonedGroups,
+  poisonedIdsWithFingerprint,
+  requeue,
+  type PoisonedGroup,
+} from "../../../outbox/index.ts";
+import { kickRelay } from "../../relay.ts";
+import { valid } from "../../validate.ts";
+import type { DashboardEnv } from "../env.ts";
+import { Notice, render, time } from "../layout.tsx";
+import { EventTable } from "./events.tsx";
+
+/** Rows listed (with a checkbox each) under a group; "requeue whole group" covers the rest. */
+const ROWS_SHOWN_PER_GROUP = 20;
+/** Requeued rows followed on the next page; a larger requeue is summarised by its count. */
+const TRACKED = 50;
+
+const manyIds = z
+  .union([z.guid(), z.array(z.guid())])
+  .optional()
+  .transform((v) => (v === undefined ? [] : Array.isArray(v) ? v : [v]));
+
+export const requeueForm = z.object({
+  id: manyIds,
+  /** Present when the "requeue whole group" button was the one pressed. */
+  fingerprint: z.string().max(400).optional(),
+  back: z.literal("event").optional(),
+});
+
+const poisonedQuery = z.object({
+  requeued: z.coerce.number().int().min(0).optional(),
+  track: z
+    .string()
+    .optional()
+    .transform((v) => (v ? v.split(",") : []))
+    .pipe(z.array(z.guid()).max(TRACKED)),
+  nothing: z.literal("1").optional(),
+});
+
+function Group({ group }: { group: PoisonedGroup }) {
+  const shown = group.ids.slice(0, ROWS_SHOWN_PER_GROUP);
+  return (
+    <form class="group" method="post" action="/dashboard/poisoned/requeue">
+      <h3>{group.fingerprint}</h3>
+      <div class="meta">
+        {`${group.count} event${group.count === 1 ? "" : "s"} · first ${time(group.firstSeen)} · last ${time(group.lastSeen)} · types ${group.types.join(", ")}`}
+      </div>
+      <p>
+        {"Example: "}
+        <a href={`/dashboard/events/${group.example.id}`}>{group.example.type}</a>
+        {` (subject ${group.example.subject})`}
+      </p>
+      <p class="error">{group.example.lastError ?? ""}</p>
+      <div class="actions">
+        <button class="btn" type="submit" name="fingerprint" value={group.fingerprint}>
+          {`Requeue whole group (${group.count})`}
+        </button>
+        <button class="btn secondary" type="submit">
+          Requeue selected
+        </button>
+        <label hidden data-select-all>
+          <input type="checkbox" />
+          select all shown
+        </label>
+      </div>
+      <table>
+        <tr>
+          <th class="pick"></th>
+          <th>event</th>
+        </tr>
+        {shown.map((id) => (
+          <tr>
+            <td class="pick">
+              <input type="checkbox" name="id" value={id} aria-label={`select ${id}`} />
+            </td>
+            <td class="mono">
+              <a href={`/dashboard/events/${id}`}>{id}</a>
+            </td>
+          </tr>
+        ))}
+      </table>
+      {group.count > shown.length ? (
+        <p class="muted">{`and ${group.count - shown.length} more in this group`}</p>
+      ) : null}
+    </form>
+  );
+}
+
+export function registerPoisoned(dashboard: Hono<DashboardEnv>) {
+  dashboard.get("/poisoned", valid("query", poisonedQuery), async (c) => {
+    const q = c.req.valid("query");
+    const [{ groups, scanned, truncated }, tracked] = await Promise.all([
+      poisonedGroups(c.var.pool),
+      q.track.length > 0
+        ? browseEvents(c.var.pool, { ids: q.track, limit: TRACKED }).then((p) => p.events)
+        : Promise.resolve([]),
+    ]);
+    const stillPending = tracked.filter((e) => e.state === "pending").length;
+    return render(
+      c,
+      // While requeued rows are on their way, reload to show them fan out.
+      { title: "Poisoned", section: "poisoned", refresh: stillPending > 0 ? 2 : undefined },
+      <>
+        <h1>Poisoned events, grouped by cause</h1>
+        <Notice text={q.nothing ? "Nothing selected to requeue." : undefined} />
+        {q.requeued !== undefined ? (
+          <div class="panel" id="requeued">
+            <p>
+              {`Requeued ${q.requeued} event${q.requeued === 1 ? "" : "s"}. `}
+              {tracked.length === 0
+                ? ""
+                : stillPending > 0
+                  ? `${stillPending} of the ${tracked.length} shown are waiting for the relay; this page reloads until they are fanned out.`
+                  : `All ${tracked.length} shown have left the queue.`}
+            </p>
+            {tracked.length > 0 ? <EventTable events={tracked} /> : null}
+          </div>
+        ) : null}
+        {groups.length === 0 ? (
+          <p class="muted">No poisoned events.</p>
+        ) : (
+          <p class="muted">
+            {`${scanned} poisoned event${scanned === 1 ? "" : "s"} in ${groups.length} group${groups.length === 1 ? "" : "s"}`}
+            {truncated ? ` (the newest ${scanned}; older ones appear as these are requeued)` : ""}
+          </p>
+        )}
+        {groups.map((g) => (
+          <Group group={g} />
+        ))}
+      </>,
+    );
+  });
+
+  dashboard.post("/poisoned/requeue", valid("form", requeueForm), async (c) => {
+    const form = c.req.valid("form");
+    const ids =
+      form.fingerprint !== undefined
+        ? await poisonedIdsWithFingerprint(c.var.pool, form.fingerprint)
+        : form.id;
+    if (ids.length === 0) {
+      return c.redirect("/dashboard/poisoned?nothing=1", 303);
+    }
+    const result = await requeue(c.var.pool, ids);
+    // Requeued rows are pending again; a kick fans them out now rather than at the next cron sweep.
+    if (result.requeued.length > 0) c.var.background(kickRelay(c.var.pool, c.var.config));
+    if (form.back === "event" && ids.length === 1) {
+      const outcome = result.requeued.length === 1 ? "requeued" : "unchanged";
+      return c.redirect(`/dashboard/events/${ids[0]}?${outcome}=1`, 303);
+    }
+    const track = result.requeued.slice(0, TRACKED).join(",");
+    return c.redirect(`/dashboard/poisoned?requeued=${result.requeued.length}&track=${track}`, 303);
+  });
+}

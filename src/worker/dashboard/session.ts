@@ -1,0 +1,96 @@
+import type { Context, MiddlewareHandler } from "hono";
+import { deleteCookie, getCookie, setCookie } from "hono/cookie";
+import { sign, verify } from "hono/jwt";
+import type { HonoEnv } from "../env.ts";
+
+/** How long a login lasts; after it the operator signs in again. */
+export const SESSION_TTL_SECONDS = 12 * 60 * 60;
+
+/**
+ * The session is an HS256 JWT (Hono's helper) in a cookie: the Worker keeps no
+ * memory between requests, and a signed, expiring token needs none. Its key is
+ * derived from ADMIN_TOKEN, so rotating the token ends every session, and the
+ * token itself never signs anything a browser holds.
+ */
+async function sessionKey(adminToken: string): Promise<string> {
+  const key = await crypto.subtle.importKey(
+    "raw",
+    new TextEncoder().encode(adminToken),
+    { name: "HMAC", hash: "SHA-256" },
+    false,
+    ["sign"],
+  );
+  const mac = await crypto.subtle.sign(
+    "HMAC",
+    key,
+    new TextEncoder().encode("edge-outbox dashboard session v1"),
+  );
+  return [...new Uint8Array(mac)].map((b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+/**
+ * Plain http is accepted only on loopback, where `wrangler dev` serves; anywhere
+ * else the cookie is Secure (and __Host- prefixed: no subdomain can set or
+ * shadow it), so it never travels over an unencrypted hop.
+ */
+export function isLoopbackHttp(url: string): boolean {
+  const { protocol, hostname } = new URL(url);
+  return protocol === "http:" && ["127.0.0.1", "localhost", "[::1]"].includes(hostname);
+}
+
+export function cookieName(secure: boolean): string {
+  return secure ? "__Host-outbox_session" : "outbox_session";
+}
+
+/** A session token issued at `issuedAt` (seconds since the epoch). */
+export async function signSession(adminToken: string, issuedAt = Math.floor(Date.now() / 1000)) {
+  return sign(
+    { sub: "operator", iat: issuedAt, exp: issuedAt + SESSION_TTL_SECONDS },
+    await sessionKey(adminToken),
+    "HS256",
+  );
+}
+
+export async function startSession(c: Context<HonoEnv>): Promise<void> {
+  const token = await signSession(c.var.config.ADMIN_TOKEN);
+  const secure = !isLoopbackHttp(c.req.url);
+  setCookie(c, cookieName(secure), token, {
+    httpOnly: true,
+    secure,
+    sameSite: "Strict",
+    path: "/",
+    maxAge: SESSION_TTL_SECONDS,
+  });
+}
+
+export function endSession(c: Context<HonoEnv>): void {
+  const secure = !isLoopbackHttp(c.req.url);
+  deleteCookie(c, cookieName(secure), { path: "/", secure, httpOnly: true, sameSite: "Strict" });
+}
+
+/** True when the request carries a session cookie this deployment signed and that has not expired. */
+export async function hasSession(c: Context<HonoEnv>): Promise<boolean> {
+  const token = getCookie(c, cookieName(!isLoopbackHttp(c.req.url)));
+  if (!token) return false;
+  try {
+    // verify checks the signature, the algorithm and `exp`.
+    const claims = await verify(token, await sessionKey(c.var.config.ADMIN_TOKEN), "HS256");
+    return claims.sub === "operator";
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Pages without a session send the browser to the login page (and back after);
+ * a form post without one is refused, since replaying a post after login would
+ * surprise the operator.
+ */
+export const requireSession: MiddlewareHandler<HonoEnv> = async (c, next) => {
+  if (await hasSession(c)) return next();
+  if (c.req.method === "GET" || c.req.method === "HEAD") {
+    const url = new URL(c.req.url);
+    return c.redirect(`/dashboard/login?next=${encodeURIComponent(url.pathname + url.search)}`, 303);
+  }
+  return c.text("Sign in first: your dashboard session is missing or has expired.", 401);
+};

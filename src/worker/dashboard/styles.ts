@@ -1,0 +1,66 @@
+/**
+ * The stylesheet, served from /dashboard/assets/dashboard.css: the CSP allows
+ * styles from 'self' only, so there is no inline <style> or style="" anywhere.
+ */
+export const DASHBOARD_CSS = `
+:root{--fg:#1d2330;--muted:#5d6678;--line:#dde1e8;--bg:#f6f7f9;--card:#fff;--accent:#2557d6;--bad:#b42318;--ok:#067647;--warn:#b54708}
+*{box-sizing:border-box}
+body{margin:0;font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;color:var(--fg);background:var(--bg)}
+header.top{display:flex;align-items:center;gap:1.5rem;padding:.6rem 1.5rem;background:#111827;color:#fff}
+header.top .brand{font-weight:600;letter-spacing:.02em}
+header.top nav{display:flex;gap:1rem;flex:1}
+header.top a{color:#cbd5e1;text-decoration:none}
+header.top a[aria-current=page]{color:#fff;border-bottom:2px solid #fff}
+header.top form{margin:0}
+header.top button{background:none;border:1px solid #475569;color:#cbd5e1;border-radius:4px;padding:.2rem .6rem;cursor:pointer}
+main{max-width:78rem;margin:0 auto;padding:1.2rem 1.5rem 3rem}
+h1{font-size:1.35rem;margin:.2rem 0 1rem}
+h2{font-size:1.05rem;margin:1.6rem 0 .6rem}
+a{color:var(--accent)}
+.muted{color:var(--muted)}
+.cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(11rem,1fr));gap:.8rem}
+.card{background:var(--card);border:1px solid var(--line);border-radius:8px;padding:.7rem .9rem}
+.card .label{color:var(--muted);font-size:.8rem;text-transform:uppercase;letter-spacing:.04em}
+.card .value{font-size:1.5rem;font-weight:600}
+.card .value a{color:inherit}
+.card.bad .value{color:var(--bad)}.card.ok .value{color:var(--ok)}.card.warn .value{color:var(--warn)}
+.panel{background:var(--card);border:1px solid var(--line);border-radius:8px;padding:.8rem 1rem;margin:.8rem 0}
+table{border-collapse:collapse;width:100%;background:var(--card)}
+th,td{border-bottom:1px solid var(--line);padding:.35rem .55rem;text-align:left;vertical-align:top}
+th{font-size:.78rem;text-transform:uppercase;letter-spacing:.04em;color:var(--muted);font-weight:600}
+table.kv th{width:12rem;text-transform:none;font-size:.9rem;letter-spacing:0}
+td.num,th.num{text-align:right}
+td.time{white-space:nowrap}
+th.pick,td.pick{width:2rem}
+code,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:.85em}
+.error{color:var(--bad);white-space:pre-wrap;word-break:break-word}
+pre{background:#0f172a;color:#e2e8f0;padding:.8rem;border-radius:6px;overflow:auto;max-height:28rem}
+.notice{background:#ecfdf3;border:1px solid #abefc6;padding:.5rem .8rem;border-radius:6px}
+.alert-box{background:#fef3f2;border:1px solid #fecdca;padding:.5rem .8rem;border-radius:6px}
+.state{display:inline-block;padding:0 .45rem;border-radius:999px;font-size:.8rem;font-weight:600}
+.state-pending{background:#fffaeb;color:var(--warn)}.state-fanned{background:#ecfdf3;color:var(--ok)}.state-poisoned{background:#fef3f2;color:var(--bad)}
+.state-delivered{background:#ecfdf3;color:var(--ok)}.state-failed{background:#fef3f2;color:var(--bad)}
+form.filters{display:flex;flex-wrap:wrap;gap:.6rem;align-items:end;margin-bottom:.8rem}
+form.filters label{display:flex;flex-direction:column;font-size:.8rem;color:var(--muted)}
+input,select{font:inherit;padding:.25rem .4rem;border:1px solid #c3c8d2;border-radius:4px}
+button{font:inherit;cursor:pointer}
+.btn{background:var(--accent);color:#fff;border:0;border-radius:4px;padding:.3rem .8rem}
+.btn.secondary{background:#fff;color:var(--fg);border:1px solid #c3c8d2}
+.btn.danger{background:var(--bad)}
+.inline{display:inline}
+.group{background:var(--card);border:1px solid var(--line);border-radius:8px;margin:.9rem 0;padding:.8rem 1rem}
+.group h3{margin:0 0 .3rem;font-size:.95rem;font-family:ui-monospace,monospace;word-break:break-word}
+.group .meta{color:var(--muted);font-size:.85rem;margin-bottom:.5rem}
+.actions{display:flex;gap:.6rem;align-items:center;margin:.5rem 0}
+figure.chart{margin:0}
+.chart{background:var(--card);border:1px solid var(--line);border-radius:8px;padding:.6rem}
+.chart svg{width:100%;height:auto;display:block}
+.legend{display:flex;gap:1rem;font-size:.85rem;color:var(--muted)}
+.swatch{display:inline-block;width:.8rem;height:.8rem;border-radius:2px;margin-right:.3rem;vertical-align:-1px}
+.sw-a{background:#2557d6}.sw-b{background:#12b76a}.sw-c{background:#f04438}
+.pager{display:flex;gap:1rem;margin-top:.8rem}
+.login{max-width:22rem;margin:12vh auto;background:var(--card);border:1px solid var(--line);border-radius:10px;padding:1.4rem}
+.login input{width:100%;margin:.4rem 0 .8rem}
+.timeline{list-style:none;padding:0;margin:0}
+.timeline li{padding:.35rem 0 .35rem 1rem;border-left:2px solid var(--line);position:relative}
+`;

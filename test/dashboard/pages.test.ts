@@ -1,0 +1,506 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { configureNeonForWsProxy, startWsProxy, type WsProxy } from "../../infra/ws-proxy.ts";
+import type { Bindings } from "../../src/worker/env.ts";
+import { dashboardClient, poison, stateOf } from "../support/dashboard.ts";
+import { useTestDatabase } from "../support/db.ts";
+import { seedEvents } from "../support/events.ts";
+import { resetOutbox } from "../support/relay.ts";
+import { bindings } from "../support/worker.ts";
+import { importSecretsKey, newSecretsKey, openSecret } from "../../src/domain/webhooks/secret-box.ts";
+
+// Every page and action, signed in, through the app as the Worker runs it.
+const t = useTestDatabase();
+let proxy: WsProxy;
+let env: Bindings;
+let browser: ReturnType<typeof dashboardClient>;
+const SCRIPT = "<script>alert(1)</script>";
+const ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;";
+
+beforeAll(async () => {
+  proxy = await startWsProxy();
+  configureNeonForWsProxy(proxy);
+  env = bindings({ DATABASE_URL: t.url, NEON_WS_PROXY: proxy.address, WEBHOOK_SECRETS_KEY: newSecretsKey() });
+  browser = dashboardClient(() => env);
+  expect((await browser.login()).status).toBe(303);
+});
+afterAll(() => proxy?.close());
+beforeEach(async () => {
+  await resetOutbox(t.pool);
+  await t.pool.query("TRUNCATE job_failures, webhook_endpoints CASCADE");
+});
+
+async function endpoint(url = "https://receiver.example/hook"): Promise<string> {
+  const { rows } = await t.pool.query(
+    `INSERT INTO webhook_endpoints (url, secret_box) VALUES ($1, 'sealed') RETURNING id`,
+    [url],
+  );
+  return rows[0].id;
+}
+
+async function delivery(
+  endpointId: string,
+  eventId: string,
+  status: string,
+  attempts: [number | null, string | null][],
+) {
+  const { rows } = await t.pool.query(
+    `INSERT INTO webhook_deliveries (endpoint_id, event_id, event_type, body, status, attempts, last_error, failed_at, delivered_at)
+     VALUES ($1, $2, 'supplier.connected', '{}', $3, $4, $5,
+             CASE WHEN $3 = 'failed' THEN now() END, CASE WHEN $3 = 'delivered' THEN now() END) RETURNING id`,
+    [endpointId, eventId, status, attempts.length, status === "failed" ? `receiver said ${SCRIPT}` : null],
+  );
+  for (const [code, error] of attempts) {
+    await t.pool.query(
+      `INSERT INTO webhook_attempts (delivery_id, duration_ms, status, error, response_body) VALUES ($1, 12, $2, $3, $4)`,
+      [rows[0].id, code, error, code ? `body ${code} ${SCRIPT}` : null],
+    );
+  }
+  return rows[0].id as string;
+}
+
+describe("overview", () => {
+  it("shows backlog, lag, poisoned, relay state, alerts, failed jobs and deliveries, charts, and refreshes", async () => {
+    await seedEvents(t.pool, 3);
+    await seedEvents(t.pool, 2, { fanned: true });
+    const id = await poison(t.pool, `QStash 400: ${SCRIPT}`);
+    await t.pool.query(
+      `UPDATE outbox_relay_state SET failures = 2, backoff_until = now() + interval '1 minute',
+              last_error = $1, last_failure_at = now()`,
+      [`QStash unreachable ${SCRIPT}`],
+    );
+    await t.pool.query(
+      `INSERT INTO outbox_alerts (kind, event_id, message) VALUES ('event.poisoned', $1, $2)`,
+      [id, `poisoned ${SCRIPT}`],
+    );
+    await t.pool.query(
+      `INSERT INTO job_failures (message_id, subscription, event_id, status, body) VALUES ('msg_dead', 'notify.mail', $1, 500, '{}')`,
+      [id],
+    );
+    const ep = await endpoint();
+    await delivery(ep, id, "failed", [
+      [500, null],
+      [null, "timeout"],
+    ]);
+    await delivery(ep, (await seedEvents(t.pool, 1, { fanned: true }))[0]!, "delivered", [[200, null]]);
+    // Recorded half an hour ago, fanned a second later, though its seq is the newest;
+    // and one from before the hour, which neither line counts.
+    const [late, old] = await seedEvents(t.pool, 2);
+    await t.pool.query(
+      `UPDATE events SET created_at = now() - interval '30 minutes', fanned_out_at = now() - interval '1799 seconds', fanout = '{}' WHERE id = $1`,
+      [late],
+    );
+    await t.pool.query(
+      `UPDATE events SET created_at = now() - interval '2 hours', fanned_out_at = now() - interval '2 hours', fanout = '{}' WHERE id = $1`,
+      [old],
+    );
+
+    const page = await browser.get("/dashboard");
+    expect(page.status).toBe(200);
+    const card = (label: string) =>
+      new RegExp(`<div class="label">${label}</div><div class="value">(?:<a [^>]*>)?([^<]+)`).exec(
+        page.text,
+      )?.[1];
+    expect(card("Backlog")).toBe("3");
+    expect(card("Due now")).toBe("3");
+    expect(card("Oldest pending")).toMatch(/^\d+(\.\d)? s$/);
+    expect(card("Poisoned")).toBe("1");
+    expect(card("Open alerts")).toBe("1");
+    expect(card("Relay")).toBe("backing off");
+    expect(page.text).toContain(`QStash unreachable ${ESCAPED}`);
+    expect(page.text).toContain(`poisoned ${ESCAPED}`);
+    expect(page.text).toContain("msg_dead");
+    expect(page.text).toContain("https://receiver.example/hook");
+    expect(page.text).toContain(`receiver said ${ESCAPED}`);
+    expect(page.text).not.toContain(SCRIPT);
+    expect(page.text).toMatch(/<meta http-equiv="refresh" content="5"/);
+    // Two charts, each a line per series over 60 minutes; this minute has the events recorded above.
+    const lines = [...page.text.matchAll(/<polyline [^>]*points="([^"]+)"/g)].map((m) => m[1]!.split(" "));
+    expect(lines).toHaveLength(4);
+    for (const points of lines) expect(points).toHaveLength(60);
+    expect(page.text).toContain("recorded (8 in the hour)");
+    expect(page.text).toContain("fanned out (4 in the hour)");
+    expect(page.text).toContain("succeeded (1 in the hour)");
+    expect(page.text).toContain("failed (2 in the hour)");
+  });
+
+  it("says healthy with nothing to show", async () => {
+    const page = await browser.get("/dashboard");
+    expect(page.text).toMatch(/<div class="label">Relay<\/div><div class="value">healthy</);
+    expect(page.text).not.toContain('id="relay"');
+  });
+});
+
+describe("events", () => {
+  const seqs = (text: string) =>
+    [...text.matchAll(/<td class="num mono"><a href="\/dashboard\/events\/[^"]+">(\d+)<\/a>/g)].map((m) =>
+      Number(m[1]),
+    );
+
+  it("pages by seq, newest first, and a row recorded meanwhile does not shift the next page", async () => {
+    await seedEvents(t.pool, 120);
+    const { rows } = await t.pool.query(`SELECT seq FROM events ORDER BY seq DESC`);
+    const all = rows.map((r) => Number(r.seq));
+
+    const first = await browser.get("/dashboard/events");
+    expect(first.status).toBe(200);
+    expect(seqs(first.text)).toEqual(all.slice(0, 50));
+    const next = /<a rel="next" href="([^"]+)"/.exec(first.text)![1]!.replace(/&amp;/g, "&");
+    expect(next).toBe(`/dashboard/events?before=${all[49]}`);
+
+    await seedEvents(t.pool, 5);
+    const second = await browser.get(next);
+    expect(seqs(second.text)).toEqual(all.slice(50, 100));
+    const third = await browser.get(
+      /<a rel="next" href="([^"]+)"/.exec(second.text)![1]!.replace(/&amp;/g, "&"),
+    );
+    expect(seqs(third.text)).toEqual(all.slice(100));
+    expect(third.text).not.toContain('rel="next"');
+  });
+
+  it("filters by state, type glob, subject, scope and time range, and keeps the filters across pages", async () => {
+    await seedEvents(t.pool, 3, { type: "supplier.connected", scope: "acme" });
+    await seedEvents(t.pool, 2, { type: "supplier_x.connected", scope: "acme" });
+    await seedEvents(t.pool, 2, { type: "corpus.note.created", fanned: true, subject: () => "note-1" });
+    const poisoned = await poison(t.pool, "bad");
+    const { rows } = await t.pool.query(`SELECT seq, type, subject, scope, id FROM events ORDER BY seq DESC`);
+    const where = (f: (r: (typeof rows)[number]) => boolean) => rows.filter(f).map((r) => Number(r.seq));
+
+    const get = async (q: string) => seqs((await browser.get(`/dashboard/events?${q}`)).text);
+    expect(await get("state=fanned")).toEqual(where((r) => r.type === "corpus.note.created"));
+    expect(await get("state=poisoned")).toEqual(where((r) => r.id === poisoned));
+    expect(await get("state=pending&type=supplier.*")).toEqual(
+      where((r) => r.type === "supplier.connected" && r.id !== poisoned),
+    );
+    // The glob's `_` is literal, as the core's glob→LIKE makes it.
+    expect(await get("type=supplier_*")).toEqual(where((r) => r.type === "supplier_x.connected"));
+    expect(await get("subject=note-1")).toEqual(where((r) => r.subject === "note-1"));
+    expect(await get("scope=acme&type=*.connected")).toEqual(where((r) => r.scope === "acme"));
+
+    await t.pool.query(
+      `UPDATE events SET created_at = '2026-01-01T10:00:00Z' WHERE type = 'supplier_x.connected'`,
+    );
+    expect(await get("from=2026-01-01T09:59&to=2026-01-01T10:01")).toEqual(
+      where((r) => r.type === "supplier_x.connected"),
+    );
+    expect(await get("to=2026-01-01T09:59")).toEqual([]);
+
+    await seedEvents(t.pool, 60, { type: "supplier.connected", scope: "acme" });
+    const page = await browser.get("/dashboard/events?type=supplier.*&scope=acme");
+    const next = /<a rel="next" href="([^"]+)"/.exec(page.text)![1]!.replace(/&amp;/g, "&");
+    expect(next).toMatch(/^\/dashboard\/events\?type=supplier\.\*&scope=acme&before=\d+$/);
+  });
+
+  it("answers a bad filter with a 400 page that names it", async () => {
+    const bad = await browser.get("/dashboard/events?state=stuck&from=yesterday");
+    expect(bad.status).toBe(400);
+    expect(bad.headers.get("content-type")).toMatch(/text\/html/);
+    expect(bad.text).toContain("state");
+    expect(bad.text).toContain("from");
+  });
+});
+
+describe("event detail", () => {
+  it("follows an event from write to receiver: payload, fan-out, deliveries and every attempt, escaped", async () => {
+    const [id, later] = await seedEvents(t.pool, 2);
+    await t.pool.query(
+      `UPDATE events SET fanned_out_at = now(), fanout = $2, attempts = 1, last_error = $3, payload = $4 WHERE id = $1`,
+      [
+        id,
+        JSON.stringify({ "notify.mail": { messageId: "msg_abc" }, "corpus.index": { coalescedInto: later } }),
+        `first try failed ${SCRIPT}`,
+        JSON.stringify({ title: SCRIPT }),
+      ],
+    );
+    const ep = await endpoint("https://receiver.example/ok");
+    await delivery(ep, id!, "delivered", [
+      [503, null],
+      [200, null],
+    ]);
+
+    const page = await browser.get(`/dashboard/events/${id}`);
+    expect(page.status).toBe(200);
+    expect(page.text).toMatch(/<td>notify\.mail<\/td><td class="mono">QStash msg_abc<\/td>/);
+    expect(page.text).toContain(`coalesced into <a href="/dashboard/events/${later}">`);
+    expect(page.text).toContain("https://receiver.example/ok");
+    expect(page.text).toMatch(/<span class="state state-delivered">delivered<\/span> 2 attempts/);
+    expect(page.text).toMatch(/<td class="num">503<\/td>.*<td class="num">200<\/td>/);
+    expect(page.text).toContain(`body 503 ${ESCAPED}`);
+    expect(page.text).toContain(`&quot;title&quot;: &quot;${ESCAPED}&quot;`);
+    expect(page.text).toContain(`first try failed ${ESCAPED}`);
+    expect(page.text).not.toContain(SCRIPT);
+    expect(page.text).not.toContain("Requeue this event");
+  });
+
+  it("shows no next attempt for a poisoned row, and offers a requeue", async () => {
+    const id = await poison(t.pool, "rejected");
+    const page = await browser.get(`/dashboard/events/${id}`);
+    expect(page.text).toContain("no further attempts until requeued");
+    expect(page.text).not.toContain("next attempt not before");
+    expect(page.text).toContain("Requeue this event");
+
+    const pending = (await seedEvents(t.pool, 1))[0]!;
+    await t.pool.query(
+      `UPDATE events SET attempts = 2, next_attempt_at = now() + interval '1 minute' WHERE id = $1`,
+      [pending],
+    );
+    expect((await browser.get(`/dashboard/events/${pending}`)).text).toContain("next attempt not before");
+  });
+
+  it("answers 404 for an unknown or malformed id", async () => {
+    expect((await browser.get("/dashboard/events/00000000-0000-4000-8000-000000000000")).status).toBe(404);
+    expect((await browser.get("/dashboard/events/nope")).status).toBe(404);
+  });
+});
+
+describe("poisoned, grouped by cause", () => {
+  async function setUp() {
+    const rejected = [
+      await poison(t.pool, `QStash 400: event '9b2c…' rejected: subject "a-1" too long (3001 bytes)`),
+      await poison(t.pool, `QStash 400: event 'x' rejected: subject "b-22" too long (4100 bytes)`),
+      await poison(
+        t.pool,
+        `QStash 400: event 'y' rejected: subject "c" too long (9 bytes)`,
+        "supplier.activated",
+      ),
+    ];
+    const other = [
+      await poison(t.pool, "payload for 4c1f1d2e-5d0a-4a7b-9d43-0e4a1c6a3b21 is not JSON ${SCRIPT}"),
+    ];
+    other.push(
+      await poison(t.pool, "payload for 0e0e1d2e-5d0a-4a7b-9d43-0e4a1c6a3b99 is not JSON ${SCRIPT}"),
+    );
+    return { rejected, other };
+  }
+
+  it("groups rows by error fingerprint with count, first/last seen, types and an example", async () => {
+    const { rejected } = await setUp();
+    const page = await browser.get("/dashboard/poisoned");
+    expect(page.status).toBe(200);
+    const groups = [
+      ...page.text.matchAll(/<form class="group"[^>]*><h3>([^<]+)<\/h3><div class="meta">([^<]+)/g),
+    ];
+    expect(groups.map((g) => g[1])).toEqual([
+      "QStash &lt;n&gt;: event &lt;value&gt; rejected: subject &lt;value&gt; too long (&lt;n&gt; bytes)",
+      "payload for &lt;id&gt; is not JSON ${SCRIPT}".replace(SCRIPT, ESCAPED),
+    ]);
+    expect(groups[0]![2]).toMatch(
+      /^3 events · first .+Z · last .+Z · types supplier\.activated, supplier\.connected$/,
+    );
+    expect(groups[1]![2]).toMatch(/^2 events/);
+    for (const id of rejected) expect(page.text).toContain(`value="${id}"`);
+    expect(page.text).not.toContain(SCRIPT);
+  });
+
+  it("requeues a selection, then a whole group, and shows the requeued rows", async () => {
+    const { rejected, other } = await setUp();
+    const picked = await browser.post("/dashboard/poisoned/requeue", { id: [rejected[0]!, other[1]!] });
+    expect(picked.status).toBe(303);
+    const location = picked.headers.get("location")!;
+    expect(location).toMatch(/^\/dashboard\/poisoned\?requeued=2&track=/);
+    expect((await stateOf(t.pool, rejected[0]!)).poisoned_at).toBeNull();
+    expect((await stateOf(t.pool, other[1]!)).poisoned_at).toBeNull();
+    expect((await stateOf(t.pool, rejected[1]!)).poisoned_at).not.toBeNull();
+
+    const after = await browser.get(location);
+    expect(after.text).toContain("Requeued 2 events.");
+    expect(after.text).toMatch(/<span class="state state-pending">pending<\/span>/);
+    // Still pending (no QStash here), so the page reloads itself to show them fan out.
+    expect(after.text).toMatch(/<meta http-equiv="refresh" content="2"/);
+
+    const fingerprint = /name="fingerprint" value="([^"]+)"/
+      .exec(after.text)![1]!
+      .replace(/&lt;/g, "<")
+      .replace(/&gt;/g, ">");
+    expect(fingerprint).toMatch(/^QStash <n>: event <value> rejected/);
+    const group = await browser.post("/dashboard/poisoned/requeue", { fingerprint });
+    expect(group.headers.get("location")).toMatch(/requeued=2&/);
+    for (const id of rejected) expect((await stateOf(t.pool, id)).poisoned_at).toBeNull();
+    expect((await stateOf(t.pool, other[0]!)).poisoned_at).not.toBeNull();
+    expect((await stateOf(t.pool, rejected[1]!)).attempts).toBe(0);
+  });
+
+  it("requeues one row from its page and goes back to it", async () => {
+    const id = await poison(t.pool, "boom");
+    const res = await browser.post("/dashboard/poisoned/requeue", { id, back: "event" });
+    expect(res.headers.get("location")).toBe(`/dashboard/events/${id}?requeued=1`);
+    expect((await browser.get(res.headers.get("location")!)).text).toContain(
+      "Requeued: the relay will fan it out",
+    );
+    expect((await stateOf(t.pool, id)).poisoned_at).toBeNull();
+    const again = await browser.post("/dashboard/poisoned/requeue", { id, back: "event" });
+    expect(again.headers.get("location")).toBe(`/dashboard/events/${id}?unchanged=1`);
+    expect((await browser.get(again.headers.get("location")!)).text).toContain("no longer poisoned");
+    expect((await browser.post("/dashboard/poisoned/requeue", { id: "nope" })).status).toBe(400);
+    const nothing = await browser.post("/dashboard/poisoned/requeue", {});
+    expect(nothing.headers.get("location")).toBe("/dashboard/poisoned?nothing=1");
+    expect((await browser.get("/dashboard/poisoned?nothing=1")).text).toContain(
+      "Nothing selected to requeue.",
+    );
+  });
+});
+
+describe("webhook endpoints", () => {
+  it("lists endpoints with their health and shows one endpoint's deliveries", async () => {
+    const ok = await endpoint("https://receiver.example/ok");
+    const off = await endpoint("https://receiver.example/off");
+    await t.pool.query(
+      `UPDATE webhook_endpoints SET enabled = false, disabled_at = now(), disabled_reason = $2,
+              failing_since = now() - interval '5 days' WHERE id = $1`,
+      [off, `failing for 5 days ${SCRIPT}`],
+    );
+    await t.pool.query(`UPDATE webhook_endpoints SET last_success_at = now() WHERE id = $1`, [ok]);
+    const [a, b] = await seedEvents(t.pool, 2, { fanned: true });
+    await delivery(ok, a!, "delivered", [
+      [500, null],
+      [200, null],
+    ]);
+    await delivery(ok, b!, "failed", [
+      [null, "timeout"],
+      [503, null],
+    ]);
+
+    const list = await browser.get("/dashboard/webhooks");
+    expect(list.status).toBe(200);
+    const row = (url: string) =>
+      new RegExp(`<a class="mono" href="/dashboard/webhooks/[^"]+">${url}</a>.*?</tr>`).exec(
+        list.text,
+      )?.[0] ?? "";
+    expect(row("https://receiver.example/ok")).toContain(
+      '<span class="state state-delivered">healthy</span>',
+    );
+    expect(row("https://receiver.example/ok")).toContain("25.0 % of 4");
+    expect(row("https://receiver.example/ok")).toMatch(/<td class="num">0<\/td><td class="num">1<\/td>/);
+    expect(row("https://receiver.example/off")).toContain('<span class="state state-failed">disabled</span>');
+    expect(row("https://receiver.example/off")).toContain(`failing for 5 days ${ESCAPED}`);
+    expect(list.text).not.toContain(SCRIPT);
+    expect(list.text).not.toContain("sealed");
+
+    const detail = await browser.get(`/dashboard/webhooks/${ok}`);
+    expect(detail.status).toBe(200);
+    expect(detail.text).toContain(`href="/dashboard/events/${a}"`);
+    expect(detail.text).toContain(`href="/dashboard/events/${b}"`);
+    expect(detail.text).toContain(`receiver said ${ESCAPED}`);
+    expect(detail.text).not.toContain("sealed");
+    expect((await browser.get("/dashboard/webhooks/00000000-0000-4000-8000-000000000000")).status).toBe(404);
+  });
+});
+
+describe("webhook endpoint actions", () => {
+  it("disables and enables an endpoint, and refuses a cross-site post", async () => {
+    const id = await endpoint("https://receiver.example/toggle");
+    const enabled = async () =>
+      (await t.pool.query(`SELECT enabled, disabled_reason FROM webhook_endpoints WHERE id = $1`, [id]))
+        .rows[0];
+    const page = await browser.get(`/dashboard/webhooks/${id}`);
+    expect(page.text).toContain('<input type="hidden" name="enabled" value="false"/>');
+
+    const forged = await browser.post(
+      `/dashboard/webhooks/${id}/enabled`,
+      { enabled: "false" },
+      { Origin: "https://evil.example" },
+    );
+    expect(forged.status).toBe(403);
+    expect((await enabled()).enabled).toBe(true);
+
+    const off = await browser.post(`/dashboard/webhooks/${id}/enabled`, { enabled: "false" });
+    expect(off.headers.get("location")).toBe(`/dashboard/webhooks/${id}?disabled=1`);
+    expect(await enabled()).toEqual({ enabled: false, disabled_reason: "disabled by an operator" });
+    const after = await browser.get(off.headers.get("location")!);
+    expect(after.text).toContain("Endpoint disabled.");
+    expect(after.text).toContain('<span class="state state-failed">disabled</span>');
+
+    await browser.post(`/dashboard/webhooks/${id}/enabled`, { enabled: "true" });
+    expect(await enabled()).toEqual({ enabled: true, disabled_reason: null });
+    expect((await browser.post(`/dashboard/webhooks/${id}/enabled`, { enabled: "maybe" })).status).toBe(400);
+    const unknown = "00000000-0000-4000-8000-000000000000";
+    expect((await browser.post(`/dashboard/webhooks/${unknown}/enabled`, { enabled: "true" })).status).toBe(
+      404,
+    );
+  });
+
+  it("rotates the secret and shows the new one once, and on no other page", async () => {
+    const id = await endpoint("https://receiver.example/rotate");
+    const rotated = await browser.post(`/dashboard/webhooks/${id}/rotate-secret`, {});
+    expect(rotated.status).toBe(200);
+    expect(rotated.headers.get("cache-control")).toBe("no-store");
+    const secret = /<pre id="secret">([^<]+)<\/pre>/.exec(rotated.text)![1]!;
+    expect(secret).toMatch(/^whsec_/);
+    const { rows } = await t.pool.query(`SELECT secret_box FROM webhook_endpoints WHERE id = $1`, [id]);
+    expect(await openSecret(await importSecretsKey(env.WEBHOOK_SECRETS_KEY!), rows[0].secret_box, id)).toBe(
+      secret,
+    );
+
+    for (const path of [`/dashboard/webhooks/${id}`, "/dashboard/webhooks", "/dashboard"]) {
+      expect((await browser.get(path)).text, path).not.toContain(secret);
+    }
+    const forged = await browser.post(
+      `/dashboard/webhooks/${id}/rotate-secret`,
+      {},
+      { Origin: "https://evil.example" },
+    );
+    expect(forged.status).toBe(403);
+    const { rows: still } = await t.pool.query(`SELECT secret_box FROM webhook_endpoints WHERE id = $1`, [
+      id,
+    ]);
+    expect(still[0].secret_box).toBe(rows[0].secret_box);
+  });
+});
+
+describe("notices", () => {
+  it("show only fixed texts: a link cannot put words on a page", async () => {
+    const words = encodeURIComponent("Call +1 555 0100 now");
+    const id = await poison(t.pool, "boom");
+    for (const path of [
+      `/dashboard/alerts?notice=${words}`,
+      `/dashboard/poisoned?notice=${words}`,
+      `/dashboard/events/${id}?notice=${words}`,
+      `/dashboard?notice=${words}`,
+    ]) {
+      const page = await browser.get(path);
+      expect(page.status, path).toBe(200);
+      expect(page.text, path).not.toContain("555 0100");
+    }
+    for (const path of [`/dashboard/alerts?resolved=${words}`, `/dashboard/poisoned?nothing=${words}`]) {
+      const page = await browser.get(path);
+      expect(page.status, path).toBe(400);
+      expect(page.text, path).not.toContain("555 0100");
+    }
+  });
+});
+
+describe("alerts", () => {
+  it("lists open alerts, resolves one, then all of a kind", async () => {
+    const insert = async (kind: string, message: string) =>
+      (
+        await t.pool.query(`INSERT INTO outbox_alerts (kind, message) VALUES ($1, $2) RETURNING id`, [
+          kind,
+          message,
+        ])
+      ).rows[0].id as number;
+    const a = await insert("job.failed", `job one ${SCRIPT}`);
+    await insert("job.failed", "job two");
+    await insert("job.failed", "job three");
+    const poisonedAlert = await insert("event.poisoned", "row");
+
+    const page = await browser.get("/dashboard/alerts");
+    expect(page.status).toBe(200);
+    expect(page.text).toContain(`job one ${ESCAPED}`);
+    expect(page.text).toContain("Resolve all 3 job.failed");
+    expect(page.text).toContain("Resolve all 1 event.poisoned");
+
+    const one = await browser.post("/dashboard/alerts/resolve", { id: String(a) });
+    expect(one.status).toBe(303);
+    expect(one.headers.get("location")).toBe("/dashboard/alerts?resolved=1");
+    expect((await browser.get("/dashboard/alerts?resolved=1")).text).toContain("Resolved 1 alert.");
+    const kind = await browser.post("/dashboard/alerts/resolve", { kind: "job.failed" });
+    expect(kind.headers.get("location")).toBe("/dashboard/alerts?resolved=2");
+    const { rows } = await t.pool.query(`SELECT id FROM outbox_alerts WHERE resolved_at IS NULL`);
+    expect(rows.map((r) => String(r.id))).toEqual([String(poisonedAlert)]);
+
+    const open = await browser.get("/dashboard/alerts");
+    expect(open.text).not.toContain("job one");
+    const all = await browser.get("/dashboard/alerts?show=all");
+    expect(all.text).toContain(`job one ${ESCAPED}`);
+    expect(all.text).toMatch(/resolved \d{4}-/);
+  });
+});

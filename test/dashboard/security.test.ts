@@ -1,0 +1,274 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { configureNeonForWsProxy, startWsProxy, type WsProxy } from "../../infra/ws-proxy.ts";
+import { cookieName, signSession, SESSION_TTL_SECONDS } from "../../src/worker/dashboard/session.ts";
+import type { Bindings } from "../../src/worker/env.ts";
+import { dashboardClient, ORIGIN, poison, stateOf } from "../support/dashboard.ts";
+import { useTestDatabase } from "../support/db.ts";
+import { resetOutbox } from "../support/relay.ts";
+import { bindings } from "../support/worker.ts";
+
+// Login, session, lock-out, cross-site posts and headers, through the app as the
+// Worker runs it (Neon driver via the proxy to this file's database).
+const t = useTestDatabase();
+let proxy: WsProxy;
+let env: Bindings;
+const client = () => dashboardClient(() => env);
+
+beforeAll(async () => {
+  proxy = await startWsProxy();
+  configureNeonForWsProxy(proxy);
+  env = bindings({ DATABASE_URL: t.url, NEON_WS_PROXY: proxy.address });
+});
+afterAll(() => proxy?.close());
+beforeEach(async () => {
+  await resetOutbox(t.pool);
+  await t.pool.query("TRUNCATE dashboard_login_failures");
+});
+
+const PAGES = [
+  "/dashboard",
+  "/dashboard/events",
+  "/dashboard/events/00000000-0000-4000-8000-000000000000",
+  "/dashboard/poisoned",
+  "/dashboard/alerts",
+  "/dashboard/webhooks",
+  "/dashboard/webhooks/00000000-0000-4000-8000-000000000000",
+];
+
+describe("sessions", () => {
+  it("sends every page to the login form without a session, and back after signing in", async () => {
+    const browser = client();
+    for (const path of PAGES) {
+      const page = await browser.get(path);
+      expect(page.status, path).toBe(303);
+      expect(page.headers.get("location")).toBe(`/dashboard/login?next=${encodeURIComponent(path)}`);
+    }
+    const form = await browser.get("/dashboard/login?next=%2Fdashboard%2Falerts");
+    expect(form.status).toBe(200);
+    expect(form.text).toContain('<input type="hidden" name="next" value="/dashboard/alerts"');
+
+    const signedIn = await browser.post("/dashboard/login", {
+      password: env.ADMIN_TOKEN!,
+      next: "/dashboard/alerts",
+    });
+    expect(signedIn.status).toBe(303);
+    expect(signedIn.headers.get("location")).toBe("/dashboard/alerts");
+    expect((await browser.get("/dashboard/alerts")).status).toBe(200);
+  });
+
+  it("never redirects a login anywhere but the dashboard", async () => {
+    for (const next of ["https://evil.example/", "//evil.example/x", "/\\evil.example", "/notes"]) {
+      const res = await client().post("/dashboard/login", { password: env.ADMIN_TOKEN!, next });
+      expect(res.status, next).toBe(303);
+      expect(res.headers.get("location"), next).toBe("/dashboard");
+    }
+  });
+
+  it("sets an HttpOnly, SameSite=Strict, 12-hour cookie, Secure and __Host- except on loopback http", async () => {
+    const local = await client().login();
+    const localCookie = local.headers.get("set-cookie")!;
+    expect(localCookie).toMatch(/^outbox_session=[\w-]+\.[\w-]+\.[\w-]+;/);
+    expect(localCookie).toMatch(/; HttpOnly/);
+    expect(localCookie).toMatch(/; SameSite=Strict/);
+    expect(localCookie).toMatch(new RegExp(`; Max-Age=${SESSION_TTL_SECONDS}(;|$)`));
+    expect(SESSION_TTL_SECONDS).toBe(12 * 3600);
+    expect(localCookie).not.toMatch(/Secure/);
+
+    const deployed = dashboardClient(() => env, "https://outbox.example.com");
+    const remote = await deployed.login();
+    const remoteCookie = remote.headers.get("set-cookie")!;
+    expect(remoteCookie).toMatch(/^__Host-outbox_session=/);
+    expect(remoteCookie).toMatch(/; Secure/);
+    expect(remoteCookie).toMatch(/; HttpOnly/);
+    expect((await deployed.get("/dashboard")).status).toBe(200);
+  });
+
+  it("refuses a forged, foreign or expired session cookie", async () => {
+    const browser = client();
+    await browser.login();
+    const good = browser.cookie!;
+    const [name, token] = good.split("=") as [string, string];
+    const [header, payload, signature] = token.split(".");
+    const name0 = cookieName(false);
+    expect(name).toBe(name0);
+
+    const tampered = `${header}.${payload}.${signature!.slice(0, -2)}${signature!.endsWith("AA") ? "BB" : "AA"}`;
+    // A payload claiming a later expiry under the old signature.
+    const claims = JSON.parse(atob(payload!.replace(/-/g, "+").replace(/_/g, "/")));
+    const stretched = btoa(JSON.stringify({ ...claims, exp: claims.exp + 86_400 })).replace(/=+$/, "");
+    const foreign = await signSession("another-deployments-admin-token-000");
+    const expired = await signSession(
+      env.ADMIN_TOKEN!,
+      Math.floor(Date.now() / 1000) - SESSION_TTL_SECONDS - 1,
+    );
+    const unexpired = await signSession(
+      env.ADMIN_TOKEN!,
+      Math.floor(Date.now() / 1000) - SESSION_TTL_SECONDS + 60,
+    );
+
+    for (const [label, value] of Object.entries({
+      tampered,
+      stretched: `${header}.${stretched}.${signature}`,
+      foreign,
+      expired,
+      garbage: "not-a-token",
+    })) {
+      const page = await browser.get("/dashboard", { cookie: `${name0}=${value}` });
+      expect(page.status, label).toBe(303);
+      expect(page.headers.get("location"), label).toMatch(/^\/dashboard\/login/);
+    }
+    expect((await browser.get("/dashboard", { cookie: `${name0}=${unexpired}` })).status).toBe(200);
+    expect((await browser.get("/dashboard")).status).toBe(200);
+  });
+
+  it("signs out: the cookie is cleared and the old page needs a login again", async () => {
+    const browser = client();
+    await browser.login();
+    const out = await browser.post("/dashboard/logout", {});
+    expect(out.status).toBe(303);
+    expect(out.headers.get("set-cookie")).toMatch(/^outbox_session=;.*Max-Age=0/);
+    expect(browser.cookie).toBeUndefined();
+    expect((await browser.get("/dashboard")).status).toBe(303);
+  });
+
+  it("keeps the JSON admin API on its bearer token: a session cookie is not enough", async () => {
+    const browser = client();
+    await browser.login();
+    const res = await browser.get("/admin/stats");
+    expect(res.status).toBe(401);
+    const bearer = await browser.get("/admin/stats", { authorization: `Bearer ${env.ADMIN_TOKEN}` });
+    expect(bearer.status).toBe(200);
+  });
+});
+
+describe("wrong passwords", () => {
+  const from = (ip: string) => ({ "CF-Connecting-IP": ip });
+
+  it("locks an address out for 10 minutes after 5 wrong passwords in 10 minutes, counted in Postgres", async () => {
+    const browser = client();
+    for (let i = 1; i <= 4; i++) {
+      const res = await browser.login(`wrong-${i}`, from("203.0.113.7"));
+      expect(res.status, `attempt ${i}`).toBe(401);
+      expect(res.text).toContain("Wrong password.");
+      expect(res.headers.get("set-cookie")).toBeNull();
+    }
+    const fifth = await browser.login("wrong-5", from("203.0.113.7"));
+    expect(fifth.status).toBe(429);
+    expect(Number(fifth.headers.get("retry-after"))).toBeGreaterThan(590);
+    expect(Number(fifth.headers.get("retry-after"))).toBeLessThanOrEqual(600);
+
+    // Locked: even the right password is refused, and not compared, so not counted.
+    const right = await browser.login(env.ADMIN_TOKEN!, from("203.0.113.7"));
+    expect(right.status).toBe(429);
+    expect(right.headers.get("set-cookie")).toBeNull();
+    const { rows } = await t.pool.query(`SELECT client FROM dashboard_login_failures`);
+    expect(rows).toEqual(Array(5).fill({ client: "203.0.113.7" }));
+
+    // Another address is not affected.
+    expect((await client().login(env.ADMIN_TOKEN!, from("198.51.100.1"))).status).toBe(303);
+
+    // Nine minutes on, still locked; ten minutes after the fifth, free again.
+    await t.pool.query(`UPDATE dashboard_login_failures SET failed_at = failed_at - interval '9 minutes'`);
+    expect((await browser.login(env.ADMIN_TOKEN!, from("203.0.113.7"))).status).toBe(429);
+    await t.pool.query(`UPDATE dashboard_login_failures SET failed_at = failed_at - interval '61 seconds'`);
+    expect((await browser.login(env.ADMIN_TOKEN!, from("203.0.113.7"))).status).toBe(303);
+  });
+
+  it("does not lock out 5 wrong passwords spread over more than 10 minutes", async () => {
+    for (let i = 0; i < 4; i++) await client().login("wrong", from("203.0.113.8"));
+    await t.pool.query(`UPDATE dashboard_login_failures SET failed_at = failed_at - interval '11 minutes'`);
+    expect((await client().login("wrong", from("203.0.113.8"))).status).toBe(401);
+    expect((await client().login(env.ADMIN_TOKEN!, from("203.0.113.8"))).status).toBe(303);
+    // A success removes what the lock-out can no longer read; the recent failure stays.
+    await t.pool.query(`UPDATE dashboard_login_failures SET failed_at = failed_at - interval '10 minutes'`);
+    await client().login(env.ADMIN_TOKEN!, from("203.0.113.8"));
+    const { rows } = await t.pool.query(`SELECT count(*)::int AS n FROM dashboard_login_failures`);
+    expect(rows[0].n).toBe(1);
+  });
+
+  it("compares only 5 of 12 guesses sent at once from one address", async () => {
+    const answers = await Promise.all(
+      Array.from({ length: 12 }, (_, i) => client().login(`guess-${i}`, from("203.0.113.9"))),
+    );
+    const statuses = answers.map((a) => a.status).sort();
+    expect(statuses.filter((s) => s === 401)).toHaveLength(4);
+    expect(statuses.filter((s) => s === 429)).toHaveLength(8);
+    const { rows } = await t.pool.query(`SELECT count(*)::int AS n FROM dashboard_login_failures`);
+    expect(rows[0].n).toBe(5);
+  });
+});
+
+describe("cross-site posts and headers", () => {
+  it("refuses a cross-site post even with a session, and changes nothing", async () => {
+    const browser = client();
+    await browser.login();
+    const id = await poison(t.pool, "boom");
+    for (const headers of [{ Origin: "https://evil.example" }, { Origin: "null" }]) {
+      const forged = await browser.post("/dashboard/poisoned/requeue", { id }, headers);
+      expect(forged.status).toBe(403);
+      expect(forged.headers.get("content-type")).toMatch(/text\/html/);
+      expect(forged.text).toContain("cross-site request refused");
+    }
+    const alert = await t.pool.query(
+      `INSERT INTO outbox_alerts (kind, message) VALUES ('job.failed', 'x') RETURNING id`,
+    );
+    const forgedResolve = await browser.post(
+      "/dashboard/alerts/resolve",
+      { id: String(alert.rows[0].id) },
+      { Origin: "https://evil.example" },
+    );
+    expect(forgedResolve.status).toBe(403);
+    expect((await stateOf(t.pool, id)).poisoned_at).not.toBeNull();
+    const { rows } = await t.pool.query(`SELECT resolved_at FROM outbox_alerts`);
+    expect(rows[0].resolved_at).toBeNull();
+
+    // A cross-site login post (login CSRF) is refused too, and sets no session.
+    const forgedLogin = await client().post(
+      "/dashboard/login",
+      { password: env.ADMIN_TOKEN! },
+      { Origin: "https://evil.example" },
+    );
+    expect(forgedLogin.status).toBe(403);
+    expect(forgedLogin.headers.get("set-cookie")).toBeNull();
+  });
+
+  it("refuses a same-site post without a session", async () => {
+    const id = await poison(t.pool, "boom");
+    const res = await client().post("/dashboard/poisoned/requeue", { id });
+    expect(res.status).toBe(401);
+    expect((await stateOf(t.pool, id)).poisoned_at).not.toBeNull();
+  });
+
+  it("sends a CSP with no inline script, no framing, and no-store on pages", async () => {
+    const browser = client();
+    const login = await browser.get("/dashboard/login");
+    await browser.login();
+    for (const page of [login, await browser.get("/dashboard"), await browser.get("/dashboard/poisoned")]) {
+      const csp = page.headers.get("content-security-policy")!;
+      expect(csp).toContain("frame-ancestors 'none'");
+      expect(csp).toContain("default-src 'none'");
+      expect(csp).not.toContain("unsafe-inline");
+      const nonce = /script-src 'nonce-([\w+/=]+)'/.exec(csp)?.[1];
+      expect(nonce).toBeDefined();
+      // Every script on the page carries this response's nonce.
+      const scripts = [...page.text.matchAll(/<script([^>]*)>/g)].map((m) => m[1]);
+      expect(scripts.length).toBeGreaterThan(0);
+      for (const attrs of scripts) expect(attrs).toBe(` nonce="${nonce}"`);
+      expect(page.text).not.toMatch(/ style="|<style/);
+      expect(page.headers.get("cache-control")).toBe("no-store");
+      expect(page.headers.get("x-frame-options")).toBe("DENY");
+    }
+    const css = await browser.get("/dashboard/assets/dashboard.css");
+    expect(css.status).toBe(200);
+    expect(css.headers.get("content-type")).toMatch(/^text\/css/);
+  });
+});
+
+// Loopback-http decision is by the request's own URL; here for the record of which hosts count.
+it("treats only loopback http as exempt from Secure", async () => {
+  const { isLoopbackHttp } = await import("../../src/worker/dashboard/session.ts");
+  expect(isLoopbackHttp(ORIGIN)).toBe(true);
+  expect(isLoopbackHttp("http://localhost:8787/dashboard")).toBe(true);
+  expect(isLoopbackHttp("http://10.0.0.5/dashboard")).toBe(false);
+  expect(isLoopbackHttp("https://127.0.0.1/dashboard")).toBe(false);
+});
