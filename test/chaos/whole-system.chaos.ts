@@ -365,9 +365,15 @@ describe("chaos: the whole system under faults", () => {
       return { status: 200, body: { id: `sink-${r.n}` } };
     });
 
-    // Postgres restarted once the writers are well under way.
+    // Postgres restarted once, when the writers are well under way (by count or by time).
     const restarter = (async () => {
-      for (let i = 0; i < 600 && !stopChaos && c.eventsAnswered < TARGET_EVENTS * 0.4; i++) await sleep(100);
+      const at = Date.now() + WRITE_PHASE_MS * 0.4;
+      for (
+        let i = 0;
+        i < 1_200 && !stopChaos && c.eventsAnswered < TARGET_EVENTS * 0.4 && Date.now() < at;
+        i++
+      )
+        await sleep(100);
       if (stopChaos) return;
       pgDown = true;
       await server!.stop();
