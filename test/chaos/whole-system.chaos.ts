@@ -26,7 +26,7 @@ import { startPublishFaults, type PublishFaults } from "./publish-faults.ts";
 // Sizes come from the environment so a slower machine can scale down and say so.
 const TARGET_EVENTS = Number(process.env.CHAOS_EVENTS ?? 10_000);
 const WRITERS = Number(process.env.CHAOS_WRITERS ?? 10);
-const WRITE_PHASE_MS = Number(process.env.CHAOS_WRITE_MS ?? 45_000);
+const WRITE_PHASE_MS = Number(process.env.CHAOS_WRITE_MS ?? 40_000);
 const MIN_CUTS = 20;
 const CAP_SECONDS = RELAY_POLICY.passBackoff.capSeconds;
 
