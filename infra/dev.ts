@@ -151,7 +151,7 @@ edge-outbox is running — Ctrl-C stops everything.
 
   Add a webhook endpoint that points at the sink (the answer holds its secret, shown once):
     curl -s -X POST ${publicUrl}/admin/webhooks/endpoints -H 'Authorization: Bearer ${vars.ADMIN_TOKEN}' \\
-      -H 'content-type: application/json' -d '{"url":"${sink.url}/webhooks","types":["*"],"scope":null}'
+      -H 'content-type: application/json' -d '{"url":"${sink.url}/webhooks","types":["*"],"scope":"${DEV_KEY_SCOPE}"}'
     curl -s ${sink.url}/__received      # what the sink got, with the webhook-* headers
 
   Operator CLI in another terminal:
