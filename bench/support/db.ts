@@ -1,6 +1,7 @@
 import pg from "pg";
 import { migrateDatabase, startEmbeddedPostgres, withDatabase } from "../../src/node/postgres.ts";
 import type { SqlClient, SqlPool } from "../../src/outbox/index.ts";
+import { BARE_TABLE } from "./ceiling.ts";
 import { log } from "./progress.ts";
 
 export interface BenchDatabase {
@@ -66,7 +67,9 @@ async function adminQuery(url: string, sql: string): Promise<void> {
 
 /** Empties the outbox and clears any backoff, so every repetition starts from the same state. */
 export async function resetOutbox(admin: pg.Pool): Promise<void> {
-  await admin.query(`TRUNCATE events, outbox_alerts, corpus_notes, suppliers RESTART IDENTITY`);
+  const bare = await admin.query(`SELECT to_regclass('${BARE_TABLE}') IS NOT NULL AS present`);
+  const extra = (bare.rows[0] as { present: boolean }).present ? `, ${BARE_TABLE}` : "";
+  await admin.query(`TRUNCATE events, outbox_alerts, corpus_notes, suppliers${extra} RESTART IDENTITY`);
   await admin.query(
     `UPDATE outbox_relay_state SET failures = 0, backoff_until = NULL, last_error = NULL, last_failure_at = NULL`,
   );
@@ -83,14 +86,22 @@ export const PAYLOAD_PAD = 150;
 export async function seedBacklog(
   admin: pg.Pool,
   n: number,
-  options: { fanned?: boolean } = {},
+  options: {
+    fanned?: boolean;
+    /** Another table of the same shape (the bare ceiling's). */
+    table?: string;
+    /** `random`: v4 ids as before drizzle/0006, for the before/after comparison; otherwise the column default. */
+    ids?: "default" | "random";
+  } = {},
 ): Promise<void> {
+  const table = options.table ?? "events";
+  const random = options.ids === "random";
   const chunk = 100_000;
   for (let from = 0; from < n; from += chunk) {
     const to = Math.min(n, from + chunk);
     await admin.query(
-      `INSERT INTO events (type, subject, scope, payload, fanned_out_at, fanout)
-       SELECT 'bench.happened', 'subject-' || ((g - 1) / 4), 'tenant-' || (((g - 1) / 4) % 10),
+      `INSERT INTO ${table} (${random ? "id, " : ""}type, subject, scope, payload, fanned_out_at, fanout)
+       SELECT ${random ? "gen_random_uuid(), " : ""}'bench.happened', 'subject-' || ((g - 1) / 4), 'tenant-' || (((g - 1) / 4) % 10),
               jsonb_build_object('n', g, 'at', now(), 'pad', repeat('x', ${PAYLOAD_PAD})),
               ${options.fanned ? "now()" : "NULL"}, ${options.fanned ? `'{"mail":{"messageId":"msg_0"}}'::jsonb` : "NULL"}
          FROM generate_series(${from + 1}::bigint, ${to}::bigint) g`,
@@ -99,14 +110,14 @@ export async function seedBacklog(
 }
 
 /** A clean starting point: dead tuples from the previous repetition gone, statistics fresh. */
-export async function settle(admin: pg.Pool): Promise<void> {
-  await admin.query(`VACUUM ANALYZE events`);
+export async function settle(admin: pg.Pool, table = "events"): Promise<void> {
+  await admin.query(`VACUUM ANALYZE ${table}`);
   await admin.query(`CHECKPOINT`);
 }
 
-export async function unfanned(admin: pg.Pool): Promise<number> {
+export async function unfanned(admin: pg.Pool, table = "events"): Promise<number> {
   const { rows } = await admin.query<{ n: number }>(
-    `SELECT count(*)::int AS n FROM events WHERE fanned_out_at IS NULL AND poisoned_at IS NULL`,
+    `SELECT count(*)::int AS n FROM ${table} WHERE fanned_out_at IS NULL AND poisoned_at IS NULL`,
   );
   return rows[0]!.n;
 }
