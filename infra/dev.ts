@@ -104,6 +104,9 @@ async function main() {
     ...(env.WEBHOOK_SECRET_ROTATION_HOURS
       ? { WEBHOOK_SECRET_ROTATION_HOURS: env.WEBHOOK_SECRET_ROTATION_HOURS }
       : {}),
+    // e.g. WEBHOOK_RETRY_SCHEDULE=1,1,1 to watch retries run out in seconds.
+    ...(env.WEBHOOK_RETRY_SCHEDULE ? { WEBHOOK_RETRY_SCHEDULE: env.WEBHOOK_RETRY_SCHEDULE } : {}),
+    ...(env.WEBHOOK_DISABLE_AFTER_DAYS ? { WEBHOOK_DISABLE_AFTER_DAYS: env.WEBHOOK_DISABLE_AFTER_DAYS } : {}),
   };
   // Read by `wrangler dev` at start; git-ignored, rewritten on every run.
   await writeFile(

@@ -6,12 +6,16 @@ import { MailError, type Mailer } from "./mail/mailer.ts";
 import { sendMailOnce } from "./mail/send-once.ts";
 import type { subscriptions } from "./subscriptions.ts";
 import { oneLine } from "./text.ts";
+import type { DeliverQueue } from "./webhooks/deliver-queue.ts";
+import { fanOutWebhook } from "./webhooks/fanout.ts";
 
 export interface JobHandlerDeps {
   db: Db;
   mailer: Mailer;
   /** Recipient of supplier notifications. */
   mailTo: string;
+  /** Where `webhook.fanout` publishes one `webhook.deliver` job per delivery. */
+  deliverQueue: DeliverQueue;
 }
 
 const uuid = z.guid();
@@ -41,12 +45,10 @@ export function createJobHandlers(deps: JobHandlerDeps): JobHandlers {
       await refreshNoteIndex(deps.db, { noteId, eventSeq: job.event.seq });
     },
 
-    // Out of scope of issue 4: matching endpoints and enqueuing `webhook.deliver`
-    // jobs needs the endpoints table and the delivery subscriber, which do not
-    // exist yet. Acknowledging keeps QStash from retrying (and dead-lettering)
-    // every event meanwhile; events stay in the table, so a backfill can fan them
-    // out once delivery exists.
-    "webhook.fanout": async () => undefined,
+    // Never coalesced: every event is a delivery of its own to every matching endpoint.
+    "webhook.fanout": async (job) => {
+      await fanOutWebhook(deps.db, deps.deliverQueue, job.event);
+    },
 
     // One mail per (subscription, event), however often QStash delivers the job.
     "notify.mail": async (job) => {

@@ -1,9 +1,11 @@
 import { newApp, type App, type AppOptions } from "./new-app.ts";
 import { registerAdmin } from "./routes/admin.ts";
+import { registerAdminWebhooksActions } from "./routes/admin-webhooks-actions.ts";
 import { registerDashboard } from "./dashboard/index.ts";
 import { registerEventsGet } from "./routes/events-get.ts";
 import { registerJobsDeliver } from "./routes/jobs-deliver.ts";
 import { registerJobsFailed } from "./routes/jobs-failed.ts";
+import { registerJobsWebhookDeliver } from "./routes/jobs-webhook-deliver.ts";
 import { registerHealthz } from "./routes/healthz.ts";
 import { registerNotesCreate } from "./routes/notes-create.ts";
 import { registerNotesDelete } from "./routes/notes-delete.ts";
@@ -33,12 +35,15 @@ export function createApp(options: AppOptions = {}): App {
   registerSuppliersConnect(app);
   registerSuppliersActivate(app);
   registerEventsGet(app);
+  // The failure callback and webhook.deliver before `/jobs/:subscription`, which would take them as names.
   registerJobsFailed(app);
+  registerJobsWebhookDeliver(app);
   registerJobsDeliver(app);
   registerAdmin(app);
   // After registerAdmin: its `/admin/*` bearer check must run before these.
   registerWebhookEndpoints(app);
   registerWebhookDeliveries(app);
+  registerAdminWebhooksActions(app);
   registerDashboard(app);
   return app;
 }

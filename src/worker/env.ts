@@ -1,5 +1,7 @@
 import { z } from "zod";
 import type { Db } from "../domain/db.ts";
+import { DEFAULT_DISABLE_AFTER_DAYS } from "../domain/webhooks/auto-disable.ts";
+import { parseRetrySchedule, WEBHOOK_RETRY_SCHEDULE_SECONDS } from "../domain/webhooks/retry-schedule.ts";
 import { DEFAULT_MAX_BODY_BYTES } from "./body-limit.ts";
 import type { Queryable, SqlPool } from "../outbox/index.ts";
 
@@ -27,6 +29,10 @@ export interface Bindings {
   WEBHOOK_ALLOW_PRIVATE_URLS?: string;
   /** Hours a rotated-out webhook secret keeps signing beside the new one; default 24. */
   WEBHOOK_SECRET_ROTATION_HOURS?: string;
+  /** Seconds before each webhook retry, comma-separated; default the Svix-like schedule (retry-schedule.ts). */
+  WEBHOOK_RETRY_SCHEDULE?: string;
+  /** Days of nothing but failed deliveries before the cron sweep disables an endpoint; default 5. */
+  WEBHOOK_DISABLE_AFTER_DAYS?: string;
 }
 
 // wrangler passes an unset var as "" when it is declared empty; that means unset.
@@ -84,6 +90,19 @@ export const configSchema = z.object({
       .min(0, "must be 0 (the old secret stops at once) or more")
       .max(24 * 30, "must be at most 720 hours (30 days)"),
   ).transform((v) => v ?? 24),
+  WEBHOOK_RETRY_SCHEDULE: optional(z.string()).transform((v, ctx) => {
+    if (v === undefined) return WEBHOOK_RETRY_SCHEDULE_SECONDS;
+    const parsed = parseRetrySchedule(v);
+    if (parsed.ok) return parsed.seconds;
+    ctx.addIssue({ code: "custom", message: parsed.message });
+    return z.NEVER;
+  }),
+  WEBHOOK_DISABLE_AFTER_DAYS: optional(
+    z.coerce
+      .number({ error: "must be a whole number of days" })
+      .int("must be a whole number of days")
+      .min(1, "must be at least 1 day"),
+  ).transform((v) => v ?? DEFAULT_DISABLE_AFTER_DAYS),
 });
 
 /** Bindings after validation: what handlers read, via `c.var.config`. */

@@ -1,5 +1,6 @@
 import { deleteOldFannedEvents, drain, evaluateAlerts, vacuumEventsIfNeeded } from "../outbox/index.ts";
 import { subscriptions } from "../domain/subscriptions.ts";
+import { disableFailingEndpoints } from "../domain/webhooks/auto-disable.ts";
 import { openNeonDatabase, type OpenDatabase } from "./database.ts";
 import { parseConfig, type Bindings } from "./env.ts";
 import { publisherFor, SWEEP_BUDGET_MS } from "./relay.ts";
@@ -8,12 +9,15 @@ import { publisherFor, SWEEP_BUDGET_MS } from "./relay.ts";
  * The every-minute cron sweep (wrangler.toml `crons`). It is what makes a lost
  * kick harmless: relay passes until nothing is claimable or the budget is spent,
  * then maintenance — retention in bounded deletes, a VACUUM of `events` once
- * enough of it is dead, alert evaluation. One log line
+ * enough of it is dead, alert evaluation, disabling webhook endpoints that have
+ * only failed for WEBHOOK_DISABLE_AFTER_DAYS. One log line
  * says what it did. Throws (the invocation shows as failed) on misconfiguration
  * or a database error; the next sweep simply tries again.
  */
 export function createScheduled(
   open: OpenDatabase = openNeonDatabase,
+  /** The sweep's clock for webhook auto-disable; tests move it instead of waiting days. */
+  now: () => Date = () => new Date(),
 ): ExportedHandlerScheduledHandler<Bindings> {
   return async (_controller, env, ctx) => {
     const parsed = parseConfig(env);
@@ -23,7 +27,7 @@ export function createScheduled(
     }
     const config = parsed.config;
     // Per invocation, like a request's: nothing socket-shaped survives between invocations.
-    const { pool, close } = open(config);
+    const { db, pool, close } = open(config);
     const started = Date.now();
     try {
       const relay = await drain({
@@ -36,12 +40,17 @@ export function createScheduled(
       const deleted = await deleteOldFannedEvents(pool, { olderThanDays: config.RETENTION_DAYS });
       const vacuum = await vacuumEventsIfNeeded(pool);
       const raised = await evaluateAlerts(pool);
+      const disabled = await disableFailingEndpoints(db, {
+        afterDays: config.WEBHOOK_DISABLE_AFTER_DAYS,
+        now: now(),
+      });
       console.log(
         `sweep: fanned ${relay.fanned} of ${relay.claimed} claimed in ${relay.passes} passes (${relay.jobs} jobs, ` +
           `${relay.failed} failed, ${relay.poisoned} poisoned, stopped: ${relay.stoppedBecause}); ` +
           `deleted ${deleted} events older than ${config.RETENTION_DAYS} d; ` +
           `${vacuum.vacuumed ? `vacuumed events (${vacuum.deadTuples} dead rows)` : "no vacuum needed"}; ` +
-          `alerts raised: ${raised.length ? raised.join(", ") : "none"}; ${Date.now() - started} ms`,
+          `alerts raised: ${raised.length ? raised.join(", ") : "none"}; ` +
+          `webhook endpoints disabled: ${disabled.length ? disabled.join(", ") : "none"}; ${Date.now() - started} ms`,
       );
     } catch (error) {
       console.error(`sweep failed after ${Date.now() - started} ms:`, (error as Error).message);

@@ -22,6 +22,7 @@ describe("job handlers", () => {
       db: t.db,
       mailer: noopMailer,
       mailTo: "ops@example.com",
+      deliverQueue: { enqueue: () => Promise.reject(new Error("no QStash in this test")) },
     });
     for (const s of subscriptions) expect(typeof handlers[s.name], s.name).toBe("function");
   });

@@ -26,14 +26,19 @@ export interface WorkerdStack {
  * mail sink as MAIL_API_URL. The port is picked before start because PUBLIC_URL
  * (a binding) must name the address QStash delivers to.
  */
-export function useWorkerd(t: TestDatabase, extra: Partial<Bindings> = {}): WorkerdStack {
+export function useWorkerd(
+  t: TestDatabase,
+  extra: Partial<Bindings> = {},
+  options: { qstashTimeScale?: number } = {},
+): WorkerdStack {
   const stack = {} as WorkerdStack;
   let worker: Awaited<ReturnType<typeof unstable_startWorker>> | undefined;
 
   beforeAll(async () => {
     stack.proxy = await startWsProxy();
-    // Retry backoff compressed (1 s → 10 ms) so retries and failure callbacks happen within a test.
-    stack.qstash = await startQStashDev({ timeScale: 0.01 });
+    // Retry backoff compressed (1 s → 10 ms) so retries and failure callbacks happen within a test;
+    // a file that needs real seconds between attempts (fresh webhook timestamps) asks for scale 1.
+    stack.qstash = await startQStashDev({ timeScale: options.qstashTimeScale ?? 0.01 });
     stack.sink = await startMailSink({ log: () => undefined });
     const port = await freePort();
     stack.url = `http://127.0.0.1:${port}`;

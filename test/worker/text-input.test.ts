@@ -95,7 +95,12 @@ describe("control characters in one-line fields are a 400; a mail subject never 
         return { providerMessageId: null };
       },
     };
-    const handlers = createJobHandlers({ db: t.db, mailer, mailTo: "ops@example.test" });
+    const handlers = createJobHandlers({
+      db: t.db,
+      mailer,
+      mailTo: "ops@example.test",
+      deliverQueue: { enqueue: () => Promise.reject(new Error("no QStash in this test")) },
+    });
     const event = {
       id: randomUUID(),
       seq: 1,

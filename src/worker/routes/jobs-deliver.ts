@@ -15,6 +15,7 @@ import { ApiError } from "../errors.ts";
 import type { App } from "../new-app.ts";
 import { verifiedBody } from "../signature.ts";
 import { SUBSCRIPTION } from "./params.ts";
+import { deliverQueueFor } from "../webhooks.ts";
 
 /**
  * QStash delivers each job here: `POST /jobs/<subscription>`. The signature is
@@ -32,6 +33,7 @@ export function registerJobsDeliver(app: App) {
       db: c.var.db,
       mailer: config.MAIL_API_URL ? httpMailer({ url: config.MAIL_API_URL }) : noopMailer,
       mailTo: config.MAIL_TO,
+      deliverQueue: deliverQueueFor(config),
     });
     // Every subscription has a handler (JobHandlers is typed by their names).
     if (!isJobKind(handlers, name)) throw new ApiError("NOT_FOUND", `no subscription ${name}`);

@@ -1,5 +1,7 @@
 import { z } from "zod";
 import { recordJobFailure } from "../../domain/job-failures/record.ts";
+import { DELIVER_JOB } from "../../domain/webhooks/deliver-queue.ts";
+import { markDeliveryFailed } from "../../domain/webhooks/delivery-failed.ts";
 import { FAILURE_CALLBACK_PATH, failureCallbackUrl, JOBS_PATH } from "../../outbox/index.ts";
 import type { App } from "../new-app.ts";
 import { ApiError } from "../errors.ts";
@@ -34,6 +36,18 @@ export function registerJobsFailed(app: App) {
       throw new ApiError("job_rejected", "failure callback body is not QStash's callback shape");
     const f = parsed.data;
     const jobBody = f.sourceBody === undefined ? "" : fromBase64(f.sourceBody);
+    // A webhook delivery that ran out of retries is failed on its own row, with its own alert.
+    const deliveryId = subscriptionOf(f.url) === DELIVER_JOB ? deliveryIdOf(jobBody) : null;
+    if (deliveryId) {
+      const { failed } = await markDeliveryFailed(c.var.db, {
+        deliveryId,
+        messageId: f.sourceMessageId,
+        status: f.status ?? null,
+        retried: f.retried ?? null,
+        dlqId: f.dlqId ?? null,
+      });
+      return c.json({ ok: true, recorded: failed });
+    }
     const { recorded } = await recordJobFailure(c.var.db, {
       messageId: clean(f.sourceMessageId),
       subscription: clean(subscriptionOf(f.url)),
@@ -92,5 +106,10 @@ function subscriptionOf(url: string): string {
 
 function eventIdOf(jobBody: string): string | null {
   const id = (safeJson(jobBody) as { event?: { id?: unknown } } | undefined)?.event?.id;
+  return uuid.safeParse(id).success ? (id as string) : null;
+}
+
+function deliveryIdOf(jobBody: string): string | null {
+  const id = (safeJson(jobBody) as { deliveryId?: unknown } | undefined)?.deliveryId;
   return uuid.safeParse(id).success ? (id as string) : null;
 }

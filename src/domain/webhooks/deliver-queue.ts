@@ -1,0 +1,71 @@
+import { Client } from "@upstash/qstash";
+import { failureCallbackUrl, jobUrl } from "../../outbox/index.ts";
+
+/** The job route QStash calls for each delivery (not a subscription: its body is a delivery, not an event). */
+export const DELIVER_JOB = "webhook.deliver";
+
+/** What a `webhook.deliver` job carries: only the row's id; the row holds the body, endpoint and state. */
+export interface DeliverJobBody {
+  deliveryId: string;
+}
+
+export interface DeliverJob {
+  deliveryId: string;
+  /**
+   * `<event id>:<endpoint id>` from fan-out, so a replayed fan-out is dropped by
+   * QStash; a redelivery adds a suffix of its own, or QStash would drop it too.
+   */
+  deduplicationId: string;
+}
+
+/** Where deliver jobs go; answers QStash's message id per job, in order. Throws when publishing failed. */
+export interface DeliverQueue {
+  enqueue(jobs: DeliverJob[]): Promise<string[]>;
+}
+
+export interface QStashDeliverQueueOptions {
+  baseUrl: string;
+  token: string;
+  /** The Worker's public URL: jobs go to `<publicUrl>/jobs/webhook.deliver`. */
+  publicUrl: string;
+  /** The retry schedule's length: QStash gives up after that many retries and calls the failure callback. */
+  retries: number;
+}
+
+export function createQStashDeliverQueue(options: QStashDeliverQueueOptions): DeliverQueue {
+  const client = new Client({
+    baseUrl: options.baseUrl,
+    token: options.token,
+    // A failed publish fails the caller (a fan-out job QStash retries, an operator's request).
+    retry: false,
+    devMode: false,
+    enableTelemetry: false,
+  });
+  const url = jobUrl(options.publicUrl, DELIVER_JOB);
+  const failureCallback = failureCallbackUrl(options.publicUrl);
+  return {
+    async enqueue(jobs) {
+      if (jobs.length === 0) return [];
+      const ids: string[] = [];
+      // QStash's batch API takes up to 100 messages a request.
+      for (let i = 0; i < jobs.length; i += 100) {
+        const chunk = jobs.slice(i, i + 100);
+        const answers = await client.batchJSON(
+          chunk.map((job) => ({
+            url,
+            body: { deliveryId: job.deliveryId } satisfies DeliverJobBody,
+            deduplicationId: job.deduplicationId,
+            retries: options.retries,
+            failureCallback,
+          })),
+        );
+        for (const [n, answer] of answers.entries()) {
+          const messageId = (answer as { messageId?: string }).messageId;
+          if (!messageId) throw new Error(`QStash answered no messageId for ${chunk[n]?.deduplicationId}`);
+          ids.push(messageId);
+        }
+      }
+      return ids;
+    },
+  };
+}

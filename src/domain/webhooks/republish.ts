@@ -1,0 +1,58 @@
+import { sql } from "drizzle-orm";
+import type { Db } from "../db.ts";
+import type { DeliverQueue } from "./deliver-queue.ts";
+import { recordMessageIds } from "./fanout.ts";
+
+/** A delivery an operator put back to pending, with what it was before, to restore if publishing fails. */
+export interface Resend {
+  id: string;
+  event_id: string;
+  endpoint_id: string;
+  before: {
+    status: string;
+    delivered_at: string | null;
+    failed_at: string | null;
+    last_error: string | null;
+  };
+}
+
+/**
+ * Publishes fresh deliver jobs for deliveries already committed as pending.
+ * After the commit, never inside the transaction: QStash may deliver the job
+ * at once, and a job that read the row before the commit would find it still
+ * delivered or failed, acknowledge, and send nothing. If publishing fails, the
+ * rows get back what they were (`undo`) and the caller's request fails, so the
+ * operator asks again. Each job gets a new deduplication id (the fan-out's plus
+ * a random suffix) or QStash would drop it as the original; the `webhook-id` a
+ * receiver sees stays the event id.
+ */
+export async function republish(db: Db, queue: DeliverQueue, rows: Resend[]): Promise<void> {
+  if (rows.length === 0) return;
+  let messageIds: string[];
+  try {
+    messageIds = await queue.enqueue(
+      rows.map((r) => ({
+        deliveryId: r.id,
+        deduplicationId: `${r.event_id}:${r.endpoint_id}:resend-${crypto.randomUUID()}`,
+      })),
+    );
+  } catch (error) {
+    await undo(db, rows);
+    throw error;
+  }
+  await recordMessageIds(
+    db,
+    rows.map((r) => r.id),
+    messageIds,
+  );
+}
+
+/** Only rows still pending without a job: one that a job has touched since is left alone. */
+async function undo(db: Db, rows: Resend[]): Promise<void> {
+  await db.execute(sql`
+    UPDATE webhook_deliveries d
+       SET status = b.status, delivered_at = b.delivered_at, failed_at = b.failed_at, last_error = b.last_error
+      FROM jsonb_to_recordset(${JSON.stringify(rows.map((r) => ({ id: r.id, ...r.before })))}::jsonb)
+           AS b(id uuid, status text, delivered_at timestamptz, failed_at timestamptz, last_error text)
+     WHERE d.id = b.id AND d.status = 'pending' AND d.message_id IS NULL`);
+}

@@ -1,0 +1,10 @@
+import type { SQL } from "drizzle-orm";
+import type { Db } from "../db.ts";
+
+/**
+ * Runs one statement and answers its rows typed where they are read. Both
+ * node-postgres and the Neon Pool answer execute() with a pg QueryResult.
+ */
+export async function queryRows<Row>(db: Db, query: SQL): Promise<Row[]> {
+  return ((await db.execute(query)) as unknown as { rows: Row[] }).rows;
+}

@@ -1,0 +1,79 @@
+import { z } from "zod";
+import { deliverWebhook, type DeliverOutcome } from "../../domain/webhooks/deliver.ts";
+import { DELIVER_JOB } from "../../domain/webhooks/deliver-queue.ts";
+import { JOBS_PATH, jobUrl } from "../../outbox/index.ts";
+import { ApiError } from "../errors.ts";
+import type { App } from "../new-app.ts";
+import { verifiedBody } from "../signature.ts";
+import { webhookSecretsKey } from "../webhook-secrets-key.ts";
+
+const deliverJob = z.strictObject({ deliveryId: z.guid() });
+
+/**
+ * `POST /jobs/webhook.deliver`: one attempt of one webhook delivery. Its own
+ * route beside the subscriptions' because its job names a delivery row, not an
+ * event. Like every job route it verifies QStash's signature over the raw body
+ * for this exact URL before reading anything.
+ *
+ * The answer is what QStash acts on, and so it carries out the retry schedule:
+ * 200 when there is nothing more to do (delivered, 410 Gone, settled already),
+ * 503 with `Retry-After` = the schedule's next delay (or the receiver's own,
+ * when longer) after a failed attempt, 409 with `Retry-After` = the rest of the
+ * lease when another delivery of the job holds it.
+ */
+export function registerJobsWebhookDeliver(app: App) {
+  const path = `${JOBS_PATH}/${DELIVER_JOB}`;
+  app.post(path, async (c) => {
+    const config = c.var.config;
+    const raw = await verifiedBody(c, jobUrl(config.PUBLIC_URL, DELIVER_JOB));
+    const parsed = deliverJob.safeParse(safeJson(raw));
+    // Signed by QStash yet not a delivery: just as wrong on every retry.
+    if (!parsed.success) throw new ApiError("job_rejected", "job body is not a webhook delivery");
+    const retried = Number(c.req.header("upstash-retried") ?? 0) || 0;
+    const outcome = await deliverWebhook(
+      { db: c.var.db, secretsKey: await webhookSecretsKey(config), schedule: config.WEBHOOK_RETRY_SCHEDULE },
+      parsed.data.deliveryId,
+      retried,
+    );
+    const answer = toAnswer(outcome);
+    return c.json({ ...answer.body, outcome }, answer.status as 200, answer.headers);
+  });
+}
+
+function toAnswer(outcome: DeliverOutcome): {
+  status: number;
+  headers: Record<string, string>;
+  body: Record<string, unknown>;
+} {
+  switch (outcome.kind) {
+    case "delivered":
+    case "settled":
+    case "gone":
+    case "endpoint_disabled":
+      return { status: 200, headers: {}, body: { ok: true } };
+    case "busy":
+      return {
+        status: 409,
+        headers: { "Retry-After": String(outcome.retryAfterSeconds) },
+        body: {
+          error: { code: "delivery_in_progress", message: "another delivery of this job holds the lease" },
+        },
+      };
+    case "retry":
+      return {
+        status: 503,
+        // No delay once the schedule is spent: QStash will not retry, the failure callback follows.
+        headers:
+          outcome.retryAfterSeconds === null ? {} : { "Retry-After": String(outcome.retryAfterSeconds) },
+        body: { error: { code: "delivery_failed", message: outcome.reason } },
+      };
+  }
+}
+
+function safeJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,12 @@
+import { createQStashDeliverQueue, type DeliverQueue } from "../domain/webhooks/deliver-queue.ts";
+import type { Config } from "./env.ts";
+
+/** Deliver jobs published through the same QStash as the relay's, to this Worker's `/jobs/webhook.deliver`. */
+export function deliverQueueFor(config: Config): DeliverQueue {
+  return createQStashDeliverQueue({
+    baseUrl: config.QSTASH_URL,
+    token: config.QSTASH_TOKEN,
+    publicUrl: config.PUBLIC_URL,
+    retries: config.WEBHOOK_RETRY_SCHEDULE.length,
+  });
+}

@@ -1,0 +1,650 @@
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { drizzle } from "drizzle-orm/node-postgres";
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
+import type { Db } from "../../src/domain/db.ts";
+import { disableFailingEndpoints } from "../../src/domain/webhooks/auto-disable.ts";
+import { deliverWebhook, type DeliverDeps } from "../../src/domain/webhooks/deliver.ts";
+import { createQStashDeliverQueue, type DeliverQueue } from "../../src/domain/webhooks/deliver-queue.ts";
+import { markDeliveryFailed } from "../../src/domain/webhooks/delivery-failed.ts";
+import { fanOutWebhook } from "../../src/domain/webhooks/fanout.ts";
+import type { WebhookEvent } from "../../src/domain/webhooks/payload.ts";
+import { recoverFailed } from "../../src/domain/webhooks/recover.ts";
+import { redeliver } from "../../src/domain/webhooks/redeliver.ts";
+import { sendTestEvent } from "../../src/domain/webhooks/send-test.ts";
+import { importSecretsKey, newSecretsKey } from "../../src/domain/webhooks/secret-box.ts";
+import { newSecret } from "../../src/domain/webhooks/signing.ts";
+import { startQStashDev, type QStashDev } from "../../infra/qstash-dev/server.ts";
+import type { Queryable, SqlPool } from "../../src/outbox/index.ts";
+import type { OpenDatabase } from "../../src/worker/database.ts";
+import { createScheduled } from "../../src/worker/scheduled.ts";
+import { bindings, executionContext } from "../support/worker.ts";
+import { freePort } from "../../src/node/postgres.ts";
+import { startReceiver } from "../qstash-dev/receiver.ts";
+import { useTestDatabase } from "../support/db.ts";
+import { insertEndpoint, useSecretsKey, verifyWebhook } from "../support/webhooks.ts";
+
+// Fan-out, delivery and the operator verbs as use cases: real Postgres, the
+// QStash dev server for publishing, a receiver this file controls. QStash's
+// delivery of the jobs themselves is covered in test/worker/workerd-webhooks.test.ts.
+const t = useTestDatabase();
+const secrets = useSecretsKey();
+let qstash: QStashDev;
+let receiver: Awaited<ReturnType<typeof startReceiver>>;
+let queue: DeliverQueue;
+const SCHEDULE = [5, 300, 1800];
+
+beforeAll(async () => {
+  qstash = await startQStashDev({ log: () => undefined });
+  // Jobs are only published here, never delivered: the Worker is not running in this file.
+  qstash.pauseDelivery();
+  receiver = await startReceiver();
+  queue = createQStashDeliverQueue({
+    baseUrl: qstash.url,
+    token: qstash.token,
+    publicUrl: "http://127.0.0.1:9",
+    retries: SCHEDULE.length,
+  });
+});
+afterAll(async () => {
+  await Promise.all([qstash?.close(), receiver?.close()]);
+});
+beforeEach(() => {
+  receiver.reset();
+});
+
+const db = () => t.db as unknown as Db;
+const deps = async (overrides: Partial<DeliverDeps> = {}): Promise<DeliverDeps> => ({
+  db: db(),
+  secretsKey: await secrets.key,
+  schedule: SCHEDULE,
+  ...overrides,
+});
+
+function event(overrides: Partial<WebhookEvent> = {}): WebhookEvent {
+  return {
+    id: crypto.randomUUID(),
+    type: "corpus.note.updated",
+    subject: crypto.randomUUID(),
+    scope: null,
+    payload: { title: "hello" },
+    createdAt: new Date().toISOString(),
+    ...overrides,
+  };
+}
+
+async function deliveriesOf(eventId: string) {
+  const { rows } = await t.pool.query(
+    "SELECT id, endpoint_id, status, message_id, attempts, body, last_error FROM webhook_deliveries WHERE event_id = $1 ORDER BY endpoint_id",
+    [eventId],
+  );
+  return rows;
+}
+
+async function attemptsOf(deliveryId: string) {
+  const { rows } = await t.pool.query(
+    "SELECT status, error, duration_ms, response_headers, response_body FROM webhook_attempts WHERE delivery_id = $1 ORDER BY id",
+    [deliveryId],
+  );
+  return rows;
+}
+
+const publishedFor = (deliveryId: string) =>
+  qstash.messages().filter((m) => m.kind !== "failure-callback" && m.body.includes(deliveryId));
+
+describe("fan-out", () => {
+  it("makes one delivery per enabled endpoint of the event's scope whose globs match, and one job each", async () => {
+    const scope = `s-${crypto.randomUUID()}`;
+    const all = await insertEndpoint(t.pool, secrets.key, { url: receiver.url("/all"), scope });
+    const notes = await insertEndpoint(t.pool, secrets.key, {
+      url: receiver.url("/notes"),
+      scope,
+      types: ["suppliers.*", "corpus.note.*"],
+    });
+    await insertEndpoint(t.pool, secrets.key, { url: receiver.url("/other"), scope, types: ["supplier.*"] });
+    await insertEndpoint(t.pool, secrets.key, { url: receiver.url("/off"), scope, enabled: false });
+    await insertEndpoint(t.pool, secrets.key, { url: receiver.url("/elsewhere"), scope: `${scope}-2` });
+    await insertEndpoint(t.pool, secrets.key, { url: receiver.url("/unscoped"), scope: null });
+
+    const e = event({ scope });
+    expect(await fanOutWebhook(db(), queue, e)).toEqual({ matched: 2, created: 2, published: 2 });
+    const rows = await deliveriesOf(e.id);
+    expect(rows.map((r) => r.endpoint_id).sort()).toEqual([all.id, notes.id].sort());
+    for (const row of rows) {
+      expect(row).toMatchObject({ status: "pending", message_id: expect.stringMatching(/^msg_/) });
+      expect(JSON.parse(row.body)).toEqual({
+        type: e.type,
+        timestamp: e.createdAt,
+        data: { id: e.id, subject: e.subject, scope, payload: e.payload },
+      });
+      const [message] = publishedFor(row.id);
+      expect(message).toMatchObject({ messageId: row.message_id, maxRetries: SCHEDULE.length });
+      expect(message!.url).toBe("http://127.0.0.1:9/jobs/webhook.deliver");
+      expect(JSON.parse(message!.body)).toEqual({ deliveryId: row.id });
+      const view = await fetch(`${qstash.url}/v2/messages/${row.message_id}`, {
+        headers: { authorization: `Bearer ${qstash.token}` },
+      }).then((r) => r.json() as Promise<{ failureCallback?: string }>);
+      expect(view.failureCallback).toBe("http://127.0.0.1:9/jobs/_failed");
+    }
+  });
+
+  it("a null scope matches only endpoints without a scope", async () => {
+    const unscoped = await insertEndpoint(t.pool, secrets.key, { url: receiver.url("/n"), scope: null });
+    await insertEndpoint(t.pool, secrets.key, { url: receiver.url("/s"), scope: "tenant-x" });
+    const e = event({ scope: null });
+    await fanOutWebhook(db(), queue, e);
+    const ids = (await deliveriesOf(e.id)).map((r) => r.endpoint_id);
+    expect(ids).toContain(unscoped.id);
+    const { rows } = await t.pool.query(
+      "SELECT count(*)::int AS n FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id WHERE d.event_id = $1 AND e.scope IS NOT NULL",
+      [e.id],
+    );
+    expect(rows[0].n).toBe(0);
+  });
+
+  it("a replayed fan-out creates no second row and QStash accepts no second job", async () => {
+    const scope = `replay-${crypto.randomUUID()}`;
+    await insertEndpoint(t.pool, secrets.key, { url: receiver.url("/r1"), scope });
+    await insertEndpoint(t.pool, secrets.key, { url: receiver.url("/r2"), scope });
+    const e = event({ scope });
+    await fanOutWebhook(db(), queue, e);
+    const first = await deliveriesOf(e.id);
+
+    // The job is delivered again (our 200 was lost), and again with the rows' message ids lost
+    // (a crash after the publish, before recording): nothing new either way.
+    expect(await fanOutWebhook(db(), queue, e)).toEqual({ matched: 2, created: 0, published: 0 });
+    await t.pool.query("UPDATE webhook_deliveries SET message_id = NULL WHERE event_id = $1", [e.id]);
+    expect(await fanOutWebhook(db(), queue, e)).toMatchObject({ created: 0, published: 2 });
+
+    const again = await deliveriesOf(e.id);
+    expect(again.map((r) => r.id)).toEqual(first.map((r) => r.id));
+    expect(again.map((r) => r.message_id)).toEqual(first.map((r) => r.message_id));
+    for (const row of first) expect(publishedFor(row.id)).toHaveLength(1);
+  });
+
+  it("a crash between the insert and the publish is repaired by the replay", async () => {
+    const scope = `crash-${crypto.randomUUID()}`;
+    await insertEndpoint(t.pool, secrets.key, { url: receiver.url("/c"), scope });
+    const e = event({ scope });
+    const down: DeliverQueue = { enqueue: () => Promise.reject(new Error("QStash unreachable")) };
+    await expect(fanOutWebhook(db(), down, e)).rejects.toThrow("QStash unreachable");
+    const [orphan] = await deliveriesOf(e.id);
+    expect(orphan).toMatchObject({ status: "pending", message_id: null });
+    expect(publishedFor(orphan.id)).toHaveLength(0);
+
+    expect(await fanOutWebhook(db(), queue, e)).toEqual({ matched: 1, created: 0, published: 1 });
+    const [published] = await deliveriesOf(e.id);
+    expect(published.id).toBe(orphan.id);
+    expect(publishedFor(orphan.id)).toEqual([expect.objectContaining({ messageId: published.message_id })]);
+  });
+});
+
+/** One endpoint and one fanned-out delivery for it. */
+async function oneDelivery(path: string, fixture: { scope?: string | null; previousSecret?: string } = {}) {
+  const scope = fixture.scope === undefined ? `d-${crypto.randomUUID()}` : fixture.scope;
+  const endpoint = await insertEndpoint(t.pool, secrets.key, {
+    url: receiver.url(path),
+    scope,
+    ...(fixture.previousSecret
+      ? { previousSecret: fixture.previousSecret, previousExpiresAt: new Date(Date.now() + 3_600_000) }
+      : {}),
+  });
+  const e = event({ scope });
+  await fanOutWebhook(db(), queue, e);
+  const [delivery] = await deliveriesOf(e.id);
+  return { endpoint, event: e, delivery: delivery as { id: string; body: string; message_id: string } };
+}
+
+describe("deliver", () => {
+  it("POSTs the stored body signed per Standard Webhooks, records the attempt and the endpoint's success", async () => {
+    const previous = newSecret();
+    const { endpoint, event: e, delivery } = await oneDelivery("/ok", { previousSecret: previous });
+    receiver.state.respond = () => ({ status: 204, headers: { "x-request-id": "rcv-1" } });
+
+    expect(await deliverWebhook(await deps(), delivery.id, 0)).toEqual({ kind: "delivered", status: 204 });
+    const [req] = receiver.received.filter((r) => r.path === "/ok");
+    expect(req!.body).toBe(delivery.body);
+    expect(req!.headers["content-type"]).toBe("application/json");
+    expect(req!.headers["webhook-id"]).toBe(e.id);
+    expect(Number(req!.headers["webhook-timestamp"])).toBeCloseTo(Date.now() / 1000, -1);
+    // Both secrets verify during the rotation, each on its own, with the independent package.
+    expect(verifyWebhook(endpoint.secret, req!.body, req!.headers)).toMatchObject({ type: e.type });
+    expect(() => verifyWebhook(previous, req!.body, req!.headers)).not.toThrow();
+    expect(() => verifyWebhook(newSecret(), req!.body, req!.headers)).toThrow();
+
+    const [row] = await deliveriesOf(e.id);
+    expect(row).toMatchObject({ status: "delivered", attempts: 1, last_error: null });
+    expect(await attemptsOf(delivery.id)).toEqual([
+      expect.objectContaining({ status: 204, error: null, response_headers: { "x-request-id": "rcv-1" } }),
+    ]);
+    const { rows } = await t.pool.query(
+      "SELECT last_success_at, failing_since FROM webhook_endpoints WHERE id = $1",
+      [endpoint.id],
+    );
+    expect(rows[0]).toMatchObject({ last_success_at: expect.any(Date), failing_since: null });
+
+    // QStash delivers the job again: answered without a POST.
+    expect(await deliverWebhook(await deps(), delivery.id, 1)).toEqual({
+      kind: "settled",
+      status: "delivered",
+    });
+    expect(receiver.received.filter((r) => r.path === "/ok")).toHaveLength(1);
+  });
+
+  it("two concurrent deliveries of one job make one POST; the other is told to come back", async () => {
+    const { delivery } = await oneDelivery("/race");
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    receiver.state.respond = async () => {
+      await held;
+      return { status: 200 };
+    };
+    // Two connections of their own, as two Worker invocations would have.
+    const [a, b] = [t.newPool(1), t.newPool(1)];
+    const first = deliverWebhook(await deps({ db: drizzle(a) as unknown as Db }), delivery.id, 0);
+    await receiver.waitForRequests(1, "/race");
+    const second = await deliverWebhook(await deps({ db: drizzle(b) as unknown as Db }), delivery.id, 0);
+    expect(second).toMatchObject({ kind: "busy", retryAfterSeconds: expect.any(Number) });
+    expect((second as { retryAfterSeconds: number }).retryAfterSeconds).toBeGreaterThan(0);
+    release();
+    expect(await first).toEqual({ kind: "delivered", status: 200 });
+    expect(receiver.received.filter((r) => r.path === "/race")).toHaveLength(1);
+  });
+
+  it("two deliveries racing for the lease from the start still make one POST", async () => {
+    const { delivery } = await oneDelivery("/race2");
+    const outcomes = await Promise.all(
+      [t.newPool(1), t.newPool(1)].map(async (p) =>
+        deliverWebhook(await deps({ db: drizzle(p) as unknown as Db }), delivery.id, 0),
+      ),
+    );
+    // The loser either found the lease held or, if it came second, the row delivered.
+    expect(outcomes.filter((o) => o.kind === "delivered")).toHaveLength(1);
+    expect(outcomes.filter((o) => o.kind !== "delivered")).toEqual([
+      expect.objectContaining({ kind: expect.stringMatching(/^(busy|settled)$/) }),
+    ]);
+    expect(receiver.received.filter((r) => r.path === "/race2")).toHaveLength(1);
+  });
+
+  it("a 5xx is retried after the schedule's delay; a longer Retry-After from the receiver wins", async () => {
+    const { delivery } = await oneDelivery("/flaky");
+    receiver.state.respond = () => ({ status: 503, body: "down for maintenance" });
+    expect(await deliverWebhook(await deps(), delivery.id, 0)).toEqual({
+      kind: "retry",
+      reason: "endpoint answered 503",
+      retryAfterSeconds: 5,
+    });
+    receiver.state.respond = () => ({ status: 429, headers: { "retry-after": "120" } });
+    expect(await deliverWebhook(await deps(), delivery.id, 0)).toMatchObject({ retryAfterSeconds: 120 });
+    // A shorter one does not shorten the schedule.
+    expect(await deliverWebhook(await deps(), delivery.id, 1)).toMatchObject({ retryAfterSeconds: 300 });
+    const inAnHour = new Date(Date.now() + 3_600_000).toUTCString();
+    receiver.state.respond = () => ({ status: 503, headers: { "retry-after": inAnHour } });
+    const dated = await deliverWebhook(await deps(), delivery.id, 0);
+    expect((dated as { retryAfterSeconds: number }).retryAfterSeconds).toBeGreaterThanOrEqual(3598);
+    expect((dated as { retryAfterSeconds: number }).retryAfterSeconds).toBeLessThanOrEqual(3601);
+    // The schedule spent: QStash will not come back.
+    expect(await deliverWebhook(await deps(), delivery.id, SCHEDULE.length)).toMatchObject({
+      kind: "retry",
+      retryAfterSeconds: null,
+    });
+
+    const attempts = await attemptsOf(delivery.id);
+    expect(attempts).toHaveLength(5);
+    expect(attempts[0]).toMatchObject({ status: 503, error: null, response_body: "down for maintenance" });
+    expect(attempts[1].response_headers).toEqual({ "retry-after": "120" });
+    const { rows } = await t.pool.query(
+      "SELECT e.failing_since, d.status, d.attempts FROM webhook_endpoints e JOIN webhook_deliveries d ON d.endpoint_id = e.id WHERE d.id = $1",
+      [delivery.id],
+    );
+    expect(rows[0]).toMatchObject({ failing_since: expect.any(Date), status: "pending", attempts: 5 });
+  });
+
+  it("other 4xx retry, a redirect is not followed, and the attempt keeps only 2 KB of the body", async () => {
+    const { delivery } = await oneDelivery("/moved");
+    receiver.state.respond = () => ({ status: 302, headers: { location: receiver.url("/elsewhere") } });
+    expect(await deliverWebhook(await deps(), delivery.id, 0)).toMatchObject({
+      kind: "retry",
+      reason: "endpoint answered 302",
+    });
+    expect(receiver.received.filter((r) => r.path === "/elsewhere")).toHaveLength(0);
+    receiver.state.respond = () => ({ status: 400, body: "x".repeat(10_000) });
+    expect(await deliverWebhook(await deps(), delivery.id, 0)).toMatchObject({
+      kind: "retry",
+      reason: "endpoint answered 400",
+    });
+    const [redirect, bad] = await attemptsOf(delivery.id);
+    expect(redirect.response_headers).toMatchObject({ location: receiver.url("/elsewhere") });
+    expect(bad.response_body).toHaveLength(2048);
+  });
+
+  it("classifies attempts that got no answer: refused and timeout", async () => {
+    const silent = createServer(() => undefined);
+    await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
+    const port = (silent.address() as AddressInfo).port;
+    try {
+      const scope = `noanswer-${crypto.randomUUID()}`;
+      const hang = await insertEndpoint(t.pool, secrets.key, { url: `http://127.0.0.1:${port}/hang`, scope });
+      const refused = await insertEndpoint(t.pool, secrets.key, {
+        url: `http://127.0.0.1:${await freePort()}/refused`,
+        scope,
+      });
+      const e = event({ scope });
+      await fanOutWebhook(db(), queue, e);
+      const rows = await deliveriesOf(e.id);
+      const byEndpoint = (id: string) => rows.find((r) => r.endpoint_id === id)!.id as string;
+
+      const timedOut = await deliverWebhook(await deps({ timeoutMs: 200 }), byEndpoint(hang.id), 0);
+      expect(timedOut).toMatchObject({ kind: "retry", reason: "no answer: timeout" });
+      const noListener = await deliverWebhook(await deps(), byEndpoint(refused.id), 0);
+      expect(noListener).toMatchObject({ kind: "retry", reason: "no answer: refused" });
+      expect(await attemptsOf(byEndpoint(hang.id))).toEqual([
+        expect.objectContaining({ status: null, error: "timeout", duration_ms: expect.any(Number) }),
+      ]);
+      expect((await attemptsOf(byEndpoint(refused.id)))[0]).toMatchObject({ status: null, error: "refused" });
+    } finally {
+      silent.closeAllConnections();
+      silent.close();
+    }
+  });
+
+  it("a secret that does not open fails the job without a POST and gives the lease back", async () => {
+    const { delivery } = await oneDelivery("/wrong-key");
+    const otherKey = await importSecretsKey(newSecretsKey());
+    await expect(deliverWebhook(await deps({ secretsKey: otherKey }), delivery.id, 0)).rejects.toThrow(
+      "does not open",
+    );
+    expect(receiver.received.filter((r) => r.path === "/wrong-key")).toHaveLength(0);
+    const { rows } = await t.pool.query(
+      "SELECT lease_until, last_error, status FROM webhook_deliveries WHERE id = $1",
+      [delivery.id],
+    );
+    expect(rows[0]).toMatchObject({
+      lease_until: null,
+      status: "pending",
+      last_error: expect.stringContaining("does not open"),
+    });
+    // The next delivery of the job, with the right key, goes straight through.
+    expect(await deliverWebhook(await deps(), delivery.id, 1)).toMatchObject({ kind: "delivered" });
+  });
+
+  it("410 Gone disables the endpoint with the reason and an alert; its later events are not delivered", async () => {
+    const { endpoint, delivery, event: e } = await oneDelivery("/gone");
+    receiver.state.respond = () => ({ status: 410 });
+    expect(await deliverWebhook(await deps(), delivery.id, 0)).toEqual({ kind: "gone" });
+    const { rows } = await t.pool.query(
+      "SELECT enabled, disabled_reason, disabled_at FROM webhook_endpoints WHERE id = $1",
+      [endpoint.id],
+    );
+    expect(rows[0]).toMatchObject({ enabled: false, disabled_reason: "endpoint answered 410 Gone" });
+    expect((await deliveriesOf(e.id))[0]).toMatchObject({ status: "failed" });
+    const alerts = await t.pool.query(
+      "SELECT kind, details FROM outbox_alerts WHERE kind = 'webhook.endpoint_disabled' AND details->>'endpointId' = $1",
+      [endpoint.id],
+    );
+    expect(alerts.rows).toHaveLength(1);
+
+    const later = event({ scope: e.scope });
+    expect(await fanOutWebhook(db(), queue, later)).toMatchObject({ matched: 0, created: 0 });
+    // A job already in flight for it finds the endpoint disabled and sends nothing.
+    const before = receiver.received.length;
+    await t.pool.query("UPDATE webhook_deliveries SET status = 'pending' WHERE id = $1", [delivery.id]);
+    expect(await deliverWebhook(await deps(), delivery.id, 1)).toEqual({ kind: "endpoint_disabled" });
+    expect(receiver.received.length).toBe(before);
+    expect((await deliveriesOf(e.id))[0]).toMatchObject({ status: "failed" });
+  });
+});
+
+describe("when QStash gives up", () => {
+  it("the failure callback fails the delivery with an alert, once, and only for the job that carries it", async () => {
+    const { delivery, event: e } = await oneDelivery("/never");
+    const failure = { deliveryId: delivery.id, status: 503, retried: 3, dlqId: "dlq-1" };
+    expect(await markDeliveryFailed(db(), { ...failure, messageId: "msg_replaced_by_a_redelivery" })).toEqual(
+      {
+        failed: false,
+      },
+    );
+    expect(await markDeliveryFailed(db(), { ...failure, messageId: delivery.message_id })).toEqual({
+      failed: true,
+    });
+    expect(await markDeliveryFailed(db(), { ...failure, messageId: delivery.message_id })).toEqual({
+      failed: false,
+    });
+    expect((await deliveriesOf(e.id))[0]).toMatchObject({ status: "failed" });
+    const { rows } = await t.pool.query(
+      "SELECT event_id, details FROM outbox_alerts WHERE kind = 'webhook.delivery_failed' AND details->>'deliveryId' = $1",
+      [delivery.id],
+    );
+    expect(rows).toEqual([
+      expect.objectContaining({
+        event_id: e.id,
+        details: expect.objectContaining({ dlqId: "dlq-1", status: 503 }),
+      }),
+    ]);
+  });
+});
+
+describe("auto-disable", () => {
+  it("disables an endpoint whose deliveries have all failed for the configured days, with the reason and an alert", async () => {
+    // Close to the real clock: other tests' endpoints started failing just now and must stay enabled.
+    const now = new Date();
+    const days = (n: number) => new Date(now.getTime() - n * 86_400_000);
+    const mk = async (failingSince: Date | null, lastSuccess: Date | null) => {
+      const e = await insertEndpoint(t.pool, secrets.key, {
+        url: receiver.url("/ad"),
+        scope: "auto-disable",
+      });
+      await t.pool.query(
+        "UPDATE webhook_endpoints SET failing_since = $2, last_success_at = $3 WHERE id = $1",
+        [e.id, failingSince, lastSuccess],
+      );
+      return e.id;
+    };
+    const failingLong = await mk(days(5.1), days(9));
+    const failingNever = await mk(days(6), null);
+    const failingShort = await mk(days(4.9), days(9));
+    const healthy = await mk(null, days(0.1));
+
+    const disabled = await disableFailingEndpoints(db(), { afterDays: 5, now });
+    expect(disabled.sort()).toEqual([failingLong, failingNever].sort());
+    const { rows } = await t.pool.query(
+      "SELECT id, enabled, disabled_reason FROM webhook_endpoints WHERE id = ANY($1)",
+      [[failingLong, failingNever, failingShort, healthy]],
+    );
+    const byId = Object.fromEntries(rows.map((r) => [r.id, r]));
+    expect(byId[failingLong]).toMatchObject({
+      enabled: false,
+      disabled_reason: "every delivery failed for 5 days",
+    });
+    expect(byId[failingNever]).toMatchObject({ enabled: false });
+    expect(byId[failingShort]).toMatchObject({ enabled: true });
+    expect(byId[healthy]).toMatchObject({ enabled: true });
+    const alerts = await t.pool.query(
+      "SELECT details->>'endpointId' AS id FROM outbox_alerts WHERE kind = 'webhook.endpoint_disabled' AND details->>'endpointId' = ANY($1)",
+      [[failingLong, failingNever, failingShort, healthy]],
+    );
+    expect(alerts.rows.map((r) => r.id).sort()).toEqual([failingLong, failingNever].sort());
+
+    // A later sweep, two days on: the short one has now failed for long enough; nothing twice.
+    const later = await disableFailingEndpoints(db(), {
+      afterDays: 5,
+      now: new Date(now.getTime() + 2 * 86_400_000),
+    });
+    expect(later).toEqual([failingShort]);
+  });
+});
+
+describe("the cron sweep", () => {
+  it("disables long-failing endpoints by its own clock", async () => {
+    const e = await insertEndpoint(t.pool, secrets.key, { url: receiver.url("/sweep"), scope: "sweep" });
+    await t.pool.query(
+      "UPDATE webhook_endpoints SET failing_since = now() - interval '2 days' WHERE id = $1",
+      [e.id],
+    );
+    const pool = t.newPool(2);
+    const open: OpenDatabase = () => ({
+      db: drizzle(pool) as unknown as Db,
+      pool: pool as unknown as SqlPool & Queryable,
+      close: async () => undefined,
+    });
+    const env = bindings({
+      DATABASE_URL: t.url,
+      QSTASH_URL: qstash.url,
+      QSTASH_TOKEN: qstash.token,
+      WEBHOOK_DISABLE_AFTER_DAYS: "3",
+    });
+    const log = vi.spyOn(console, "log").mockImplementation(() => undefined);
+    try {
+      const enabled = async () =>
+        (await t.pool.query("SELECT enabled FROM webhook_endpoints WHERE id = $1", [e.id])).rows[0].enabled;
+      // Two days of failures: not yet.
+      await createScheduled(open)({} as ScheduledController, env, executionContext().ctx);
+      expect(await enabled()).toBe(true);
+      // The sweep's clock two days on: four days of failures, over the configured three.
+      const later = () => new Date(Date.now() + 2 * 86_400_000);
+      await createScheduled(open, later)({} as ScheduledController, env, executionContext().ctx);
+      expect(await enabled()).toBe(false);
+      expect(log.mock.calls.at(-1)?.[0]).toContain(`webhook endpoints disabled: ${e.id}`);
+    } finally {
+      log.mockRestore();
+    }
+  });
+});
+
+describe("operator actions", () => {
+  it("a test event goes to that endpoint only, in its scope", async () => {
+    const scope = `test-${crypto.randomUUID()}`;
+    const target = await insertEndpoint(t.pool, secrets.key, { url: receiver.url("/t1"), scope });
+    await insertEndpoint(t.pool, secrets.key, { url: receiver.url("/t2"), scope });
+    const sent = await sendTestEvent(db(), queue, target.id);
+    const { rows } = await t.pool.query(
+      "SELECT endpoint_id, scope, event_type, body FROM webhook_deliveries WHERE event_id = $1",
+      [sent.eventId],
+    );
+    expect(rows).toEqual([
+      expect.objectContaining({ endpoint_id: target.id, scope, event_type: "webhook.test" }),
+    ]);
+    expect(JSON.parse(rows[0].body)).toMatchObject({
+      type: "webhook.test",
+      data: { id: sent.eventId, scope },
+    });
+    expect(publishedFor(sent.deliveryId)).toHaveLength(1);
+    expect(await deliverWebhook(await deps(), sent.deliveryId, 0)).toMatchObject({ kind: "delivered" });
+    const req = receiver.received.find((r) => r.path === "/t1")!;
+    expect(verifyWebhook(target.secret, req.body, req.headers)).toMatchObject({ type: "webhook.test" });
+    expect(receiver.received.filter((r) => r.path === "/t2")).toHaveLength(0);
+  });
+
+  it("redeliver sends the same webhook-id again through a new job", async () => {
+    const { delivery, event: e, endpoint } = await oneDelivery("/again");
+    await deliverWebhook(await deps(), delivery.id, 0);
+    await redeliver(db(), queue, delivery.id);
+    const [row] = await deliveriesOf(e.id);
+    expect(row).toMatchObject({ status: "pending" });
+    expect(row.message_id).not.toBe(delivery.message_id);
+    expect(publishedFor(delivery.id)).toHaveLength(2);
+    await deliverWebhook(await deps(), delivery.id, 0);
+    const posts = receiver.received.filter((r) => r.path === "/again");
+    expect(posts.map((p) => p.headers["webhook-id"])).toEqual([e.id, e.id]);
+    for (const p of posts) verifyWebhook(endpoint.secret, p.body, p.headers);
+  });
+
+  it("recover re-sends the endpoint's failed deliveries since a time, and nothing of another endpoint or scope", async () => {
+    const scope = `recover-${crypto.randomUUID()}`;
+    const mine = await insertEndpoint(t.pool, secrets.key, { url: receiver.url("/mine"), scope });
+    const theirs = await insertEndpoint(t.pool, secrets.key, {
+      url: receiver.url("/theirs"),
+      scope: `${scope}-b`,
+    });
+    const events = [event({ scope }), event({ scope }), event({ scope }), event({ scope: `${scope}-b` })];
+    for (const e of events) await fanOutWebhook(db(), queue, e);
+    await t.pool.query(
+      "UPDATE webhook_deliveries SET status = 'failed', failed_at = now() WHERE endpoint_id = ANY($1)",
+      [[mine.id, theirs.id]],
+    );
+    // The oldest failed before the window the operator asks for.
+    await t.pool.query(
+      "UPDATE webhook_deliveries SET created_at = now() - interval '2 days' WHERE event_id = $1",
+      [events[0]!.id],
+    );
+    const since = new Date(Date.now() - 86_400_000);
+    expect(await recoverFailed(db(), queue, mine.id, since)).toEqual({ recovered: 2, more: false });
+    const { rows } = await t.pool.query(
+      "SELECT event_id, status FROM webhook_deliveries WHERE endpoint_id = ANY($1) ORDER BY created_at",
+      [[mine.id, theirs.id]],
+    );
+    const status = Object.fromEntries(rows.map((r) => [r.event_id, r.status]));
+    expect(status).toEqual({
+      [events[0]!.id]: "failed",
+      [events[1]!.id]: "pending",
+      [events[2]!.id]: "pending",
+      [events[3]!.id]: "failed",
+    });
+  });
+
+  it("each job is published only once its row is committed: QStash delivering at once finds it pending", async () => {
+    const { delivery, event: e } = await oneDelivery("/eager");
+    await deliverWebhook(await deps(), delivery.id, 0);
+    await t.pool.query("UPDATE webhook_deliveries SET status = 'failed', failed_at = now() WHERE id = $1", [
+      delivery.id,
+    ]);
+    // A queue that delivers each job the moment it is published, on a connection of its own.
+    const other = drizzle(t.newPool(1)) as unknown as Db;
+    const outcomes: string[] = [];
+    const eager: DeliverQueue = {
+      async enqueue(jobs) {
+        const ids = await queue.enqueue(jobs);
+        for (const job of jobs)
+          outcomes.push((await deliverWebhook(await deps({ db: other }), job.deliveryId, 0)).kind);
+        return ids;
+      },
+    };
+    await redeliver(db(), eager, delivery.id);
+    await t.pool.query("UPDATE webhook_deliveries SET status = 'failed', failed_at = now() WHERE id = $1", [
+      delivery.id,
+    ]);
+    await recoverFailed(db(), eager, (await deliveriesOf(e.id))[0].endpoint_id, new Date(0));
+    await sendTestEvent(db(), eager, (await deliveriesOf(e.id))[0].endpoint_id);
+    expect(outcomes).toEqual(["delivered", "delivered", "delivered"]);
+    expect(receiver.received.filter((r) => r.path === "/eager")).toHaveLength(4);
+  });
+
+  it("when publishing fails, redeliver and recover put the rows back and a test event leaves no row", async () => {
+    const { delivery, endpoint } = await oneDelivery("/down");
+    await t.pool.query(
+      "UPDATE webhook_deliveries SET status = 'failed', failed_at = '2026-01-01T00:00:00Z', last_error = 'endpoint answered 500' WHERE id = $1",
+      [delivery.id],
+    );
+    const down: DeliverQueue = { enqueue: () => Promise.reject(new Error("QStash unreachable")) };
+    await expect(redeliver(db(), down, delivery.id)).rejects.toThrow("QStash unreachable");
+    await expect(recoverFailed(db(), down, endpoint.id, new Date(0))).rejects.toThrow("QStash unreachable");
+    const { rows } = await t.pool.query(
+      "SELECT status, failed_at, last_error, message_id FROM webhook_deliveries WHERE id = $1",
+      [delivery.id],
+    );
+    expect(rows[0]).toEqual({
+      status: "failed",
+      failed_at: new Date("2026-01-01T00:00:00Z"),
+      last_error: "endpoint answered 500",
+      message_id: null,
+    });
+    await expect(sendTestEvent(db(), down, endpoint.id)).rejects.toThrow("QStash unreachable");
+    const tests = await t.pool.query(
+      "SELECT count(*)::int AS n FROM webhook_deliveries WHERE endpoint_id = $1 AND event_type = 'webhook.test'",
+      [endpoint.id],
+    );
+    expect(tests.rows[0].n).toBe(0);
+  });
+
+  it("actions on a disabled or unknown endpoint are refused", async () => {
+    const off = await insertEndpoint(t.pool, secrets.key, { url: receiver.url("/off"), enabled: false });
+    await expect(sendTestEvent(db(), queue, off.id)).rejects.toMatchObject({ code: "illegal_transition" });
+    await expect(recoverFailed(db(), queue, off.id, new Date(0))).rejects.toMatchObject({
+      code: "illegal_transition",
+    });
+    await expect(sendTestEvent(db(), queue, crypto.randomUUID())).rejects.toMatchObject({
+      code: "not_found",
+    });
+    await expect(redeliver(db(), queue, crypto.randomUUID())).rejects.toMatchObject({ code: "not_found" });
+  });
+});
