@@ -1,4 +1,4 @@
-// Phases 1, 2, 3 and 8: the plain-SQL ceilings (today's schema, with random ids, and
+// Phases 1, 2, 3 and 8: the plain-SQL ceilings (today's schema, with v7 ids, and
 // the bare table), the relay with the null publisher and the relay through
 // @upstash/qstash to the dev server, each draining the same backlog in its own
 // process (whose peak memory and CPU time are phase 8). All run interleaved in every
@@ -12,19 +12,19 @@ import { summarize, type Summary } from "../support/stats.ts";
 
 /**
  * Every drain the phase times, by its key in the JSON. `ceiling` is today's schema
- * (time-ordered ids since drizzle/0006); `ceilingRandomIds` the same table seeded
- * with random v4 ids, as every event had before; `bareCeiling` the minimal table
+ * (random v4 ids); `ceilingTimeOrderedIds` the same table seeded with UUIDv7 ids,
+ * the candidate issue 11 names for closing the gap; `bareCeiling` the minimal table
  * (primary key and claim index only), the physical limit. `nullBefore` and
  * `qstashBefore` run another checkout's relay (`--baseline`), so a change to the
  * relay is measured before and after in the same run.
  */
 export type Variant =
-  "ceiling" | "ceilingRandomIds" | "bareCeiling" | "null" | "qstash" | "nullBefore" | "qstashBefore";
+  "ceiling" | "ceilingTimeOrderedIds" | "bareCeiling" | "null" | "qstash" | "nullBefore" | "qstashBefore";
 
 interface VariantSetup {
   input: Omit<RelayProcessInput, "url" | "batchSize">;
   table?: string;
-  ids?: "random";
+  ids?: "timeOrdered";
 }
 
 function variants(ctx: BenchContext): Partial<Record<Variant, VariantSetup>> {
@@ -32,7 +32,7 @@ function variants(ctx: BenchContext): Partial<Record<Variant, VariantSetup>> {
   const base = ctx.baselineOutbox;
   return {
     ceiling: { input: { mode: "ceiling" } },
-    ceilingRandomIds: { input: { mode: "ceiling" }, ids: "random" },
+    ceilingTimeOrderedIds: { input: { mode: "ceiling" }, ids: "timeOrdered" },
     bareCeiling: { input: { mode: "ceiling", table: BARE_TABLE }, table: BARE_TABLE },
     null: { input: { mode: "null" } },
     ...(base ? { nullBefore: { input: { mode: "null", outbox: base } } } : {}),
