@@ -8,6 +8,7 @@ import { chmodSync, existsSync, mkdirSync, readFileSync, statSync } from "node:f
 import { mkdir, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { DEV_KEY_SCOPE, ensureDevApiKey, newDevApiKey } from "./dev-api-key.ts";
 import { startMailSink, type MailSink } from "./mail-sink.ts";
 import { startQStashDev, type QStashDev } from "./qstash-dev/server.ts";
 import { startWsProxy, type WsProxy } from "./ws-proxy.ts";
@@ -65,6 +66,13 @@ async function main() {
   step("migrations: applying…");
   await migrateDatabase(databaseUrl);
   step("migrations: up to date");
+
+  const keyState = await ensureDevApiKey(databaseUrl, secrets.DEV_API_KEY);
+  step(
+    keyState === "revoked"
+      ? "API key: the dev key in .dev/secrets.json was revoked; delete DEV_API_KEY there to get a new one"
+      : `API key (scope "${DEV_KEY_SCOPE}"): ${keyState === "created" ? "created" : "found"}, kept in .dev/secrets.json`,
+  );
 
   const proxy: WsProxy = await startWsProxy({ port: numberFrom("DEV_WS_PROXY_PORT", 0) });
   stops.push({ name: "ws proxy", stop: () => proxy.close() });
@@ -131,10 +139,14 @@ edge-outbox is running — Ctrl-C stops everything.
   QStash (dev)   ${qstash.url}
   mail sink      ${sink.url}   (what it received: ${sink.url}/__received)
 
+  API key (scope "${DEV_KEY_SCOPE}", for the domain routes):
+    export EO_KEY='${secrets.DEV_API_KEY}'
+
   Try:
-    curl -s -X POST ${publicUrl}/notes -H 'content-type: application/json' -H 'Prefer: wait=5' \\
+    curl -s -X POST ${publicUrl}/notes -H "Authorization: Bearer $EO_KEY" \\
+      -H 'content-type: application/json' -H 'Prefer: wait=5' \\
       -d '{"title":"Hello outbox","body":"first note"}'
-    curl -s '${publicUrl}/notes/search?q=hello'
+    curl -s '${publicUrl}/notes/search?q=hello' -H "Authorization: Bearer $EO_KEY"
     curl -s ${publicUrl}/admin/stats -H 'Authorization: Bearer ${vars.ADMIN_TOKEN}'
 
   Add a webhook endpoint that points at the sink (the answer holds its secret, shown once):
@@ -192,6 +204,8 @@ function unwalkableAncestor(dataDir: string): string | undefined {
 
 interface Secrets {
   ADMIN_TOKEN: string;
+  /** A tenant API key for the domain routes (scope "dev"), made on first start. */
+  DEV_API_KEY: string;
   QSTASH_TOKEN: string;
   QSTASH_CURRENT_SIGNING_KEY: string;
   QSTASH_NEXT_SIGNING_KEY: string;
@@ -209,6 +223,8 @@ async function localSecrets(): Promise<Secrets> {
   const file = path.join(root, ".dev", "secrets.json");
   const kept = existsSync(file) ? (JSON.parse(readFileSync(file, "utf8")) as Partial<Secrets>) : {};
   const secrets: Secrets = {
+    // A file from before API keys existed gains one; nothing else in it changes.
+    DEV_API_KEY: kept.DEV_API_KEY ?? newDevApiKey(),
     ADMIN_TOKEN: kept.ADMIN_TOKEN ?? `dev_admin_${randomBytes(18).toString("base64url")}`,
     QSTASH_TOKEN: kept.QSTASH_TOKEN ?? `qstash_dev_${randomBytes(24).toString("base64url")}`,
     QSTASH_CURRENT_SIGNING_KEY:

@@ -33,3 +33,16 @@ export function multiLine(max: number) {
 export function oneLine(value: string): string {
   return value.replace(new RegExp(LINE_BREAKING.source, "gu"), " ");
 }
+
+/**
+ * A whole number given as text (a query parameter) or a number: digits only, so
+ * `1e2`, `0x10`, `1.0` or ` 5` are refused rather than read the way Number() would.
+ */
+export function wholeNumber(min: number, max: number) {
+  return z
+    .union([z.number(), z.string()])
+    .transform((v) => String(v))
+    .pipe(z.string().regex(/^\d{1,9}$/, "must be a whole number"))
+    .transform(Number)
+    .pipe(z.number().int().min(min).max(max));
+}

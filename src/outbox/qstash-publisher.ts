@@ -11,6 +11,13 @@ export interface QStashPublisherOptions {
   publicUrl: string;
   /** Messages per batch request. */
   chunkSize?: number;
+  /**
+   * Jobs QStash delivers at once to this deployment (flow control, one key per
+   * public URL). Every delivery is a Worker invocation with its own database
+   * connections; unbounded, a backlog of thousands of jobs became thousands of
+   * concurrent invocations and exhausted Postgres' connections. Default 20.
+   */
+  deliveryParallelism?: number;
 }
 
 const JSON_HEADERS = { "Content-Type": "application/json" } as const;
@@ -50,6 +57,10 @@ export function createQStashPublisher(options: QStashPublisherOptions): Publishe
   });
   const chunkSize = options.chunkSize ?? 100;
   const failureCallback = failureCallbackUrl(options.publicUrl);
+  const flowControl = {
+    key: `edge-outbox-${new URL(options.publicUrl).host.replace(/[^A-Za-z0-9._-]/g, "_")}`,
+    parallelism: options.deliveryParallelism ?? 20,
+  };
 
   async function publishChunk(chunk: Job[]): Promise<PublishedJob[]> {
     try {
@@ -62,6 +73,7 @@ export function createQStashPublisher(options: QStashPublisherOptions): Publishe
           headers: JSON_HEADERS,
           deduplicationId: job.deduplicationId,
           failureCallback,
+          flowControl,
           ...(job.retries === undefined ? {} : { retries: job.retries }),
         })),
       );

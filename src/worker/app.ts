@@ -1,5 +1,6 @@
 import { newApp, type App, type AppOptions } from "./new-app.ts";
 import { registerAdmin } from "./routes/admin.ts";
+import { registerAdminApiKeys } from "./routes/admin-api-keys.ts";
 import { registerAdminWebhooksActions } from "./routes/admin-webhooks-actions.ts";
 import { registerDashboard } from "./dashboard/index.ts";
 import { registerEventsGet } from "./routes/events-get.ts";
@@ -43,6 +44,7 @@ export function createApp(options: AppOptions = {}): App {
   // After registerAdmin: its `/admin/*` bearer check must run before these.
   registerWebhookEndpoints(app);
   registerWebhookDeliveries(app);
+  registerAdminApiKeys(app);
   registerAdminWebhooksActions(app);
   registerDashboard(app);
   return app;

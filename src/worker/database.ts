@@ -17,6 +17,16 @@ export interface OpenedDatabase {
 export type OpenDatabase = (config: Config) => OpenedDatabase;
 
 /**
+ * Connections one invocation may hold at once. A request needs one for its own
+ * work, one for the relay pass its kick runs and one for a `Prefer: wait` poll;
+ * more only multiplied the load: under the chaos suite, with QStash delivering
+ * jobs to many invocations at once, the driver's default of 10 per pool took 78
+ * connections and Postgres (max_connections 100) refused clients. Queries beyond
+ * the cap wait for a connection instead (e.g. the dashboard's four parallel reads).
+ */
+export const MAX_CONNECTIONS_PER_INVOCATION = 3;
+
+/**
  * A Neon WebSocket Pool per request: Workers cannot keep a socket open across
  * requests, so a pool outliving its request would hand out dead connections.
  * Creating it is free (it connects on first query); it is ended after the
@@ -24,7 +34,11 @@ export type OpenDatabase = (config: Config) => OpenedDatabase;
  */
 export const openNeonDatabase: OpenDatabase = (config) => {
   if (config.NEON_WS_PROXY) useLocalWsProxy(neonConfig, config.NEON_WS_PROXY);
-  const pool = new Pool({ connectionString: config.DATABASE_URL, connectionTimeoutMillis: 10_000 });
+  const pool = new Pool({
+    connectionString: config.DATABASE_URL,
+    connectionTimeoutMillis: 10_000,
+    max: MAX_CONNECTIONS_PER_INVOCATION,
+  });
   let ending = false;
   // A connection that dies while idle emits on the pool; unheard, that would throw.
   // Once the pool is ending, a disconnect is what was asked for: pg ignores those

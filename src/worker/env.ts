@@ -1,4 +1,5 @@
 import { z } from "zod";
+import type { Tenant } from "../domain/api-keys/keys.ts";
 import type { Db } from "../domain/db.ts";
 import { DEFAULT_DISABLE_AFTER_DAYS } from "../domain/webhooks/auto-disable.ts";
 import { parseRetrySchedule, WEBHOOK_RETRY_SCHEDULE_SECONDS } from "../domain/webhooks/retry-schedule.ts";
@@ -155,6 +156,8 @@ export interface Variables {
    * database pool; the pool is ended only once all of it has settled.
    */
   background: (task: Promise<unknown>) => void;
+  /** The caller of a domain route: its API key and the one scope it acts in (tenant-auth.ts). */
+  tenant: Tenant;
   /** Seconds a write may wait for its fan-out (`Prefer: wait=N`, clamped); undefined: do not wait. */
   wait: number | undefined;
 }

@@ -7,6 +7,7 @@ import type { HonoEnv } from "./env.ts";
 import { handleError, handleNotFound } from "./errors.ts";
 import { preferWait } from "./prefer.ts";
 import { requireSignatureHeader } from "./signature.ts";
+import { tenantAuth } from "./tenant-auth.ts";
 
 export interface AppOptions {
   /** How a request gets its database; the Neon WebSocket Pool unless a test says otherwise. */
@@ -28,6 +29,8 @@ export function newApp(options: AppOptions = {}) {
   app.use("/jobs/*", requireSignatureHeader);
   app.use(limitBodies);
   app.use(database(options.openDatabase));
+  // Before Prefer: an unauthenticated write learns nothing, not even that its Prefer was malformed.
+  app.use(tenantAuth);
   app.use(preferWait);
   app.notFound(handleNotFound);
   app.onError(handleError);

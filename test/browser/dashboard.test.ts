@@ -1,6 +1,7 @@
 import { mkdir } from "node:fs/promises";
 import { chromium, type Browser, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { newApiKey } from "../support/api-keys.ts";
 import { poison } from "../support/dashboard.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { seedEvents } from "../support/events.ts";
@@ -16,6 +17,10 @@ const SHOTS = new URL("../../reports/screenshots/", import.meta.url);
 
 const t = useTestDatabase();
 const stack = useWorkerd(t);
+let key: string;
+beforeAll(async () => {
+  key = await newApiKey(t.db);
+});
 let browser: Browser;
 let page: Page;
 const problems: string[] = [];
@@ -54,7 +59,16 @@ describe("the dashboard in Chromium", () => {
   it("signs in, requeues a poisoned group, watches it fan out, and follows one event", async () => {
     // Traffic for the charts: notes written through the Worker, fanned out by the relay.
     for (let i = 0; i < 4; i++) {
-      const res = await request(stack, "POST", "/notes", { title: `Note ${i}` }, { Prefer: "wait=5" });
+      const res = await request(
+        stack,
+        "POST",
+        "/notes",
+        { title: `Note ${i}` },
+        {
+          Prefer: "wait=5",
+          Authorization: `Bearer ${key}`,
+        },
+      );
       expect(res.status).toBe(201);
     }
     // An hour of earlier traffic, back-dated, so the charts have a shape: events

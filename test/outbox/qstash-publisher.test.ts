@@ -140,3 +140,20 @@ describe("QStash publisher", () => {
     expect(charged!.last_error).toMatch(/QStash 400/);
   });
 });
+
+describe("delivery parallelism", () => {
+  it("every job carries one flow-control key per deployment, so QStash bounds concurrent deliveries", async () => {
+    await seedEvents(t.pool, 3, { type: "supplier.created" });
+    const bounded = createQStashPublisher({
+      baseUrl: qstash.url,
+      token: qstash.token,
+      publicUrl: receiver.base,
+      deliveryParallelism: 2,
+    });
+    await runPass({ pool: t.pool, publisher: bounded, subscriptions });
+    const jobs = qstash.messages().filter((m) => m.kind === "publish");
+    expect(jobs.length).toBe(6);
+    const host = new URL(receiver.base).host.replace(/[^A-Za-z0-9._-]/g, "_");
+    expect(new Set(jobs.map((m) => m.flowControlKey))).toEqual(new Set([`edge-outbox-${host}`]));
+  });
+});

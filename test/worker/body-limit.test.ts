@@ -1,8 +1,9 @@
-import { describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { drizzle } from "drizzle-orm/node-postgres";
 import { createApp } from "../../src/worker/app.ts";
 import type { Bindings } from "../../src/worker/env.ts";
 import { useTestDatabase } from "../support/db.ts";
+import { newApiKey, withKey } from "../support/api-keys.ts";
 import { bindings, executionContext } from "../support/worker.ts";
 
 const t = useTestDatabase();
@@ -13,6 +14,10 @@ const app = createApp({
   },
 });
 const MB = 1024 * 1024;
+let key: string;
+beforeAll(async () => {
+  key = await newApiKey(t.db);
+});
 
 /**
  * A body produced on demand in 64 KiB chunks of a JSON note, counting what the
@@ -40,7 +45,7 @@ async function send(path: string, body: ReadableStream, headers: Record<string, 
   const { ctx, settled } = executionContext();
   const res = await app.request(
     `http://worker.test${path}`,
-    { method: "POST", headers, body, duplex: "half" } as RequestInit,
+    withKey(key, { method: "POST", headers, body, duplex: "half" } as RequestInit),
     env,
     ctx,
   );

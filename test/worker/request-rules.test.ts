@@ -1,7 +1,8 @@
-import { describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { drizzle } from "drizzle-orm/node-postgres";
 import { createApp } from "../../src/worker/app.ts";
 import { useTestDatabase } from "../support/db.ts";
+import { newApiKey, withKey } from "../support/api-keys.ts";
 import { bindings, call, executionContext } from "../support/worker.ts";
 
 const t = useTestDatabase();
@@ -12,6 +13,10 @@ const app = createApp({
   },
 });
 const env = () => bindings({ DATABASE_URL: t.url });
+let key: string;
+beforeAll(async () => {
+  key = await newApiKey(t.db);
+});
 
 describe("X-Request-Id", () => {
   it("keeps a caller's id only when it is short and plain, else makes one", async () => {
@@ -33,7 +38,11 @@ describe("content types", () => {
     const { ctx, settled } = executionContext();
     const res = await app.request(
       "http://worker.test/suppliers",
-      { method: "POST", headers: type ? { "content-type": type } : {}, body: '{"name":"Acme"}' },
+      withKey(key, {
+        method: "POST",
+        headers: type ? { "content-type": type } : {},
+        body: '{"name":"Acme"}',
+      }),
       env(),
       ctx,
     );

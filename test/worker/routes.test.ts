@@ -1,11 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { refreshNoteIndex } from "../../src/domain/corpus-index/refresh.ts";
 import { createApp } from "../../src/worker/app.ts";
-import { openNeonDatabase } from "../../src/worker/database.ts";
-import type { Bindings } from "../../src/worker/env.ts";
+import { MAX_CONNECTIONS_PER_INVOCATION, openNeonDatabase } from "../../src/worker/database.ts";
+import { parseConfig, type Bindings, type Config } from "../../src/worker/env.ts";
 import { configureNeonForWsProxy, startWsProxy, type WsProxy } from "../../infra/ws-proxy.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { eventsAbout } from "../support/helpers.ts";
+import { newApiKey, withKey } from "../support/api-keys.ts";
 import { bindings, call } from "../support/worker.ts";
 
 // The app runs as the Worker would: the Neon driver over WebSockets, through the
@@ -22,7 +23,13 @@ const app = createApp({
   },
 });
 
+let key: string;
+/** A request as a tenant: every domain route takes an API key. */
+const api = (method: string, path: string, body?: unknown, init?: RequestInit) =>
+  call(app, env, method, path, body, withKey(key, init));
+
 beforeAll(async () => {
+  key = await newApiKey(t.db, "s1");
   proxy = await startWsProxy();
   configureNeonForWsProxy(proxy);
   env = bindings({ DATABASE_URL: t.url, NEON_WS_PROXY: proxy.address });
@@ -34,7 +41,7 @@ const missing = "00000000-0000-4000-8000-000000000000";
 describe("health", () => {
   it("answers 200 when the database answers, and ends the request's pool after the response", async () => {
     const before = { ...pools };
-    const res = await call(app, env, "GET", "/healthz");
+    const res = await api("GET", "/healthz");
     expect(res.status).toBe(200);
     expect(res.body).toMatchObject({ status: "ok", database: { ok: true } });
     expect(pools).toEqual({ opened: before.opened + 1, closed: before.closed + 1 });
@@ -52,24 +59,50 @@ describe("health", () => {
   });
 });
 
+describe("connections", () => {
+  it("a request's pool holds at most MAX_CONNECTIONS_PER_INVOCATION connections, however many queries run at once", async () => {
+    const opened = openNeonDatabase(parseConfigOrThrow(env));
+    let peak = 0;
+    let done = false;
+    const watch = (async () => {
+      while (!done) {
+        const { rows } = await t.pool.query(
+          `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND query LIKE '%pg_sleep(0.3)%' AND pid <> pg_backend_pid()`,
+        );
+        peak = Math.max(peak, rows[0].n);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    })();
+    try {
+      await Promise.all(Array.from({ length: 8 }, () => opened.pool.query("SELECT pg_sleep(0.3)")));
+    } finally {
+      done = true;
+      await watch;
+      await opened.close();
+    }
+    expect(peak).toBeGreaterThan(0);
+    expect(peak).toBeLessThanOrEqual(MAX_CONNECTIONS_PER_INVOCATION);
+  });
+});
+
 describe("notes routes", () => {
   it("create, get, update, delete: every write answers with the events it committed", async () => {
-    const created = await call(app, env, "POST", "/notes", { title: "Route note", tags: ["r"], scope: "s1" });
+    const created = await api("POST", "/notes", { title: "Route note", tags: ["r"], scope: "s1" });
     expect(created.status).toBe(201);
     const id: string = created.body.note.id;
     expect(created.body.note).toMatchObject({ title: "Route note", body: "", tags: ["r"], scope: "s1" });
 
-    const got = await call(app, env, "GET", `/notes/${id}`);
+    const got = await api("GET", `/notes/${id}`);
     expect(got.status).toBe(200);
     expect(got.body.note).toMatchObject({ id, title: "Route note" });
 
-    const patched = await call(app, env, "PATCH", `/notes/${id}`, { body: "more" });
+    const patched = await api("PATCH", `/notes/${id}`, { body: "more" });
     expect(patched.status).toBe(200);
     expect(patched.body.note.body).toBe("more");
-    const unchanged = await call(app, env, "PATCH", `/notes/${id}`, { body: "more" });
+    const unchanged = await api("PATCH", `/notes/${id}`, { body: "more" });
     expect(unchanged.body.events).toEqual([]);
 
-    const deleted = await call(app, env, "DELETE", `/notes/${id}`);
+    const deleted = await api("DELETE", `/notes/${id}`);
     expect(deleted.status).toBe(200);
     expect(deleted.body.deleted).toBe(id);
 
@@ -83,14 +116,14 @@ describe("notes routes", () => {
       recorded.map((e) => [{ id: e.id }]),
     );
 
-    const gone = await call(app, env, "GET", `/notes/${id}`);
+    const gone = await api("GET", `/notes/${id}`);
     expect(gone.status).toBe(404);
     expect(gone.body.error).toMatchObject({ code: "NOT_FOUND", message: `note ${id} not found` });
   });
 
   it("imports 2,000 notes in one request and answers with 2,000 event ids", async () => {
     const notes = Array.from({ length: 2_000 }, (_, i) => ({ title: `route bulk ${i}` }));
-    const res = await call(app, env, "POST", "/notes/import", { notes });
+    const res = await api("POST", "/notes/import", { notes });
     expect(res.status).toBe(201);
     expect(res.body.ids).toHaveLength(2_000);
     expect(res.body.events).toHaveLength(2_000);
@@ -101,14 +134,14 @@ describe("notes routes", () => {
   });
 
   it("searches what the corpus index holds", async () => {
-    const created = await call(app, env, "POST", "/notes", {
+    const created = await api("POST", "/notes", {
       title: "Lighthouse keeping",
       body: "lamps and fog",
     });
     const id: string = created.body.note.id;
     const [event] = await eventsAbout(t.pool, id);
     await refreshNoteIndex(t.db, { noteId: id, eventSeq: event!.seq });
-    const res = await call(app, env, "GET", "/notes/search?q=fog%20lamp");
+    const res = await api("GET", "/notes/search?q=fog%20lamp");
     expect(res.status).toBe(200);
     expect(res.body.hits).toEqual([expect.objectContaining({ noteId: id, title: "Lighthouse keeping" })]);
   });
@@ -116,17 +149,17 @@ describe("notes routes", () => {
 
 describe("suppliers routes", () => {
   it("create → connect → activate, each answering with its event; illegal order is 409", async () => {
-    const created = await call(app, env, "POST", "/suppliers", { name: "Route supplier" });
+    const created = await api("POST", "/suppliers", { name: "Route supplier" });
     expect(created.status).toBe(201);
     const id: string = created.body.supplier.id;
 
-    const early = await call(app, env, "POST", `/suppliers/${id}/activate`);
+    const early = await api("POST", `/suppliers/${id}/activate`);
     expect(early.status).toBe(409);
     expect(early.body.error.code).toBe("CONFLICT");
     expect(early.body.error.message).toContain("must be connected");
 
-    const connected = await call(app, env, "POST", `/suppliers/${id}/connect`);
-    const activated = await call(app, env, "POST", `/suppliers/${id}/activate`);
+    const connected = await api("POST", `/suppliers/${id}/connect`);
+    const activated = await api("POST", `/suppliers/${id}/activate`);
     expect([connected.status, activated.status]).toEqual([200, 200]);
     expect(activated.body.supplier.status).toBe("active");
 
@@ -143,7 +176,7 @@ describe("suppliers routes", () => {
 
   it("unknown and malformed ids are 404", async () => {
     for (const path of [`/suppliers/${missing}/connect`, "/suppliers/not-a-uuid/connect"]) {
-      const res = await call(app, env, "POST", path);
+      const res = await api("POST", path);
       expect(res.status).toBe(404);
       expect(res.body.error.code).toBe("NOT_FOUND");
     }
@@ -152,7 +185,7 @@ describe("suppliers routes", () => {
 
 describe("errors: one envelope for every route", () => {
   it("bad input is a 400 naming each bad field", async () => {
-    const res = await call(app, env, "POST", "/notes", { title: " ", tags: ["ok", 7], colour: "red" });
+    const res = await api("POST", "/notes", { title: " ", tags: ["ok", 7], colour: "red" });
     expect(res.status).toBe(400);
     expect(res.body.error.code).toBe("BAD_REQUEST");
     expect(res.body.error.issues.map((i: { path: string }) => i.path).sort()).toEqual([
@@ -165,35 +198,35 @@ describe("errors: one envelope for every route", () => {
   });
 
   it("a missing required field is named as required", async () => {
-    const res = await call(app, env, "POST", "/suppliers", {});
+    const res = await api("POST", "/suppliers", {});
     expect(res.status).toBe(400);
     expect(res.body.error.issues).toEqual([{ path: "name", message: "is required" }]);
   });
 
   it("a body that is not JSON is a 400 in the envelope", async () => {
-    const res = await call(app, env, "POST", "/notes", "{not json");
+    const res = await api("POST", "/notes", "{not json");
     expect(res.status).toBe(400);
     expect(res.body.error).toMatchObject({ code: "BAD_REQUEST", requestId: expect.any(String) });
   });
 
   it("an empty patch, an oversized import and a search without q are 400s", async () => {
-    const empty = await call(app, env, "PATCH", `/notes/${missing}`, {});
+    const empty = await api("PATCH", `/notes/${missing}`, {});
     expect(empty.status).toBe(400);
     expect(empty.body.error.message).toContain("at least one of title, body, tags, scope");
 
-    const tooMany = await call(app, env, "POST", "/notes/import", {
+    const tooMany = await api("POST", "/notes/import", {
       notes: Array.from({ length: 2_001 }, () => ({ title: "x" })),
     });
     expect(tooMany.status).toBe(400);
     expect(tooMany.body.error.issues).toEqual([{ path: "notes", message: "at most 2000 notes" }]);
 
-    const noQuery = await call(app, env, "GET", "/notes/search");
+    const noQuery = await api("GET", "/notes/search");
     expect(noQuery.status).toBe(400);
     expect(noQuery.body.error.issues).toEqual([{ path: "q", message: "is required" }]);
   });
 
   it("unknown routes are 404 in the envelope", async () => {
-    const res = await call(app, env, "GET", "/no/such/route");
+    const res = await api("GET", "/no/such/route");
     expect(res.status).toBe(404);
     expect(res.body.error).toMatchObject({ code: "NOT_FOUND", message: "no route for GET /no/such/route" });
   });
@@ -214,7 +247,7 @@ describe("errors: one envelope for every route", () => {
         close: async () => undefined,
       }),
     });
-    const res = await call(broken, env, "GET", `/notes/${missing}`);
+    const res = await call(broken, env, "GET", `/notes/${missing}`, undefined, withKey(key));
     const logged = errors.mock.calls.map((args) => args.map(String).join(" "));
     errors.mockRestore();
     expect(res.status).toBe(500);
@@ -224,3 +257,9 @@ describe("errors: one envelope for every route", () => {
     expect(logged).toEqual([expect.stringMatching(`${res.body.error.requestId}.*secret internals`)]);
   });
 });
+
+function parseConfigOrThrow(bindings: Bindings): Config {
+  const parsed = parseConfig(bindings);
+  if (!parsed.ok) throw new Error(parsed.message);
+  return parsed.config;
+}

@@ -5,6 +5,7 @@ import type { Mail, Mailer } from "../../src/domain/mail/mailer.ts";
 import { createApp } from "../../src/worker/app.ts";
 import type { Bindings } from "../../src/worker/env.ts";
 import { useTestDatabase } from "../support/db.ts";
+import { newApiKey, withKey } from "../support/api-keys.ts";
 import { bindings, call } from "../support/worker.ts";
 import { drizzle } from "drizzle-orm/node-postgres";
 
@@ -18,8 +19,10 @@ const app = createApp({
   },
 });
 let env: Bindings;
-beforeAll(() => {
+let key: string;
+beforeAll(async () => {
   env = bindings({ DATABASE_URL: t.url });
+  key = await newApiKey(t.db);
 });
 
 const NUL = "a\u0000b";
@@ -43,7 +46,7 @@ describe("NUL bytes are a 400 naming the field, wherever a string enters", () =>
     ["search scope", "GET", `/notes/search?q=x&scope=${encodeURIComponent(NUL)}`, undefined, "scope"],
   ];
   it.each(cases)("%s", async (_what, method, path, body, field) => {
-    const res = await call(app, env, method, path, body);
+    const res = await call(app, env, method, path, body, withKey(key));
     expect(res.status).toBe(400);
     expect(res.body.error.code).toBe("BAD_REQUEST");
     expect(res.body.error.issues).toContainEqual({ path: field, message: expect.stringContaining("NUL") });
@@ -76,13 +79,20 @@ describe("control characters in one-line fields are a 400; a mail subject never 
     ["LF in a search", "GET", "/notes/search?q=a%0Ab", undefined, "q"],
   ];
   it.each(cases)("%s", async (_what, method, path, body, field) => {
-    const res = await call(app, env, method, path, body);
+    const res = await call(app, env, method, path, body, withKey(key));
     expect(res.status).toBe(400);
     expect(res.body.error.issues).toContainEqual({ path: field, message: expect.stringMatching(/control/) });
   });
 
   it("a note body keeps its line breaks and tabs", async () => {
-    const res = await call(app, env, "POST", "/notes", { title: "t", body: "line 1\r\n\tline 2" });
+    const res = await call(
+      app,
+      env,
+      "POST",
+      "/notes",
+      { title: "t", body: "line 1\r\n\tline 2" },
+      withKey(key),
+    );
     expect(res.status).toBe(201);
     expect(res.body.note.body).toBe("line 1\r\n\tline 2");
   });

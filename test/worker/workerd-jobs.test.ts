@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
-import { describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
+import { newApiKey } from "../support/api-keys.ts";
 import { signJwt } from "../../infra/qstash-dev/server.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { waitFor } from "../support/helpers.ts";
@@ -10,6 +11,12 @@ import { request, useWorkerd } from "../support/workerd.ts";
 const t = useTestDatabase();
 const stack = useWorkerd(t);
 const ADMIN = () => ({ Authorization: `Bearer ${stack.env.ADMIN_TOKEN}` });
+let key: string;
+beforeAll(async () => {
+  key = await newApiKey(t.db);
+});
+/** A tenant's headers: the domain routes take an API key. */
+const TENANT = (headers: Record<string, string> = {}) => ({ Authorization: `Bearer ${key}`, ...headers });
 
 function jobBody(subscription: string, overrides: Record<string, unknown> = {}) {
   return JSON.stringify({
@@ -109,7 +116,13 @@ describe("signed job routes", () => {
 
 describe("notify.mail", () => {
   it("a job delivered twice sends one mail", async () => {
-    const created = await request(stack, "POST", "/suppliers", { name: "Mailed Ltd" }, { Prefer: "wait=5" });
+    const created = await request(
+      stack,
+      "POST",
+      "/suppliers",
+      { name: "Mailed Ltd" },
+      TENANT({ Prefer: "wait=5" }),
+    );
     expect(created.status).toBe(201);
     const event = created.body.events[0];
     const messageId: string = event.fanout["notify.mail"].messageId;
@@ -145,7 +158,7 @@ describe("failure callback", () => {
         "POST",
         "/suppliers",
         { name: "Bounced Ltd" },
-        { Prefer: "wait=5" },
+        TENANT({ Prefer: "wait=5" }),
       );
       const event = created.body.events[0];
       const messageId: string = event.fanout["notify.mail"].messageId;
@@ -211,7 +224,13 @@ describe("operator routes", () => {
   });
 
   it("list and show events, and requeue a poisoned one", async () => {
-    const created = await request(stack, "POST", "/suppliers", { name: "Listed Ltd" }, { Prefer: "wait=5" });
+    const created = await request(
+      stack,
+      "POST",
+      "/suppliers",
+      { name: "Listed Ltd" },
+      TENANT({ Prefer: "wait=5" }),
+    );
     const id: string = created.body.events[0].id;
     const listed = await request(
       stack,

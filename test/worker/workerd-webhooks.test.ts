@@ -2,6 +2,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { signJwt } from "../../infra/qstash-dev/server.ts";
 import { startReceiver } from "../qstash-dev/receiver.ts";
 import { freePort } from "../../src/node/postgres.ts";
+import { newApiKey } from "../support/api-keys.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { eventsAbout, waitFor } from "../support/helpers.ts";
 import { useSecretsKey, verifyWebhook } from "../support/webhooks.ts";
@@ -61,8 +62,22 @@ async function deliveryOf(eventId: string, endpointId: string) {
   return rows[0] as { id: string; status: string; attempts: number; last_error: string | null } | undefined;
 }
 
+// Notes are written as a tenant would: with an API key of the note's scope.
+const keys = new Map<string | null, string>();
+async function keyFor(scope: string | null): Promise<string> {
+  let key = keys.get(scope);
+  if (!key) keys.set(scope, (key = await newApiKey(t.db, scope)));
+  return key;
+}
+
 async function createNote(scope: string | null, title = "Hello") {
-  const res = await request(stack, "POST", "/notes", { title, scope }, { Prefer: "wait=5" });
+  const res = await request(
+    stack,
+    "POST",
+    "/notes",
+    { title, scope },
+    { Prefer: "wait=5", Authorization: `Bearer ${await keyFor(scope)}` },
+  );
   expect(res.status).toBe(201);
   return { noteId: res.body.note.id as string, eventId: res.body.events[0].id as string };
 }

@@ -1,4 +1,5 @@
-import { describe, expect, it, vi } from "vitest";
+import { beforeAll, describe, expect, it, vi } from "vitest";
+import { newApiKey } from "../support/api-keys.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { eventsAbout, waitFor } from "../support/helpers.ts";
 import { request, useWorkerd } from "../support/workerd.ts";
@@ -10,8 +11,14 @@ import { request, useWorkerd } from "../support/workerd.ts";
 const t = useTestDatabase();
 const stack = useWorkerd(t);
 
+let key: string;
+beforeAll(async () => {
+  key = await newApiKey(t.db);
+});
+
+/** A request as a tenant: the domain routes take an API key. */
 const call = (method: string, path: string, body?: unknown, headers?: Record<string, string>) =>
-  request(stack, method, path, body, headers);
+  request(stack, method, path, body, { Authorization: `Bearer ${key}`, ...headers });
 
 async function indexed(noteId: string): Promise<boolean> {
   const { rows } = await t.pool.query("SELECT 1 FROM corpus_index WHERE note_id = $1", [noteId]);

@@ -1,17 +1,18 @@
-import { eq } from "drizzle-orm";
+import { and, eq } from "drizzle-orm";
 import { corpusNotes } from "../schema.ts";
 import type { Db } from "../db.ts";
 import { NotFoundError } from "../errors.ts";
+import { inScope, type Within } from "../scope.ts";
 
 /**
  * Takes the note's row lock for the rest of the transaction, so no other writer
  * records an event about it until we commit (see recorded-events.ts).
  */
-export async function lockNote(tx: Db, id: string): Promise<void> {
+export async function lockNote(tx: Db, id: string, within?: Within): Promise<void> {
   const [row] = await tx
     .select({ id: corpusNotes.id })
     .from(corpusNotes)
-    .where(eq(corpusNotes.id, id))
+    .where(and(eq(corpusNotes.id, id), inScope(corpusNotes.scope, within)))
     .for("update");
   if (!row) throw new NotFoundError("note", id);
 }

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import type { corpusNotes } from "../schema.ts";
-import { multiLine, singleLine } from "../text.ts";
+import { multiLine, singleLine, wholeNumber } from "../text.ts";
 
 export const MAX_IMPORT = 2_000;
 
@@ -13,7 +13,8 @@ export const noteInput = z.strictObject({
   title,
   body: body.default(""),
   tags: tags.default([]),
-  scope: scope.default(null),
+  // Absent: no scope (the column is null); the Worker tells absent from null to check it against the key.
+  scope: scope.optional(),
 });
 export type NoteInput = z.input<typeof noteInput>;
 
@@ -33,7 +34,7 @@ export const noteImport = z.strictObject({
 export const noteSearch = z.strictObject({
   q: singleLine(500),
   scope: singleLine(128).optional(),
-  limit: z.coerce.number().int().min(1).max(100).default(20),
+  limit: wholeNumber(1, 100).default(20),
 });
 export type NoteSearch = z.input<typeof noteSearch>;
 

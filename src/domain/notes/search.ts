@@ -2,6 +2,7 @@ import { and, desc, eq, sql } from "drizzle-orm";
 import { corpusIndex } from "../schema.ts";
 import type { Db } from "../db.ts";
 import { noteSearch, type NoteSearch } from "./schemas.ts";
+import { inScope, type Within } from "../scope.ts";
 
 export interface SearchHit {
   noteId: string;
@@ -17,7 +18,7 @@ export interface SearchHit {
  * out and handled. `websearch_to_tsquery` accepts what people type (quotes, OR,
  * -minus) without ever raising a syntax error.
  */
-export async function searchNotes(db: Db, params: NoteSearch): Promise<SearchHit[]> {
+export async function searchNotes(db: Db, params: NoteSearch, within?: Within): Promise<SearchHit[]> {
   const { q, scope, limit } = noteSearch.parse(params);
   const query = sql`websearch_to_tsquery('english', ${q})`;
   const rank = sql<number>`ts_rank(${corpusIndex.document}, ${query})`;
@@ -34,6 +35,7 @@ export async function searchNotes(db: Db, params: NoteSearch): Promise<SearchHit
       and(
         sql`${corpusIndex.document} @@ ${query}`,
         scope === undefined ? undefined : eq(corpusIndex.scope, scope),
+        inScope(corpusIndex.scope, within),
       ),
     )
     .orderBy(desc(rank), corpusIndex.noteId)

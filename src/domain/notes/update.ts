@@ -3,6 +3,7 @@ import { corpusNotes } from "../schema.ts";
 import type { Db } from "../db.ts";
 import { eventsHighWater, eventsRecordedSince } from "./recorded-events.ts";
 import { lockNote } from "./lock.ts";
+import type { Within } from "../scope.ts";
 import { notePatch, type Note, type NotePatch } from "./schemas.ts";
 
 /**
@@ -13,10 +14,11 @@ export async function updateNote(
   db: Db,
   id: string,
   patch: NotePatch,
+  within?: Within,
 ): Promise<{ note: Note; eventIds: string[] }> {
   const values = notePatch.parse(patch);
   return db.transaction(async (tx) => {
-    await lockNote(tx, id);
+    await lockNote(tx, id, within);
     const highWater = await eventsHighWater(tx);
     const [note] = await tx
       .update(corpusNotes)

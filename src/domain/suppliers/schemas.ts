@@ -4,7 +4,7 @@ import { singleLine } from "../text.ts";
 
 export const supplierInput = z.strictObject({
   name: singleLine(200),
-  scope: singleLine(128).nullable().default(null),
+  scope: singleLine(128).nullable().optional(),
 });
 export type SupplierInput = z.input<typeof supplierInput>;
 

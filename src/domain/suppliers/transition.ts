@@ -4,6 +4,7 @@ import { suppliers, type SupplierStatus } from "../schema.ts";
 import type { Db } from "../db.ts";
 import { IllegalTransitionError, NotFoundError } from "../errors.ts";
 import { supplierPayload, type Supplier } from "./schemas.ts";
+import { inScope, type Within } from "../scope.ts";
 
 interface Transition {
   action: string;
@@ -25,18 +26,19 @@ export async function transitionSupplier(
   db: Db,
   id: string,
   t: Transition,
+  within?: Within,
 ): Promise<{ supplier: Supplier; eventIds: string[] }> {
   return db.transaction(async (tx) => {
     const [supplier] = await tx
       .update(suppliers)
       .set({ status: t.to, ...t.set })
-      .where(and(eq(suppliers.id, id), eq(suppliers.status, t.from)))
+      .where(and(eq(suppliers.id, id), eq(suppliers.status, t.from), inScope(suppliers.scope, within)))
       .returning();
     if (!supplier) {
       const [current] = await tx
         .select({ status: suppliers.status })
         .from(suppliers)
-        .where(eq(suppliers.id, id));
+        .where(and(eq(suppliers.id, id), inScope(suppliers.scope, within)));
       if (!current) throw new NotFoundError("supplier", id);
       throw new IllegalTransitionError("supplier", id, current.status, t.action, t.why);
     }

@@ -2,6 +2,7 @@ import { z } from "zod";
 import { isTypeGlob } from "../../outbox/index.ts";
 import type { webhookAttempts, webhookDeliveries, webhookEndpoints } from "../schema.ts";
 import { webhookDeliveryStatuses } from "../schema.ts";
+import { multiLine, singleLine } from "../text.ts";
 import { checkWebhookUrl, type UrlPolicy } from "./url-safety.ts";
 
 export type EndpointRow = typeof webhookEndpoints.$inferSelect;
@@ -38,7 +39,7 @@ const typeGlobs = z
   .max(100, "must list at most 100 globs")
   .transform((globs) => [...new Set(globs)]);
 
-const description = z.string().trim().max(500, "must be at most 500 characters");
+const description = multiLine(500).trim();
 
 export function createEndpointInput(policy: UrlPolicy) {
   return z.strictObject({
@@ -46,7 +47,7 @@ export function createEndpointInput(policy: UrlPolicy) {
     types: typeGlobs.default(["*"]),
     // The scope is fixed at creation: an endpoint moved to another scope would
     // start receiving another tenant's events, so PATCH does not take it.
-    scope: z.string().trim().min(1, "must not be empty (null for unscoped)").max(128).nullable(),
+    scope: singleLine(128).nullable(),
     description: description.default(""),
   });
 }
@@ -94,8 +95,11 @@ export const listEndpointsQuery = z.strictObject({
   // `?scope=` with no value lists the unscoped endpoints (a real scope is never empty).
   scope: z
     .string()
+    .refine(
+      (s) => s === "" || singleLine(128).safeParse(s).success,
+      "must be one line of at most 128 characters",
+    )
     .trim()
-    .max(128)
     .optional()
     .transform((s) => (s === undefined ? undefined : s === "" ? null : s)),
   ...pageQuery,

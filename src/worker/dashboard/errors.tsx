@@ -11,7 +11,9 @@ import { render } from "./layout.tsx";
 export async function dashboardError(err: Error, c: Context<DashboardEnv>) {
   const res = handleError(err, c);
   const body = (await res.json()) as ErrorBody;
-  const status = ([400, 401, 403, 404, 429] as const).find((s) => s === res.status) ?? 500;
+  // Every status the mapping can give; one missing here turned a 413 or 415 into a 500.
+  const status =
+    ([400, 401, 403, 404, 405, 409, 413, 415, 429, 503] as const).find((s) => s === res.status) ?? 500;
   return render(
     c,
     { title: "Error", section: "none" },

@@ -1,14 +1,14 @@
 import { z } from "zod";
 import { listJobFailures } from "../../domain/job-failures/record.ts";
 import { EVENT_STATES, getEvent, listAlerts, listEvents, requeue, stats } from "../../outbox/index.ts";
-import { singleLine } from "../../domain/text.ts";
+import { singleLine, wholeNumber } from "../../domain/text.ts";
 import { adminAuth } from "../admin-auth.ts";
 import type { App } from "../new-app.ts";
 import { ApiError } from "../errors.ts";
 import { valid } from "../validate.ts";
 import { ID } from "./params.ts";
 
-const limit = z.coerce.number().int().min(1).max(1000).default(50);
+const limit = wholeNumber(1, 1000).default(50);
 
 const eventsQuery = z.strictObject({
   state: z.enum(EVENT_STATES).optional(),

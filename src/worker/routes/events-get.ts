@@ -4,15 +4,17 @@ import { ApiError } from "../errors.ts";
 import { ID } from "./params.ts";
 
 /**
- * The poll link of a 202 receipt (`Location: /events/<id>`). Unauthenticated, like
- * the writes that hand it out: the writer must be able to follow it without the
- * operator token. It shows the receipt only (type, state, fan-out), never the
+ * The poll link of a 202 receipt (`Location: /events/<id>`). It takes the same
+ * API key as the writes that hand it out, and shows only events of the key's
+ * scope; the operator token is not needed. It shows the receipt only (type, state, fan-out), never the
  * payload or the relay's errors; operators see those at /admin/events/:id.
  */
 export function registerEventsGet(app: App) {
   app.get(`/events/${ID}`, async (c) => {
     const event = await getEvent(c.var.pool, c.req.param("id"));
-    if (!event) throw new ApiError("NOT_FOUND", `event ${c.req.param("id")} not found`);
+    // Another scope's event is as unknown as a missing one.
+    if (!event || event.scope !== c.var.tenant.scope)
+      throw new ApiError("NOT_FOUND", `event ${c.req.param("id")} not found`);
     return c.json({
       event: {
         id: event.id,

@@ -4,7 +4,7 @@ import { ID } from "./params.ts";
 
 export function registerNotesGet(app: App) {
   app.get(`/notes/${ID}`, async (c) => {
-    const note = await getNote(c.var.db, c.req.param("id"));
+    const note = await getNote(c.var.db, c.req.param("id"), c.var.tenant);
     return c.json({ note });
   });
 }

@@ -1,13 +1,23 @@
 import { importNotes } from "../../domain/notes/import.ts";
 import { noteImport } from "../../domain/notes/schemas.ts";
 import type { App } from "../new-app.ts";
+import { ownScope } from "../tenant-auth.ts";
 import { written } from "../respond.ts";
 import { valid } from "../validate.ts";
 
 // Its body cap (larger than other routes') is in body-limit.ts, with the others.
 export function registerNotesImport(app: App) {
   app.post("/notes/import", valid("json", noteImport), async (c) => {
-    const { ids, eventIds } = await importNotes(c.var.db, c.req.valid("json").notes);
+    const notes = c.req.valid("json").notes;
+    const scope = ownScope(
+      c,
+      notes.map((n) => n.scope),
+      (i) => `notes.${i}.scope`,
+    );
+    const { ids, eventIds } = await importNotes(
+      c.var.db,
+      notes.map((n) => ({ ...n, scope })),
+    );
     return written(c, { ids }, eventIds, 201);
   });
 }

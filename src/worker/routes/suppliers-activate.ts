@@ -5,7 +5,7 @@ import { ID } from "./params.ts";
 
 export function registerSuppliersActivate(app: App) {
   app.post(`/suppliers/${ID}/activate`, async (c) => {
-    const { supplier, eventIds } = await activateSupplier(c.var.db, c.req.param("id"));
+    const { supplier, eventIds } = await activateSupplier(c.var.db, c.req.param("id"), c.var.tenant);
     return written(c, { supplier }, eventIds);
   });
 }

@@ -5,7 +5,7 @@ import { ID } from "./params.ts";
 
 export function registerSuppliersConnect(app: App) {
   app.post(`/suppliers/${ID}/connect`, async (c) => {
-    const { supplier, eventIds } = await connectSupplier(c.var.db, c.req.param("id"));
+    const { supplier, eventIds } = await connectSupplier(c.var.db, c.req.param("id"), c.var.tenant);
     return written(c, { supplier }, eventIds);
   });
 }

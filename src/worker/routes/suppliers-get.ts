@@ -4,7 +4,7 @@ import { ID } from "./params.ts";
 
 export function registerSuppliersGet(app: App) {
   app.get(`/suppliers/${ID}`, async (c) => {
-    const supplier = await getSupplier(c.var.db, c.req.param("id"));
+    const supplier = await getSupplier(c.var.db, c.req.param("id"), c.var.tenant);
     return c.json({ supplier });
   });
 }

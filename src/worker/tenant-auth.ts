@@ -1,0 +1,63 @@
+import type { Context, MiddlewareHandler } from "hono";
+import { authenticate, type Tenant } from "../domain/api-keys/keys.ts";
+import type { HonoEnv } from "./env.ts";
+import { ApiError, type FieldIssue } from "./errors.ts";
+
+/** The domain routes: each takes a tenant API key and acts only in its scope. */
+const DOMAIN_PATHS = /^\/(notes|suppliers)(\/|$)|^\/events\//;
+const REALM = 'Bearer realm="edge-outbox"';
+
+/**
+ * `Authorization: Bearer <api key>` on every domain route, checked before the
+ * route (and its body) is looked at. No key: 401 with a challenge; a header that
+ * is not a bearer token: 400 (RFC 6750 invalid_request); an unknown or revoked
+ * key: 401 invalid_token. The key's scope is `c.var.tenant` for the route.
+ */
+export const tenantAuth: MiddlewareHandler<HonoEnv> = async (c, next) => {
+  if (!DOMAIN_PATHS.test(c.req.path)) return next();
+  const header = c.req.header("authorization");
+  if (!header) {
+    c.header("WWW-Authenticate", REALM);
+    throw new ApiError("UNAUTHORIZED", "an API key is required: Authorization: Bearer <key>");
+  }
+  const match = header.match(/^Bearer +([\x21-\x7e]+) *$/i);
+  if (!match) {
+    c.header("WWW-Authenticate", `${REALM}, error="invalid_request"`);
+    throw new ApiError("BAD_REQUEST", "the Authorization header must be `Bearer <key>`");
+  }
+  const tenant = await authenticate(c.var.db, match[1]!);
+  if (!tenant) {
+    c.header("WWW-Authenticate", `${REALM}, error="invalid_token"`);
+    throw new ApiError("UNAUTHORIZED", "unknown or revoked API key");
+  }
+  c.set("tenant", tenant);
+  await next();
+};
+
+/**
+ * Writes land in the key's scope. A body that names a scope must name that one:
+ * another is a 403, never silently rewritten, so a caller who meant another
+ * tenant learns it used the wrong key instead of finding data in the wrong place.
+ */
+export function ownScope(
+  c: Context<HonoEnv>,
+  asked: (string | null | undefined)[],
+  path: (i: number) => string,
+) {
+  const tenant: Tenant = c.var.tenant;
+  const issues: FieldIssue[] = [];
+  asked.forEach((scope, i) => {
+    if (scope !== undefined && scope !== tenant.scope)
+      issues.push({
+        path: path(i),
+        message: `must be this key's scope (${describe(tenant.scope)}) or left out`,
+      });
+  });
+  if (issues.length > 0)
+    throw new ApiError("FORBIDDEN", `this API key acts only in scope ${describe(tenant.scope)}`, issues);
+  return tenant.scope;
+}
+
+function describe(scope: string | null): string {
+  return scope === null ? "null (no scope)" : JSON.stringify(scope);
+}

@@ -1,0 +1,642 @@
+import { beforeAll, describe, expect, it } from "vitest";
+import { drizzle } from "drizzle-orm/node-postgres";
+import { signJwt } from "../../infra/qstash-dev/signing.ts";
+import { refreshNoteIndex } from "../../src/domain/corpus-index/refresh.ts";
+import { createApp } from "../../src/worker/app.ts";
+import { cookieName, signSession } from "../../src/worker/dashboard/session.ts";
+import type { Bindings } from "../../src/worker/env.ts";
+import { newApiKey } from "../support/api-keys.ts";
+import { useTestDatabase } from "../support/db.ts";
+import { eventsAbout } from "../support/helpers.ts";
+import { bindings, executionContext } from "../support/worker.ts";
+
+// Every route against bad input, as a table: each case must answer 4xx in the
+// error envelope (never 5xx), and no table may gain or lose a row. Filters are
+// also fed SQL- and glob-looking strings, which are valid text: those may answer
+// 200, but must match nothing.
+const t = useTestDatabase();
+const app = createApp({
+  openDatabase: () => {
+    const pool = t.newPool(2);
+    return { db: drizzle({ client: pool }), pool, close: () => pool.end() };
+  },
+});
+
+let env: Bindings;
+let key: string;
+const seeded = { noteId: "", supplierId: "", eventId: "" };
+const UNKNOWN = "00000000-0000-4000-8000-000000000000";
+const MB = 1024 * 1024;
+
+interface Case {
+  name: string;
+  method: string;
+  path: string | (() => string);
+  auth: "tenant" | "admin" | "basic" | "none";
+  headers?: Record<string, string>;
+  /** A string is sent as is (content-type JSON unless headers say otherwise); a stream is sent chunked. */
+  body?: unknown;
+  /** `filter`: valid text in a filter, so 200 is allowed if nothing matched. */
+  expect?: "4xx" | "filter";
+}
+
+// ---- the inputs ------------------------------------------------------------
+
+type FieldKind = "line" | "text" | "tags" | "uuids" | "notes" | "nullableLine" | "url" | "globs" | "bool";
+interface JsonRoute {
+  name: string;
+  method: string;
+  path: () => string;
+  auth: Case["auth"];
+  write: boolean;
+  valid: () => Record<string, unknown>;
+  fields: Record<string, { kind: FieldKind; max?: number; required?: boolean }>;
+}
+
+const noteFields = {
+  title: { kind: "line", max: 300, required: true },
+  body: { kind: "text", max: 100_000 },
+  tags: { kind: "tags" },
+  scope: { kind: "nullableLine", max: 128 },
+} as const;
+
+const jsonRoutes: JsonRoute[] = [
+  {
+    name: "create note",
+    method: "POST",
+    path: () => "/notes",
+    auth: "tenant",
+    write: true,
+    valid: () => ({ title: "t" }),
+    fields: noteFields,
+  },
+  {
+    name: "update note",
+    method: "PATCH",
+    path: () => `/notes/${seeded.noteId}`,
+    auth: "tenant",
+    write: true,
+    valid: () => ({ title: "t" }),
+    fields: { ...noteFields, title: { kind: "line", max: 300 } },
+  },
+  {
+    name: "import notes",
+    method: "POST",
+    path: () => "/notes/import",
+    auth: "tenant",
+    write: true,
+    valid: () => ({ notes: [{ title: "t" }] }),
+    fields: { notes: { kind: "notes", required: true } },
+  },
+  {
+    name: "create supplier",
+    method: "POST",
+    path: () => "/suppliers",
+    auth: "tenant",
+    write: true,
+    valid: () => ({ name: "n" }),
+    fields: { name: { kind: "line", max: 200, required: true }, scope: { kind: "nullableLine", max: 128 } },
+  },
+  {
+    name: "requeue",
+    method: "POST",
+    path: () => "/admin/events/requeue",
+    auth: "admin",
+    write: true,
+    valid: () => ({ ids: [UNKNOWN] }),
+    fields: { ids: { kind: "uuids", required: true } },
+  },
+  {
+    name: "create API key",
+    method: "POST",
+    path: () => "/admin/api-keys",
+    auth: "admin",
+    write: true,
+    valid: () => ({ scope: "s", name: "n" }),
+    fields: {
+      scope: { kind: "nullableLine", max: 128, required: true },
+      name: { kind: "line", max: 200, required: true },
+    },
+  },
+  {
+    name: "create webhook endpoint",
+    method: "POST",
+    path: () => "/admin/webhooks/endpoints",
+    auth: "admin",
+    write: true,
+    valid: () => ({ url: "https://hooks.example.com/in", scope: null }),
+    fields: {
+      url: { kind: "url", max: 2048, required: true },
+      types: { kind: "globs" },
+      scope: { kind: "nullableLine", max: 128, required: true },
+      description: { kind: "text", max: 500 },
+    },
+  },
+  {
+    name: "update webhook endpoint",
+    method: "PATCH",
+    path: () => `/admin/webhooks/endpoints/${UNKNOWN}`,
+    auth: "admin",
+    write: true,
+    valid: () => ({ enabled: false }),
+    fields: {
+      url: { kind: "url", max: 2048 },
+      types: { kind: "globs" },
+      description: { kind: "text", max: 500 },
+      enabled: { kind: "bool" },
+    },
+  },
+];
+
+const CONTROL = { "CR/LF": "a\r\nb", ESC: "a\u001bb", DEL: "a\u007fb", "line separator": "a\u2028b" };
+const NUL = "a\u0000b";
+
+function wrongTypes(kind: FieldKind): unknown[] {
+  switch (kind) {
+    case "line":
+    case "text":
+      return [1, true, {}, ["x"], null];
+    case "nullableLine":
+      return [1, false, {}, ["x"]];
+    case "tags":
+      return ["x", [1], [null], { 0: "x" }, ["x".repeat(65)], Array.from({ length: 33 }, () => "t")];
+    case "uuids":
+      return [
+        "x",
+        [],
+        [1],
+        ["not-a-uuid"],
+        [`${UNKNOWN}' OR '1'='1`],
+        Array.from({ length: 1001 }, () => UNKNOWN),
+      ];
+    case "notes":
+      return [{}, [], "x", [1], [{}], Array.from({ length: 2001 }, () => ({ title: "t" }))];
+    case "url":
+      return [
+        1,
+        null,
+        "not a url",
+        "ftp://example.com/x",
+        "https://user:pw@example.com/",
+        "https://10.0.0.1/x",
+        "javascript:alert(1)",
+      ];
+    case "globs":
+      return [
+        "*",
+        [],
+        [1],
+        ["a b"],
+        ["' OR 1=1"],
+        ["%"],
+        ["x".repeat(201)],
+        Array.from({ length: 101 }, (_, i) => `t${i}`),
+      ];
+    case "bool":
+      return ["true", 1, null, []];
+  }
+}
+
+function stringCases(kind: FieldKind, max: number | undefined): [string, unknown][] {
+  if (kind !== "line" && kind !== "text" && kind !== "nullableLine" && kind !== "url") return [];
+  const cases: [string, unknown][] = [
+    ["over-long", "x".repeat((max ?? 100) + 1)],
+    ["NUL", NUL],
+    ["BEL", "a\u0007b"],
+  ];
+  if (kind !== "text") for (const [what, value] of Object.entries(CONTROL)) cases.push([what, value]);
+  return cases;
+}
+
+function jsonCases(route: JsonRoute): Case[] {
+  const base = { method: route.method, path: route.path, auth: route.auth };
+  const cases: Case[] = [];
+  const add = (name: string, body: unknown, headers?: Record<string, string>) =>
+    cases.push({ ...base, name: `${route.name}: ${name}`, body, ...(headers ? { headers } : {}) });
+
+  for (const text of ["{not json", "[", "", '{"title":', '{"a":1}}', "\u0000"])
+    add(`malformed JSON ${JSON.stringify(text)}`, text);
+  for (const json of ["[]", '"str"', "42", "null", "true"]) add(`JSON ${json} instead of an object`, json);
+  for (const type of ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"])
+    add(`content type ${type}`, JSON.stringify(route.valid()), { "content-type": type });
+  add("no content type", JSON.stringify(route.valid()), { "content-type": "" });
+  add("an unknown field", { ...route.valid(), colour: "red" });
+  add("an unknown field named like SQL", { ...route.valid(), "title; DROP TABLE events": 1 });
+  add("a NUL in a key", { ...route.valid(), "a\u0000": 1 });
+  add("an empty object", {});
+  for (const [field, spec] of Object.entries(route.fields)) {
+    if (spec.required) {
+      const body = route.valid();
+      delete body[field];
+      add(`missing ${field}`, body);
+    }
+    wrongTypes(spec.kind).forEach((value, i) =>
+      add(`${field} of a wrong type or shape #${i + 1}`, { ...route.valid(), [field]: value }),
+    );
+    for (const [what, value] of stringCases(spec.kind, (spec as { max?: number }).max))
+      add(`${field} ${what}`, { ...route.valid(), [field]: value });
+  }
+  // Inside an import, every note field is checked the same way, named by its path.
+  if (route.fields.notes) {
+    for (const [field, spec] of Object.entries(noteFields)) {
+      wrongTypes(spec.kind).forEach((value, i) =>
+        add(`notes.0.${field} of a wrong type #${i + 1}`, { notes: [{ title: "t", [field]: value }] }),
+      );
+      for (const [what, value] of stringCases(spec.kind, (spec as { max?: number }).max))
+        add(`notes.1.${field} ${what}`, { notes: [{ title: "ok" }, { title: "t", [field]: value }] });
+    }
+    add("notes.0 with an unknown field", { notes: [{ title: "t", colour: "red" }] });
+  }
+  const big = JSON.stringify({ ...route.valid(), pad: "x".repeat(2 * MB) });
+  add("an oversized body, Content-Length declared", big);
+  add("an oversized body, chunked", chunked(big));
+  if (route.write)
+    for (const prefer of ["wait=soon", "wait=-1", "wait=1.5", "wait=", "wait=1e3", "wait=99999999999"])
+      add(`Prefer: ${prefer}`, route.valid(), { prefer });
+  return cases;
+}
+
+/** The same bytes with no Content-Length: a stream, sent chunked. */
+function chunked(text: string): ReadableStream<Uint8Array> {
+  const bytes = new TextEncoder().encode(text);
+  let at = 0;
+  return new ReadableStream({
+    pull(controller) {
+      if (at >= bytes.length) return controller.close();
+      controller.enqueue(bytes.slice(at, at + 64 * 1024));
+      at += 64 * 1024;
+    },
+  });
+}
+
+const SQLISH = [
+  "' OR '1'='1",
+  "1; DROP TABLE events; --",
+  '") OR ("a"="a',
+  "$1",
+  "\\",
+  "%",
+  "_",
+  "%%",
+  "[a-z]*",
+  "**",
+  "?",
+];
+
+function idCases(): Case[] {
+  const idRoutes: [string, string, (id: string) => string, Case["auth"]][] = [
+    ["get note", "GET", (id) => `/notes/${id}`, "tenant"],
+    ["update note", "PATCH", (id) => `/notes/${id}`, "tenant"],
+    ["delete note", "DELETE", (id) => `/notes/${id}`, "tenant"],
+    ["get supplier", "GET", (id) => `/suppliers/${id}`, "tenant"],
+    ["connect supplier", "POST", (id) => `/suppliers/${id}/connect`, "tenant"],
+    ["activate supplier", "POST", (id) => `/suppliers/${id}/activate`, "tenant"],
+    ["get event", "GET", (id) => `/events/${id}`, "tenant"],
+    ["admin event", "GET", (id) => `/admin/events/${id}`, "admin"],
+    ["revoke API key", "DELETE", (id) => `/admin/api-keys/${id}`, "admin"],
+    ["dashboard event", "GET", (id) => `/dashboard/events/${id}`, "basic"],
+    ["webhook endpoint", "GET", (id) => `/admin/webhooks/endpoints/${id}`, "admin"],
+    ["update webhook endpoint", "PATCH", (id) => `/admin/webhooks/endpoints/${id}`, "admin"],
+    ["delete webhook endpoint", "DELETE", (id) => `/admin/webhooks/endpoints/${id}`, "admin"],
+    ["rotate webhook secret", "POST", (id) => `/admin/webhooks/endpoints/${id}/rotate-secret`, "admin"],
+    ["webhook endpoint deliveries", "GET", (id) => `/admin/webhooks/endpoints/${id}/deliveries`, "admin"],
+    ["webhook delivery", "GET", (id) => `/admin/webhooks/deliveries/${id}`, "admin"],
+    ["test webhook endpoint", "POST", (id) => `/admin/webhooks/endpoints/${id}/test`, "admin"],
+    ["redeliver webhook delivery", "POST", (id) => `/admin/webhooks/deliveries/${id}/redeliver`, "admin"],
+    ["recover webhook endpoint", "POST", (id) => `/admin/webhooks/endpoints/${id}/recover`, "admin"],
+  ];
+  const ids = [
+    UNKNOWN,
+    "not-a-uuid",
+    "00000000-0000-4000-8000-00000000000g",
+    `${UNKNOWN}0`,
+    encodeURIComponent(`${UNKNOWN}' OR '1'='1`),
+    "%00",
+    encodeURIComponent("../admin/stats"),
+    "x".repeat(3000),
+    "*",
+  ];
+  return idRoutes.flatMap(([name, method, path, auth]) =>
+    ids.map((id) => ({
+      name: `${name}: id ${id.slice(0, 40)}`,
+      method,
+      path: path(id),
+      auth,
+      ...(method === "PATCH"
+        ? { body: path(id).startsWith("/admin") ? { enabled: false } : { title: "t" } }
+        : {}),
+    })),
+  );
+}
+
+function queryCases(): Case[] {
+  const cases: Case[] = [];
+  const q = (name: string, path: string, auth: Case["auth"], expectation: Case["expect"] = "4xx") =>
+    cases.push({ name, method: "GET", path, auth, expect: expectation });
+  const enc = encodeURIComponent;
+
+  // search
+  q("search: no q", "/notes/search", "tenant");
+  q("search: empty q", "/notes/search?q=", "tenant");
+  q("search: an unknown parameter", "/notes/search?q=x&colour=red", "tenant");
+  q("search: q over-long", `/notes/search?q=${"x".repeat(501)}`, "tenant");
+  q("search: q NUL", `/notes/search?q=${enc(NUL)}`, "tenant");
+  q("search: q repeated", "/notes/search?q=a&q=b", "tenant");
+  for (const [what, value] of Object.entries(CONTROL))
+    q(`search: q ${what}`, `/notes/search?q=${enc(value)}`, "tenant");
+  for (const limit of ["abc", "0", "-1", "1.5", "101", "99999999999999999999", "1e2", ""])
+    q(`search: limit ${limit}`, `/notes/search?q=x&limit=${limit}`, "tenant");
+  for (const s of SQLISH) {
+    q(`search: q ${s}`, `/notes/search?q=${enc(s)}`, "tenant", "filter");
+    q(`search: scope ${s}`, `/notes/search?q=x&scope=${enc(s)}`, "tenant");
+  }
+  // admin filters
+  q("admin events: an unknown parameter", "/admin/events?colour=red", "admin");
+  q("admin events: type over-long", `/admin/events?type=${"x".repeat(201)}`, "admin");
+  q("admin events: type NUL", `/admin/events?type=${enc(NUL)}`, "admin");
+  q("admin events: type CR/LF", `/admin/events?type=${enc("a\r\nb")}`, "admin");
+  for (const state of ["done", "POISONED", "poisoned' OR '1'='1", "*", "%", ""])
+    q(`admin events: state ${state}`, `/admin/events?state=${enc(state)}`, "admin");
+  for (const limit of ["abc", "0", "-5", "1001", "2.5", "1e3"]) {
+    q(`admin events: limit ${limit}`, `/admin/events?limit=${limit}`, "admin");
+    q(`admin alerts: limit ${limit}`, `/admin/alerts?limit=${limit}`, "admin");
+    q(`admin job failures: limit ${limit}`, `/admin/job-failures?limit=${limit}`, "admin");
+  }
+  for (const open of ["yes", "1", "TRUE", "' OR 1=1", ""])
+    q(`admin alerts: open ${open}`, `/admin/alerts?open=${enc(open)}`, "admin");
+  q("admin alerts: an unknown parameter", "/admin/alerts?kind=x", "admin");
+  q("admin job failures: an unknown parameter", "/admin/job-failures?subscription=x", "admin");
+  // dashboard page filters
+  for (const [name, path] of [
+    ["dashboard events", "/dashboard/events?"],
+    ["dashboard alerts", "/dashboard/alerts?"],
+    ["dashboard poisoned", "/dashboard/poisoned?"],
+  ]) {
+    // Pages, like any web page, ignore parameters they do not know; bad values of known ones are errors.
+    q(`${name}: NUL`, `${path}type=${enc(NUL)}`, "basic");
+  }
+  // webhook listings
+  for (const [name, path] of [
+    ["webhook endpoints", "/admin/webhooks/endpoints?"],
+    ["webhook deliveries", `/admin/webhooks/endpoints/${UNKNOWN}/deliveries?`],
+  ]) {
+    q(`${name}: an unknown parameter`, `${path}colour=red`, "admin");
+    for (const limit of ["abc", "0", "-5", "201", "2.5"])
+      q(`${name}: limit ${limit}`, `${path}limit=${limit}`, "admin");
+    for (const cursor of ["x", "' OR 1=1", enc(NUL), btoa("2020|x"), "%"])
+      q(`${name}: cursor ${cursor}`, `${path}cursor=${cursor}`, "admin");
+  }
+  q("webhook endpoints: scope NUL", `/admin/webhooks/endpoints?scope=${enc(NUL)}`, "admin");
+  q("webhook endpoints: scope CR/LF", `/admin/webhooks/endpoints?scope=${enc("a\r\nb")}`, "admin");
+  q("webhook endpoints: scope over-long", `/admin/webhooks/endpoints?scope=${"x".repeat(129)}`, "admin");
+  for (const s of SQLISH)
+    q(`webhook endpoints: scope ${s}`, `/admin/webhooks/endpoints?scope=${enc(s)}`, "admin", "filter");
+  for (const status of ["done", "' OR 1=1", "*", ""])
+    q(
+      `webhook deliveries: status ${status}`,
+      `/admin/webhooks/endpoints/${UNKNOWN}/deliveries?status=${enc(status)}`,
+      "admin",
+    );
+  // `*` is the documented glob for "every type"; LIKE's own wildcards and SQL are literal text.
+  for (const s of SQLISH.filter((v) => !v.includes("*")))
+    q(`admin events: type ${s}`, `/admin/events?type=${enc(s)}`, "admin", "filter");
+  q(
+    "admin events: type corpus_note_created (LIKE's _ is literal)",
+    "/admin/events?type=corpus_note_created",
+    "admin",
+    "filter",
+  );
+  return cases;
+}
+
+function otherCases(): Case[] {
+  const cases: Case[] = [];
+  // Methods no route takes.
+  const wrong: [string, string, Case["auth"]][] = [
+    ["PUT", "/notes", "tenant"],
+    ["GET", "/notes", "tenant"],
+    ["DELETE", "/notes/search", "tenant"],
+    ["GET", "/notes/import", "tenant"],
+    ["PUT", `/notes/${UNKNOWN}`, "tenant"],
+    ["POST", `/notes/${UNKNOWN}`, "tenant"],
+    ["GET", "/suppliers", "tenant"],
+    ["PATCH", `/suppliers/${UNKNOWN}`, "tenant"],
+    ["GET", `/suppliers/${UNKNOWN}/connect`, "tenant"],
+    ["DELETE", `/events/${UNKNOWN}`, "tenant"],
+    ["POST", "/healthz", "none"],
+    ["DELETE", "/admin/stats", "admin"],
+    ["GET", "/admin/events/requeue", "admin"],
+    ["PUT", "/admin/api-keys", "admin"],
+    ["GET", "/jobs/notify.mail", "none"],
+    ["GET", "/jobs/_failed", "none"],
+    ["PUT", "/dashboard", "basic"],
+    ["GET", "/dashboard/poisoned/requeue", "basic"],
+    ["DELETE", "/dashboard/alerts", "basic"],
+  ];
+  for (const [method, path, auth] of wrong)
+    cases.push({ name: `wrong method: ${method} ${path}`, method, path, auth });
+
+  // The dashboard's requeue form.
+  const form = (name: string, body: string, type = "application/x-www-form-urlencoded") =>
+    cases.push({
+      name: `dashboard requeue: ${name}`,
+      method: "POST",
+      path: "/dashboard/poisoned/requeue",
+      auth: "basic",
+      headers: { "content-type": type, origin: "http://worker.test" },
+      body,
+    });
+  form("no id", "");
+  form("a malformed id", "id=nope");
+  form("an SQL-looking id", `id=${encodeURIComponent("' OR '1'='1")}`);
+  form("a NUL id", "id=%00");
+  form("an unknown field", `id=${UNKNOWN}&x=1`);
+  form("a fingerprint over-long", `id=${UNKNOWN}&fingerprint=${"x".repeat(401)}`);
+  form("a JSON body", JSON.stringify({ id: UNKNOWN }), "application/json");
+  form("an oversized body", `id=${"x".repeat(2 * MB)}`);
+  cases.push({
+    name: "dashboard requeue: cross-site",
+    method: "POST",
+    path: "/dashboard/poisoned/requeue",
+    auth: "basic",
+    headers: { "content-type": "application/x-www-form-urlencoded", origin: "https://evil.example" },
+    body: `id=${UNKNOWN}`,
+  });
+
+  // Job routes: unsigned, wrongly signed, and signed but malformed (489 is QStash's 4xx).
+  for (const path of ["/jobs/notify.mail", "/jobs/corpus.index", "/jobs/_failed", "/jobs/no.such"]) {
+    cases.push({ name: `${path}: unsigned`, method: "POST", path, auth: "none", body: "{}" });
+    cases.push({
+      name: `${path}: a forged signature`,
+      method: "POST",
+      path,
+      auth: "none",
+      body: "{}",
+      headers: { "upstash-signature": "a.b.c" },
+    });
+    cases.push({
+      name: `${path}: unsigned, bad Prefer`,
+      method: "POST",
+      path,
+      auth: "none",
+      body: "{}",
+      headers: { prefer: "wait=soon" },
+    });
+    cases.push({
+      name: `${path}: oversized, chunked`,
+      method: "POST",
+      path,
+      auth: "none",
+      body: chunked("x".repeat(4 * MB)),
+      headers: { "upstash-signature": "a.b.c" },
+    });
+    for (const body of [
+      "{not json",
+      "[]",
+      '{"subscription":1}',
+      JSON.stringify({ subscription: "notify.mail", event: { id: "x" } }),
+      "\u0000",
+      "",
+    ]) {
+      cases.push({
+        name: `${path}: signed ${JSON.stringify(body).slice(0, 40)}`,
+        method: "POST",
+        path,
+        auth: "none",
+        body,
+        headers: { "upstash-signature": "SIGN" },
+      });
+    }
+  }
+  // Authorization headers that are not what each route takes.
+  for (const header of [
+    "Bearer",
+    "Bearer ",
+    "Basic YTpi",
+    "bearer a b",
+    `Bearer ${"k".repeat(5000)}`,
+    "Bearer eo_\u00e9",
+  ]) {
+    cases.push({
+      name: `notes with Authorization ${JSON.stringify(header.slice(0, 20))}`,
+      method: "GET",
+      path: `/notes/${UNKNOWN}`,
+      auth: "none",
+      headers: { authorization: header },
+    });
+    cases.push({
+      name: `admin with Authorization ${JSON.stringify(header.slice(0, 20))}`,
+      method: "GET",
+      path: "/admin/stats",
+      auth: "none",
+      headers: { authorization: header },
+    });
+  }
+  return cases;
+}
+
+const cases: Case[] = [...jsonRoutes.flatMap(jsonCases), ...idCases(), ...queryCases(), ...otherCases()];
+
+// ---- running them ------------------------------------------------------------
+
+async function send(c: Case) {
+  const headers = new Headers(c.headers);
+  if (c.auth === "tenant" && !headers.has("authorization")) headers.set("authorization", `Bearer ${key}`);
+  if (c.auth === "admin") headers.set("authorization", `Bearer ${env.ADMIN_TOKEN}`);
+  // The dashboard takes a signed session cookie (its login is tested in test/dashboard).
+  if (c.auth === "basic") headers.set("cookie", `${cookieName(true)}=${await signSession(env.ADMIN_TOKEN!)}`);
+  let body: BodyInit | undefined;
+  if (c.body instanceof ReadableStream) body = c.body;
+  else if (typeof c.body === "string") body = c.body;
+  else if (c.body !== undefined) body = JSON.stringify(c.body);
+  if (body !== undefined && !headers.has("content-type")) headers.set("content-type", "application/json");
+  if (headers.get("content-type") === "") headers.delete("content-type");
+  const path = typeof c.path === "function" ? c.path() : c.path;
+  if (headers.get("upstash-signature") === "SIGN" && typeof body === "string")
+    headers.set(
+      "upstash-signature",
+      signJwt({
+        key: env.QSTASH_CURRENT_SIGNING_KEY!,
+        url: `${env.PUBLIC_URL}${path}`,
+        body: Buffer.from(body),
+      }),
+    );
+  const { ctx, settled } = executionContext();
+  const init = { method: c.method, headers, body, duplex: "half" } as RequestInit;
+  const res = await app.request(`http://worker.test${path}`, init, env, ctx);
+  const text = await res.text();
+  await settled();
+  return { status: res.status, type: res.headers.get("content-type") ?? "", text };
+}
+
+async function rowCounts(): Promise<Record<string, number>> {
+  const { rows: tables } = await t.pool.query<{ name: string }>(
+    `SELECT quote_ident(table_name) AS name FROM information_schema.tables
+      WHERE table_schema = 'public' AND table_type = 'BASE TABLE' ORDER BY table_name`,
+  );
+  const counts: Record<string, number> = {};
+  for (const { name } of tables) {
+    const { rows } = await t.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${name}`);
+    counts[name] = rows[0]!.n;
+  }
+  return counts;
+}
+
+let before: Record<string, number>;
+
+beforeAll(async () => {
+  env = bindings({ DATABASE_URL: t.url });
+  key = await newApiKey(t.db, "bad-input");
+  await newApiKey(t.db, "someone-else");
+  // Some of everything, so a filter that matched too much would show it.
+  const [note] = (
+    await t.pool.query<{ id: string }>(
+      `INSERT INTO corpus_notes (title, body, scope) VALUES ('Seeded note', 'seeded body', 'bad-input') RETURNING id`,
+    )
+  ).rows;
+  seeded.noteId = note!.id;
+  const [event] = await eventsAbout(t.pool, seeded.noteId);
+  seeded.eventId = event!.id;
+  await refreshNoteIndex(t.db, { noteId: seeded.noteId, eventSeq: event!.seq });
+  const [supplier] = (
+    await t.pool.query<{ id: string }>(
+      `INSERT INTO suppliers (name, scope) VALUES ('Seeded Ltd', 'bad-input') RETURNING id`,
+    )
+  ).rows;
+  seeded.supplierId = supplier!.id;
+  await t.pool.query(
+    `INSERT INTO events (type, subject, scope, payload) VALUES ('supplier.created', $1, 'bad-input', '{}')`,
+    [seeded.supplierId],
+  );
+  before = await rowCounts();
+});
+
+describe(`bad input, every route (${cases.length} cases)`, () => {
+  it.each(cases.map((c) => [c.name, c] as const))("%s", async (_name, c) => {
+    const res = await send(c);
+    expect(res.status, res.text.slice(0, 300)).toBeLessThan(500);
+    if (c.expect === "filter" && res.status === 200) {
+      // Valid text that looks like SQL or a wildcard: it matched nothing.
+      const body = JSON.parse(res.text) as { hits?: unknown[]; events?: unknown[]; endpoints?: unknown[] };
+      expect(body.hits ?? body.events ?? body.endpoints).toEqual([]);
+      return;
+    }
+    // A dashboard form may answer by sending the browser back with a notice (303).
+    if (c.auth === "basic" && c.method === "POST" && res.status === 303) return;
+    expect(res.status, res.text.slice(0, 300)).toBeGreaterThanOrEqual(400);
+    // Dashboard pages answer people with an HTML error page; everything else with the envelope.
+    if (c.auth === "basic" && res.type.includes("text/html")) return;
+    expect(res.type).toContain("application/json");
+    expect(JSON.parse(res.text)).toEqual({
+      error: expect.objectContaining({
+        code: expect.any(String),
+        message: expect.any(String),
+        requestId: expect.any(String),
+      }),
+    });
+  });
+
+  it("left every table as it was", async () => {
+    expect(await rowCounts()).toEqual(before);
+  });
+});
