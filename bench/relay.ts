@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --quick] [--json <file>] [--reps <n>] [--only <phase,...>]`
+ * `npm run bench [-- --quick] [--json <file>] [--reps <n>] [--only <phase,...>] [--baseline <checkout>] [--variants <v,...>]`
  *
  * Measures the relay against the ceiling Postgres sets on this machine, in one run
  * (issue 5). Progress goes to stderr, the table to stdout, raw figures to --json.
@@ -8,6 +8,7 @@
  */
 import { writeFile } from "node:fs/promises";
 import { arch, cpus, platform, totalmem } from "node:os";
+import { resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { concurrency } from "./phases/concurrency.ts";
 import { dashboard } from "./phases/dashboard.ts";
@@ -30,6 +31,8 @@ const { values } = parseArgs({
     json: { type: "string" },
     reps: { type: "string", default: "3" },
     only: { type: "string" },
+    baseline: { type: "string" },
+    variants: { type: "string" },
   },
 });
 const reps = Number(values.reps);
@@ -45,7 +48,19 @@ const started = performance.now();
 const sizes = values.quick ? QUICK : FULL;
 const db = await openBenchDatabase();
 const qstash = await startDevServerProcess();
-const ctx: BenchContext = { db, qstash, sizes, reps, batchSize: 200 };
+// `--baseline <dir>`: a checkout of an earlier commit (with node_modules reachable
+// from it); its relay runs beside this one's in the throughput phase.
+const baselineOutbox = values.baseline ? resolve(values.baseline, "src/outbox/index.ts") : undefined;
+const ctx: BenchContext = {
+  db,
+  qstash,
+  sizes,
+  reps,
+  batchSize: 200,
+  ...(baselineOutbox ? { baselineOutbox } : {}),
+  // `--variants ceiling,bareCeiling`: only these throughput drains, for a short run.
+  ...(values.variants ? { variants: values.variants.split(",") } : {}),
+};
 log(`database ${db.server}, ${values.quick ? "quick" : "full"} sizes, ${reps} repetitions`);
 const { rows } = await db.admin.query<{ version: string; autovacuum: string }>(
   `SELECT current_setting('server_version') AS version, current_setting('autovacuum') AS autovacuum`,
@@ -93,6 +108,7 @@ if (values.json) {
     quick: values.quick,
     reps,
     sizes,
+    baseline: values.baseline ?? null,
     batchSize: ctx.batchSize,
     postgres: rows[0]?.version,
     autovacuum,

@@ -16,6 +16,8 @@ export interface Results {
 }
 
 export interface Target {
+  /** Stable identifier for scripts; `name` is for people. */
+  key: string;
   name: string;
   /** The measured value the target is judged on (a ratio, a count or milliseconds). */
   value: number;
@@ -28,8 +30,8 @@ export interface Target {
   ratioOfMedians?: number;
 }
 
-function target(name: string, value: number, kind: Target["kind"], limit: number): Target {
-  return { name, value, limit, kind, met: kind === "min" ? value >= limit : value <= limit };
+function target(key: string, name: string, value: number, kind: Target["kind"], limit: number): Target {
+  return { key, name, value, limit, kind, met: kind === "min" ? value >= limit : value <= limit };
 }
 
 /**
@@ -39,6 +41,7 @@ function target(name: string, value: number, kind: Target["kind"], limit: number
  * repetition to the next) mostly cancels out; the ratio of medians is kept beside it.
  */
 function pairedTarget(
+  key: string,
   name: string,
   numerator: Summary,
   denominator: Summary,
@@ -47,7 +50,7 @@ function pairedTarget(
 ): Target {
   const perRepetition = summarize(numerator.runs.map((x, i) => x / denominator.runs[i]!));
   return {
-    ...target(name, perRepetition.median, kind, limit),
+    ...target(key, name, perRepetition.median, kind, limit),
     perRepetition,
     ratioOfMedians: numerator.median / denominator.median,
   };
@@ -58,34 +61,129 @@ export function targets(r: Results): Target[] {
   const out: Target[] = [];
   const t = r.throughput;
   if (t) {
-    const ceiling = t.ceiling.eventsPerSecond;
-    out.push(pairedTarget("relay (null publisher) / ceiling", t.null.eventsPerSecond, ceiling, "min", 0.7));
-    out.push(
-      pairedTarget("relay via QStash dev server / ceiling", t.qstash.eventsPerSecond, ceiling, "min", 0.3),
+    // Each ratio only when both of its variants ran (`--variants` may choose some).
+    const paired = (
+      key: string,
+      name: string,
+      num: Summary | undefined,
+      den: Summary | undefined,
+      kind: Target["kind"],
+      limit: number,
+    ) => {
+      if (num && den) out.push(pairedTarget(key, name, num, den, kind, limit));
+    };
+    const eps = (v: keyof ThroughputResult) => t[v]?.eventsPerSecond;
+    const cpu = (v: keyof ThroughputResult) => t[v]?.cpuMsPer1000Events;
+    paired(
+      "schemaOverBareCeiling",
+      "ceiling: today's schema / bare table",
+      eps("ceiling"),
+      eps("bareCeiling"),
+      "min",
+      0.9,
+    );
+    paired(
+      "timeOrderedIdsOverBareCeiling",
+      "ceiling: schema with time-ordered (v7) ids / bare table",
+      eps("ceilingTimeOrderedIds"),
+      eps("bareCeiling"),
+      "min",
+      0.9,
+    );
+    paired(
+      "nullRelayOverCeiling",
+      "relay (null publisher) / ceiling",
+      eps("null"),
+      eps("ceiling"),
+      "min",
+      0.8,
+    );
+    paired(
+      "devServerRelayOverCeiling",
+      "relay via QStash dev server / ceiling",
+      eps("qstash"),
+      eps("ceiling"),
+      "min",
+      0.3,
+    );
+    paired(
+      "nullRelayOverBefore",
+      "relay (null publisher): now / --baseline",
+      eps("null"),
+      eps("nullBefore"),
+      "min",
+      1,
+    );
+    paired(
+      "nullCpuOverBefore",
+      "CPU per 1,000 events, null publisher: now / --baseline",
+      cpu("null"),
+      cpu("nullBefore"),
+      "max",
+      0.5,
+    );
+    paired(
+      "devServerCpuOverBefore",
+      "CPU per 1,000 events, via dev server: now / --baseline",
+      cpu("qstash"),
+      cpu("qstashBefore"),
+      "max",
+      0.5,
     );
   }
   const c = r.concurrency;
   if (c) {
-    out.push(pairedTarget("4 relays / 1 relay", c.eventsPerSecond[4]!, c.eventsPerSecond[1]!, "min", 0.9));
-    out.push(target("(event, subscription) published twice", c.duplicates + c.incompleteFanout, "max", 0));
+    out.push(
+      pairedTarget(
+        "fourRelaysOverOne",
+        "4 relays / 1 relay",
+        c.eventsPerSecond[4]!,
+        c.eventsPerSecond[1]!,
+        "min",
+        0.9,
+      ),
+    );
+    out.push(
+      target(
+        "duplicateFanouts",
+        "(event, subscription) published twice",
+        c.duplicates + c.incompleteFanout,
+        "max",
+        0,
+      ),
+    );
   }
   const h = r.history;
   if (h) {
     // Not paired in time (the history is built between the two), so the ratio of medians.
     out.push(
       target(
+        "claimWithHistoryOverEmpty",
         "claim p50, with history / without",
         h.claimWithHistory.p50.median / h.claimEmpty.p50.median,
         "max",
         1.5,
       ),
     );
-    out.push(pairedTarget("pass at 75% drained / at start", h.latePassMs, h.earlyPassMs, "max", 1.5));
+    out.push(
+      pairedTarget(
+        "latePassOverEarly",
+        "pass at 75% drained / at start",
+        h.latePassMs,
+        h.earlyPassMs,
+        "max",
+        1.5,
+      ),
+    );
   }
-  if (r.roundTrips) out.push(target("round trips per pass (max)", r.roundTrips.max, "max", 3));
-  if (r.latency) out.push(target("commit → published p99 (ms)", r.latency.p99.median, "max", 50));
+  if (r.roundTrips)
+    out.push(target("roundTripsPerPass", "round trips per pass (max)", r.roundTrips.max, "max", 3));
+  if (r.latency)
+    out.push(
+      target("commitToPublishedP99Ms", "commit → published p99 (ms)", r.latency.p99.median, "max", 50),
+    );
   for (const c of r.dashboard?.cases ?? [])
-    out.push(target(`events page: ${c.name} (ms)`, c.ms.median, "max", 50));
+    out.push(target(`eventsPage:${c.name}`, `events page: ${c.name} (ms)`, c.ms.median, "max", 50));
   return out;
 }
 
@@ -106,10 +204,17 @@ export function table(r: Results, meta: { reps: number; note?: string }): string
   const t = r.throughput;
   if (t) {
     section("throughput, one connection (events/s)");
-    rows.push(row("1. ceiling: plain SQL claim+mark", t.ceiling.eventsPerSecond, n0));
-    rows.push(row("2. relay, null publisher", t.null.eventsPerSecond, n0));
-    rows.push(row("3. relay via @upstash/qstash → dev server", t.qstash.eventsPerSecond, n0));
-    rows.push(row("   jobs/s via dev server", t.qstash.jobsPerSecond, n0));
+    const add = (name: string, v: Summary | undefined, fmt: (x: number) => string) => {
+      if (v) rows.push(row(name, v, fmt));
+    };
+    add("1. ceiling: plain SQL claim+mark", t.ceiling?.eventsPerSecond, n0);
+    add("   same, time-ordered (v7) ids", t.ceilingTimeOrderedIds?.eventsPerSecond, n0);
+    add("   bare table (primary key + claim index)", t.bareCeiling?.eventsPerSecond, n0);
+    add("2. relay, null publisher", t.null?.eventsPerSecond, n0);
+    add("   same, --baseline checkout", t.nullBefore?.eventsPerSecond, n0);
+    add("3. relay via @upstash/qstash → dev server", t.qstash?.eventsPerSecond, n0);
+    add("   same, --baseline checkout", t.qstashBefore?.eventsPerSecond, n0);
+    add("   jobs/s via dev server", t.qstash?.jobsPerSecond, n0);
   }
   const c = r.concurrency;
   if (c) {
@@ -162,10 +267,19 @@ export function table(r: Results, meta: { reps: number; note?: string }): string
   }
   if (t) {
     section("relay process memory (MB)");
-    rows.push(row("8. peak RSS, null publisher", t.null.peakRssMB, n0));
-    rows.push(row("   peak RSS, via dev server", t.qstash.peakRssMB, n0));
-    rows.push(row("   peak heap used, via dev server", t.qstash.peakHeapMB, n0));
-    rows.push(row("   RSS before the first pass", t.qstash.baselineRssMB, n0));
+    const add = (name: string, v: Summary | undefined, fmt: (x: number) => string) => {
+      if (v) rows.push(row(name, v, fmt));
+    };
+    add("8. peak RSS, null publisher", t.null?.peakRssMB, n0);
+    add("   peak RSS, via dev server", t.qstash?.peakRssMB, n0);
+    add("   peak heap used, via dev server", t.qstash?.peakHeapMB, n0);
+    add("   RSS before the first pass", t.qstash?.baselineRssMB, n0);
+    section("relay process CPU (ms per 1,000 events, user + system)");
+    add("10. ceiling (client side of one SQL statement)", t.ceiling?.cpuMsPer1000Events, n1);
+    add("    relay, null publisher", t.null?.cpuMsPer1000Events, n1);
+    add("    same, --baseline checkout", t.nullBefore?.cpuMsPer1000Events, n1);
+    add("    relay via dev server", t.qstash?.cpuMsPer1000Events, n1);
+    add("    same, --baseline checkout", t.qstashBefore?.cpuMsPer1000Events, n1);
   }
   const d = r.dashboard;
   if (d) {

@@ -3,9 +3,17 @@ import { fileURLToPath } from "node:url";
 
 export interface RelayProcessInput {
   url: string;
+  /**
+   * `ceiling`: the plain-SQL claim+mark on `table`; `null` / `qstash`: the relay
+   * with the null publisher or through @upstash/qstash.
+   */
   mode: "ceiling" | "null" | "qstash";
   batchSize: number;
   qstash?: { url: string; token: string };
+  /** The ceiling's table: `events` unless the bare ceiling's. */
+  table?: string;
+  /** Absolute path of another checkout's src/outbox/index.ts: the "before" of a before/after in one run. */
+  outbox?: string;
 }
 
 export interface RelayProcessOutput {
@@ -21,6 +29,8 @@ export interface RelayProcessOutput {
   baselineHeapBytes: number;
   /** Highest V8 heapUsed seen, sampled every 50 ms. */
   peakHeapBytes: number;
+  /** CPU time of the process during the drain (process.cpuUsage: user + system), in microseconds. */
+  cpuMicros: number;
 }
 
 const here = (file: string) => fileURLToPath(new URL(file, import.meta.url));

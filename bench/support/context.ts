@@ -43,4 +43,8 @@ export interface BenchContext {
   sizes: Sizes;
   reps: number;
   batchSize: number;
+  /** `--baseline`: another checkout's src/outbox/index.ts, run beside this one's relay. */
+  baselineOutbox?: string;
+  /** Only these throughput variants (all by default); the targets that need others are left out. */
+  variants?: string[];
 }

@@ -1,6 +1,7 @@
 import pg from "pg";
 import { migrateDatabase, startEmbeddedPostgres, withDatabase } from "../../src/node/postgres.ts";
 import type { SqlClient, SqlPool } from "../../src/outbox/index.ts";
+import { BARE_TABLE } from "./ceiling.ts";
 import { log } from "./progress.ts";
 
 export interface BenchDatabase {
@@ -66,11 +67,23 @@ async function adminQuery(url: string, sql: string): Promise<void> {
 
 /** Empties the outbox and clears any backoff, so every repetition starts from the same state. */
 export async function resetOutbox(admin: pg.Pool): Promise<void> {
-  await admin.query(`TRUNCATE events, outbox_alerts, corpus_notes, suppliers RESTART IDENTITY`);
+  const bare = await admin.query(`SELECT to_regclass('${BARE_TABLE}') IS NOT NULL AS present`);
+  const extra = (bare.rows[0] as { present: boolean }).present ? `, ${BARE_TABLE}` : "";
+  await admin.query(`TRUNCATE events, outbox_alerts, corpus_notes, suppliers${extra} RESTART IDENTITY`);
   await admin.query(
     `UPDATE outbox_relay_state SET failures = 0, backoff_until = NULL, last_error = NULL, last_failure_at = NULL`,
   );
 }
+
+/**
+ * A UUIDv7 in SQL (PG 15 has no uuidv7()): the low 6 bytes of the millisecond
+ * clock over the first 6 bytes of a v4, whose version nibble 0100 becomes 0111 by
+ * setting bits 52 and 53 (set_bit counts from byte 0's low bit). The variant bits
+ * are already the RFC's.
+ */
+const UUID_V7_SQL = `encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid())
+  PLACING substring(int8send(floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint) FROM 3)
+  FROM 1 FOR 6), 52, 1), 53, 1), 'hex')::uuid`;
 
 /** Bytes of padding that make a seeded payload about 200 bytes of jsonb text. */
 export const PAYLOAD_PAD = 150;
@@ -83,14 +96,25 @@ export const PAYLOAD_PAD = 150;
 export async function seedBacklog(
   admin: pg.Pool,
   n: number,
-  options: { fanned?: boolean } = {},
+  options: {
+    fanned?: boolean;
+    /** Another table of the same shape (the bare ceiling's). */
+    table?: string;
+    /**
+     * `timeOrdered`: UUIDv7 ids (RFC 9562) built in the seed, to measure what
+     * time-ordered ids would do to the mark; otherwise the column default (v4).
+     */
+    ids?: "default" | "timeOrdered";
+  } = {},
 ): Promise<void> {
+  const table = options.table ?? "events";
+  const v7 = options.ids === "timeOrdered";
   const chunk = 100_000;
   for (let from = 0; from < n; from += chunk) {
     const to = Math.min(n, from + chunk);
     await admin.query(
-      `INSERT INTO events (type, subject, scope, payload, fanned_out_at, fanout)
-       SELECT 'bench.happened', 'subject-' || ((g - 1) / 4), 'tenant-' || (((g - 1) / 4) % 10),
+      `INSERT INTO ${table} (${v7 ? "id, " : ""}type, subject, scope, payload, fanned_out_at, fanout)
+       SELECT ${v7 ? `${UUID_V7_SQL}, ` : ""}'bench.happened', 'subject-' || ((g - 1) / 4), 'tenant-' || (((g - 1) / 4) % 10),
               jsonb_build_object('n', g, 'at', now(), 'pad', repeat('x', ${PAYLOAD_PAD})),
               ${options.fanned ? "now()" : "NULL"}, ${options.fanned ? `'{"mail":{"messageId":"msg_0"}}'::jsonb` : "NULL"}
          FROM generate_series(${from + 1}::bigint, ${to}::bigint) g`,
@@ -99,14 +123,14 @@ export async function seedBacklog(
 }
 
 /** A clean starting point: dead tuples from the previous repetition gone, statistics fresh. */
-export async function settle(admin: pg.Pool): Promise<void> {
-  await admin.query(`VACUUM ANALYZE events`);
+export async function settle(admin: pg.Pool, table = "events"): Promise<void> {
+  await admin.query(`VACUUM ANALYZE ${table}`);
   await admin.query(`CHECKPOINT`);
 }
 
-export async function unfanned(admin: pg.Pool): Promise<number> {
+export async function unfanned(admin: pg.Pool, table = "events"): Promise<number> {
   const { rows } = await admin.query<{ n: number }>(
-    `SELECT count(*)::int AS n FROM events WHERE fanned_out_at IS NULL AND poisoned_at IS NULL`,
+    `SELECT count(*)::int AS n FROM ${table} WHERE fanned_out_at IS NULL AND poisoned_at IS NULL`,
   );
   return rows[0]!.n;
 }

@@ -4,12 +4,15 @@
  * prints one JSON line. Spawned by child.ts; argv[2] is a RelayProcessInput.
  */
 import pg from "pg";
-import { createNullPublisher, createQStashPublisher, drain, type Publisher } from "../../src/outbox/index.ts";
+import type * as Outbox from "../../src/outbox/index.ts";
 import { ceilingSql } from "./ceiling.ts";
 import type { RelayProcessInput, RelayProcessOutput } from "./child.ts";
 import { PUBLIC_URL, benchSubscriptions } from "./subscriptions.ts";
 
 const input = JSON.parse(process.argv[2]!) as RelayProcessInput;
+const { createNullPublisher, createQStashPublisher, drain } = (await import(
+  input.outbox ?? "../../src/outbox/index.ts"
+)) as typeof Outbox;
 const pool = new pg.Pool({ connectionString: input.url, max: 1 });
 // Connect before the clock starts: connection set-up is not a pass's cost.
 (await pool.connect()).release();
@@ -29,9 +32,10 @@ const sampler = setInterval(sample, 50);
 let events = 0;
 let jobs = 0;
 let passes = 0;
+const cpuBefore = process.cpuUsage();
 const started = performance.now();
 if (input.mode === "ceiling") {
-  const sql = ceilingSql(input.batchSize);
+  const sql = ceilingSql(input.batchSize, input.table);
   const client = await pool.connect();
   try {
     for (;;) {
@@ -44,7 +48,7 @@ if (input.mode === "ceiling") {
     client.release();
   }
 } else {
-  const publisher: Publisher =
+  const publisher: Outbox.Publisher =
     input.mode === "qstash"
       ? createQStashPublisher({
           baseUrl: input.qstash!.url,
@@ -66,6 +70,7 @@ if (input.mode === "ceiling") {
   passes = result.passes;
 }
 const ms = performance.now() - started;
+const cpu = process.cpuUsage(cpuBefore);
 clearInterval(sampler);
 sample();
 await pool.end();
@@ -79,5 +84,6 @@ const output: RelayProcessOutput = {
   peakRssBytes: Math.max(peakRss, process.resourceUsage().maxRSS * 1024),
   baselineHeapBytes: baseline.heapUsed,
   peakHeapBytes: peakHeap,
+  cpuMicros: cpu.user + cpu.system,
 };
 process.stdout.write(`${JSON.stringify(output)}\n`);

@@ -20,6 +20,8 @@ export interface QStashPublisherOptions {
   deliveryParallelism?: number;
 }
 
+const JSON_HEADERS = { "Content-Type": "application/json" } as const;
+
 /** Where QStash delivers jobs: `<publicUrl>/jobs/<subscription>`. */
 export const JOBS_PATH = "/jobs";
 /** Where QStash reports a job that exhausted its retries; `_` keeps it apart from subscription names. */
@@ -62,10 +64,13 @@ export function createQStashPublisher(options: QStashPublisherOptions): Publishe
 
   async function publishChunk(chunk: Job[]): Promise<PublishedJob[]> {
     try {
-      const answers = await client.batchJSON(
+      // batch, not batchJSON: the planner already serialised each body (job.json),
+      // and batchJSON would stringify it again.
+      const answers = await client.batch(
         chunk.map((job) => ({
           url: jobUrl(options.publicUrl, job.subscription),
-          body: job.body,
+          body: job.json ?? JSON.stringify(job.body),
+          headers: JSON_HEADERS,
           deduplicationId: job.deduplicationId,
           failureCallback,
           flowControl,

@@ -6,6 +6,11 @@ export interface ClaimedEvent {
   subject: string;
   scope: string | null;
   payload: unknown;
+  /**
+   * The payload as JSON text, when the claim read it so: the relay embeds it in
+   * job bodies as is, and parses it only if a filter reads `payload`.
+   */
+  payloadJson?: string;
   createdAt: Date;
   attempts: number;
 }
@@ -58,6 +63,12 @@ export interface Job {
   /** `<event id>:<subscription>`: a replayed publish is dropped by QStash within its window. */
   deduplicationId: string;
   body: JobBody;
+  /**
+   * `body` serialised, exactly the bytes to send: the relay's planner builds it once
+   * (it sized it against the message limit), so publishers send it rather than
+   * stringify `body` again.
+   */
+  json?: string;
   retries?: number;
 }
 

@@ -191,3 +191,30 @@ describe("coalescing is opt-in per subscription", () => {
     expect(publisher.accepted.filter((j) => j.subscription === "supplier.index")).toHaveLength(2);
   });
 });
+
+describe("payloads travel as the text Postgres sent", () => {
+  it("filters read the parsed payload, and each job's bytes carry it unchanged, unicode and escapes included", async () => {
+    const payloads = [
+      { keep: true, text: 'quote " backslash \\ newline \n emoji 🎉 é' },
+      { keep: false, text: "dropped" },
+    ];
+    const { rows } = await t.pool.query<{ id: string }>(
+      `INSERT INTO events (type, subject, payload)
+       SELECT 'test.happened', 's-' || ord, p FROM unnest($1::jsonb[]) WITH ORDINALITY AS x(p, ord) ORDER BY ord
+       RETURNING id`,
+      [payloads.map((p) => JSON.stringify(p))],
+    );
+    const subscriptions = defineSubscriptions([
+      { name: "kept", types: ["*"], filter: (e) => (e.payload as { keep: boolean }).keep },
+    ]);
+    const publisher = new RecordingPublisher();
+
+    const pass = await runPass({ pool: t.pool, publisher, subscriptions });
+
+    expect(pass).toMatchObject({ fanned: 2, jobs: 1 });
+    const [job] = publisher.accepted;
+    expect(job!.body.event).toMatchObject({ id: rows[0]!.id, payload: payloads[0] });
+    // The bytes a publisher sends are the body it is handed, parsed back equal.
+    expect(JSON.parse(job!.json!)).toEqual(job!.body);
+  });
+});

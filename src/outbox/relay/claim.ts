@@ -1,5 +1,5 @@
 import { nowSql, positiveInt, results, type SqlClient } from "../sql.ts";
-import { eventFromRow, type ClaimedEvent, type DbClaimedEvent } from "../types.ts";
+import type { ClaimedEvent, DbClaimedEvent } from "../types.ts";
 import { dueSql } from "../state.ts";
 
 export interface RelayState {
@@ -41,20 +41,64 @@ export async function claim(client: SqlClient, limit: number, now: Date | undefi
     SELECT failures, backoff_until, coalesce(backoff_until > ${NOW}, false) AS backed_off
       FROM outbox_relay_state WHERE id = 1;
     ${claimSql(limit, now)};`);
-  const [, stateResult, claimResult] = results<[never, DbClaimState, DbClaimedEvent]>(raw);
+  const [, stateResult, claimResult] = results<[never, DbClaimState, DbClaimedRow]>(raw);
   const s = stateResult?.rows[0];
   const state: RelayState = s
     ? { failures: s.failures, backoffUntil: s.backoff_until, backedOff: s.backed_off }
     : // A database migrated without the seed row behaves as never failed.
       { failures: 0, backoffUntil: null, backedOff: false };
-  const events = (claimResult?.rows ?? []).map(eventFromRow);
+  const events = (claimResult?.rows ?? []).map(claimedFromRow);
   return { state, events };
+}
+
+/** The claim reads the payload as text: see claimedFromRow. */
+type DbClaimedRow = Omit<DbClaimedEvent, "payload"> & { payload_json: string };
+
+/**
+ * The payload stays the text Postgres sent: job bodies embed it as is (plan.ts),
+ * and it is parsed, once, only if a subscription's filter reads `payload`. A class,
+ * so every claimed event has one shape and the getter lives on the prototype.
+ */
+class ClaimedRow implements ClaimedEvent {
+  readonly seq: number;
+  readonly id: string;
+  readonly type: string;
+  readonly subject: string;
+  readonly scope: string | null;
+  readonly payloadJson: string;
+  readonly createdAt: Date;
+  readonly attempts: number;
+  #payload: unknown = undefined;
+  #parsed = false;
+
+  constructor(r: DbClaimedRow) {
+    this.seq = Number(r.seq);
+    this.id = r.id;
+    this.type = r.type;
+    this.subject = r.subject;
+    this.scope = r.scope;
+    this.payloadJson = r.payload_json;
+    this.createdAt = r.created_at;
+    this.attempts = r.attempts;
+  }
+
+  get payload(): unknown {
+    if (!this.#parsed) {
+      this.#payload = JSON.parse(this.payloadJson);
+      this.#parsed = true;
+    }
+    return this.#payload;
+  }
+}
+
+function claimedFromRow(r: DbClaimedRow): ClaimedEvent {
+  return new ClaimedRow(r);
 }
 
 /** The claim itself; exported so tests and the benchmark examine exactly what the relay runs. */
 export function claimSql(limit: number, now: Date | undefined): string {
   const NOW = nowSql(now);
-  return `SELECT seq, id, type, subject, scope, payload, created_at, attempts
+  return `SELECT seq, id, type, subject, scope, payload::text AS payload_json, created_at, attempts
       FROM events
      WHERE ${dueSql(NOW)}
        AND NOT EXISTS (SELECT 1 FROM outbox_relay_state WHERE backoff_until > ${NOW})

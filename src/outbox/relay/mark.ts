@@ -36,10 +36,27 @@ export async function markAndCommit(
   now: Date | undefined,
 ): Promise<MarkResult> {
   const NOW = nowSql(now);
+  // A batch where every row published (the usual case) sends only the fanned rows'
+  // seq and fanout, and a statement without the failure branch: no per-row error
+  // column to read, no second join over the input, no alert insert to plan.
+  const anyFailed = outcomes.some((o) => o.error !== undefined);
   const input = literal(
-    JSON.stringify(outcomes.map((o) => ({ seq: o.seq, fanout: o.fanout ?? null, error: o.error ?? null }))),
+    JSON.stringify(
+      anyFailed
+        ? outcomes.map((o) => ({ seq: o.seq, fanout: o.fanout ?? null, error: o.error ?? null }))
+        : outcomes.map((o) => ({ seq: o.seq, fanout: o.fanout ?? null })),
+    ),
   );
-  const raw = await client.query(`
+  const fannedOnly = `
+    WITH fanned AS (
+      UPDATE events e
+         SET fanned_out_at = ${NOW}, fanout = i.fanout
+        FROM jsonb_to_recordset(${input}::jsonb) AS i(seq bigint, fanout jsonb)
+       WHERE e.seq = i.seq
+      RETURNING e.seq
+    )
+    SELECT (SELECT count(*) FROM fanned)::int AS fanned, 0 AS failed, '[]'::jsonb AS poisoned;`;
+  const withFailures = `
     WITH input AS (
       SELECT * FROM jsonb_to_recordset(${input}::jsonb) AS x(seq bigint, fanout jsonb, error text)
     ), fanned AS (
@@ -68,7 +85,8 @@ export async function markAndCommit(
     )
     SELECT (SELECT count(*) FROM fanned)::int AS fanned,
            (SELECT count(*) FROM failed)::int AS failed,
-           coalesce((SELECT jsonb_agg(event_id) FROM alerted), '[]'::jsonb) AS poisoned;
+           coalesce((SELECT jsonb_agg(event_id) FROM alerted), '[]'::jsonb) AS poisoned;`;
+  const raw = await client.query(`${anyFailed ? withFailures : fannedOnly}
     ${stateSql};
     COMMIT;`);
   const [counts, state] = results<[{ fanned: number; failed: number; poisoned: string[] }, DbBackoff]>(raw);

@@ -65,6 +65,7 @@ export async function runPass(options: RelayOptions): Promise<PassResult> {
     destroy = true;
   };
   client.on?.("error", onError);
+  let passTimer: ReturnType<typeof setTimeout> | undefined;
   try {
     const { state, events } = await claim(client, batchSize, options.now);
     if (events.length === 0) {
@@ -74,8 +75,13 @@ export async function runPass(options: RelayOptions): Promise<PassResult> {
         backedOffUntil: state.backedOff ? state.backoffUntil : null,
       };
     }
-    const deadline = AbortSignal.timeout(options.passTimeoutMs ?? RELAY_POLICY.passTimeoutMs);
-    const publish = (jobs: Job[]) => publishBounded(options, jobs, deadline);
+    // A timer cleared when the pass ends, not AbortSignal.timeout: those stay armed
+    // (and keep their signals, and AbortSignal.any's, alive) for the whole minute
+    // after a 10 ms pass, which a profile of a long drain showed as garbage
+    // collection work growing with every pass.
+    const deadline = timeoutController(options.passTimeoutMs ?? RELAY_POLICY.passTimeoutMs);
+    passTimer = deadline.timer;
+    const publish = (jobs: Job[]) => publishBounded(options, jobs, deadline.signal);
     const full = events.length === batchSize;
     return state.failures === 0
       ? await batchPass(client, options, events, publish, full)
@@ -87,6 +93,7 @@ export async function runPass(options: RelayOptions): Promise<PassResult> {
     await client.query("ROLLBACK").catch(() => undefined);
     throw error;
   } finally {
+    clearTimeout(passTimer);
     client.off?.("error", onError);
     client.release(destroy);
   }
@@ -211,17 +218,40 @@ async function publishBounded(
   jobs: Job[],
   deadline: AbortSignal,
 ): Promise<PublishedJob[]> {
-  const signal = AbortSignal.any([
-    deadline,
-    AbortSignal.timeout(options.publishTimeoutMs ?? RELAY_POLICY.publishTimeoutMs),
-  ]);
-  // Raced here so a publisher that ignores its signal still cannot hold the pass
-  // (and its row locks) open: whatever it sends later is deduplicated on replay.
-  const published = await raceAbort(options.publisher.publish(jobs, signal), signal);
+  // One controller aborted by whichever comes first, the pass's deadline or this
+  // request's own timeout; both listeners and the timer go when the request ends.
+  const bounded = timeoutController(options.publishTimeoutMs ?? RELAY_POLICY.publishTimeoutMs);
+  const onDeadline = () => bounded.controller.abort(deadline.reason);
+  if (deadline.aborted) onDeadline();
+  else deadline.addEventListener("abort", onDeadline, { once: true });
+  const signal = bounded.signal;
+  let published: PublishedJob[];
+  try {
+    // Raced here so a publisher that ignores its signal still cannot hold the pass
+    // (and its row locks) open: whatever it sends later is deduplicated on replay.
+    published = await raceAbort(options.publisher.publish(jobs, signal), signal);
+  } finally {
+    clearTimeout(bounded.timer);
+    deadline.removeEventListener("abort", onDeadline);
+  }
   if (published.length !== jobs.length) {
     throw new Error(`publisher answered ${published.length} results for ${jobs.length} jobs`);
   }
   return published;
+}
+
+/** Like AbortSignal.timeout (same TimeoutError reason), but its timer can be cleared. */
+function timeoutController(ms: number): {
+  controller: AbortController;
+  signal: AbortSignal;
+  timer: ReturnType<typeof setTimeout>;
+} {
+  const controller = new AbortController();
+  const timer = setTimeout(
+    () => controller.abort(new DOMException(`signal timed out after ${ms} ms`, "TimeoutError")),
+    ms,
+  );
+  return { controller, signal: controller.signal, timer };
 }
 
 function emptyResult(mode: PassResult["mode"]): PassResult {

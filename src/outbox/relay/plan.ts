@@ -33,15 +33,19 @@ export function planBatch(
   options: PlanOptions,
 ): RowPlan[] {
   const plans = events.map((event) => matchRow(event, subscriptions));
+  // Each event's part of its job bodies, serialised once for all its jobs.
+  const eventJson = new Map<RowPlan, string>();
 
   // First every row's own jobs, sized on their own: a row that cannot publish is
   // decided before coalescing, so no event is ever folded into a job that is dropped.
   for (const plan of plans) {
     if (plan.error) continue;
+    const json = serialiseEvent(plan.event);
+    eventJson.set(plan, json);
     plan.jobs = subscriptions
       .filter((sub) => plan.matched.has(sub.name))
-      .map((sub) => job(sub, plan.event, []));
-    const tooLarge = plan.jobs.find((j) => bytes(j) > options.maxJobBytes);
+      .map((sub) => job(sub, plan.event, json, []));
+    const tooLarge = plan.jobs.find((j) => tooBig(j.json!, options.maxJobBytes));
     if (tooLarge) {
       plan.error = errorMessage(
         new EventError(
@@ -70,13 +74,15 @@ export function planBatch(
       const latest = group[group.length - 1]!;
       const earlier = group.slice(0, -1);
       const latestJob = latest.jobs.find((j) => j.subscription === sub.name)!;
-      const coalesced = {
-        ...latestJob,
-        body: { ...latestJob.body, coalesced: earlier.map((p) => p.event.id) },
-      };
+      const coalesced = job(
+        sub,
+        latest.event,
+        eventJson.get(latest)!,
+        earlier.map((p) => p.event.id),
+      );
       // Naming the covered ids makes the job larger; if it no longer fits, every
       // event keeps its own job (each was checked to fit) rather than one failing for all.
-      if (bytes(coalesced) > options.maxJobBytes) continue;
+      if (tooBig(coalesced.json!, options.maxJobBytes)) continue;
       latest.jobs = latest.jobs.map((j) => (j === latestJob ? coalesced : j));
       for (const plan of earlier) {
         plan.jobs = plan.jobs.filter((j) => j.subscription !== sub.name);
@@ -108,28 +114,54 @@ function matchRow(
   return plan;
 }
 
-function job(sub: Subscription, event: ClaimedEvent, coalesced: string[]): Job {
-  const body: JobBody = {
-    subscription: sub.name,
-    event: {
-      id: event.id,
-      seq: event.seq,
-      type: event.type,
-      subject: event.subject,
-      scope: event.scope,
-      payload: event.payload,
-      createdAt: event.createdAt.toISOString(),
-    },
-    coalesced,
-  };
-  return {
-    subscription: sub.name,
-    deduplicationId: `${event.id}:${sub.name}`,
-    body,
-    ...(sub.retries === undefined ? {} : { retries: sub.retries }),
-  };
+/**
+ * The job's body is serialised here, once, by concatenation around the event's
+ * part; `body` is parsed back only if someone reads it (tests, custom publishers).
+ * The key order is JobBody's, as JSON.stringify(body) would give.
+ */
+function job(sub: Subscription, event: ClaimedEvent, eventJson: string, coalesced: string[]): Job {
+  const json = `{"subscription":${JSON.stringify(sub.name)},"event":${eventJson},"coalesced":${JSON.stringify(coalesced)}}`;
+  return new PlannedJob(sub.name, `${event.id}:${sub.name}`, json, sub.retries);
 }
 
-function bytes(job: Job): number {
-  return encoder.encode(JSON.stringify(job.body)).length;
+class PlannedJob implements Job {
+  #body: JobBody | undefined;
+  readonly retries?: number;
+
+  constructor(
+    readonly subscription: string,
+    readonly deduplicationId: string,
+    readonly json: string,
+    retries: number | undefined,
+  ) {
+    if (retries !== undefined) this.retries = retries;
+  }
+
+  get body(): JobBody {
+    return (this.#body ??= JSON.parse(this.json) as JobBody);
+  }
+}
+
+/**
+ * The event as it appears in every job body. The payload goes in as the text the
+ * claim read (jsonb's own output, valid JSON), so it is neither parsed nor
+ * stringified on the way through.
+ */
+function serialiseEvent(event: ClaimedEvent): string {
+  const { id, seq, type, subject, scope, payloadJson } = event;
+  const createdAt = event.createdAt.toISOString();
+  if (payloadJson === undefined) {
+    return JSON.stringify({ id, seq, type, subject, scope, payload: event.payload, createdAt });
+  }
+  const head = JSON.stringify({ id, seq, type, subject, scope });
+  return `${head.slice(0, -1)},"payload":${payloadJson},"createdAt":"${createdAt}"}`;
+}
+
+/**
+ * UTF-8 takes at most 3 bytes per UTF-16 code unit, so a body whose length is a
+ * third of the limit cannot exceed it and is not encoded to be counted.
+ */
+function tooBig(json: string, maxBytes: number): boolean {
+  if (json.length * 3 <= maxBytes) return false;
+  return encoder.encode(json).length > maxBytes;
 }
