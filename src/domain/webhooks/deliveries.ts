@@ -1,10 +1,10 @@
-import { and, asc, desc, eq, sql, type SQL } from "drizzle-orm";
+import { and, asc, desc, eq, type SQL } from "drizzle-orm";
 import type { Db } from "../db.ts";
 import { NotFoundError } from "../errors.ts";
 import { webhookAttempts, webhookDeliveries, type WebhookDeliveryStatus } from "../schema.ts";
 import { findEndpointRow } from "./get.ts";
-import { cursorAt } from "./list.ts";
-import { attemptView, deliveryView, encodeCursor, type Cursor } from "./schemas.ts";
+import { cursorAt, keysetPage, olderThan } from "./keyset.ts";
+import { attemptView, deliveryView, type Cursor } from "./schemas.ts";
 
 export interface ListDeliveriesOptions {
   status?: WebhookDeliveryStatus;
@@ -22,23 +22,15 @@ export async function listDeliveries(db: Db, endpointId: string, options: ListDe
   const t = webhookDeliveries;
   const where: SQL[] = [eq(t.endpointId, endpointId)];
   if (options.status) where.push(eq(t.status, options.status));
-  if (options.cursor) {
-    where.push(
-      sql`(${t.createdAt}, ${t.id}) < (${options.cursor.at}::timestamptz, ${options.cursor.id}::uuid)`,
-    );
-  }
+  if (options.cursor) where.push(olderThan(t.createdAt, t.id, options.cursor));
   const rows = await db
     .select({ row: t, at: cursorAt(t.createdAt) })
     .from(t)
     .where(and(...where))
     .orderBy(desc(t.createdAt), desc(t.id))
     .limit(options.limit + 1);
-  const page = rows.slice(0, options.limit);
-  const last = page.at(-1);
-  return {
-    deliveries: page.map((r) => deliveryView(r.row)),
-    nextCursor: rows.length > options.limit && last ? encodeCursor({ at: last.at, id: last.row.id }) : null,
-  };
+  const { items, nextCursor } = keysetPage(rows, options.limit, deliveryView);
+  return { deliveries: items, nextCursor };
 }
 
 /** One delivery with the exact body that is signed and POSTed, and every attempt, oldest first. */
