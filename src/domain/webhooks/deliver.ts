@@ -220,15 +220,16 @@ export function classify(error: unknown): AttemptError {
   return "network";
 }
 
-function attemptValues(deliveryId: string, a: Attempt) {
-  return sql`(${deliveryId}, ${a.durationMs}, ${a.status}, ${a.error}, ${JSON.stringify(a.headers)}::jsonb, ${a.body})`;
+/** The attempt-log row every outcome writes first, as a CTE body of its one statement. */
+function insertAttempt(deliveryId: string, a: Attempt) {
+  return sql`INSERT INTO webhook_attempts (delivery_id, duration_ms, status, error, response_headers, response_body)
+      VALUES (${deliveryId}, ${a.durationMs}, ${a.status}, ${a.error}, ${JSON.stringify(a.headers)}::jsonb, ${a.body})`;
 }
 
 async function recordDelivered(db: Db, d: Leased, a: Attempt): Promise<void> {
   await db.execute(sql`
     WITH attempt AS (
-      INSERT INTO webhook_attempts (delivery_id, duration_ms, status, error, response_headers, response_body)
-      VALUES ${attemptValues(d.id, a)}
+      ${insertAttempt(d.id, a)}
     ), delivery AS (
       UPDATE webhook_deliveries
          SET status = 'delivered', delivered_at = now(), lease_until = NULL, next_attempt_at = NULL, last_error = NULL
@@ -241,8 +242,7 @@ async function recordGone(db: Db, d: Leased, a: Attempt): Promise<void> {
   const reason = "endpoint answered 410 Gone";
   await db.execute(sql`
     WITH attempt AS (
-      INSERT INTO webhook_attempts (delivery_id, duration_ms, status, error, response_headers, response_body)
-      VALUES ${attemptValues(d.id, a)}
+      ${insertAttempt(d.id, a)}
     ), delivery AS (
       UPDATE webhook_deliveries
          SET status = 'failed', failed_at = now(), lease_until = NULL, next_attempt_at = NULL, last_error = ${reason}
@@ -269,8 +269,7 @@ async function recordRetry(
 ): Promise<void> {
   await db.execute(sql`
     WITH attempt AS (
-      INSERT INTO webhook_attempts (delivery_id, duration_ms, status, error, response_headers, response_body)
-      VALUES ${attemptValues(d.id, a)}
+      ${insertAttempt(d.id, a)}
     ), delivery AS (
       UPDATE webhook_deliveries
          SET lease_until = NULL, last_error = ${reason},
