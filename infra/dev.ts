@@ -11,7 +11,7 @@ import { fileURLToPath } from "node:url";
 import { DEV_KEY_SCOPE, ensureDevApiKey, newDevApiKey } from "./dev-api-key.ts";
 import { startMailSink, type MailSink } from "./mail-sink.ts";
 import { startQStashDev, type QStashDev } from "./qstash-dev/server.ts";
-import { startWsProxy, type WsProxy } from "./ws-proxy.ts";
+import { startWsProxy, takesPipelinedConnect, type WsProxy } from "./ws-proxy.ts";
 import { migrateDatabase, startEmbeddedPostgres, type EmbeddedServer } from "../src/node/postgres.ts";
 import { newSecretsKey } from "../src/domain/webhooks/secret-box.ts";
 
@@ -77,6 +77,15 @@ async function main() {
   const proxy: WsProxy = await startWsProxy({ port: numberFrom("DEV_WS_PROXY_PORT", 0) });
   stops.push({ name: "ws proxy", stop: () => proxy.close() });
   step(`ws proxy: ${proxy.url}`);
+  // Neon takes the password with the start-up message (one round trip, no SCRAM in
+  // the Worker); so does the embedded server. A data directory made before it used
+  // `password` auth, or a DATABASE_URL server, may refuse: connect unpipelined then.
+  const pipelined = await takesPipelinedConnect(proxy, databaseUrl);
+  if (!pipelined)
+    step(
+      "Postgres refuses a pipelined connect (not `password` auth): the Worker connects the slow way" +
+        (env.DATABASE_URL ? "" : `; delete ${postgresDataDir()} for a fresh server that takes it`),
+    );
 
   const qstash: QStashDev = await startQStashDev({
     port: numberFrom("QSTASH_DEV_PORT", 0),
@@ -97,6 +106,7 @@ async function main() {
     DATABASE_URL: databaseUrl,
     // The Worker reaches this (TCP) Postgres the way it reaches Neon: over WebSockets.
     NEON_WS_PROXY: proxy.address,
+    ...(pipelined ? {} : { NEON_PIPELINE_CONNECT: "off" }),
     QSTASH_URL: qstash.url,
     QSTASH_TOKEN: qstash.token,
     QSTASH_CURRENT_SIGNING_KEY: qstash.currentSigningKey,

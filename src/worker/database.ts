@@ -33,7 +33,7 @@ export const MAX_CONNECTIONS_PER_INVOCATION = 3;
  * response, once the request's background work has settled.
  */
 export const openNeonDatabase: OpenDatabase = (config) => {
-  if (config.NEON_WS_PROXY) useLocalWsProxy(neonConfig, config.NEON_WS_PROXY);
+  if (config.NEON_WS_PROXY) useLocalWsProxy(neonConfig, config.NEON_WS_PROXY, config.NEON_PIPELINE_CONNECT);
   const pool = new Pool({
     connectionString: config.DATABASE_URL,
     connectionTimeoutMillis: 10_000,

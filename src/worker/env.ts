@@ -24,6 +24,11 @@ export interface Bindings {
   MAX_BODY_BYTES?: string;
   /** Local stack only: `host:port` of the WebSocket-to-TCP proxy in front of a plain Postgres. */
   NEON_WS_PROXY?: string;
+  /**
+   * Local stack only: "off" when the Postgres behind NEON_WS_PROXY does not use
+   * `password` authentication (trust, scram-sha-256), which refuses a pipelined connect.
+   */
+  NEON_PIPELINE_CONNECT?: string;
   /** Base64 of 32 random bytes: the AES-GCM key webhook endpoint secrets are sealed under. */
   WEBHOOK_SECRETS_KEY?: string;
   /** "true": webhook URLs may use http and private or loopback addresses (the local stack). */
@@ -75,6 +80,9 @@ export const configSchema = z.object({
       .min(1024, "must be at least 1024 bytes"),
   ).transform((v) => v ?? DEFAULT_MAX_BODY_BYTES),
   NEON_WS_PROXY: optional(z.string().regex(/^[\w.-]+:\d{1,5}$/, "must be host:port, e.g. 127.0.0.1:5433")),
+  NEON_PIPELINE_CONNECT: optional(
+    z.enum(["password", "off"], { error: 'must be "password" (the default) or "off"' }),
+  ).transform((v) => v !== "off"),
   // Optional so a deployment without webhooks keeps running; the endpoint routes
   // that seal or open a secret answer 500 naming it when it is absent. A malformed
   // key fails every route, like any malformed binding: it would fail later anyway.

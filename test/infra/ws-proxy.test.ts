@@ -1,6 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Pool } from "@neondatabase/serverless";
-import { configureNeonForWsProxy, startWsProxy, type WsProxy } from "../../infra/ws-proxy.ts";
+import {
+  configureNeonForWsProxy,
+  startWsProxy,
+  takesPipelinedConnect,
+  type WsProxy,
+} from "../../infra/ws-proxy.ts";
 import { useTestDatabase } from "../support/db.ts";
 
 const t = useTestDatabase();
@@ -58,5 +63,42 @@ describe("ws-proxy: the Neon driver over WebSockets to a plain Postgres", () => 
     await expect(pool.query("SELECT * FROM no_such_table")).rejects.toThrow(/no_such_table/);
     const { rows } = await pool.query("SELECT 3 AS n");
     expect(rows).toEqual([{ n: 3 }]);
+  });
+});
+
+describe("ws-proxy: counting and delaying round trips", () => {
+  // The embedded Postgres (CI, a fresh machine) uses `password` authentication like
+  // Neon; a DATABASE_URL server using trust or SCRAM cannot take a pipelined connect.
+  const pipelined = process.env.NEON_PIPELINE_CONNECT !== "off";
+
+  async function connectAndQuery(options: { delayMs?: number; pipelined: boolean }) {
+    const counted = await startWsProxy(options.delayMs ? { delayMs: options.delayMs } : {});
+    configureNeonForWsProxy(counted, options.pipelined);
+    const single = new Pool({ connectionString: t.url, max: 1 });
+    try {
+      const started = performance.now();
+      await single.query("SELECT 1");
+      return { stats: counted.stats(), ms: performance.now() - started };
+    } finally {
+      await single.end();
+      await counted.close();
+      configureNeonForWsProxy(proxy);
+    }
+  }
+
+  it.runIf(pipelined)("connects and runs a first query in one round trip when pipelined", async () => {
+    expect(await takesPipelinedConnect(proxy, t.url)).toBe(true);
+    const fast = await connectAndQuery({ pipelined: true });
+    expect(fast.stats).toMatchObject({ connections: 1, roundTrips: 1 });
+    // The same server unpipelined waits for its password request first.
+    const slow = await connectAndQuery({ pipelined: false });
+    expect(slow.stats.roundTrips).toBeGreaterThanOrEqual(2);
+  });
+
+  it("adds its delay to every round trip, once per burst", async () => {
+    const plain = await connectAndQuery({ pipelined });
+    const delayed = await connectAndQuery({ pipelined, delayMs: 40 });
+    expect(delayed.stats.roundTrips).toBe(plain.stats.roundTrips);
+    expect(delayed.ms).toBeGreaterThanOrEqual(40 * delayed.stats.roundTrips);
   });
 });

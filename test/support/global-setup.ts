@@ -6,6 +6,7 @@ import {
   withDatabase,
   type EmbeddedServer,
 } from "../../src/node/postgres.ts";
+import { startWsProxy, takesPipelinedConnect } from "../../infra/ws-proxy.ts";
 
 declare module "vitest" {
   export interface ProvidedContext {
@@ -36,6 +37,17 @@ export default async function setup(project: TestProject) {
     await admin.end();
   }
   await migrateDatabase(withDatabase(adminUrl, template));
+  // The embedded server uses `password` authentication, as Neon does, and the Neon
+  // driver pipelines its connect. A DATABASE_URL server may use trust or SCRAM,
+  // which refuse that: the tests then connect unpipelined (test workers inherit this).
+  if (embedded === undefined) {
+    const proxy = await startWsProxy();
+    try {
+      if (!(await takesPipelinedConnect(proxy, adminUrl))) process.env.NEON_PIPELINE_CONNECT = "off";
+    } finally {
+      await proxy.close();
+    }
+  }
   project.provide("adminDatabaseUrl", adminUrl);
   project.provide("templateDatabase", template);
 

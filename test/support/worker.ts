@@ -19,6 +19,10 @@ export function bindings(overrides: Partial<Bindings> = {}): Bindings {
     PUBLIC_URL: "http://127.0.0.1:8787",
     ADMIN_TOKEN: "admin-token-for-tests-0123456789",
     WEBHOOK_SECRETS_KEY: TEST_WEBHOOK_SECRETS_KEY,
+    // Set by the global set-up when the test Postgres refuses a pipelined connect.
+    ...(process.env.NEON_PIPELINE_CONNECT
+      ? { NEON_PIPELINE_CONNECT: process.env.NEON_PIPELINE_CONNECT }
+      : {}),
     ...overrides,
   };
 }
