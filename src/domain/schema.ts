@@ -223,9 +223,24 @@ export const webhookDeliveries = pgTable(
     /** QStash message id of the job currently carrying this delivery. */
     messageId: text("message_id"),
     createdAt: timestamp("created_at", tz).notNull().defaultNow(),
+    /**
+     * When a job was last asked for: at creation, and when an operator re-sends.
+     * A row still pending without a message id well after this lost its publish
+     * (the request or job died between the commit and the publish); the cron
+     * sweep publishes it again (sweep.ts).
+     */
+    requestedAt: timestamp("requested_at", tz).notNull().defaultNow(),
   },
   (t) => [
     unique("webhook_deliveries_endpoint_event_key").on(t.endpointId, t.eventId),
+    // Tiny: rows sit in it only between their commit and their publish.
+    index("webhook_deliveries_unpublished_idx")
+      .on(t.requestedAt)
+      .where(sql`status = 'pending' AND message_id IS NULL`),
+    // Retention deletes the oldest finished deliveries in bounded batches.
+    index("webhook_deliveries_finished_created_idx")
+      .on(t.createdAt)
+      .where(sql`status <> 'pending'`),
     index("webhook_deliveries_endpoint_created_idx").on(t.endpointId, t.createdAt),
     index("webhook_deliveries_event_idx").on(t.eventId),
     check("webhook_deliveries_status", sql`status IN ('pending', 'delivered', 'failed')`),

@@ -1,16 +1,20 @@
 import { deleteOldFannedEvents, drain, evaluateAlerts, vacuumEventsIfNeeded } from "../outbox/index.ts";
 import { subscriptions } from "../domain/subscriptions.ts";
 import { disableFailingEndpoints } from "../domain/webhooks/auto-disable.ts";
+import { deleteOldDeliveries, publishUnpublished } from "../domain/webhooks/sweep.ts";
 import { openNeonDatabase, type OpenDatabase } from "./database.ts";
 import { parseConfig, type Bindings } from "./env.ts";
 import { publisherFor, SWEEP_BUDGET_MS } from "./relay.ts";
+import { deliverQueueFor } from "./webhooks.ts";
 
 /**
  * The every-minute cron sweep (wrangler.toml `crons`). It is what makes a lost
  * kick harmless: relay passes until nothing is claimable or the budget is spent,
  * then maintenance — retention in bounded deletes, a VACUUM of `events` once
  * enough of it is dead, alert evaluation, disabling webhook endpoints that have
- * only failed for WEBHOOK_DISABLE_AFTER_DAYS. One log line
+ * only failed for WEBHOOK_DISABLE_AFTER_DAYS, deleting finished webhook
+ * deliveries past RETENTION_DAYS, and publishing deliveries whose publish was
+ * lost (last: it needs QStash, whose outage should not stop the rest). One log line
  * says what it did. Throws (the invocation shows as failed) on misconfiguration
  * or a database error; the next sweep simply tries again.
  */
@@ -44,13 +48,20 @@ export function createScheduled(
         afterDays: config.WEBHOOK_DISABLE_AFTER_DAYS,
         now: now(),
       });
+      const deliveriesDeleted = await deleteOldDeliveries(db, {
+        olderThanDays: config.RETENTION_DAYS,
+        now: now(),
+      });
+      const republished = await publishUnpublished(db, deliverQueueFor(config), now());
       console.log(
         `sweep: fanned ${relay.fanned} of ${relay.claimed} claimed in ${relay.passes} passes (${relay.jobs} jobs, ` +
           `${relay.failed} failed, ${relay.poisoned} poisoned, stopped: ${relay.stoppedBecause}); ` +
           `deleted ${deleted} events older than ${config.RETENTION_DAYS} d; ` +
           `${vacuum.vacuumed ? `vacuumed events (${vacuum.deadTuples} dead rows)` : "no vacuum needed"}; ` +
           `alerts raised: ${raised.length ? raised.join(", ") : "none"}; ` +
-          `webhook endpoints disabled: ${disabled.length ? disabled.join(", ") : "none"}; ${Date.now() - started} ms`,
+          `webhook endpoints disabled: ${disabled.length ? disabled.join(", ") : "none"}; ` +
+          `deleted ${deliveriesDeleted} webhook deliveries older than ${config.RETENTION_DAYS} d; ` +
+          `re-published ${republished} webhook deliveries whose publish was lost; ${Date.now() - started} ms`,
       );
     } catch (error) {
       console.error(`sweep failed after ${Date.now() - started} ms:`, (error as Error).message);

@@ -12,6 +12,11 @@ import type { WebhookEvent } from "../../src/domain/webhooks/payload.ts";
 import { recoverFailed } from "../../src/domain/webhooks/recover.ts";
 import { redeliver } from "../../src/domain/webhooks/redeliver.ts";
 import { sendTestEvent } from "../../src/domain/webhooks/send-test.ts";
+import {
+  UNPUBLISHED_AFTER_MINUTES,
+  deleteOldDeliveries,
+  publishUnpublished,
+} from "../../src/domain/webhooks/sweep.ts";
 import { importSecretsKey, newSecretsKey } from "../../src/domain/webhooks/secret-box.ts";
 import { newSecret } from "../../src/domain/webhooks/signing.ts";
 import { startQStashDev, type QStashDev } from "../../infra/qstash-dev/server.ts";
@@ -646,5 +651,125 @@ describe("operator actions", () => {
       code: "not_found",
     });
     await expect(redeliver(db(), queue, crypto.randomUUID())).rejects.toMatchObject({ code: "not_found" });
+  });
+});
+
+describe("lost publishes and retention (the cron sweep's share)", () => {
+  const minutes = (n: number) => new Date(Date.now() + n * 60_000);
+
+  it("a redeliver that died between its commit and its publish is published by a later sweep, once", async () => {
+    const { delivery, event: e, endpoint } = await oneDelivery("/lost");
+    await deliverWebhook(await deps(), delivery.id, 0);
+    // The request dies mid-publish: its commit happened, its publish never returns.
+    const dead: DeliverQueue = { enqueue: () => new Promise<string[]>(() => undefined) };
+    void redeliver(db(), dead, delivery.id);
+    await vi.waitFor(async () => expect((await deliveriesOf(e.id))[0]).toMatchObject({ status: "pending" }));
+    expect((await deliveriesOf(e.id))[0].message_id).toBeNull();
+    const before = publishedFor(delivery.id).length;
+
+    // Too soon: the publish may still be on its way.
+    expect(await publishUnpublished(db(), queue, new Date())).toBe(0);
+    expect(await publishUnpublished(db(), queue, minutes(UNPUBLISHED_AFTER_MINUTES + 1))).toBe(1);
+    const [row] = await deliveriesOf(e.id);
+    expect(row.message_id).toEqual(expect.any(String));
+    expect(publishedFor(delivery.id)).toHaveLength(before + 1);
+    // Published once: the next sweeps find nothing to do for it.
+    expect(await publishUnpublished(db(), queue, minutes(UNPUBLISHED_AFTER_MINUTES * 3))).toBe(0);
+
+    expect(await deliverWebhook(await deps(), delivery.id, 0)).toMatchObject({ kind: "delivered" });
+    const posts = receiver.received.filter((r) => r.path === "/lost");
+    expect(posts.map((p) => p.headers["webhook-id"])).toEqual([e.id, e.id]);
+    for (const p of posts) verifyWebhook(endpoint.secret, p.body, p.headers);
+  });
+
+  it("a fan-out whose publish failed for good is repaired too; a failed sweep publish is retried by the next", async () => {
+    const scope = `lost-${crypto.randomUUID()}`;
+    await insertEndpoint(t.pool, secrets.key, { url: receiver.url("/lost-fanout"), scope });
+    const e = event({ scope });
+    const down: DeliverQueue = { enqueue: () => Promise.reject(new Error("QStash unreachable")) };
+    await expect(fanOutWebhook(db(), down, e)).rejects.toThrow("QStash unreachable");
+    const [orphan] = await deliveriesOf(e.id);
+
+    await expect(publishUnpublished(db(), down, minutes(6))).rejects.toThrow("QStash unreachable");
+    expect((await deliveriesOf(e.id))[0]).toMatchObject({ status: "pending", message_id: null });
+    // Stamped by the failed try: the next sweep a minute later leaves it, a later one publishes it.
+    expect(await publishUnpublished(db(), queue, minutes(7))).toBe(0);
+    expect(await publishUnpublished(db(), queue, minutes(12))).toBe(1);
+    expect(publishedFor(orphan.id)).toHaveLength(1);
+  });
+
+  it("two sweeps at once publish each lost row once", async () => {
+    const scope = `lost2-${crypto.randomUUID()}`;
+    for (const path of ["/l1", "/l2", "/l3"])
+      await insertEndpoint(t.pool, secrets.key, { url: receiver.url(path), scope });
+    const e = event({ scope });
+    const down: DeliverQueue = { enqueue: () => Promise.reject(new Error("QStash unreachable")) };
+    await expect(fanOutWebhook(db(), down, e)).rejects.toThrow();
+    const rows = await deliveriesOf(e.id);
+    expect(rows).toHaveLength(3);
+    // Each sweep on a connection of its own, as two overlapping cron invocations.
+    const [a, b] = [drizzle(t.newPool(1)) as unknown as Db, drizzle(t.newPool(1)) as unknown as Db];
+    const counts = await Promise.all([
+      publishUnpublished(a, queue, minutes(6)),
+      publishUnpublished(b, queue, minutes(6)),
+    ]);
+    expect(counts[0] + counts[1]).toBe(3);
+    for (const row of rows) expect(publishedFor(row.id)).toHaveLength(1);
+  });
+
+  it("retention deletes finished deliveries older than the cut-off with their attempts, never pending ones", async () => {
+    const scope = `old-${crypto.randomUUID()}`;
+    const endpoint = await insertEndpoint(t.pool, secrets.key, { url: receiver.url("/old"), scope });
+    const events = [event({ scope }), event({ scope }), event({ scope }), event({ scope })];
+    for (const e of events) await fanOutWebhook(db(), queue, e);
+    const ids = [];
+    for (const e of events) ids.push((await deliveriesOf(e.id))[0].id as string);
+    for (const id of ids.slice(0, 2)) await deliverWebhook(await deps(), id, 0);
+    // 0 delivered and old, 1 delivered and recent, 2 failed and old, 3 pending and old.
+    await t.pool.query("UPDATE webhook_deliveries SET status = 'failed', failed_at = now() WHERE id = $1", [
+      ids[2],
+    ]);
+    await t.pool.query(
+      "UPDATE webhook_deliveries SET created_at = now() - interval '31 days' WHERE id = ANY($1)",
+      [[ids[0], ids[2], ids[3]]],
+    );
+    expect((await attemptsOf(ids[0]!)).length).toBe(1);
+
+    const deleted = await deleteOldDeliveries(db(), { olderThanDays: 30, now: new Date() });
+    expect(deleted).toBeGreaterThanOrEqual(2);
+    const { rows } = await t.pool.query(
+      "SELECT id FROM webhook_deliveries WHERE endpoint_id = $1 ORDER BY created_at",
+      [endpoint.id],
+    );
+    expect(rows.map((r) => r.id).sort()).toEqual([ids[1], ids[3]].sort());
+    expect(await attemptsOf(ids[0]!)).toEqual([]);
+  });
+
+  it("the cron sweep runs both and says so", async () => {
+    const scope = `sweep-lost-${crypto.randomUUID()}`;
+    await insertEndpoint(t.pool, secrets.key, { url: receiver.url("/sweep-lost"), scope });
+    const e = event({ scope });
+    const down: DeliverQueue = { enqueue: () => Promise.reject(new Error("QStash unreachable")) };
+    await expect(fanOutWebhook(db(), down, e)).rejects.toThrow();
+    const [orphan] = await deliveriesOf(e.id);
+    const pool = t.newPool(2);
+    const open: OpenDatabase = () => ({
+      db: drizzle(pool) as unknown as Db,
+      pool: pool as unknown as SqlPool & Queryable,
+      close: async () => undefined,
+    });
+    const env = bindings({ DATABASE_URL: t.url, QSTASH_URL: qstash.url, QSTASH_TOKEN: qstash.token });
+    const log = vi.spyOn(console, "log").mockImplementation(() => undefined);
+    try {
+      await createScheduled(open, () => minutes(6))({} as ScheduledController, env, executionContext().ctx);
+      expect(log.mock.calls.at(-1)?.[0]).toMatch(
+        /re-published [1-9]\d* webhook deliveries whose publish was lost/,
+      );
+      expect(log.mock.calls.at(-1)?.[0]).toMatch(/deleted \d+ webhook deliveries older than 30 d/);
+    } finally {
+      log.mockRestore();
+    }
+    expect(publishedFor(orphan.id)).toHaveLength(1);
+    expect((await deliveriesOf(e.id))[0].message_id).toEqual(expect.any(String));
   });
 });

@@ -37,7 +37,7 @@ export async function recoverFailed(
       await tx.execute(sql`
         UPDATE webhook_deliveries
            SET status = 'pending', failed_at = NULL, lease_until = NULL, next_attempt_at = NULL,
-               last_error = NULL, message_id = NULL
+               last_error = NULL, message_id = NULL, requested_at = now()
          WHERE id = ANY(${`{${batch.map((r) => r.id).join(",")}}`}::uuid[])`);
     }
     return { batch, more: failed.length > RECOVER_BATCH };

@@ -30,7 +30,7 @@ export async function redeliver(
       tx,
       sql`UPDATE webhook_deliveries
              SET status = 'pending', failed_at = NULL, delivered_at = NULL, lease_until = NULL,
-                 next_attempt_at = NULL, last_error = NULL, message_id = NULL
+                 next_attempt_at = NULL, last_error = NULL, message_id = NULL, requested_at = now()
            WHERE id = ${deliveryId} AND scope IS NOT DISTINCT FROM ${endpoint.scope}
        RETURNING id`,
     );

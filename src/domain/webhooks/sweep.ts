@@ -1,0 +1,88 @@
+import { sql } from "drizzle-orm";
+import type { Db } from "../db.ts";
+import type { DeliverQueue } from "./deliver-queue.ts";
+import { recordMessageIds } from "./fanout.ts";
+import { queryRows } from "./rows.ts";
+
+/**
+ * Minutes a delivery may stay pending without a job before the sweep publishes
+ * it again. A publish normally follows its commit within milliseconds; a fan-out
+ * job that died in between is retried by QStash within seconds. Well past both,
+ * the row's publish was lost: an operator's redeliver, recover or test request
+ * that died after its commit, or a fan-out job QStash gave up on.
+ */
+export const UNPUBLISHED_AFTER_MINUTES = 5;
+
+/** Rows one sweep publishes or deletes per statement; the next sweep takes the rest. */
+export const SWEEP_BATCH = 500;
+
+/**
+ * The cron sweep's repair for a lost publish: deliveries pending without a
+ * message id since before `now - UNPUBLISHED_AFTER_MINUTES` get a new job each.
+ * The rows are taken (SKIP LOCKED, so two sweeps share them out) and stamped
+ * with `now` before publishing, so a publish that fails again is retried by a
+ * later sweep, not this one's neighbour. A second job for a row whose first job
+ * turns up after all is harmless: delivery takes a lease on the row, and a
+ * delivered row is not sent again.
+ */
+export async function publishUnpublished(db: Db, queue: DeliverQueue, now: Date): Promise<number> {
+  const rows = await queryRows<{ id: string; event_id: string; endpoint_id: string }>(
+    db,
+    sql`UPDATE webhook_deliveries d SET requested_at = ${now}
+          FROM (SELECT id FROM webhook_deliveries
+                 WHERE status = 'pending' AND message_id IS NULL
+                   AND requested_at < ${now}::timestamptz - make_interval(mins => ${UNPUBLISHED_AFTER_MINUTES})
+                 ORDER BY requested_at
+                 LIMIT ${SWEEP_BATCH}
+                 FOR UPDATE SKIP LOCKED) due
+         WHERE d.id = due.id
+        RETURNING d.id, d.event_id, d.endpoint_id`,
+  );
+  if (rows.length === 0) return 0;
+  const messageIds = await queue.enqueue(
+    rows.map((r) => ({
+      deliveryId: r.id,
+      // Not the fan-out's id: QStash would drop this job as a duplicate of the lost one.
+      deduplicationId: `${r.event_id}:${r.endpoint_id}:sweep-${crypto.randomUUID()}`,
+    })),
+  );
+  await recordMessageIds(
+    db,
+    rows.map((r) => r.id),
+    messageIds,
+  );
+  return rows.length;
+}
+
+/**
+ * Retention for the delivery log, with the events' RETENTION_DAYS: finished
+ * deliveries (delivered or failed) created before the cut-off go, their attempts
+ * with them (ON DELETE CASCADE). Pending ones stay whatever their age. Bounded
+ * batches, so one sweep never holds a long transaction; a backlog drains over
+ * several sweeps.
+ */
+export async function deleteOldDeliveries(
+  db: Db,
+  options: { olderThanDays: number; now: Date; maxBatches?: number },
+): Promise<number> {
+  let deleted = 0;
+  for (let batch = 0; batch < (options.maxBatches ?? 10); batch++) {
+    const rows = await queryRows<{ n: number }>(
+      db,
+      sql`WITH gone AS (
+            DELETE FROM webhook_deliveries
+             WHERE id IN (SELECT id FROM webhook_deliveries
+                           WHERE status <> 'pending'
+                             AND created_at < ${options.now}::timestamptz - make_interval(days => ${options.olderThanDays})
+                           ORDER BY created_at
+                           LIMIT ${SWEEP_BATCH})
+            RETURNING 1
+          )
+          SELECT count(*)::int AS n FROM gone`,
+    );
+    const n = rows[0]?.n ?? 0;
+    deleted += n;
+    if (n < SWEEP_BATCH) break;
+  }
+  return deleted;
+}
