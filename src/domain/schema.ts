@@ -241,6 +241,10 @@ export const webhookDeliveries = pgTable(
     index("webhook_deliveries_finished_created_idx")
       .on(t.createdAt)
       .where(sql`status <> 'pending'`),
+    // The dashboard's "deliveries that gave up", newest first; failed rows are few.
+    index("webhook_deliveries_failed_idx")
+      .on(t.failedAt)
+      .where(sql`status = 'failed'`),
     index("webhook_deliveries_endpoint_created_idx").on(t.endpointId, t.createdAt),
     index("webhook_deliveries_event_idx").on(t.eventId),
     check("webhook_deliveries_status", sql`status IN ('pending', 'delivered', 'failed')`),
