@@ -1,0 +1,2 @@
+CREATE INDEX "events_seq_created_brin" ON "events" USING brin ((seq + 0) int8_minmax_multi_ops,"created_at" timestamptz_minmax_multi_ops) WITH (pages_per_range=16,autosummarize=true);--> statement-breakpoint
+CREATE INDEX "events_type_idx" ON "events" USING btree ("type");
