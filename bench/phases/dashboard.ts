@@ -132,6 +132,10 @@ export async function dashboard(ctx: BenchContext): Promise<DashboardResult> {
   const mid = Number(rows[0]!.mid);
   const daysAgo = (d: number) => new Date(+rows[0]!.now - d * DAY);
   const oneDay = { from: daysAgo(100), to: daysAgo(99) };
+  // A seq in the middle of that day (seq = g of the seed, one row every 30 s), and
+  // the subject of a row in it.
+  const inDay = n - Math.round((99.5 * DAY) / 30_000);
+  const dayLong = { subject: `subject-${inDay % 100_000}` };
   const cases: PageCase[] = [
     { name: "newest page, no filter", options: {} },
     { name: "page at the middle (keyset)", options: { beforeSeq: mid } },
@@ -148,12 +152,13 @@ export async function dashboard(ctx: BenchContext): Promise<DashboardResult> {
     { name: "subject matching nothing", options: { subject: "nobody" } },
     { name: "scope = one of 50", options: { scope: "tenant-7" } },
     { name: "scope matching nothing", options: { scope: "tenant-none" } },
+    { name: "scope matching nothing + one day", options: { ...oneDay, scope: "tenant-none" } },
     { name: "one day, 100 days ago", options: oneDay },
     { name: "before 100 days ago (to only)", options: { to: daysAgo(100) } },
     { name: "since 100 days ago (from only)", options: { from: daysAgo(100) } },
     { name: "300 to 100 days ago", options: { from: daysAgo(300), to: daysAgo(100) } },
-    { name: "one day + keyset page inside it", options: { ...oneDay, beforeSeq: mid } },
-    { name: "one day + subject", options: { ...oneDay, subject: "subject-4242" } },
+    { name: "one day + keyset page inside it", options: { ...oneDay, beforeSeq: inDay } },
+    { name: "one day + subject", options: { ...oneDay, ...dayLong } },
     {
       name: "300 to 100 days ago + rare type",
       options: { from: daysAgo(300), to: daysAgo(100), type: "audit.rare.*" },
