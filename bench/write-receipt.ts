@@ -1,5 +1,5 @@
 /**
- * `npm run bench:write [-- --reps <n>] [--writes <n>] [--concurrency <n>] [--json <file>]`
+ * `npm run bench:write [-- --reps <n>] [--writes <n>] [--concurrency <n>] [--sequential <n>] [--json <file>] [--worker <checkout>]`
  *
  * A write and its receipt, end to end (issue 11 item 7), through the stack
  * `npm run dev` runs: Postgres (embedded, or DATABASE_URL's server: a database
@@ -18,10 +18,13 @@
  *    30 ms to every QStash publish: write → receipt latency against its floor
  *    (round trips × 10 ms + 30 ms).
  *
+ * `--worker <checkout>` runs another checkout's Worker (its wrangler.toml and src,
+ * with node_modules reachable from it) in this stack, e.g. the code before a change.
  * Progress goes to stderr, the table to stdout, raw figures to --json.
  */
 import { writeFile } from "node:fs/promises";
 import { arch, cpus, loadavg, platform, totalmem } from "node:os";
+import { resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { randomBytes } from "node:crypto";
 import { DEV_KEY_SCOPE, ensureDevApiKey, newDevApiKey } from "../infra/dev-api-key.ts";
@@ -42,6 +45,7 @@ const { values } = parseArgs({
     concurrency: { type: "string", default: "20" },
     sequential: { type: "string", default: "40" },
     json: { type: "string" },
+    worker: { type: "string" },
   },
 });
 const int = (name: string, raw: string | undefined) => {
@@ -113,6 +117,7 @@ const repetitions: Repetition[] = [];
 try {
   stack = await startWorkerdStack({
     databaseUrl: db.url,
+    ...(values.worker ? { config: resolve(values.worker, "wrangler.toml") } : {}),
     bindings: {
       ADMIN_TOKEN: `bench_admin_${randomBytes(18).toString("base64url")}`,
       WEBHOOK_SECRETS_KEY: newSecretsKey(),
@@ -332,6 +337,7 @@ if (values.json) {
         concurrency,
         sequential,
         delays: { databaseRoundTripMs: DB_DELAY_MS, qstashPublishMs: QSTASH_DELAY_MS },
+        worker: values.worker ?? "this checkout",
         database: db.server,
         pipelinedConnect: pipelined,
         scope: DEV_KEY_SCOPE,

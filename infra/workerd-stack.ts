@@ -33,6 +33,8 @@ export interface WorkerdStackOptions {
   overrides?: Partial<Bindings>;
   qstash?: QStashDevOptions;
   proxy?: WsProxyOptions;
+  /** Another checkout's wrangler.toml, e.g. a benchmark's "before"; this one's by default. */
+  config?: string;
   /** wrangler's log level; "warn" keeps a test run's output clean. */
   logLevel?: "none" | "error" | "warn" | "info" | "log" | "debug";
 }
@@ -70,7 +72,7 @@ export async function startWorkerdStack(options: WorkerdStackOptions): Promise<W
     };
     const worker = await unstable_startWorker({
       // The deployable configuration (entry, compatibility date and flags), with these bindings.
-      config: fileURLToPath(new URL("../wrangler.toml", import.meta.url)),
+      config: options.config ?? fileURLToPath(new URL("../wrangler.toml", import.meta.url)),
       sendMetrics: false,
       bindings: Object.fromEntries(
         Object.entries(env)
