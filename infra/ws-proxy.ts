@@ -90,7 +90,7 @@ export async function startWsProxy(options: WsProxyOptions = {}): Promise<WsProx
     pipeline(stream, tcp, done);
     // Read per connection: a Worker opens its connections per request, so a new
     // delay applies from the next request on without restarting anything.
-    if (delayMs > 0) pipeline(tcp, delayed(delayMs), stream, done);
+    if (delayMs > 0) pipeline(tcp, delayedInOrder(delayMs), stream, done);
     else pipeline(tcp, stream, done);
   });
 
@@ -126,19 +126,33 @@ function isTerminate(data: ws.RawData): boolean {
   return bytes.length === 5 && bytes[0] === 0x58 && bytes.readInt32BE(1) === 4;
 }
 
-/** Passes each chunk on `ms` after it arrived, in order: latency, not a bandwidth limit. */
-function delayed(ms: number): Transform {
-  let last = 0;
+/**
+ * Passes each chunk on `ms` after it arrived, in order: latency, not a bandwidth limit.
+ * One FIFO and one timer for its head, not a timer per chunk: two timers set in
+ * the same event-loop turn with delays computed a millisecond apart could fire
+ * out of order (Node starts them from the turn's cached clock), and a reply
+ * whose TCP chunks swapped places left the driver waiting forever, mid-message.
+ */
+export function delayedInOrder(ms: number): Transform {
+  const queue: { at: number; chunk: Buffer }[] = [];
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  let onEmpty: (() => void) | undefined;
+  const release = (stream: Transform) => {
+    timer = undefined;
+    const now = Date.now();
+    while (queue.length > 0 && queue[0]!.at <= now) stream.push(queue.shift()!.chunk);
+    if (queue.length > 0) timer = setTimeout(() => release(stream), queue[0]!.at - now);
+    else onEmpty?.();
+  };
   return new Transform({
-    transform(chunk, _encoding, callback) {
-      // Chunks are released in arrival order even if timers fire late.
-      const at = Math.max(Date.now() + ms, last);
-      last = at;
-      setTimeout(() => this.push(chunk), at - Date.now());
+    transform(chunk: Buffer, _encoding, callback) {
+      queue.push({ at: Date.now() + ms, chunk });
+      if (timer === undefined) timer = setTimeout(() => release(this), ms);
       callback();
     },
     flush(callback) {
-      setTimeout(callback, Math.max(0, last - Date.now()));
+      if (queue.length === 0) return callback();
+      onEmpty = () => callback();
     },
   });
 }

@@ -1,6 +1,6 @@
 // Phases 1, 2, 3 and 8: the plain-SQL ceilings (today's schema, with v7 ids, and
 // the bare table), the relay with the null publisher and the relay through
-// @upstash/qstash to the dev server, each draining the same backlog in its own
+// @upstash/qstash to the accept-only endpoint and to the dev server, each draining the same backlog in its own
 // process (whose peak memory and CPU time are phase 8). All run interleaved in every
 // repetition, so drift on a shared machine hits them alike.
 import { readFile, readdir } from "node:fs/promises";
@@ -23,7 +23,10 @@ import { summarize, type Summary } from "../support/stats.ts";
  * Every drain the phase times, by its key in the JSON. `ceiling` is today's schema
  * (random v4 ids); `ceilingTimeOrderedIds` the same table seeded with UUIDv7 ids,
  * the candidate issue 11 names for closing the gap; `bareCeiling` the minimal table
- * (primary key and claim index only), the physical limit. `nullBefore` and
+ * (primary key and claim index only), the physical limit. `acceptOnly` is the
+ * relay through @upstash/qstash to infra/qstash-accept-only.ts, which answers and
+ * does nothing else; `qstash` the same to the dev server, whose own CPU is the
+ * limit there. `nullBefore` and
  * `qstashBefore` run another checkout's relay (`--baseline`), so a change to the
  * relay is measured before and after in the same run.
  */
@@ -32,6 +35,7 @@ export type Variant =
   | "ceilingTimeOrderedIds"
   | "bareCeiling"
   | "null"
+  | "acceptOnly"
   | "qstash"
   | "nullBefore"
   | "qstashBefore"
@@ -54,6 +58,10 @@ function variants(ctx: BenchContext): Partial<Record<Variant, VariantSetup>> {
     ceilingTimeOrderedIds: { input: { mode: "ceiling" }, ids: "timeOrdered" },
     bareCeiling: { input: { mode: "ceiling", table: BARE_TABLE }, table: BARE_TABLE },
     null: { input: { mode: "null" } },
+    // Right after `null`, so their ratio compares drains that ran back to back.
+    acceptOnly: {
+      input: { mode: "qstash", qstash: { url: ctx.acceptOnly.url, token: ctx.acceptOnly.token } },
+    },
     ...(base ? { nullBefore: { input: { mode: "null", outbox: base } } } : {}),
     qstash: { input: { mode: "qstash", qstash } },
     ...(base ? { qstashBefore: { input: { mode: "qstash", qstash, outbox: base } } } : {}),

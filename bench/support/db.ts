@@ -138,6 +138,14 @@ export async function unfanned(admin: pg.Pool, table = "events"): Promise<number
   return rows[0]!.n;
 }
 
+/** Fanned rows whose `fanout` does not name both bench subscriptions: must be 0. */
+export async function incompleteFanouts(admin: pg.Pool): Promise<number> {
+  const { rows } = await admin.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM events WHERE NOT (fanout ?& array['mail', 'index'])`,
+  );
+  return rows[0]!.n;
+}
+
 /**
  * A pool whose clients count every `query` call. With the simple protocol one call
  * is one message to the server and one answer back, i.e. one round trip, however
