@@ -1,7 +1,9 @@
 import {
   createQStashPublisher,
   drain,
+  RELAY_POLICY,
   type DrainResult,
+  type ExponentialBackoff,
   type Publisher,
   type SqlPool,
 } from "../outbox/index.ts";
@@ -29,6 +31,11 @@ export function publisherFor(config: Config): Publisher {
   });
 }
 
+/** The relay's backoff after a failed pass: the policy's curve, up to the deployment's cap. */
+export function passBackoffFor(config: Pick<Config, "RELAY_BACKOFF_CAP_SECONDS">): ExponentialBackoff {
+  return { ...RELAY_POLICY.passBackoff, capSeconds: config.RELAY_BACKOFF_CAP_SECONDS };
+}
+
 /**
  * The relay pass a write kicks after it commits: one pass, and more only while
  * the claims come back full (a bulk import), so a single write costs one pass.
@@ -40,6 +47,7 @@ export async function kickRelay(pool: SqlPool, config: Config): Promise<DrainRes
       pool,
       publisher: publisherFor(config),
       subscriptions,
+      passBackoff: passBackoffFor(config),
       budgetMs: KICK_BUDGET_MS,
       until: "not-full",
     });
