@@ -1,14 +1,10 @@
-import { drizzle } from "drizzle-orm/node-postgres";
 import { beforeEach, describe, expect, it, vi } from "vitest";
-import type { Db } from "../../src/domain/db.ts";
-import type { Queryable, SqlPool } from "../../src/outbox/index.ts";
-import type { OpenDatabase } from "../../src/worker/database.ts";
 import { parseConfig } from "../../src/worker/env.ts";
 import { createScheduled } from "../../src/worker/scheduled.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { seedEvents } from "../support/events.ts";
 import { resetOutbox } from "../support/relay.ts";
-import { bindings, executionContext } from "../support/worker.ts";
+import { bindings, executionContext, openTestPool } from "../support/worker.ts";
 
 const t = useTestDatabase();
 beforeEach(() => resetOutbox(t.pool));
@@ -44,11 +40,7 @@ describe("RELAY_BACKOFF_CAP_SECONDS", () => {
   async function sweepBackoffs(cap: string | undefined, sweeps: number): Promise<number[]> {
     await seedEvents(t.pool, 1);
     const pool = t.newPool(2);
-    const open: OpenDatabase = () => ({
-      db: drizzle(pool) as unknown as Db,
-      pool: pool as unknown as SqlPool & Queryable,
-      close: async () => undefined,
-    });
+    const open = openTestPool(pool);
     const env = bindings({
       DATABASE_URL: t.url,
       ...(cap === undefined ? {} : { RELAY_BACKOFF_CAP_SECONDS: cap }),
