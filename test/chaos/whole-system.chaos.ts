@@ -464,9 +464,25 @@ describe("chaos: the whole system under faults", () => {
                 (SELECT count(*)::int FROM events WHERE attempts > 0 OR poisoned_at IS NOT NULL) AS charged
            FROM outbox_relay_state WHERE id = 1`,
       ).then((r) => r.rows[0]!);
-    const beforeOutage = await relayState();
+    // One writer goes on through the outage, as users would: without pending rows no
+    // pass publishes, and the backoff never moves. Before the outage the random faults
+    // stop until a pass succeeds, so the outage climbs the backoff from its first step.
+    let trickling = true;
+    const trickle = (async () => {
+      for (let i = 0; trickling; i++) {
+        await write("POST", "/notes", { title: `outage note ${i}`, body: "written during the outage" });
+        await sleep(300);
+      }
+    })();
+    faults!.set({ serverErrorRate: 0, timeoutRate: 0 });
+    phase = "settling";
+    let beforeOutage = await relayState();
+    for (let i = 0; i < 240 && beforeOutage.failures > 0; i++) {
+      await sleep(250);
+      beforeOutage = await relayState().catch(() => beforeOutage);
+    }
     const { rows: dbClock } = await observe<{ now: Date }>(`SELECT now() AS now`);
-    faults!.set({ serverErrorRate: 0, timeoutRate: 0, down: true });
+    faults!.set({ down: true });
     phase = "outage";
     const outageStarted = Date.now();
     let reachedCap = false;
@@ -481,6 +497,8 @@ describe("chaos: the whole system under faults", () => {
       reachedCap = afterOutage.wait >= CAP_SECONDS;
     }
     faults!.set({ down: false, latencyMs: 0 });
+    trickling = false;
+    await trickle;
     const outageMs = Date.now() - outageStarted;
     // The last fault of the transport and the database; receivers go on failing 10 %
     // until every message has settled, as deliveries lag the writes by a minute or more.
@@ -489,6 +507,12 @@ describe("chaos: the whole system under faults", () => {
     phase = "recovery";
     expect(reachedCap, `the outage reached the ${CAP_SECONDS}-s backoff cap (waits ${outageWaits})`).toBe(
       true,
+    );
+    expect(beforeOutage.failures, "the relay recovered from the random faults before the outage").toBe(0);
+    // From no failure, doubling from 2 s reaches the cap at failure ceil(log2(cap / 2)) + 1 (2, 4, 6: the 3rd).
+    const stepsToCap = Math.ceil(Math.log2(CAP_SECONDS / RELAY_POLICY.passBackoff.baseSeconds)) + 1;
+    expect(afterOutage.failures, "failures the outage recorded on its way to the cap").toBeGreaterThanOrEqual(
+      stepsToCap,
     );
     expect(afterOutage.charged, "rows charged or poisoned during the outage").toBe(beforeOutage.charged);
 
