@@ -485,17 +485,24 @@ describe("chaos: the whole system under faults", () => {
     faults!.set({ down: true });
     phase = "outage";
     const outageStarted = Date.now();
+    // Concurrent passes that fail together each double the wait, so with a backlog the
+    // cap comes within a second; the outage then holds until a pass that waited the
+    // capped backoff out is refused too (one more failure), as a long outage would.
     let reachedCap = false;
+    let failuresAtCap: number | undefined;
     const outageWaits: number[] = [];
     let afterOutage = beforeOutage;
-    for (let i = 0; i < 1_200 && !reachedCap; i++) {
+    for (let i = 0; i < 1_200; i++) {
       await sleep(250);
       afterOutage = await relayState().catch(() => afterOutage);
       const inOutage = afterOutage.failed_at !== null && afterOutage.failed_at >= dbClock[0]!.now;
       if (!inOutage || afterOutage.wait === null) continue;
       if (outageWaits.at(-1) !== afterOutage.wait) outageWaits.push(afterOutage.wait);
       reachedCap = afterOutage.wait >= CAP_SECONDS;
+      if (reachedCap) failuresAtCap ??= afterOutage.failures;
+      if (failuresAtCap !== undefined && afterOutage.failures > failuresAtCap) break;
     }
+    const heldAtCap = failuresAtCap !== undefined && afterOutage.failures > failuresAtCap;
     faults!.set({ down: false, latencyMs: 0 });
     trickling = false;
     await trickle;
@@ -508,6 +515,8 @@ describe("chaos: the whole system under faults", () => {
     expect(reachedCap, `the outage reached the ${CAP_SECONDS}-s backoff cap (waits ${outageWaits})`).toBe(
       true,
     );
+    expect(heldAtCap, "a pass after the capped wait was refused too").toBe(true);
+    expect(afterOutage.wait, "the backoff after the capped wait").toBe(CAP_SECONDS);
     expect(beforeOutage.failures, "the relay recovered from the random faults before the outage").toBe(0);
     // From no failure, doubling from 2 s reaches the cap at failure ceil(log2(cap / 2)) + 1 (2, 4, 6: the 3rd).
     const stepsToCap = Math.ceil(Math.log2(CAP_SECONDS / RELAY_POLICY.passBackoff.baseSeconds)) + 1;
@@ -749,6 +758,7 @@ describe("chaos: the whole system under faults", () => {
       outage: {
         capSeconds: CAP_SECONDS,
         reachedCap,
+        heldAtCap,
         relayFailuresBefore: beforeOutage.failures,
         relayFailuresAfter: afterOutage.failures,
         waitsSeconds: outageWaits.join(" "),
