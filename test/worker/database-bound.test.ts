@@ -19,10 +19,10 @@ afterAll(async () => {
 
 describe("connections per invocation", () => {
   it(`opens at most ${MAX_CONNECTIONS_PER_INVOCATION} connections for many concurrent queries`, async () => {
-    // The global set-up says "off" when the test server refuses a pipelined connect (trust auth).
     const { pool, close } = openNeonDatabase({
       DATABASE_URL: t.url,
       NEON_WS_PROXY: proxy.address,
+      // As the global set-up found: a trust or SCRAM server refuses a pipelined connect.
       NEON_PIPELINE_CONNECT: process.env.NEON_PIPELINE_CONNECT !== "off",
     } as Config);
     try {
