@@ -1,7 +1,9 @@
 import {
   createQStashPublisher,
   drain,
+  RELAY_POLICY,
   type DrainResult,
+  type ExponentialBackoff,
   type FannedEvent,
   type Publisher,
   type SqlPool,
@@ -30,6 +32,11 @@ export function publisherFor(config: Config): Publisher {
   });
 }
 
+/** The relay's backoff after a failed pass: the policy's curve, up to the deployment's cap. */
+export function passBackoffFor(config: Pick<Config, "RELAY_BACKOFF_CAP_SECONDS">): ExponentialBackoff {
+  return { ...RELAY_POLICY.passBackoff, capSeconds: config.RELAY_BACKOFF_CAP_SECONDS };
+}
+
 /** What a kick did, and how its passes fanned out the events it was asked to watch. */
 export interface KickResult extends DrainResult {
   fannedEvents: FannedEvent[];
@@ -54,6 +61,7 @@ export async function kickRelay(
       pool,
       publisher: publisherFor(config),
       subscriptions,
+      passBackoff: passBackoffFor(config),
       budgetMs: KICK_BUDGET_MS,
       until: "not-full",
       onPass: (pass) => {

@@ -3,7 +3,7 @@ import { subscriptions } from "../domain/subscriptions.ts";
 import { disableFailingEndpoints } from "../domain/webhooks/auto-disable.ts";
 import { openNeonDatabase, type OpenDatabase } from "./database.ts";
 import { parseConfig, type Bindings } from "./env.ts";
-import { publisherFor, SWEEP_BUDGET_MS } from "./relay.ts";
+import { passBackoffFor, publisherFor, SWEEP_BUDGET_MS } from "./relay.ts";
 
 /**
  * The every-minute cron sweep (wrangler.toml `crons`). It is what makes a lost
@@ -34,6 +34,7 @@ export function createScheduled(
         pool,
         publisher: publisherFor(config),
         subscriptions,
+        passBackoff: passBackoffFor(config),
         budgetMs: SWEEP_BUDGET_MS,
         until: "empty",
       });

@@ -8,7 +8,7 @@ import { clearFailuresSql, recordFailureSql, type DbBackoff } from "./backoff.ts
 import { claim } from "./claim.ts";
 import { markAndCommit, type RowOutcome } from "./mark.ts";
 import { planBatch, type RowPlan } from "./plan.ts";
-import { RELAY_POLICY } from "./policy.ts";
+import { RELAY_POLICY, type ExponentialBackoff } from "./policy.ts";
 
 export interface RelayOptions {
   pool: SqlPool;
@@ -28,6 +28,11 @@ export interface RelayOptions {
   passTimeoutMs?: number;
   /** QStash rejects larger messages; such an event fails on its own instead of failing the batch. */
   maxJobBytes?: number;
+  /**
+   * The relay-wide backoff after a failed pass (RELAY_POLICY.passBackoff by
+   * default); the Worker takes its cap from RELAY_BACKOFF_CAP_SECONDS.
+   */
+  passBackoff?: ExponentialBackoff;
   /** Injected clock for tests; the database's clock otherwise. */
   now?: Date;
 }
@@ -138,7 +143,9 @@ async function batchPass(
     // back off, and let the next pass retry these rows one by one to find out.
     const message = errorMessage(error);
     await client.query("ROLLBACK");
-    const [failed] = results<[DbBackoff]>(await client.query(recordFailureSql(message, options.now)));
+    const [failed] = results<[DbBackoff]>(
+      await client.query(recordFailureSql(message, options.now, options.passBackoff)),
+    );
     const failure = failed?.rows[0];
     return {
       ...emptyResult("batch"),
@@ -206,7 +213,9 @@ async function rowsPass(
     outcomes.push(outcome(plan));
     tried.push(plan);
   }
-  const stateSql = outage ? recordFailureSql(outage, options.now) : clearFailuresSql(options.now);
+  const stateSql = outage
+    ? recordFailureSql(outage, options.now, options.passBackoff)
+    : clearFailuresSql(options.now);
   const mark = await markAndCommit(client, outcomes, stateSql, options.now);
   return {
     mode: "rows",
