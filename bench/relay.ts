@@ -1,5 +1,6 @@
 /**
- * `npm run bench [-- --quick] [--json <file>] [--reps <n>] [--only <phase,...>] [--baseline <checkout>] [--variants <v,...>]`
+ * `npm run bench [-- --quick] [--json <file>] [--reps <n>] [--only <phase,...>] [--baseline <checkout>] [--variants <v,...>]
+ *   [--db-delay <ms>] [--qstash-delay <ms>]`
  *
  * Measures the relay against the ceiling Postgres sets on this machine, in one run
  * (issue 5). Progress goes to stderr, the table to stdout, raw figures to --json.
@@ -7,13 +8,14 @@
  * created, migrated and dropped), otherwise an embedded one.
  */
 import { writeFile } from "node:fs/promises";
-import { arch, cpus, platform, totalmem } from "node:os";
+import { arch, cpus, loadavg, platform, totalmem } from "node:os";
 import { resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { concurrency } from "./phases/concurrency.ts";
 import { dashboard } from "./phases/dashboard.ts";
 import { history } from "./phases/history.ts";
 import { latency } from "./phases/latency.ts";
+import { production } from "./phases/production.ts";
 import { roundTrips } from "./phases/round-trips.ts";
 import { throughput } from "./phases/throughput.ts";
 import { table, targets, type Results } from "./report.ts";
@@ -21,8 +23,17 @@ import { FULL, QUICK, type BenchContext } from "./support/context.ts";
 import { openBenchDatabase } from "./support/db.ts";
 import { log } from "./support/progress.ts";
 import { startDevServerProcess } from "./support/qstash.ts";
+import { startAcceptOnlyProcess } from "./support/service.ts";
 
-const PHASES = ["throughput", "concurrency", "history", "round-trips", "latency", "dashboard"] as const;
+const PHASES = [
+  "throughput",
+  "concurrency",
+  "history",
+  "round-trips",
+  "latency",
+  "dashboard",
+  "production",
+] as const;
 type Phase = (typeof PHASES)[number];
 
 const { values } = parseArgs({
@@ -33,8 +44,18 @@ const { values } = parseArgs({
     only: { type: "string" },
     baseline: { type: "string" },
     variants: { type: "string" },
+    // The production-shaped phase's added latencies (issue 11 item 4).
+    "db-delay": { type: "string", default: "10" },
+    "qstash-delay": { type: "string", default: "30" },
   },
 });
+const delay = (name: "db-delay" | "qstash-delay") => {
+  const ms = Number(values[name]);
+  if (!Number.isFinite(ms) || ms < 0)
+    throw new Error(`--${name} must be a number of ms >= 0, got ${values[name]}`);
+  return ms;
+};
+const delays = { databaseMs: delay("db-delay"), qstashMs: delay("qstash-delay") };
 const reps = Number(values.reps);
 if (!Number.isInteger(reps) || reps < 1)
   throw new Error(`--reps must be a positive integer, got ${values.reps}`);
@@ -44,16 +65,21 @@ for (const p of only)
 const runs = (p: Phase) => only.includes(p);
 
 const startedAt = new Date();
+// The machine is shared: its load (1, 5, 15 min) at both ends says how far to trust absolute figures.
+const loadAtStart = loadavg();
 const started = performance.now();
 const sizes = values.quick ? QUICK : FULL;
 const db = await openBenchDatabase();
 const qstash = await startDevServerProcess();
+const acceptOnly = await startAcceptOnlyProcess();
 // `--baseline <dir>`: a checkout of an earlier commit (with node_modules reachable
 // from it); its relay runs beside this one's in the throughput phase.
 const baselineOutbox = values.baseline ? resolve(values.baseline, "src/outbox/index.ts") : undefined;
 const ctx: BenchContext = {
   db,
   qstash,
+  acceptOnly,
+  delays,
   sizes,
   reps,
   batchSize: 200,
@@ -74,8 +100,8 @@ for (const signal of ["SIGINT", "SIGTERM"] as const) {
   process.once(signal, () => {
     log(`${signal}: dropping ${db.url.split("/").pop()} and stopping`);
     const timeout = new Promise((resolve) => setTimeout(resolve, 10_000).unref());
-    void Promise.race([Promise.allSettled([qstash.close(), db.close()]), timeout]).then(() =>
-      process.exit(130),
+    void Promise.race([Promise.allSettled([qstash.close(), acceptOnly.close(), db.close()]), timeout]).then(
+      () => process.exit(130),
     );
   });
 }
@@ -88,17 +114,21 @@ try {
   if (runs("round-trips")) results.roundTrips = await roundTrips(ctx);
   if (runs("latency")) results.latency = await latency(ctx);
   if (runs("dashboard")) results.dashboard = await dashboard(ctx);
+  if (runs("production")) results.production = await production(ctx);
 } finally {
   await qstash.close();
+  await acceptOnly.close();
   await db.close();
 }
 
 const seconds = (performance.now() - started) / 1000;
+const loadAtEnd = loadavg();
+const load = (l: number[]) => l.map((x) => x.toFixed(1)).join(" ");
 const machine = `${cpus().length} × ${cpus()[0]?.model ?? "cpu"}, ${Math.round(totalmem() / 2 ** 30)} GB, ${platform()} ${arch()}`;
 const note =
   `${values.quick ? "QUICK run (smaller sizes): not comparable with a full run. " : ""}` +
   `Postgres ${rows[0]?.version} (${db.server}, autovacuum ${autovacuum}), Node ${process.version}, ${machine}; ` +
-  `run took ${seconds.toFixed(0)} s.`;
+  `run took ${seconds.toFixed(0)} s; load average (1/5/15 min) ${load(loadAtStart)} at start, ${load(loadAtEnd)} at end.`;
 process.stdout.write(`${table(results, { reps, note })}\n`);
 
 if (values.json) {
@@ -115,7 +145,10 @@ if (values.json) {
     database: db.server,
     node: process.version,
     machine,
-    qstash: "infra/qstash-dev in its own process, delivery paused",
+    loadAverage: { start: loadAtStart, end: loadAtEnd },
+    qstash:
+      "infra/qstash-dev in its own process, delivery paused; infra/qstash-accept-only in its own process",
+    delays,
     targets: targets(results),
     results,
   };

@@ -2,6 +2,7 @@ import type { ConcurrencyResult } from "./phases/concurrency.ts";
 import type { DashboardResult } from "./phases/dashboard.ts";
 import type { HistoryResult } from "./phases/history.ts";
 import type { LatencyResult } from "./phases/latency.ts";
+import type { ProductionResult } from "./phases/production.ts";
 import type { RoundTripResult } from "./phases/round-trips.ts";
 import type { ThroughputResult } from "./phases/throughput.ts";
 import { summarize, type Summary } from "./support/stats.ts";
@@ -13,6 +14,7 @@ export interface Results {
   roundTrips?: RoundTripResult;
   latency?: LatencyResult;
   dashboard?: DashboardResult;
+  production?: ProductionResult;
 }
 
 export interface Target {
@@ -30,7 +32,13 @@ export interface Target {
   ratioOfMedians?: number;
 }
 
-function target(key: string, name: string, value: number, kind: Target["kind"], limit: number): Target {
+export function target(
+  key: string,
+  name: string,
+  value: number,
+  kind: Target["kind"],
+  limit: number,
+): Target {
   return { key, name, value, limit, kind, met: kind === "min" ? value >= limit : value <= limit };
 }
 
@@ -40,7 +48,7 @@ function target(key: string, name: string, value: number, kind: Target["kind"], 
  * shared machine (which moved the ceiling between 8,500 and 22,000 events/s from one
  * repetition to the next) mostly cancels out; the ratio of medians is kept beside it.
  */
-function pairedTarget(
+export function pairedTarget(
   key: string,
   name: string,
   numerator: Summary,
@@ -97,6 +105,14 @@ export function targets(r: Results): Target[] {
       eps("ceiling"),
       "min",
       0.8,
+    );
+    paired(
+      "acceptOnlyRelayOverNull",
+      "relay via @upstash/qstash to the accept-only endpoint / null publisher",
+      eps("acceptOnly"),
+      eps("null"),
+      "min",
+      0.6,
     );
     paired(
       "devServerRelayOverCeiling",
@@ -182,6 +198,48 @@ export function targets(r: Results): Target[] {
     out.push(
       target("commitToPublishedP99Ms", "commit → published p99 (ms)", r.latency.p99.median, "max", 50),
     );
+  const p = r.production;
+  if (p) {
+    out.push({
+      ...target(
+        "productionPassOverFloor",
+        `production-shaped pass / floor (${p.floorMs} ms: 2 database round trips + 1 QStash request)`,
+        p.passOverFloor.median,
+        "max",
+        1.2,
+      ),
+      perRepetition: p.passOverFloor,
+      ratioOfMedians: p.passMs.median / p.floorMs,
+    });
+    out.push(
+      pairedTarget(
+        "productionFourRelaysOverOne",
+        "production-shaped: 4 relays / 1 relay",
+        p.eventsPerSecond[4]!,
+        p.eventsPerSecond[1]!,
+        "min",
+        3.5,
+      ),
+    );
+    out.push(
+      target(
+        "productionRoundTripsPerPass",
+        "production-shaped: database round trips per pass (max, proxy-counted)",
+        Math.max(p.roundTripsPerPass.max, p.roundTripsPerPass.empty),
+        "max",
+        2,
+      ),
+    );
+    out.push(
+      target(
+        "productionDuplicateFanouts",
+        "production-shaped: (event, subscription) published twice",
+        p.duplicates + p.incompleteFanout,
+        "max",
+        0,
+      ),
+    );
+  }
   for (const c of r.dashboard?.cases ?? [])
     out.push(target(`eventsPage:${c.name}`, `events page: ${c.name} (ms)`, c.ms.median, "max", 50));
   return out;
@@ -212,7 +270,9 @@ export function table(r: Results, meta: { reps: number; note?: string }): string
     add("   bare table (primary key + claim index)", t.bareCeiling?.eventsPerSecond, n0);
     add("2. relay, null publisher", t.null?.eventsPerSecond, n0);
     add("   same, --baseline checkout", t.nullBefore?.eventsPerSecond, n0);
-    add("3. relay via @upstash/qstash → dev server", t.qstash?.eventsPerSecond, n0);
+    add("3. relay via @upstash/qstash → accept-only endpoint", t.acceptOnly?.eventsPerSecond, n0);
+    add("   jobs/s via accept-only endpoint", t.acceptOnly?.jobsPerSecond, n0);
+    add("   same → dev server (the dev server's own limit)", t.qstash?.eventsPerSecond, n0);
     add("   same, --baseline checkout", t.qstashBefore?.eventsPerSecond, n0);
     add("   jobs/s via dev server", t.qstash?.jobsPerSecond, n0);
   }
@@ -271,6 +331,7 @@ export function table(r: Results, meta: { reps: number; note?: string }): string
       if (v) rows.push(row(name, v, fmt));
     };
     add("8. peak RSS, null publisher", t.null?.peakRssMB, n0);
+    add("   peak RSS, via accept-only endpoint", t.acceptOnly?.peakRssMB, n0);
     add("   peak RSS, via dev server", t.qstash?.peakRssMB, n0);
     add("   peak heap used, via dev server", t.qstash?.peakHeapMB, n0);
     add("   RSS before the first pass", t.qstash?.baselineRssMB, n0);
@@ -278,14 +339,58 @@ export function table(r: Results, meta: { reps: number; note?: string }): string
     add("10. ceiling (client side of one SQL statement)", t.ceiling?.cpuMsPer1000Events, n1);
     add("    relay, null publisher", t.null?.cpuMsPer1000Events, n1);
     add("    same, --baseline checkout", t.nullBefore?.cpuMsPer1000Events, n1);
+    add("    relay via accept-only endpoint", t.acceptOnly?.cpuMsPer1000Events, n1);
     add("    relay via dev server", t.qstash?.cpuMsPer1000Events, n1);
     add("    same, --baseline checkout", t.qstashBefore?.cpuMsPer1000Events, n1);
+  }
+  const candidates = Object.entries(t ?? {}).filter(([k]) => k.startsWith("ceilingWith:"));
+  const none = t?.["ceilingWith:none"];
+  if (candidates.length > 0 && none) {
+    section("events page index candidates on the mark (ceiling / same without; WAL per marked event)");
+    for (const [key, v] of candidates) {
+      const ratios = summarize(v!.eventsPerSecond.runs.map((x, i) => x / none.eventsPerSecond.runs[i]!));
+      const m = v!.markPerEvent;
+      const wal = m ? `, WAL ${n0(m.walBytes.median)} B in ${n2(m.walRecords.median)} records` : "";
+      rows.push([
+        `   ${key.slice("ceilingWith:".length)}${wal}`,
+        n2(ratios.median),
+        n2(ratios.min),
+        n2(ratios.max),
+      ]);
+    }
   }
   const d = r.dashboard;
   if (d) {
     section(`dashboard events page, 50 rows, ${n0(d.rows)} events (ms of database time)`);
     for (const [i, c] of d.cases.entries()) rows.push(row(`${i === 0 ? "9." : "  "} ${c.name}`, c.ms, n2));
-    for (const c of d.withProposedIndexes) rows.push(row(`   ${c.name}, with proposed indexes`, c.ms, n2));
+  }
+  const p = r.production;
+  if (p) {
+    section(
+      `production-shaped: Neon driver over ws proxy +${p.delays.databaseMs} ms/round trip, ` +
+        `QStash +${p.delays.qstashMs} ms/request (ms unless stated)`,
+    );
+    rows.push(row(`11. full pass (floor ${p.floorMs} ms)`, p.passMs, n1));
+    rows.push(row("    of which waiting for the publish", p.publishMs, n1));
+    rows.push(row("    pass / floor", p.passOverFloor, n2));
+    rows.push(row("    same pass, no delay added (this machine's own work)", p.undelayedPassMs, n1));
+    const counts = (x: { min: number; max: number }) =>
+      [String(x.max), String(x.min), String(x.max)] as const;
+    rows.push(["    database round trips per full pass", ...counts(p.roundTripsPerPass)]);
+    rows.push(["    database round trips, empty pass", String(p.roundTripsPerPass.empty), "", ""]);
+    rows.push(["    QStash requests per full pass", ...counts(p.qstashRequestsPerPass)]);
+    rows.push([
+      `    connect: round trips (pipelined ${p.pipelinedConnect ? "yes" : "no"}), ms`,
+      `${p.connectRoundTrips}, ${n1(p.connectMs)}`,
+      "",
+      "",
+    ]);
+    for (const [n, s] of Object.entries(p.eventsPerSecond))
+      rows.push(row(`    ${n} relay(s), events/s`, s, n0));
+    rows.push(["    duplicate or missing fan-outs", String(p.duplicates + p.incompleteFanout), "", ""]);
+    rows.push(row("    commit → published p50", p.latency.p50, n1));
+    rows.push(row("    commit → published p99", p.latency.p99, n1));
+    rows.push(["    left for the cron sweep", String(p.latency.leftForSweep), "", ""]);
   }
   const header: Row = ["measure", `median of ${meta.reps}`, "min", "max"];
   const widths = [0, 1, 2, 3].map((i) => Math.max(...[header, ...rows].map((x) => x[i]!.length)));

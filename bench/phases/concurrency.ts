@@ -4,7 +4,7 @@
 import type pg from "pg";
 import { createNullPublisher, drain, type Job, type Publisher } from "../../src/outbox/index.ts";
 import type { BenchContext } from "../support/context.ts";
-import { resetOutbox, seedBacklog, settle, unfanned } from "../support/db.ts";
+import { incompleteFanouts, resetOutbox, seedBacklog, settle, unfanned } from "../support/db.ts";
 import { log } from "../support/progress.ts";
 import { summarize, type Summary } from "../support/stats.ts";
 import { benchSubscriptions } from "../support/subscriptions.ts";
@@ -31,9 +31,12 @@ export interface ConcurrencyResult {
   raw: ConcurrencyRun[];
 }
 
-/** The null publisher, plus a record of every deduplication id it accepted. */
-function countingPublisher(): { publisher: Publisher; seen: Set<string>; duplicates: () => number } {
-  const inner = createNullPublisher();
+/** A publisher (the null one by default), plus a record of every deduplication id it accepted. */
+export function countingPublisher(inner: Publisher = createNullPublisher()): {
+  publisher: Publisher;
+  seen: Set<string>;
+  duplicates: () => number;
+} {
   const seen = new Set<string>();
   let duplicates = 0;
   return {
@@ -78,16 +81,13 @@ export async function concurrency(ctx: BenchContext): Promise<ConcurrencyResult>
       await Promise.all(pools.map((p) => p.end()));
       const events = results.reduce((sum, r) => sum + r.fanned, 0);
       const left = await unfanned(ctx.db.admin);
-      const { rows } = await ctx.db.admin.query<{ n: number }>(
-        `SELECT count(*)::int AS n FROM events WHERE NOT (fanout ?& array['mail', 'index'])`,
-      );
       const run: ConcurrencyRun = {
         relays,
         ms,
         events,
         jobs: seen.size,
         duplicates: duplicates(),
-        incompleteFanout: rows[0]!.n,
+        incompleteFanout: await incompleteFanouts(ctx.db.admin),
         perRelay: results.map((r) => r.fanned),
       };
       if (events !== ctx.sizes.backlog || left !== 0) {

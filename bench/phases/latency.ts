@@ -9,6 +9,7 @@ import {
   type DrainResult,
   type Job,
   type Publisher,
+  type SqlPool,
 } from "../../src/outbox/index.ts";
 import type { BenchContext } from "../support/context.ts";
 import { resetOutbox, settle } from "../support/db.ts";
@@ -46,20 +47,31 @@ export interface LatencyResult {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, Math.max(0, ms)));
 
-async function oneRun(ctx: BenchContext): Promise<LatencyRun> {
+/** Where the kicks run and publish: TCP to Postgres and the dev server here; the production phase swaps both. */
+export interface KickTarget {
+  /** The kicks' pool; ended after the run. */
+  relays: SqlPool & { end(): Promise<void> };
+  qstash: { url: string; token: string };
+  /** Forgets what the QStash side accepted before, between repetitions. */
+  reset(): Promise<void>;
+}
+
+/** One repetition: steady writes, each followed by its kick; commit → accepted per write. */
+export async function commitToPublished(ctx: BenchContext, target: KickTarget): Promise<LatencyRun> {
   await resetOutbox(ctx.db.admin);
   await settle(ctx.db.admin);
-  await ctx.qstash.reset();
+  await target.reset();
   const writers = ctx.db.newPool(4);
+  const relays = target.relays;
+  (await writers.connect()).release();
   // Each kick takes its own connection, as each Worker invocation has its own.
-  const relays = ctx.db.newPool(8);
-  await Promise.all([writers, relays].map(async (p) => (await p.connect()).release()));
+  (await relays.connect()).release();
 
   const committedAt = new Map<string, number>();
   const acceptedAt = new Map<string, number>();
   const inner = createQStashPublisher({
-    baseUrl: ctx.qstash.url,
-    token: ctx.qstash.token,
+    baseUrl: target.qstash.url,
+    token: target.qstash.token,
     publicUrl: PUBLIC_URL,
   });
   const publisher: Publisher = {
@@ -133,7 +145,11 @@ async function oneRun(ctx: BenchContext): Promise<LatencyRun> {
 export async function latency(ctx: BenchContext): Promise<LatencyResult> {
   const raw: LatencyRun[] = [];
   for (let rep = 1; rep <= ctx.reps; rep++) {
-    const run = await oneRun(ctx);
+    const run = await commitToPublished(ctx, {
+      relays: ctx.db.newPool(8),
+      qstash: ctx.qstash,
+      reset: () => ctx.qstash.reset(),
+    });
     raw.push(run);
     log(
       `latency rep ${rep}/${ctx.reps}: ${run.count} writes at ${run.writesPerSecond.toFixed(0)}/s, commit→accepted ` +
@@ -141,6 +157,11 @@ export async function latency(ctx: BenchContext): Promise<LatencyResult> {
         `max ${run.max.toFixed(1)} ms; left for the sweep: ${run.leftForSweep}`,
     );
   }
+  return summarizeLatency(raw);
+}
+
+/** The repetitions' distributions, each figure as median with min and max. */
+export function summarizeLatency(raw: LatencyRun[]): LatencyResult {
   return {
     p50: summarize(raw.map((r) => r.p50)),
     p95: summarize(raw.map((r) => r.p95)),

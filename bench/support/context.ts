@@ -1,5 +1,6 @@
 import type { BenchDatabase } from "./db.ts";
 import type { DevServer } from "./qstash.ts";
+import type { AcceptOnlyService } from "./service.ts";
 
 export interface Sizes {
   /** Backlog for the ceiling, the relay and the concurrency runs (issue 5: 100,000). */
@@ -15,6 +16,8 @@ export interface Sizes {
   /** Writes per latency repetition (at least 1,000) and their steady rate. */
   latencyWrites: number;
   writesPerSecond: number;
+  /** Backlog the production-shaped phase drains with 1 and with 4 relays (issue 11 item 4). */
+  productionBacklog: number;
 }
 
 export const FULL: Sizes = {
@@ -25,6 +28,7 @@ export const FULL: Sizes = {
   longDrain: 200_000,
   latencyWrites: 1_000,
   writesPerSecond: 100,
+  productionBacklog: 20_000,
 };
 
 export const QUICK: Sizes = {
@@ -35,11 +39,16 @@ export const QUICK: Sizes = {
   longDrain: 20_000,
   latencyWrites: 200,
   writesPerSecond: 100,
+  productionBacklog: 4_000,
 };
 
 export interface BenchContext {
   db: BenchDatabase;
   qstash: DevServer;
+  /** The accept-only QStash endpoint, no delay: what the relay through the SDK is measured against. */
+  acceptOnly: AcceptOnlyService;
+  /** Added latencies of the production-shaped phase (`--db-delay`, `--qstash-delay`). */
+  delays: { databaseMs: number; qstashMs: number };
   sizes: Sizes;
   reps: number;
   batchSize: number;

@@ -105,16 +105,19 @@ export async function seedBacklog(
      * time-ordered ids would do to the mark; otherwise the column default (v4).
      */
     ids?: "default" | "timeOrdered";
+    /** `random`: each run of 4 shares a random-looking subject (a hash), as note or order ids are. */
+    subjects?: "sequential" | "random";
   } = {},
 ): Promise<void> {
   const table = options.table ?? "events";
   const v7 = options.ids === "timeOrdered";
+  const subject = options.subjects === "random" ? "md5(((g - 1) / 4)::text)" : "'subject-' || ((g - 1) / 4)";
   const chunk = 100_000;
   for (let from = 0; from < n; from += chunk) {
     const to = Math.min(n, from + chunk);
     await admin.query(
       `INSERT INTO ${table} (${v7 ? "id, " : ""}type, subject, scope, payload, fanned_out_at, fanout)
-       SELECT ${v7 ? `${UUID_V7_SQL}, ` : ""}'bench.happened', 'subject-' || ((g - 1) / 4), 'tenant-' || (((g - 1) / 4) % 10),
+       SELECT ${v7 ? `${UUID_V7_SQL}, ` : ""}'bench.happened', ${subject}, 'tenant-' || (((g - 1) / 4) % 10),
               jsonb_build_object('n', g, 'at', now(), 'pad', repeat('x', ${PAYLOAD_PAD})),
               ${options.fanned ? "now()" : "NULL"}, ${options.fanned ? `'{"mail":{"messageId":"msg_0"}}'::jsonb` : "NULL"}
          FROM generate_series(${from + 1}::bigint, ${to}::bigint) g`,
@@ -131,6 +134,14 @@ export async function settle(admin: pg.Pool, table = "events"): Promise<void> {
 export async function unfanned(admin: pg.Pool, table = "events"): Promise<number> {
   const { rows } = await admin.query<{ n: number }>(
     `SELECT count(*)::int AS n FROM ${table} WHERE fanned_out_at IS NULL AND poisoned_at IS NULL`,
+  );
+  return rows[0]!.n;
+}
+
+/** Fanned rows whose `fanout` does not name both bench subscriptions: must be 0. */
+export async function incompleteFanouts(admin: pg.Pool): Promise<number> {
+  const { rows } = await admin.query<{ n: number }>(
+    `SELECT count(*)::int AS n FROM events WHERE NOT (fanout ?& array['mail', 'index'])`,
   );
   return rows[0]!.n;
 }

@@ -11,6 +11,7 @@ export const relayVariables = configSchema.pick({
   QSTASH_URL: true,
   QSTASH_TOKEN: true,
   PUBLIC_URL: true,
+  RELAY_BACKOFF_CAP_SECONDS: true,
 });
 
 /** Reads variables from the environment (and .env), or says which are missing or wrong. */

@@ -4,6 +4,7 @@ import { intOption, UsageError } from "./args.ts";
 import type { Command } from "./command.ts";
 import { readVariables, relayVariables } from "./config.ts";
 import { formatDrain, formatPass } from "./format.ts";
+import { passBackoffFor } from "../worker/relay.ts";
 
 /** `relay once` and `relay drain`: the same pass the Worker runs, from a terminal. */
 export async function relayCommand({ pool, options, sub, print }: Command): Promise<number> {
@@ -16,6 +17,7 @@ export async function relayCommand({ pool, options, sub, print }: Command): Prom
       publicUrl: env.PUBLIC_URL,
     }),
     subscriptions,
+    passBackoff: passBackoffFor(env),
     batchSize: intOption(options["batch-size"], "--batch-size", RELAY_POLICY.batchSize),
   };
   if (sub === "once") {

@@ -1,6 +1,7 @@
 import { Client, QstashError } from "@upstash/qstash";
 import { PublishError, kindOfStatus } from "./errors.ts";
 import type { Publisher } from "./publisher.ts";
+import { positiveInt } from "./sql.ts";
 import type { Job, PublishedJob } from "./types.ts";
 
 export interface QStashPublisherOptions {
@@ -11,6 +12,17 @@ export interface QStashPublisherOptions {
   publicUrl: string;
   /** Messages per batch request. */
   chunkSize?: number;
+  /**
+   * Batch requests a publish keeps in flight at once. A pass's chunks go out
+   * together, so it waits for one QStash round trip instead of one per chunk.
+   * Workers let an invocation have 6 outgoing connections waiting for their
+   * response headers (a seventh waits its turn); the invocation's database pool
+   * opens at most 3 (MAX_CONNECTIONS_PER_INVOCATION in src/worker/database.ts),
+   * so 3 keeps a pass within the limit whatever else the invocation is doing.
+   * A batch of 200 events with the two subscriptions of the reference app is
+   * 250 jobs: three chunks, all at once. Default 3.
+   */
+  concurrency?: number;
   /**
    * Jobs QStash delivers at once to this deployment (flow control, one key per
    * public URL). Every delivery is a Worker invocation with its own database
@@ -55,7 +67,8 @@ export function createQStashPublisher(options: QStashPublisherOptions): Publishe
     devMode: false,
     enableTelemetry: false,
   });
-  const chunkSize = options.chunkSize ?? 100;
+  const chunkSize = positiveInt(options.chunkSize ?? 100, "chunkSize");
+  const concurrency = positiveInt(options.concurrency ?? 3, "concurrency");
   const failureCallback = failureCallbackUrl(options.publicUrl);
   const flowControl = {
     key: `edge-outbox-${new URL(options.publicUrl).host.replace(/[^A-Za-z0-9._-]/g, "_")}`,
@@ -102,14 +115,37 @@ export function createQStashPublisher(options: QStashPublisherOptions): Publishe
 
   return {
     async publish(jobs, signal) {
-      const out: PublishedJob[] = [];
-      for (let i = 0; i < jobs.length; i += chunkSize) {
-        // The SDK takes no AbortSignal; the relay races each publish against it,
-        // and this stops a pass that gave up from sending further chunks.
-        signal.throwIfAborted();
-        out.push(...(await publishChunk(jobs.slice(i, i + chunkSize))));
-      }
-      return out;
+      const chunks: Job[][] = [];
+      for (let i = 0; i < jobs.length; i += chunkSize) chunks.push(jobs.slice(i, i + chunkSize));
+      const answers: PublishedJob[][] = [];
+      let next = 0;
+      let answered = 0;
+      // The failed chunk that came first in the batch, so the error a pass records
+      // does not depend on which request happened to answer first.
+      const failed: { chunk?: number; error?: unknown } = {};
+      // Each lane sends one chunk at a time. After a failure, or once the relay gave
+      // up on this publish, no further chunk starts: as when chunks went one by one,
+      // the pass rolls back, and whatever was accepted is deduplicated on replay.
+      const lane = async () => {
+        while (next < chunks.length && failed.chunk === undefined && !signal.aborted) {
+          const index = next++;
+          try {
+            answers[index] = await publishChunk(chunks[index]!);
+            answered++;
+          } catch (error) {
+            if (failed.chunk === undefined || index < failed.chunk) {
+              failed.chunk = index;
+              failed.error = error;
+            }
+          }
+        }
+      };
+      await Promise.all(Array.from({ length: Math.min(concurrency, chunks.length) }, lane));
+      if (failed.chunk !== undefined) throw failed.error;
+      // The SDK takes no AbortSignal; the relay races each publish against it, and
+      // this stops a pass that gave up from sending further chunks.
+      if (answered < chunks.length) signal.throwIfAborted();
+      return answers.flat();
     },
   };
 }

@@ -4,7 +4,7 @@ import type { Db } from "../domain/db.ts";
 import { DEFAULT_DISABLE_AFTER_DAYS } from "../domain/webhooks/auto-disable.ts";
 import { parseRetrySchedule, WEBHOOK_RETRY_SCHEDULE_SECONDS } from "../domain/webhooks/retry-schedule.ts";
 import { DEFAULT_MAX_BODY_BYTES } from "./body-limit.ts";
-import type { Queryable, SqlPool } from "../outbox/index.ts";
+import { RELAY_POLICY, type Queryable, type SqlPool } from "../outbox/index.ts";
 
 /** What wrangler hands the Worker: vars and secrets, all strings, any of them possibly absent. */
 export interface Bindings {
@@ -39,6 +39,12 @@ export interface Bindings {
   WEBHOOK_RETRY_SCHEDULE?: string;
   /** Days of nothing but failed deliveries before the cron sweep disables an endpoint; default 5. */
   WEBHOOK_DISABLE_AFTER_DAYS?: string;
+  /**
+   * Longest wait, in whole seconds, between relay passes during a transport
+   * outage (the backoff doubles from 2 s up to it); default 60. The chaos suite
+   * shortens it to time-scale its outage.
+   */
+  RELAY_BACKOFF_CAP_SECONDS?: string;
 }
 
 // wrangler passes an unset var as "" when it is declared empty; that means unset.
@@ -112,6 +118,14 @@ export const configSchema = z.object({
       .int("must be a whole number of days")
       .min(1, "must be at least 1 day"),
   ).transform((v) => v ?? DEFAULT_DISABLE_AFTER_DAYS),
+  // Longer than an hour only delays recovery after an outage; the cron sweep runs every minute anyway.
+  RELAY_BACKOFF_CAP_SECONDS: optional(
+    z.coerce
+      .number({ error: "must be a whole number of seconds" })
+      .int("must be a whole number of seconds")
+      .min(1, "must be at least 1 second")
+      .max(3600, "must be at most 3600 seconds (an hour)"),
+  ).transform((v) => v ?? RELAY_POLICY.passBackoff.capSeconds),
 });
 
 /** Bindings after validation: what handlers read, via `c.var.config`. */

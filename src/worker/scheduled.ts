@@ -4,7 +4,7 @@ import { disableFailingEndpoints } from "../domain/webhooks/auto-disable.ts";
 import { deleteOldDeliveries, publishUnpublished } from "../domain/webhooks/sweep.ts";
 import { openNeonDatabase, type OpenDatabase } from "./database.ts";
 import { parseConfig, type Bindings } from "./env.ts";
-import { publisherFor, SWEEP_BUDGET_MS } from "./relay.ts";
+import { passBackoffFor, publisherFor, SWEEP_BUDGET_MS } from "./relay.ts";
 import { deliverQueueFor } from "./webhooks.ts";
 
 /**
@@ -38,6 +38,7 @@ export function createScheduled(
         pool,
         publisher: publisherFor(config),
         subscriptions,
+        passBackoff: passBackoffFor(config),
         budgetMs: SWEEP_BUDGET_MS,
         until: "empty",
       });

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Pool } from "@neondatabase/serverless";
 import {
   configureNeonForWsProxy,
+  delayedInOrder,
   startWsProxy,
   takesPipelinedConnect,
   type WsProxy,
@@ -100,5 +101,35 @@ describe("ws-proxy: counting and delaying round trips", () => {
     const delayed = await connectAndQuery({ pipelined, delayMs: 40 });
     expect(delayed.stats.roundTrips).toBe(plain.stats.roundTrips);
     expect(delayed.ms).toBeGreaterThanOrEqual(40 * delayed.stats.roundTrips);
+  });
+});
+
+describe("ws-proxy: the delay keeps order", () => {
+  it("releases every chunk in arrival order, at least the delay after it arrived", async () => {
+    const delay = delayedInOrder(5);
+    const out: number[] = [];
+    const arrived: number[] = [];
+    const late: number[] = [];
+    delay.on("data", (chunk: Buffer) => {
+      const n = chunk.readUInt32BE(0);
+      out.push(n);
+      if (Date.now() - arrived[n]! < 5) late.push(n);
+    });
+    const ended = new Promise((resolve) => delay.on("end", resolve));
+    // Thousands of chunks in one event-loop turn, crossing many millisecond
+    // boundaries: with a timer per chunk, delays computed across a boundary fired
+    // out of order now and then.
+    const spinUntil = Date.now() + 60;
+    for (let n = 0; Date.now() < spinUntil || n < 5000; n++) {
+      const chunk = Buffer.alloc(4);
+      chunk.writeUInt32BE(n);
+      arrived[n] = Date.now();
+      delay.write(chunk);
+    }
+    delay.end();
+    await ended;
+    expect(out).toHaveLength(arrived.length);
+    expect(out.every((n, i) => n === i)).toBe(true);
+    expect(late).toEqual([]);
   });
 });

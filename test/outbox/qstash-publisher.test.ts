@@ -1,5 +1,6 @@
 // The production publisher, through the real @upstash/qstash client, to the local
-// QStash-compatible dev server, which delivers to a real HTTP receiver.
+// QStash-compatible dev server, which delivers to a real HTTP receiver, and to the
+// accept-only endpoint where a test needs to see requests in flight.
 import { Receiver } from "@upstash/qstash";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import {
@@ -10,6 +11,7 @@ import {
   type Publisher,
 } from "../../src/outbox/index.ts";
 import { startQStashDev, type QStashDev } from "../../infra/qstash-dev/server.ts";
+import { startAcceptOnlyQStash, type AcceptOnlyQStash } from "../../infra/qstash-accept-only.ts";
 import { startReceiver } from "../qstash-dev/receiver.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { eventStates, seedEvents, unfannedCount } from "../support/events.ts";
@@ -155,5 +157,100 @@ describe("delivery parallelism", () => {
     expect(jobs.length).toBe(6);
     const host = new URL(receiver.base).host.replace(/[^A-Za-z0-9._-]/g, "_");
     expect(new Set(jobs.map((m) => m.flowControlKey))).toEqual(new Set([`edge-outbox-${host}`]));
+  });
+});
+
+describe("a pass's chunks, sent concurrently", () => {
+  let accept: AcceptOnlyQStash;
+  const all = defineSubscriptions([{ name: "all", types: ["*"] }]);
+  const through = (options: { concurrency?: number } = {}) =>
+    createQStashPublisher({
+      baseUrl: accept.url,
+      token: accept.token,
+      publicUrl: receiver.base,
+      chunkSize: 2,
+      ...options,
+    });
+
+  beforeAll(async () => {
+    accept = await startAcceptOnlyQStash({ delayMs: 200 });
+  });
+  afterAll(async () => {
+    await accept?.close();
+  });
+  beforeEach(() => accept.reset());
+
+  it("keeps each message id with its own job across chunks sent together", async () => {
+    await seedEvents(t.pool, 9, { type: "supplier.created" });
+    const chunked = createQStashPublisher({
+      baseUrl: qstash.url,
+      token: qstash.token,
+      publicUrl: receiver.base,
+      chunkSize: 2,
+    });
+    const pass = await runPass({ pool: t.pool, publisher: chunked, subscriptions: all });
+    expect(pass).toMatchObject({ mode: "batch", fanned: 9, jobs: 9 });
+    for (const row of await eventStates(t.pool)) {
+      const { messageId } = row.fanout!["all"] as { messageId: string };
+      const job = JSON.parse(qstash.message(messageId)!.body) as JobBody;
+      expect(job.event.id).toBe(row.id);
+    }
+  });
+
+  it("has at most `concurrency` batch requests in flight, 3 by default", async () => {
+    await seedEvents(t.pool, 9);
+    // 9 jobs in chunks of 2: five requests, each held 200 ms by the endpoint.
+    const pass = await runPass({ pool: t.pool, publisher: through(), subscriptions: all });
+    expect(pass).toMatchObject({ fanned: 9, jobs: 9 });
+    expect(accept.stats()).toMatchObject({ requests: 5, messages: 9, maxInFlight: 3 });
+
+    await resetOutbox(t.pool);
+    accept.reset();
+    await seedEvents(t.pool, 9);
+    await runPass({ pool: t.pool, publisher: through({ concurrency: 1 }), subscriptions: all });
+    expect(accept.stats()).toMatchObject({ requests: 5, maxInFlight: 1 });
+  });
+
+  it("a failing chunk fails the whole batch as before: no chunk starts after it, nothing is marked", async () => {
+    await seedEvents(t.pool, 9);
+    const publisher = through();
+    // The second request is refused at once; the two others in flight are accepted.
+    accept.failNext(1, 503, 1);
+    const pass = await runPass({ pool: t.pool, publisher, subscriptions: all });
+    expect(pass).toMatchObject({ mode: "batch", fanned: 0, claimed: 9 });
+    expect(pass.error).toMatch(/QStash 503/);
+    expect(pass.backedOffUntil).not.toBeNull();
+    expect(await unfannedCount(t.pool)).toBe(9);
+    // Three chunks went out together; the other two never started.
+    expect(accept.stats()).toMatchObject({ requests: 3, messages: 4 });
+
+    // The next pass retries the rows one by one (ADR 0003) and publishes them all.
+    // (1 ms on: Postgres keeps microseconds that the Date dropped.)
+    const later = new Date(pass.backedOffUntil!.getTime() + 1);
+    const retry = await runPass({ pool: t.pool, publisher, subscriptions: all, now: later });
+    expect(retry).toMatchObject({ mode: "rows", fanned: 9, failed: 0, backedOffUntil: null });
+  });
+
+  it("a rejected chunk is not charged to any row in a batch pass", async () => {
+    await seedEvents(t.pool, 9);
+    accept.failNext(1, 400, 2);
+    const pass = await runPass({ pool: t.pool, publisher: through(), subscriptions: all });
+    expect(pass.error).toMatch(/QStash 400/);
+    expect((await eventStates(t.pool)).every((r) => r.attempts === 0 && r.fanned_out_at === null)).toBe(true);
+  });
+
+  it("a publish the relay gave up on starts no further chunk", async () => {
+    await seedEvents(t.pool, 9);
+    const pass = await runPass({
+      pool: t.pool,
+      publisher: through({ concurrency: 1 }),
+      subscriptions: all,
+      publishTimeoutMs: 50,
+    });
+    expect(pass.error).toMatch(/publish gave up/);
+    // The chunk in flight when the relay gave up is answered; none follows it.
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    expect(accept.stats()).toMatchObject({ requests: 1, maxInFlight: 1 });
+    expect(await unfannedCount(t.pool)).toBe(9);
   });
 });

@@ -1,3 +1,8 @@
+import { drizzle } from "drizzle-orm/node-postgres";
+import type pg from "pg";
+import type { Db } from "../../src/domain/db.ts";
+import type { Queryable, SqlPool } from "../../src/outbox/index.ts";
+import type { OpenDatabase } from "../../src/worker/database.ts";
 import type { Bindings } from "../../src/worker/env.ts";
 import type { App } from "../../src/worker/new-app.ts";
 
@@ -75,4 +80,13 @@ export async function call<T = any>( // eslint-disable-line @typescript-eslint/n
   const text = await res.text();
   await settled();
   return { status: res.status, headers: res.headers, body: text ? JSON.parse(text) : undefined };
+}
+
+/** What the Worker's handlers open per invocation, served from a test's node-postgres pool (left open). */
+export function openTestPool(pool: pg.Pool): OpenDatabase {
+  return () => ({
+    db: drizzle(pool) as unknown as Db,
+    pool: pool as unknown as SqlPool & Queryable,
+    close: async () => undefined,
+  });
 }

@@ -20,10 +20,8 @@ import {
 import { importSecretsKey, newSecretsKey } from "../../src/domain/webhooks/secret-box.ts";
 import { newSecret } from "../../src/domain/webhooks/signing.ts";
 import { startQStashDev, type QStashDev } from "../../infra/qstash-dev/server.ts";
-import type { Queryable, SqlPool } from "../../src/outbox/index.ts";
-import type { OpenDatabase } from "../../src/worker/database.ts";
 import { createScheduled } from "../../src/worker/scheduled.ts";
-import { bindings, executionContext } from "../support/worker.ts";
+import { bindings, executionContext, openTestPool } from "../support/worker.ts";
 import { freePort } from "../../src/node/postgres.ts";
 import { startReceiver } from "../qstash-dev/receiver.ts";
 import { useTestDatabase } from "../support/db.ts";
@@ -487,11 +485,7 @@ describe("the cron sweep", () => {
       [e.id],
     );
     const pool = t.newPool(2);
-    const open: OpenDatabase = () => ({
-      db: drizzle(pool) as unknown as Db,
-      pool: pool as unknown as SqlPool & Queryable,
-      close: async () => undefined,
-    });
+    const open = openTestPool(pool);
     const env = bindings({
       DATABASE_URL: t.url,
       QSTASH_URL: qstash.url,

@@ -1,0 +1,332 @@
+// Phase 11 (issue 11 item 4): the relay as the Worker runs it. @neondatabase/serverless
+// over WebSockets through infra/ws-proxy.ts, which holds every database reply
+// `databaseMs` (the Worker's distance to its Neon region), and @upstash/qstash to
+// the accept-only endpoint, which holds every request `qstashMs`. Both stand-ins run
+// in their own processes, so their timers do not wait for the relay's JavaScript.
+// A pass's floor is what those delays alone cost it: 2 database round trips and
+// 1 QStash request (its batch chunks go out together).
+import { Pool } from "@neondatabase/serverless";
+import {
+  createQStashPublisher,
+  drain,
+  runPass,
+  type Job,
+  type PassResult,
+  type Publisher,
+} from "../../src/outbox/index.ts";
+import { configureNeonForWsProxy, startWsProxy, takesPipelinedConnect } from "../../infra/ws-proxy.ts";
+import type { BenchContext } from "../support/context.ts";
+import { incompleteFanouts, resetOutbox, seedBacklog, settle, unfanned } from "../support/db.ts";
+import { log } from "../support/progress.ts";
+import {
+  startAcceptOnlyProcess,
+  startWsProxyProcess,
+  type AcceptOnlyService,
+  type WsProxyService,
+} from "../support/service.ts";
+import { summarize, type Summary } from "../support/stats.ts";
+import { PUBLIC_URL, benchSubscriptions } from "../support/subscriptions.ts";
+import { countingPublisher } from "./concurrency.ts";
+import { commitToPublished, summarizeLatency, type LatencyResult, type LatencyRun } from "./latency.ts";
+
+/** Relays draining one backlog together, each on its own connection, against one. */
+export const PRODUCTION_RELAY_COUNTS = [1, 4] as const;
+
+/** One pass of the instrumented drain, timed and counted from outside. */
+export interface ProductionPass {
+  ms: number;
+  /** Of which waiting for the publish (all of the pass's chunks). */
+  publishMs: number;
+  claimed: number;
+  /** Database round trips, as the proxy counted them. */
+  roundTrips: number;
+  /** Batch requests the QStash endpoint answered. */
+  qstashRequests: number;
+}
+
+export interface ProductionDrain {
+  relays: number;
+  ms: number;
+  events: number;
+  passes: number;
+  roundTrips: number;
+  qstashRequests: number;
+  /** Deduplication ids published twice, and rows whose fanout misses a subscription: must be 0. */
+  duplicates: number;
+  incompleteFanout: number;
+  /**
+   * CPU time of this process (all its relays, user + system) over the drain: near
+   * the wall time means one Node thread was the limit, which Workers would not share.
+   */
+  cpuMs: number;
+}
+
+export interface ProductionResult {
+  delays: { databaseMs: number; qstashMs: number };
+  /** 2 × databaseMs + qstashMs. */
+  floorMs: number;
+  /** Whether this Postgres took the driver's pipelined connect (password auth, as Neon). */
+  pipelinedConnect: boolean;
+  /** Round trips before a fresh connection's first query could be sent. */
+  connectRoundTrips: number;
+  /** Connection set-up and a first `SELECT 1`, at the database delay. */
+  connectMs: number;
+  /** Per repetition: median time of a full pass (one relay). */
+  passMs: Summary;
+  /** Per repetition: median publish wait inside a full pass. */
+  publishMs: Summary;
+  /** Per repetition: median pass / floor. */
+  passOverFloor: Summary;
+  /**
+   * The same passes with no delay added (undelayed proxy and endpoint): this
+   * machine's own work in a pass (Postgres, the driver, planning, the SDK, the
+   * stand-ins), which a delayed pass adds to its floor.
+   */
+  undelayedPassMs: Summary;
+  /** Database round trips of every full pass over all repetitions (min and max), and of the final empty pass. */
+  roundTripsPerPass: { min: number; max: number; empty: number };
+  /** QStash requests of every full pass (min and max). */
+  qstashRequestsPerPass: { min: number; max: number };
+  /** Events per second with 1 and with 4 relays. */
+  eventsPerSecond: Record<number, Summary>;
+  duplicates: number;
+  incompleteFanout: number;
+  /** Commit → published, kicks over the Neon driver, at these delays. */
+  latency: LatencyResult;
+  raw: { passes: ProductionPass[][]; undelayedPasses: ProductionPass[][]; drains: ProductionDrain[] };
+}
+
+const newNeonPool = (url: string, max: number) => {
+  const pool = new Pool({ connectionString: url, max });
+  pool.on("error", () => undefined);
+  return pool;
+};
+
+/** A connected pool: connection set-up is paid once per invocation, not per pass. */
+async function connectedPool(url: string, max = 1): Promise<Pool> {
+  const pool = newNeonPool(url, max);
+  await Promise.all(Array.from({ length: max }, () => pool.query("SELECT 1")));
+  return pool;
+}
+
+const publisherFor = (qstash: AcceptOnlyService) =>
+  createQStashPublisher({ baseUrl: qstash.url, token: qstash.token, publicUrl: PUBLIC_URL });
+
+async function freshBacklog(ctx: BenchContext): Promise<void> {
+  await resetOutbox(ctx.db.admin);
+  await seedBacklog(ctx.db.admin, ctx.sizes.productionBacklog);
+  await settle(ctx.db.admin);
+}
+
+/** One relay, pass by pass, with the proxy's and the endpoint's counters read between passes. */
+async function instrumentedDrain(
+  ctx: BenchContext,
+  proxy: WsProxyService,
+  qstash: AcceptOnlyService,
+): Promise<ProductionPass[]> {
+  await freshBacklog(ctx);
+  const pool = await connectedPool(ctx.db.url);
+  const inner = publisherFor(qstash);
+  let publishMs = 0;
+  const publisher: Publisher = {
+    async publish(jobs: Job[], signal) {
+      const started = performance.now();
+      try {
+        return await inner.publish(jobs, signal);
+      } finally {
+        publishMs += performance.now() - started;
+      }
+    },
+  };
+  const passes: ProductionPass[] = [];
+  try {
+    for (;;) {
+      const [db0, q0] = await Promise.all([proxy.stats(), qstash.stats()]);
+      publishMs = 0;
+      const started = performance.now();
+      const pass: PassResult = await runPass({
+        pool,
+        publisher,
+        subscriptions: benchSubscriptions,
+        batchSize: ctx.batchSize,
+      });
+      const ms = performance.now() - started;
+      const [db1, q1] = await Promise.all([proxy.stats(), qstash.stats()]);
+      if (pass.error) throw new Error(`production pass failed: ${pass.error}`);
+      passes.push({
+        ms,
+        publishMs,
+        claimed: pass.claimed,
+        roundTrips: db1.roundTrips - db0.roundTrips,
+        qstashRequests: q1.requests - q0.requests,
+      });
+      if (pass.claimed === 0) break;
+    }
+  } finally {
+    await pool.end();
+  }
+  return passes;
+}
+
+/** `relays` relays drain one backlog together through the same stand-ins, each its own connection. */
+async function concurrentDrain(
+  ctx: BenchContext,
+  relays: number,
+  proxy: WsProxyService,
+  qstash: AcceptOnlyService,
+): Promise<ProductionDrain> {
+  await freshBacklog(ctx);
+  const pools = await Promise.all(Array.from({ length: relays }, () => connectedPool(ctx.db.url)));
+  const { publisher, duplicates } = countingPublisher(publisherFor(qstash));
+  const [db0, q0] = await Promise.all([proxy.stats(), qstash.stats()]);
+  const cpu0 = process.cpuUsage();
+  const started = performance.now();
+  const results = await Promise.all(
+    pools.map((pool) =>
+      drain({
+        pool,
+        publisher,
+        subscriptions: benchSubscriptions,
+        batchSize: ctx.batchSize,
+        budgetMs: 30 * 60_000,
+        until: "empty",
+      }),
+    ),
+  );
+  const ms = performance.now() - started;
+  const cpu = process.cpuUsage(cpu0);
+  const [db1, q1] = await Promise.all([proxy.stats(), qstash.stats()]);
+  await Promise.all(pools.map((p) => p.end()));
+  const events = results.reduce((sum, r) => sum + r.fanned, 0);
+  const left = await unfanned(ctx.db.admin);
+  if (events !== ctx.sizes.productionBacklog || left !== 0) {
+    throw new Error(
+      `production: ${relays} relays fanned ${events} of ${ctx.sizes.productionBacklog}, ${left} left`,
+    );
+  }
+  return {
+    relays,
+    ms,
+    events,
+    passes: results.reduce((sum, r) => sum + r.passes, 0),
+    roundTrips: db1.roundTrips - db0.roundTrips,
+    qstashRequests: q1.requests - q0.requests,
+    duplicates: duplicates(),
+    incompleteFanout: await incompleteFanouts(ctx.db.admin),
+    cpuMs: (cpu.user + cpu.system) / 1000,
+  };
+}
+
+export async function production(ctx: BenchContext): Promise<ProductionResult> {
+  const { databaseMs, qstashMs } = ctx.delays;
+  const floorMs = 2 * databaseMs + qstashMs;
+  const proxy = await startWsProxyProcess(databaseMs);
+  const qstash = await startAcceptOnlyProcess(qstashMs);
+  const undelayedProxy = await startWsProxyProcess(0);
+  try {
+    // Neon takes the password with the start-up message (pipelined connect); a local
+    // server with trust or SCRAM authentication refuses it and connects the slow way.
+    // Only connection set-up differs: a pass runs on a connection already open.
+    // Asked through an undelayed proxy: through the delayed one, a server that refuses
+    // the early password closed the connection before its held error reply was
+    // passed on, and the driver waited forever (infra/ws-proxy.ts, noted in the docs).
+    const undelayed = await startWsProxy();
+    const pipelinedConnect = await takesPipelinedConnect(undelayed, ctx.db.url).finally(() =>
+      undelayed.close(),
+    );
+    const useProxy = (p: WsProxyService) => configureNeonForWsProxy(p, pipelinedConnect);
+    useProxy(proxy);
+    const before = await proxy.stats();
+    const connectStarted = performance.now();
+    const probe = newNeonPool(ctx.db.url, 1);
+    await probe.query("SELECT 1");
+    const connectMs = performance.now() - connectStarted;
+    const connectRoundTrips = (await proxy.stats()).roundTrips - before.roundTrips - 1;
+    await probe.end();
+    log(
+      `production: database +${databaseMs} ms per round trip, QStash +${qstashMs} ms per request ` +
+        `(floor ${floorMs} ms per pass); pipelined connect ${pipelinedConnect ? "yes" : "no"}, ` +
+        `${connectRoundTrips} round trip(s) and ${connectMs.toFixed(0)} ms to connect and run a first query`,
+    );
+
+    const passes: ProductionPass[][] = [];
+    const undelayedPasses: ProductionPass[][] = [];
+    const drains: ProductionDrain[] = [];
+    const latencies: LatencyRun[] = [];
+    const fullPasses = (rep: ProductionPass[]) => rep.filter((p) => p.claimed === ctx.batchSize);
+    for (let rep = 1; rep <= ctx.reps; rep++) {
+      useProxy(undelayedProxy);
+      const undelayed = await instrumentedDrain(ctx, undelayedProxy, ctx.acceptOnly);
+      undelayedPasses.push(undelayed);
+      useProxy(proxy);
+      const timed = await instrumentedDrain(ctx, proxy, qstash);
+      passes.push(timed);
+      const full = fullPasses(timed);
+      const median = summarize(full.map((p) => p.ms)).median;
+      log(
+        `production rep ${rep}/${ctx.reps}: full pass ${median.toFixed(1)} ms = ${(median / floorMs).toFixed(2)} × floor, ` +
+          `${summarize(fullPasses(undelayed).map((p) => p.ms)).median.toFixed(1)} ms undelayed ` +
+          `(publish ${summarize(full.map((p) => p.publishMs)).median.toFixed(1)} ms), round trips per pass ` +
+          `${[...new Set(timed.map((p) => p.roundTrips))].join("/")}, QStash requests per full pass ` +
+          `${[...new Set(full.map((p) => p.qstashRequests))].join("/")}`,
+      );
+      for (const relays of PRODUCTION_RELAY_COUNTS) {
+        const run = await concurrentDrain(ctx, relays, proxy, qstash);
+        drains.push(run);
+        log(
+          `production rep ${rep}/${ctx.reps} ${relays} relay(s): ${Math.round(run.events / (run.ms / 1000))} events/s, ` +
+            `${(run.roundTrips / run.passes).toFixed(2)} round trips per pass, duplicates ${run.duplicates}, ` +
+            `relay process CPU ${Math.round((100 * run.cpuMs) / run.ms)} % of wall time`,
+        );
+      }
+      const latency = await commitToPublished(ctx, {
+        relays: newNeonPool(ctx.db.url, 8),
+        qstash,
+        reset: () => qstash.reset(),
+      });
+      latencies.push(latency);
+      log(
+        `production rep ${rep}/${ctx.reps}: commit → published p50 ${latency.p50.toFixed(1)} ms, ` +
+          `p99 ${latency.p99.toFixed(1)} ms, left for the sweep ${latency.leftForSweep}`,
+      );
+    }
+
+    const allFull = fullPasses(passes.flat());
+    const medians = (pick: (p: ProductionPass) => number, of = passes) =>
+      of.map((rep) => summarize(fullPasses(rep).map(pick)).median);
+    const passMs = summarize(medians((p) => p.ms));
+    const eventsPerSecond: Record<number, Summary> = {};
+    for (const n of PRODUCTION_RELAY_COUNTS) {
+      eventsPerSecond[n] = summarize(
+        drains.filter((d) => d.relays === n).map((d) => d.events / (d.ms / 1000)),
+      );
+    }
+    return {
+      delays: { databaseMs, qstashMs },
+      floorMs,
+      pipelinedConnect,
+      connectRoundTrips,
+      connectMs,
+      passMs,
+      publishMs: summarize(medians((p) => p.publishMs)),
+      passOverFloor: summarize(passMs.runs.map((ms) => ms / floorMs)),
+      undelayedPassMs: summarize(medians((p) => p.ms, undelayedPasses)),
+      roundTripsPerPass: {
+        min: Math.min(...allFull.map((p) => p.roundTrips)),
+        max: Math.max(...allFull.map((p) => p.roundTrips)),
+        empty: Math.max(...passes.map((rep) => rep.at(-1)!.roundTrips)),
+      },
+      qstashRequestsPerPass: {
+        min: Math.min(...allFull.map((p) => p.qstashRequests)),
+        max: Math.max(...allFull.map((p) => p.qstashRequests)),
+      },
+      eventsPerSecond,
+      duplicates: drains.reduce((sum, d) => sum + d.duplicates, 0),
+      incompleteFanout: drains.reduce((sum, d) => sum + d.incompleteFanout, 0),
+      latency: summarizeLatency(latencies),
+      raw: { passes, undelayedPasses, drains },
+    };
+  } finally {
+    await Promise.all([proxy.close(), qstash.close(), undelayedProxy.close()]);
+  }
+}
