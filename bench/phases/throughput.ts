@@ -12,19 +12,22 @@ import { summarize, type Summary } from "../support/stats.ts";
 
 /**
  * Every drain the phase times, by its key in the JSON. `ceiling` is today's schema
- * (random v4 ids); `ceilingTimeOrderedIds` the same table seeded with UUIDv7 ids,
- * the candidate issue 11 names for closing the gap; `bareCeiling` the minimal table
- * (primary key and claim index only), the physical limit. `nullBefore` and
+ * (UUIDv7 ids, migration 0007); `ceilingSchemaBefore` the same table as it was before
+ * 0007 (random v4 ids, an index on fanned rows), so what 0007 bought is measured in
+ * the same run; `bareCeiling` the minimal table (primary key and claim index only),
+ * the physical limit. `nullBefore` and
  * `qstashBefore` run another checkout's relay (`--baseline`), so a change to the
  * relay is measured before and after in the same run.
  */
 export type Variant =
-  "ceiling" | "ceilingTimeOrderedIds" | "bareCeiling" | "null" | "qstash" | "nullBefore" | "qstashBefore";
+  "ceiling" | "ceilingSchemaBefore" | "bareCeiling" | "null" | "qstash" | "nullBefore" | "qstashBefore";
 
 interface VariantSetup {
   input: Omit<RelayProcessInput, "url" | "batchSize">;
   table?: string;
-  ids?: "timeOrdered";
+  ids?: "random";
+  /** Run on `events` before the seed, and `undo` after the drain. */
+  schema?: { apply: string; undo: string };
 }
 
 function variants(ctx: BenchContext): Partial<Record<Variant, VariantSetup>> {
@@ -32,7 +35,7 @@ function variants(ctx: BenchContext): Partial<Record<Variant, VariantSetup>> {
   const base = ctx.baselineOutbox;
   return {
     ceiling: { input: { mode: "ceiling" } },
-    ceilingTimeOrderedIds: { input: { mode: "ceiling" }, ids: "timeOrdered" },
+    ceilingSchemaBefore: { input: { mode: "ceiling" }, ids: "random", schema: SCHEMA_BEFORE_0007 },
     bareCeiling: { input: { mode: "ceiling", table: BARE_TABLE }, table: BARE_TABLE },
     null: { input: { mode: "null" } },
     ...(base ? { nullBefore: { input: { mode: "null", outbox: base } } } : {}),
@@ -40,6 +43,12 @@ function variants(ctx: BenchContext): Partial<Record<Variant, VariantSetup>> {
     ...(base ? { qstashBefore: { input: { mode: "qstash", qstash, outbox: base } } } : {}),
   };
 }
+
+/** The index migration 0007 dropped (the ids come from `ids: "random"`). */
+const SCHEMA_BEFORE_0007 = {
+  apply: `CREATE INDEX bench_events_fanned_out_at_idx ON events (fanned_out_at) WHERE fanned_out_at IS NOT NULL`,
+  undo: `DROP INDEX bench_events_fanned_out_at_idx`,
+};
 
 export interface ModeResult {
   eventsPerSecond: Summary;
@@ -71,6 +80,7 @@ export async function throughput(ctx: BenchContext): Promise<ThroughputResult> {
   for (let rep = 1; rep <= ctx.reps; rep++) {
     for (const [mode, setup] of setups) {
       await resetOutbox(ctx.db.admin);
+      if (setup.schema) await ctx.db.admin.query(setup.schema.apply);
       await seedBacklog(ctx.db.admin, ctx.sizes.backlog, {
         ...(setup.table ? { table: setup.table } : {}),
         ...(setup.ids ? { ids: setup.ids } : {}),
@@ -79,6 +89,7 @@ export async function throughput(ctx: BenchContext): Promise<ThroughputResult> {
       await ctx.qstash.reset();
       const out = await runRelayProcess({ url: ctx.db.url, batchSize: ctx.batchSize, ...setup.input });
       const left = await unfanned(ctx.db.admin, setup.table);
+      if (setup.schema) await ctx.db.admin.query(setup.schema.undo);
       if (out.events !== ctx.sizes.backlog || left !== 0) {
         throw new Error(`${mode}: drained ${out.events} of ${ctx.sizes.backlog}, ${left} left`);
       }
