@@ -33,7 +33,10 @@ export const events = pgTable(
     // Time-ordered (UUIDv7, migration 0007): the mark re-inserts every marked row into
     // this unique index (a non-HOT update), and a batch's ids then sit on a few
     // neighbouring leaves instead of one random leaf each (ADR 0014).
-    id: uuid("id").notNull().unique().default(sql`outbox_uuid_v7()`),
+    id: uuid("id")
+      .notNull()
+      .unique()
+      .default(sql`outbox_uuid_v7()`),
     type: text("type").notNull(),
     subject: text("subject").notNull(),
     scope: text("scope"),

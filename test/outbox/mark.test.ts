@@ -26,7 +26,7 @@ async function mark(outcomes: RowOutcome[]) {
 function fanouts(ids: string[]): Fanout[] {
   return [
     { mail: { messageId: "msg_1" }, index: { coalescedInto: ids[2]! } },
-    { mail: { messageId: "msg_2", deduplicated: true }, "it's \"odd\"\\": { messageId: 'a"b\\c,{d} NULL' } },
+    { mail: { messageId: "msg_2", deduplicated: true }, 'it\'s "odd"\\': { messageId: 'a"b\\c,{d} NULL' } },
     { mail: { messageId: "NULL" }, index: { messageId: "msg_3" } },
     {},
     { index: { messageId: "msg_4 with spaces" } },
