@@ -30,7 +30,13 @@ export interface Target {
   ratioOfMedians?: number;
 }
 
-function target(key: string, name: string, value: number, kind: Target["kind"], limit: number): Target {
+export function target(
+  key: string,
+  name: string,
+  value: number,
+  kind: Target["kind"],
+  limit: number,
+): Target {
   return { key, name, value, limit, kind, met: kind === "min" ? value >= limit : value <= limit };
 }
 
@@ -40,7 +46,7 @@ function target(key: string, name: string, value: number, kind: Target["kind"], 
  * shared machine (which moved the ceiling between 8,500 and 22,000 events/s from one
  * repetition to the next) mostly cancels out; the ratio of medians is kept beside it.
  */
-function pairedTarget(
+export function pairedTarget(
   key: string,
   name: string,
   numerator: Summary,

@@ -15,6 +15,8 @@ export interface WsProxy {
   url: string;
   /** What has passed through so far, e.g. to count a request's round trips. */
   stats(): WsProxyStats;
+  /** Changes the added delay for connections opened from now on (see WsProxyOptions.delayMs). */
+  setDelayMs(ms: number): void;
   close(): Promise<void>;
 }
 
@@ -26,7 +28,8 @@ export interface WsProxyStats {
   /**
    * Round trips: times the client sent after having heard from the server since
    * its previous send (or for the first time on a connection). Pipelined messages
-   * sent back to back count once, as they cost one wait.
+   * sent back to back count once, as they cost one wait; the Terminate that
+   * closes a connection waits for nothing and does not count.
    */
   roundTrips: number;
 }
@@ -46,7 +49,7 @@ export interface WsProxyOptions {
 export async function startWsProxy(options: WsProxyOptions = {}): Promise<WsProxy> {
   const server = new WebSocketServer({ host: "127.0.0.1", port: options.port ?? 0 });
   const sockets = new Set<net.Socket>();
-  const delayMs = options.delayMs ?? 0;
+  let delayMs = options.delayMs ?? 0;
   const counts: WsProxyStats = { connections: 0, clientFrames: 0, roundTrips: 0 };
 
   server.on("connection", (socket, request) => {
@@ -65,8 +68,10 @@ export async function startWsProxy(options: WsProxyOptions = {}): Promise<WsProx
     counts.connections += 1;
     // A new send after a reply is a new wait for the client: one round trip.
     let awaitingReply = false;
-    socket.on("message", () => {
+    socket.on("message", (data: ws.RawData) => {
       counts.clientFrames += 1;
+      // A Terminate on its own ends the connection: nothing waits for an answer.
+      if (isTerminate(data)) return;
       if (!awaitingReply) counts.roundTrips += 1;
       awaitingReply = true;
     });
@@ -83,6 +88,8 @@ export async function startWsProxy(options: WsProxyOptions = {}): Promise<WsProx
       stream.destroy();
     };
     pipeline(stream, tcp, done);
+    // Read per connection: a Worker opens its connections per request, so a new
+    // delay applies from the next request on without restarting anything.
     if (delayMs > 0) pipeline(tcp, delayed(delayMs), stream, done);
     else pipeline(tcp, stream, done);
   });
@@ -100,6 +107,10 @@ export async function startWsProxy(options: WsProxyOptions = {}): Promise<WsProx
     address: `127.0.0.1:${port}`,
     url: `ws://127.0.0.1:${port}/v1`,
     stats: () => ({ ...counts }),
+    setDelayMs(ms) {
+      if (!Number.isFinite(ms) || ms < 0) throw new RangeError(`delayMs must be ≥ 0, got ${ms}`);
+      delayMs = ms;
+    },
     close: () =>
       new Promise<void>((resolve) => {
         for (const client of server.clients) client.terminate();
@@ -107,6 +118,12 @@ export async function startWsProxy(options: WsProxyOptions = {}): Promise<WsProx
         server.close(() => resolve());
       }),
   };
+}
+
+/** The Postgres Terminate message ('X', length 4), alone in a frame. */
+function isTerminate(data: ws.RawData): boolean {
+  const bytes = Buffer.isBuffer(data) ? data : Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data);
+  return bytes.length === 5 && bytes[0] === 0x58 && bytes.readInt32BE(1) === 4;
 }
 
 /** Passes each chunk on `ms` after it arrived, in order: latency, not a bandwidth limit. */

@@ -41,7 +41,7 @@ export { PublishError, InvalidInputError, type FailureKind } from "./errors.ts";
 
 // The relay.
 export type { Queryable, SqlPool, SqlClient } from "./sql.ts";
-export { runPass, type RelayOptions, type PassResult } from "./relay/pass.ts";
+export { runPass, type RelayOptions, type PassResult, type FannedEvent } from "./relay/pass.ts";
 export { drain, type DrainOptions, type DrainResult } from "./relay/drain.ts";
 export { RELAY_POLICY, type ExponentialBackoff } from "./relay/policy.ts";
 
@@ -49,7 +49,15 @@ export { RELAY_POLICY, type ExponentialBackoff } from "./relay/policy.ts";
 export { EVENT_STATES, STATE_SQL, isEventState, stateOf, type EventState } from "./state.ts";
 
 // Receipts, operators and maintenance.
-export { readReceipt, awaitFanout, type Receipt, type ReceiptEntry, type AwaitOptions } from "./receipt.ts";
+export {
+  readReceipt,
+  awaitFanout,
+  receiptFromKick,
+  inJsonbOrder,
+  type Receipt,
+  type ReceiptEntry,
+  type AwaitOptions,
+} from "./receipt.ts";
 export {
   getEvent,
   listEvents,

@@ -1,3 +1,4 @@
+import type { FannedEvent } from "./relay/pass.ts";
 import type { Fanout } from "./schema.ts";
 import { query, type Queryable } from "./sql.ts";
 import { STATE_SQL } from "./state.ts";
@@ -51,7 +52,12 @@ export interface AwaitOptions {
   /** Give up at this time; the caller answers 202 with a link to poll. */
   deadline: number;
   pollMs?: number;
-  /** Resolves when the caller's own kick finished, to re-read at once instead of after a poll interval. */
+  /**
+   * The caller's own kick. When it settles, the answer is the receipt it resolved
+   * to if that is a complete receipt of these events (receiptFromKick: its passes
+   * fanned every one out), without reading the rows; otherwise the rows are read
+   * at once rather than after a poll interval.
+   */
   kicked?: Promise<unknown>;
 }
 
@@ -68,10 +74,11 @@ export async function awaitFanout(
 ): Promise<Receipt> {
   const pollMs = options.pollMs ?? 50;
   if (options.kicked) {
-    await Promise.race([
+    const kicked = await Promise.race([
       options.kicked.catch(() => undefined),
       sleep(Math.max(0, options.deadline - Date.now())),
     ]);
+    if (isCompleteReceiptOf(kicked, eventIds)) return kicked;
   }
   for (;;) {
     const receipt = await readReceipt(db, eventIds);
@@ -79,6 +86,64 @@ export async function awaitFanout(
     if (receipt.complete || left <= 0) return receipt;
     await sleep(Math.min(pollMs, left));
   }
+}
+
+/**
+ * The receipt a write's kick can answer from what its own passes marked, when
+ * they fanned out every one of the write's events: the same entries readReceipt
+ * would read back (fanned_out_at is the pass transaction's now(), the fanout the
+ * jsonb it wrote, with its keys in jsonb's order), one round trip fewer. Undefined
+ * when any event was left to another pass (a concurrent one had it locked), failed
+ * or was not claimed: then the rows are read, as for any poll.
+ */
+export function receiptFromKick(eventIds: string[], fanned: readonly FannedEvent[]): Receipt | undefined {
+  if (eventIds.length === 0) return undefined;
+  const byId = new Map(fanned.map((e) => [e.id, e]));
+  const events: ReceiptEntry[] = [];
+  for (const id of eventIds) {
+    const e = byId.get(id);
+    if (!e) return undefined;
+    events.push({
+      id,
+      type: e.type,
+      fannedOutAt: e.fannedAt,
+      fanout: inJsonbOrder(e.fanout),
+      poisoned: false,
+    });
+  }
+  return { complete: true, events };
+}
+
+function isCompleteReceiptOf(value: unknown, eventIds: string[]): value is Receipt {
+  if (typeof value !== "object" || value === null) return false;
+  const receipt = value as Partial<Receipt>;
+  return (
+    receipt.complete === true &&
+    Array.isArray(receipt.events) &&
+    receipt.events.length === eventIds.length &&
+    receipt.events.every((e, i) => e.id === eventIds[i])
+  );
+}
+
+const utf8 = new TextEncoder();
+
+/**
+ * A copy with every object's keys in the order Postgres keeps a jsonb object's
+ * (shorter keys first, then by their bytes), so an object built here serialises
+ * to the same JSON as the same value read back from a jsonb column.
+ */
+export function inJsonbOrder<T>(value: T): T {
+  if (Array.isArray(value)) return value.map(inJsonbOrder) as T;
+  if (typeof value !== "object" || value === null) return value;
+  const keys = Object.keys(value).map((key) => ({ key, bytes: utf8.encode(key) }));
+  keys.sort((a, b) => a.bytes.length - b.bytes.length || compareBytes(a.bytes, b.bytes));
+  const record = value as Record<string, unknown>;
+  return Object.fromEntries(keys.map(({ key }) => [key, inJsonbOrder(record[key])])) as T;
+}
+
+function compareBytes(a: Uint8Array, b: Uint8Array): number {
+  for (let i = 0; i < a.length && i < b.length; i++) if (a[i] !== b[i]) return a[i]! - b[i]!;
+  return a.length - b.length;
 }
 
 function sleep(ms: number): Promise<void> {

@@ -2,6 +2,7 @@ import {
   createQStashPublisher,
   drain,
   type DrainResult,
+  type FannedEvent,
   type Publisher,
   type SqlPool,
 } from "../outbox/index.ts";
@@ -29,20 +30,38 @@ export function publisherFor(config: Config): Publisher {
   });
 }
 
+/** What a kick did, and how its passes fanned out the events it was asked to watch. */
+export interface KickResult extends DrainResult {
+  fannedEvents: FannedEvent[];
+}
+
 /**
  * The relay pass a write kicks after it commits: one pass, and more only while
  * the claims come back full (a bulk import), so a single write costs one pass.
  * Never rejects: a failed kick is logged and the cron sweep covers it.
+ * `watch`: event ids (the write's) whose fan-out the result keeps, for the
+ * write's receipt; only those, since a kick that meets a backlog drains it.
  */
-export async function kickRelay(pool: SqlPool, config: Config): Promise<DrainResult | null> {
+export async function kickRelay(
+  pool: SqlPool,
+  config: Config,
+  watch: readonly string[] = [],
+): Promise<KickResult | null> {
+  const watched = new Set(watch);
+  const fannedEvents: FannedEvent[] = [];
   try {
-    return await drain({
+    const result = await drain({
       pool,
       publisher: publisherFor(config),
       subscriptions,
       budgetMs: KICK_BUDGET_MS,
       until: "not-full",
+      onPass: (pass) => {
+        if (watched.size === 0) return;
+        for (const e of pass.fannedEvents) if (watched.has(e.id)) fannedEvents.push(e);
+      },
     });
+    return { ...result, fannedEvents };
   } catch (error) {
     console.error("relay kick failed (the cron sweep will cover it):", (error as Error).message);
     return null;

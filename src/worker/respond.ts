@@ -1,5 +1,5 @@
 import type { Context } from "hono";
-import { awaitFanout } from "../outbox/index.ts";
+import { awaitFanout, receiptFromKick } from "../outbox/index.ts";
 import type { HonoEnv } from "./env.ts";
 import { kickRelay } from "./relay.ts";
 
@@ -11,9 +11,11 @@ import { kickRelay } from "./relay.ts";
  * - Without Prefer: the result and the ids of the events it committed; the kick
  *   runs after the response (waitUntil, on the request's pool).
  * - With `Prefer: wait=N`: the same kick, awaited here up to N seconds, then the
- *   receipt. Every event fanned out (or poisoned): the route's own status (201
- *   for creates, else 200) with each event's fan-out (subscription → messageId,
- *   or coalescedInto). Otherwise 202 Accepted, `Location: /events/<first id>`
+ *   receipt, taken from the kick's own result when its passes fanned every event
+ *   out, else read from the rows (until complete or N seconds passed). Every
+ *   event fanned out (or poisoned): the route's own status (201 for creates,
+ *   else 200) with each event's fan-out (subscription → messageId, or
+ *   coalescedInto). Otherwise 202 Accepted, `Location: /events/<first id>`
  *   to poll, and the events as far as they got.
  */
 export async function written<T extends Record<string, unknown>>(
@@ -24,7 +26,7 @@ export async function written<T extends Record<string, unknown>>(
 ) {
   // A write that changed nothing recorded no event: nothing to fan out or wait for.
   if (eventIds.length === 0) return c.json({ ...result, events: [] }, status);
-  const kick = kickRelay(c.var.pool, c.var.config);
+  const kick = kickRelay(c.var.pool, c.var.config, c.var.wait === undefined ? [] : eventIds);
   // Registered either way, so the request's pool outlives a kick that outlives the wait.
   c.var.background(kick);
 
@@ -33,7 +35,8 @@ export async function written<T extends Record<string, unknown>>(
 
   const receipt = await awaitFanout(c.var.pool, eventIds, {
     deadline: Date.now() + wait * 1000,
-    kicked: kick,
+    // When the kick's own passes fanned every event out, they answer: no read.
+    kicked: kick.then((k) => (k ? receiptFromKick(eventIds, k.fannedEvents) : undefined)),
   });
   c.header("Preference-Applied", `wait=${wait}`);
   if (receipt.complete) return c.json({ ...result, events: receipt.events }, status);

@@ -21,6 +21,27 @@ describe("notes use cases", () => {
     expect(eventIds).toEqual([recorded[0]!.id]);
   });
 
+  it("concurrent creates and imports each return exactly the events their own notes recorded", async () => {
+    // Real concurrency: the high-water mark each INSERT reads must leave out the
+    // others' events and keep its own, whichever commits first.
+    const writes = await Promise.all([
+      ...Array.from({ length: 12 }, (_, i) =>
+        createNote(t.db, { title: `concurrent ${i}` }).then((r) => ({
+          ids: [r.note.id],
+          eventIds: r.eventIds,
+        })),
+      ),
+      ...Array.from({ length: 3 }, (_, i) =>
+        importNotes(t.db, [{ title: `import ${i} a` }, { title: `import ${i} b` }]),
+      ),
+    ]);
+    for (const { ids, eventIds } of writes) {
+      const recorded = (await Promise.all(ids.map((id) => eventsAbout(t.pool, id)))).flat();
+      expect(recorded.map((e) => e.type)).toEqual(ids.map(() => "corpus.note.created"));
+      expect(eventIds).toEqual(recorded.map((e) => e.id));
+    }
+  });
+
   it("update returns its own event, and none when no watched column changed", async () => {
     const { note } = await createNote(t.db, { title: "Draft" });
     const changed = await updateNote(t.db, note.id, { title: "Final", tags: ["x"] });

@@ -1,4 +1,5 @@
 import { beforeAll, describe, expect, it, vi } from "vitest";
+import { readReceipt } from "../../src/outbox/index.ts";
 import { newApiKey } from "../support/api-keys.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { eventsAbout, waitFor } from "../support/helpers.ts";
@@ -19,6 +20,16 @@ beforeAll(async () => {
 /** A request as a tenant: the domain routes take an API key. */
 const call = (method: string, path: string, body?: unknown, headers?: Record<string, string>) =>
   request(stack, method, path, body, { Authorization: `Bearer ${key}`, ...headers });
+
+/** Until the proxy has seen no new round trip for 300 ms: earlier requests' background work is done. */
+async function settled(): Promise<void> {
+  for (let last = -1; ;) {
+    const now = stack.proxy.stats().roundTrips;
+    if (now === last) return;
+    last = now;
+    await new Promise((resolve) => setTimeout(resolve, 300));
+  }
+}
 
 async function indexed(noteId: string): Promise<boolean> {
   const { rows } = await t.pool.query("SELECT 1 FROM corpus_index WHERE note_id = $1", [noteId]);
@@ -82,6 +93,31 @@ describe("write receipts (Prefer: wait=N)", () => {
     expect(polled.status).toBe(200);
     expect(polled.body.event).toMatchObject({ id: event.id, state: "fanned", fanout: event.fanout });
     expect(polled.body.event.payload).toBeUndefined();
+  });
+
+  it("answers from the kick's own pass: the receipt a read gives, for no round trip more than no wait", async () => {
+    // Deliveries would use the proxy too: held back, so it counts only these writes.
+    stack.qstash.pauseDelivery();
+    try {
+      await settled();
+      const write = async (headers: Record<string, string>) => {
+        const before = stack.proxy.stats().roundTrips;
+        const res = await call("POST", "/notes", { title: "Counted note" }, headers);
+        expect(res.status).toBe(201);
+        const ids: string[] = res.body.events.map((e: { id: string }) => e.id);
+        // Without a wait the kick runs after the answer: count once it marked the event.
+        await waitFor(async () => (await readReceipt(t.pool, ids)).complete, 10_000);
+        await settled();
+        return { res, ids, roundTrips: stack.proxy.stats().roundTrips - before };
+      };
+      const plain = await write({});
+      const waited = await write({ Prefer: "wait=5" });
+      const read = await readReceipt(t.pool, waited.ids);
+      expect(JSON.stringify(waited.res.body.events)).toBe(JSON.stringify(read.events));
+      expect(waited.roundTrips).toBe(plain.roundTrips);
+    } finally {
+      stack.qstash.resumeDelivery();
+    }
   });
 
   it("answers 202 with a Location to poll while the relay is backed off", async () => {

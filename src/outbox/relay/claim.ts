@@ -12,12 +12,19 @@ export interface RelayState {
 export interface Claim {
   state: RelayState;
   events: ClaimedEvent[];
+  /**
+   * The transaction's time as the database holds it: what the pass's mark writes
+   * to fanned_out_at (`now()` is fixed for a transaction). Null when the relay's
+   * state row is missing.
+   */
+  at: Date | null;
 }
 
 interface DbClaimState {
   failures: number;
   backoff_until: Date | null;
   backed_off: boolean;
+  at: Date;
 }
 
 /**
@@ -38,7 +45,7 @@ export async function claim(client: SqlClient, limit: number, now: Date | undefi
   const NOW = nowSql(now);
   const raw = await client.query(`
     BEGIN;
-    SELECT failures, backoff_until, coalesce(backoff_until > ${NOW}, false) AS backed_off
+    SELECT failures, backoff_until, coalesce(backoff_until > ${NOW}, false) AS backed_off, ${NOW} AS at
       FROM outbox_relay_state WHERE id = 1;
     ${claimSql(limit, now)};`);
   const [, stateResult, claimResult] = results<[never, DbClaimState, DbClaimedRow]>(raw);
@@ -48,7 +55,7 @@ export async function claim(client: SqlClient, limit: number, now: Date | undefi
     : // A database migrated without the seed row behaves as never failed.
       { failures: 0, backoffUntil: null, backedOff: false };
   const events = (claimResult?.rows ?? []).map(claimedFromRow);
-  return { state, events };
+  return { state, events, at: s?.at ?? null };
 }
 
 /** The claim reads each event as the JSON text of its job bodies: see ClaimedRow. */

@@ -2,6 +2,7 @@ import { PublishError, classifyPublishFailure, errorMessage } from "../errors.ts
 import type { Publisher } from "../publisher.ts";
 import { positiveInt, results, type SqlClient, type SqlPool } from "../sql.ts";
 import type { Subscription } from "../subscriptions.ts";
+import type { Fanout } from "../schema.ts";
 import type { Job, PublishedJob } from "../types.ts";
 import { clearFailuresSql, recordFailureSql, type DbBackoff } from "./backoff.ts";
 import { claim } from "./claim.ts";
@@ -46,6 +47,20 @@ export interface PassResult {
   error?: string;
   /** The claim came back full: more rows are probably waiting. */
   full: boolean;
+  /**
+   * The rows this pass marked fanned out, as the database now holds them, so a
+   * write's kick can answer its receipt without reading them back (receipt.ts).
+   */
+  fannedEvents: FannedEvent[];
+}
+
+export interface FannedEvent {
+  id: string;
+  type: string;
+  /** Exactly the fanout the mark wrote. */
+  fanout: Fanout;
+  /** The transaction's now(): the fanned_out_at the mark wrote. */
+  fannedAt: Date;
 }
 
 /**
@@ -67,7 +82,7 @@ export async function runPass(options: RelayOptions): Promise<PassResult> {
   client.on?.("error", onError);
   let passTimer: ReturnType<typeof setTimeout> | undefined;
   try {
-    const { state, events } = await claim(client, batchSize, options.now);
+    const { state, events, at } = await claim(client, batchSize, options.now);
     if (events.length === 0) {
       await client.query("ROLLBACK");
       return {
@@ -84,8 +99,8 @@ export async function runPass(options: RelayOptions): Promise<PassResult> {
     const publish = (jobs: Job[]) => publishBounded(options, jobs, deadline.signal);
     const full = events.length === batchSize;
     return state.failures === 0
-      ? await batchPass(client, options, events, publish, full)
-      : await rowsPass(client, options, events, publish, full);
+      ? await batchPass(client, options, events, publish, full, at)
+      : await rowsPass(client, options, events, publish, full, at);
   } catch (error) {
     // The connection may be gone (that is how a crash looks from here); the
     // transaction then rolls back on the server, and the rows are claimable again.
@@ -108,6 +123,7 @@ async function batchPass(
   events: Claimed,
   publish: Publish,
   full: boolean,
+  at: Date | null,
 ): Promise<PassResult> {
   const plans = planBatch(events, options.subscriptions, {
     coalesce: true,
@@ -146,6 +162,7 @@ async function batchPass(
     jobs: jobs.length,
     backedOffUntil: null,
     full,
+    fannedEvents: fannedEvents(plans, at, mark.fanned),
   };
 }
 
@@ -160,9 +177,11 @@ async function rowsPass(
   events: Claimed,
   publish: Publish,
   full: boolean,
+  at: Date | null,
 ): Promise<PassResult> {
   const limit = Math.min(events.length, options.rowsPassSize ?? RELAY_POLICY.rowsPassSize);
   const outcomes: RowOutcome[] = [];
+  const tried: RowPlan[] = [];
   let outage: string | undefined;
   let jobs = 0;
   for (const event of events.slice(0, limit)) {
@@ -185,6 +204,7 @@ async function rowsPass(
       }
     }
     outcomes.push(outcome(plan));
+    tried.push(plan);
   }
   const stateSql = outage ? recordFailureSql(outage, options.now) : clearFailuresSql(options.now);
   const mark = await markAndCommit(client, outcomes, stateSql, options.now);
@@ -198,7 +218,20 @@ async function rowsPass(
     backedOffUntil: outage ? (mark.state[0]?.backoff_until ?? null) : null,
     ...(outage ? { error: outage } : {}),
     full: full || limit < events.length,
+    fannedEvents: fannedEvents(tried, at, mark.fanned),
   };
+}
+
+/**
+ * What the mark wrote for the rows it fanned out. Empty when the claim did not
+ * read the transaction's time, or when the mark's count disagrees (a row gone
+ * meanwhile): a receipt then reads the rows, as it always could.
+ */
+function fannedEvents(plans: RowPlan[], at: Date | null, marked: number): FannedEvent[] {
+  if (!at) return [];
+  const fanned = plans.filter((p) => !p.error);
+  if (fanned.length !== marked) return [];
+  return fanned.map((p) => ({ id: p.event.id, type: p.event.type, fanout: p.fanout, fannedAt: at }));
 }
 
 function recordPublished(plan: RowPlan, job: Job, published: PublishedJob): void {
@@ -255,7 +288,17 @@ function timeoutController(ms: number): {
 }
 
 function emptyResult(mode: PassResult["mode"]): PassResult {
-  return { mode, claimed: 0, fanned: 0, failed: 0, poisoned: [], jobs: 0, backedOffUntil: null, full: false };
+  return {
+    mode,
+    claimed: 0,
+    fanned: 0,
+    failed: 0,
+    poisoned: [],
+    jobs: 0,
+    backedOffUntil: null,
+    full: false,
+    fannedEvents: [],
+  };
 }
 
 function raceAbort<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {

@@ -1,0 +1,443 @@
+/**
+ * `npm run bench:write [-- --reps <n>] [--writes <n>] [--concurrency <n>] [--sequential <n>] [--json <file>] [--worker <checkout>]`
+ *
+ * A write and its receipt, end to end (issue 11 item 7), through the stack
+ * `npm run dev` runs: Postgres (embedded, or DATABASE_URL's server: a database
+ * edge_outbox_bench_<pid> is created and dropped), the WebSocket proxy, the QStash
+ * dev server delivering to the Worker, the mail/webhook sink and the Worker in
+ * workerd (infra/workerd-stack.ts). In one run, per repetition:
+ *
+ * 1. `GET /healthz` (one `SELECT 1`) under the load the writes get: the limit
+ *    wrangler dev and workerd set on this machine;
+ * 2. `POST /notes` with `Prefer: wait=5` under that load: writes/s, latency, and
+ *    whether every receipt came back complete;
+ * 3. database round trips and connections per write with its receipt, counted by
+ *    the proxy over sequential writes with QStash delivery paused (so only the
+ *    write's own requests are counted);
+ * 4. the same sequential writes with 10 ms added to every database round trip and
+ *    30 ms to every QStash publish: write → receipt latency against its floor
+ *    (round trips × 10 ms + 30 ms).
+ *
+ * `--worker <checkout>` runs another checkout's Worker (its wrangler.toml and src,
+ * with node_modules reachable from it) in this stack, e.g. the code before a change.
+ * Progress goes to stderr, the table to stdout, raw figures to --json.
+ */
+import { writeFile } from "node:fs/promises";
+import { arch, cpus, loadavg, platform, totalmem } from "node:os";
+import { resolve } from "node:path";
+import { parseArgs } from "node:util";
+import { randomBytes } from "node:crypto";
+import { DEV_KEY_SCOPE, ensureDevApiKey, newDevApiKey } from "../infra/dev-api-key.ts";
+import { startWorkerdStack, type WorkerdStack } from "../infra/workerd-stack.ts";
+import { startWsProxy, takesPipelinedConnect } from "../infra/ws-proxy.ts";
+import { newSecretsKey } from "../src/domain/webhooks/secret-box.ts";
+import { pairedTarget, target, type Target } from "./report.ts";
+import { openBenchDatabase } from "./support/db.ts";
+import { runLoad, type LoadResult } from "./support/load.ts";
+import { cpuPer, cpuSample, type CpuSample } from "./support/process-cpu.ts";
+import { log } from "./support/progress.ts";
+import { percentile, summarize, type Summary } from "./support/stats.ts";
+
+const { values } = parseArgs({
+  options: {
+    reps: { type: "string", default: "3" },
+    writes: { type: "string", default: "500" },
+    concurrency: { type: "string", default: "20" },
+    sequential: { type: "string", default: "40" },
+    json: { type: "string" },
+    worker: { type: "string" },
+  },
+});
+const int = (name: string, raw: string | undefined) => {
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 1) throw new Error(`--${name} must be a positive integer, got ${raw}`);
+  return n;
+};
+const reps = int("reps", values.reps);
+const writes = int("writes", values.writes);
+const concurrency = int("concurrency", values.concurrency);
+const sequential = int("sequential", values.sequential);
+
+/** Production-shaped delays (issue 11 item 4): per database round trip and per QStash publish. */
+const DB_DELAY_MS = 10;
+const QSTASH_DELAY_MS = 30;
+
+const startedAt = new Date();
+const started = performance.now();
+const db = await openBenchDatabase();
+// As infra/dev.ts: a server that refuses the early password (trust, SCRAM) is connected the slow way.
+const probe = await startWsProxy();
+const pipelined = await takesPipelinedConnect(probe, db.url).finally(() => probe.close());
+const apiKey = newDevApiKey();
+await ensureDevApiKey(db.url, apiKey);
+log(`database ${db.server}, pipelined connect ${pipelined ? "on" : "off (the server refuses it)"}`);
+
+let stack: WorkerdStack | undefined;
+const stop = async () => {
+  await stack?.close();
+  await db.close();
+};
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  process.once(signal, () => {
+    log(`${signal}: stopping the stack and dropping the database`);
+    void stop().finally(() => process.exit(130));
+  });
+}
+
+interface Repetition {
+  healthz: LoadSummary;
+  notes: LoadSummary & {
+    incomplete: number;
+    /** Round trips and connections per write during the load. */
+    roundTrips: number;
+    connections: number;
+  };
+  /** The same writes while QStash delivers their jobs to the same workerd, as in `npm run dev`. */
+  notesDelivering: LoadSummary & { incomplete: number };
+  /** Write → receipt one at a time, no added delay. */
+  sequential: { p50: number; p99: number };
+  /** Per write with its receipt, one write at a time. */
+  perWrite: { roundTrips: number; connections: number; clientFrames: number };
+  /** Per `GET /healthz`, the same way. */
+  perHealthz: { roundTrips: number; connections: number };
+  delayed: { p50: number; p99: number; floorMs: number; incomplete: number };
+  /** Load average (1 min) when the repetition started and ended. */
+  load: [number, number];
+}
+
+interface LoadSummary {
+  perSecond: number;
+  p50: number;
+  p99: number;
+  /** CPU time per request (user + system) of workerd, Postgres and this process, from /proc. */
+  cpu: CpuSample;
+}
+
+const repetitions: Repetition[] = [];
+try {
+  stack = await startWorkerdStack({
+    databaseUrl: db.url,
+    ...(values.worker ? { config: resolve(values.worker, "wrangler.toml") } : {}),
+    bindings: {
+      ADMIN_TOKEN: `bench_admin_${randomBytes(18).toString("base64url")}`,
+      WEBHOOK_SECRETS_KEY: newSecretsKey(),
+      WEBHOOK_ALLOW_PRIVATE_URLS: "true",
+      ...(pipelined ? {} : { NEON_PIPELINE_CONNECT: "off" }),
+    },
+  });
+  const s = stack;
+  log(`Worker at ${s.url}`);
+  const auth = { authorization: `Bearer ${apiKey}` };
+
+  const healthz = async () => {
+    const res = await s.fetch("/healthz");
+    await res.text();
+    return res.status === 200;
+  };
+  // Complete: 201 and every event fanned out. Anything else (202, an error) is not.
+  const note = async (i: number) => {
+    const res = await s.fetch("/notes", {
+      method: "POST",
+      headers: { ...auth, "content-type": "application/json", prefer: "wait=5" },
+      body: JSON.stringify({ title: `bench note ${i}`, body: "a write and its receipt" }),
+    });
+    const text = await res.text();
+    if (res.status !== 201) return false;
+    const body = JSON.parse(text) as { events: { fannedOutAt: string | null }[] };
+    return body.events.length > 0 && body.events.every((e) => e.fannedOutAt !== null);
+  };
+  const measured = async (total: number, c: number, send: (i: number) => Promise<boolean>) => {
+    const cpu = cpuSample();
+    const r = await runLoad(total, c, send);
+    return { load: r, summary: summary(r, cpuPer(cpu, cpuSample(), total)) };
+  };
+
+  // Warm-up: the first requests compile the bundle and open the first connections.
+  await runLoad(40, concurrency, healthz);
+  await runLoad(40, concurrency, note);
+
+  for (let rep = 1; rep <= reps; rep++) {
+    const loadAtStart = loadavg()[0]!;
+    const h = await measured(writes, concurrency, healthz);
+    log(`rep ${rep}: healthz ${h.summary.perSecond.toFixed(1)}/s, p50 ${h.summary.p50.toFixed(0)} ms`);
+
+    // The write path alone: QStash holds its deliveries (in production it delivers
+    // from its own servers to other isolates), so the Worker and the proxy see only
+    // the writes; the counts and the delayed latency below are taken the same way.
+    s.qstash.pauseDelivery();
+    let n: Awaited<ReturnType<typeof measured>>;
+    let nStats: { roundTrips: number; connections: number };
+    let perWrite: Repetition["perWrite"];
+    let perHealthz: Repetition["perHealthz"];
+    let sequentialMs: { p50: number; p99: number };
+    let delayed: LoadResult;
+    try {
+      const beforeLoad = s.proxy.stats();
+      n = await measured(writes, concurrency, note);
+      const afterLoad = s.proxy.stats();
+      nStats = {
+        roundTrips: (afterLoad.roundTrips - beforeLoad.roundTrips) / writes,
+        connections: (afterLoad.connections - beforeLoad.connections) / writes,
+      };
+      log(
+        `rep ${rep}: notes ${n.summary.perSecond.toFixed(1)}/s, p50 ${n.summary.p50.toFixed(0)} ms, ` +
+          `p99 ${n.summary.p99.toFixed(0)} ms, incomplete ${n.load.failed}, ${nStats.roundTrips.toFixed(2)} round trips each`,
+      );
+
+      // Counting: one request at a time, so every round trip is that request's.
+      await quiet();
+      const before = s.proxy.stats();
+      await runLoad(sequential, 1, healthz);
+      const mid = s.proxy.stats();
+      const counted = await runLoad(sequential, 1, note);
+      const after = s.proxy.stats();
+      if (counted.failed > 0) throw new Error(`${counted.failed} receipts incomplete while counting`);
+      perHealthz = {
+        roundTrips: (mid.roundTrips - before.roundTrips) / sequential,
+        connections: (mid.connections - before.connections) / sequential,
+      };
+      perWrite = {
+        roundTrips: (after.roundTrips - mid.roundTrips) / sequential,
+        connections: (after.connections - mid.connections) / sequential,
+        clientFrames: (after.clientFrames - mid.clientFrames) / sequential,
+      };
+      sequentialMs = { p50: percentile(counted.latencies, 50), p99: percentile(counted.latencies, 99) };
+      log(
+        `rep ${rep}: per write ${perWrite.roundTrips} round trips, ${perWrite.connections} connections ` +
+          `(healthz ${perHealthz.roundTrips}, ${perHealthz.connections}); one at a time p50 ${sequentialMs.p50.toFixed(0)} ms`,
+      );
+
+      s.proxy.setDelayMs(DB_DELAY_MS);
+      s.qstash.setPublishLatency(QSTASH_DELAY_MS);
+      try {
+        await quiet();
+        delayed = await runLoad(sequential, 1, note);
+      } finally {
+        s.proxy.setDelayMs(0);
+        s.qstash.setPublishLatency(0);
+      }
+    } finally {
+      s.qstash.resumeDelivery();
+    }
+    await deliveriesSettled(s);
+    const d = {
+      p50: percentile(delayed.latencies, 50),
+      p99: percentile(delayed.latencies, 99),
+      floorMs: perWrite.roundTrips * DB_DELAY_MS + QSTASH_DELAY_MS,
+      incomplete: delayed.failed,
+    };
+    log(
+      `rep ${rep}: delayed write → receipt p50 ${d.p50.toFixed(0)} ms, p99 ${d.p99.toFixed(0)} ms ` +
+        `(floor ${d.floorMs.toFixed(0)} ms), incomplete ${d.incomplete}`,
+    );
+
+    // As `npm run dev` runs: QStash delivers each note's two jobs back to the same workerd meanwhile.
+    const nd = await measured(writes, concurrency, note);
+    log(
+      `rep ${rep}: notes while delivering ${nd.summary.perSecond.toFixed(1)}/s, p50 ${nd.summary.p50.toFixed(0)} ms, ` +
+        `p99 ${nd.summary.p99.toFixed(0)} ms, incomplete ${nd.load.failed}`,
+    );
+    await deliveriesSettled(s);
+
+    repetitions.push({
+      healthz: h.summary,
+      notes: { ...n.summary, incomplete: n.load.failed, ...nStats },
+      notesDelivering: { ...nd.summary, incomplete: nd.load.failed },
+      perWrite,
+      perHealthz,
+      sequential: sequentialMs,
+      delayed: d,
+      load: [loadAtStart, loadavg()[0]!],
+    });
+  }
+} finally {
+  await stop();
+}
+
+const of = (pick: (r: Repetition) => number): Summary => summarize(repetitions.map(pick));
+const results = {
+  healthzPerSecond: of((r) => r.healthz.perSecond),
+  healthzP50Ms: of((r) => r.healthz.p50),
+  healthzCpuMs: {
+    workerd: of((r) => r.healthz.cpu.workerdMs),
+    postgres: of((r) => r.healthz.cpu.postgresMs),
+    node: of((r) => r.healthz.cpu.nodeMs),
+  },
+  notesPerSecond: of((r) => r.notes.perSecond),
+  notesP50Ms: of((r) => r.notes.p50),
+  notesP99Ms: of((r) => r.notes.p99),
+  notesCpuMs: {
+    workerd: of((r) => r.notes.cpu.workerdMs),
+    postgres: of((r) => r.notes.cpu.postgresMs),
+    node: of((r) => r.notes.cpu.nodeMs),
+  },
+  notesIncomplete: of((r) => r.notes.incomplete),
+  notesRoundTrips: of((r) => r.notes.roundTrips),
+  notesDeliveringPerSecond: of((r) => r.notesDelivering.perSecond),
+  notesDeliveringP50Ms: of((r) => r.notesDelivering.p50),
+  notesDeliveringP99Ms: of((r) => r.notesDelivering.p99),
+  notesDeliveringCpuMs: {
+    workerd: of((r) => r.notesDelivering.cpu.workerdMs),
+    postgres: of((r) => r.notesDelivering.cpu.postgresMs),
+    node: of((r) => r.notesDelivering.cpu.nodeMs),
+  },
+  sequentialP50Ms: of((r) => r.sequential.p50),
+  sequentialP99Ms: of((r) => r.sequential.p99),
+  notesConnections: of((r) => r.notes.connections),
+  roundTripsPerWrite: of((r) => r.perWrite.roundTrips),
+  connectionsPerWrite: of((r) => r.perWrite.connections),
+  roundTripsPerHealthz: of((r) => r.perHealthz.roundTrips),
+  delayedP50Ms: of((r) => r.delayed.p50),
+  delayedP99Ms: of((r) => r.delayed.p99),
+  delayedFloorMs: of((r) => r.delayed.floorMs),
+  delayedP50OverFloor: of((r) => r.delayed.p50 / r.delayed.floorMs),
+  loadAverage: summarize(repetitions.flatMap((r) => r.load)),
+};
+const targets: Target[] = [
+  pairedTarget(
+    "notesOverHealthz",
+    `notes with receipts / GET /healthz, concurrency ${concurrency}, QStash delivery held`,
+    results.notesPerSecond,
+    results.healthzPerSecond,
+    "min",
+    0.5,
+  ),
+  pairedTarget(
+    "notesDeliveringOverHealthz",
+    `same, QStash delivering each note's two jobs to the same workerd (as npm run dev)`,
+    results.notesDeliveringPerSecond,
+    results.healthzPerSecond,
+    "min",
+    0.5,
+  ),
+  target(
+    "incompleteReceipts",
+    "receipts not complete within wait=5 (all repetitions)",
+    repetitions.reduce(
+      (n, r) => n + r.notes.incomplete + r.notesDelivering.incomplete + r.delayed.incomplete,
+      0,
+    ),
+    "max",
+    0,
+  ),
+];
+
+const seconds = (performance.now() - started) / 1000;
+const machine = `${cpus().length} × ${cpus()[0]?.model ?? "cpu"}, ${Math.round(totalmem() / 2 ** 30)} GB, ${platform()} ${arch()}`;
+process.stdout.write(`${table()}\n`);
+if (values.json) {
+  await writeFile(
+    values.json,
+    `${JSON.stringify(
+      {
+        startedAt: startedAt.toISOString(),
+        seconds,
+        reps,
+        writes,
+        concurrency,
+        sequential,
+        delays: { databaseRoundTripMs: DB_DELAY_MS, qstashPublishMs: QSTASH_DELAY_MS },
+        worker: values.worker ?? "this checkout",
+        database: db.server,
+        pipelinedConnect: pipelined,
+        scope: DEV_KEY_SCOPE,
+        node: process.version,
+        machine,
+        targets,
+        results,
+        repetitions,
+      },
+      null,
+      2,
+    )}\n`,
+  );
+  log(`raw figures written to ${values.json}`);
+}
+
+function summary(r: LoadResult, cpu: CpuSample): LoadSummary {
+  return { perSecond: r.perSecond, p50: percentile(r.latencies, 50), p99: percentile(r.latencies, 99), cpu };
+}
+
+/** Lets the Worker finish what the last requests left in the background (kicks). */
+function quiet(): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, 1_000));
+}
+
+/** Until QStash has delivered every job it accepted (or given up on it), then forgets them. */
+async function deliveriesSettled(s: WorkerdStack): Promise<void> {
+  const deadline = Date.now() + 180_000;
+  const done = new Set(["DELIVERED", "ERROR", "CANCELLED"]);
+  for (;;) {
+    const left = s.qstash.messages().filter((m) => !done.has(m.state)).length;
+    if (left === 0) break;
+    if (Date.now() > deadline) throw new Error(`QStash still has ${left} jobs to deliver after 180 s`);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+  }
+  // The next load starts from an empty store, as the first did.
+  s.qstash.reset();
+}
+
+function table(): string {
+  const f0 = (x: number) => x.toFixed(0);
+  const f1 = (x: number) => x.toFixed(1);
+  const f2 = (x: number) => x.toFixed(2);
+  const cpuRows = (c: { workerd: Summary; postgres: Summary; node: Summary }, unit: string) =>
+    [
+      [`  CPU per ${unit} (ms): workerd`, c.workerd, f1],
+      ["    Postgres", c.postgres, f1],
+      ["    Node (ws proxy, QStash dev, load)", c.node, f1],
+    ] as [string, Summary, (x: number) => string][];
+  const rows: [string, Summary, (x: number) => string][] = [
+    [`GET /healthz, concurrency ${concurrency} (requests/s)`, results.healthzPerSecond, f1],
+    ["  p50 (ms)", results.healthzP50Ms, f0],
+    ...cpuRows(results.healthzCpuMs, "request"),
+    [`POST /notes + Prefer: wait=5, concurrency ${concurrency} (writes/s)`, results.notesPerSecond, f1],
+    ["  p50 (ms)", results.notesP50Ms, f0],
+    ["  p99 (ms)", results.notesP99Ms, f0],
+    ...cpuRows(results.notesCpuMs, "write"),
+    ["  incomplete receipts", results.notesIncomplete, f0],
+    ["  database round trips per write", results.notesRoundTrips, f2],
+    ["same, QStash delivering to the Worker meanwhile (writes/s)", results.notesDeliveringPerSecond, f1],
+    ["  p50 (ms)", results.notesDeliveringP50Ms, f0],
+    ["  p99 (ms)", results.notesDeliveringP99Ms, f0],
+    ...cpuRows(results.notesDeliveringCpuMs, "write"),
+    ["database round trips per write with receipt, one at a time", results.roundTripsPerWrite, f2],
+    ["  connections per write", results.connectionsPerWrite, f2],
+    ["  round trips per GET /healthz", results.roundTripsPerHealthz, f2],
+    ["  write → receipt p50 (ms)", results.sequentialP50Ms, f0],
+    ["  write → receipt p99 (ms)", results.sequentialP99Ms, f0],
+    [
+      `same, +${DB_DELAY_MS} ms per database round trip, +${QSTASH_DELAY_MS} ms per publish: p50 (ms)`,
+      results.delayedP50Ms,
+      f0,
+    ],
+    ["  p99 (ms)", results.delayedP99Ms, f0],
+    ["  floor: round trips × delay + publish delay (ms)", results.delayedFloorMs, f0],
+    ["  p50 / floor", results.delayedP50OverFloor, f2],
+    ["load average (1 min) at each repetition's start and end", results.loadAverage, f1],
+  ];
+  const header = ["measure", `median of ${reps}`, "min", "max"];
+  const cells = rows.map(([name, s, f]) => [name, f(s.median), f(s.min), f(s.max)]);
+  const widths = header.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i]!.length)));
+  const line = (c: string[]) =>
+    c.map((x, i) => (i === 0 ? x.padEnd(widths[0]!) : x.padStart(widths[i]!))).join("  ");
+  const lines = [
+    line(header),
+    widths.map((w) => "-".repeat(w)).join("  "),
+    ...cells.map(line),
+    "",
+    "targets",
+  ];
+  for (const t of targets) {
+    const spread = t.perRepetition ? `  [${f2(t.perRepetition.min)}–${f2(t.perRepetition.max)}]` : "";
+    lines.push(
+      `  ${t.name}: ${Number.isInteger(t.value) ? t.value : f2(t.value)} ${t.kind === "min" ? "≥" : "≤"} ${t.limit}  ${t.met ? "met" : "MISSED"}${spread}`,
+    );
+  }
+  lines.push(
+    "",
+    `${writes} requests per load at concurrency ${concurrency}; ${sequential} sequential writes for the counts and the delayed latency. ` +
+      `Postgres: ${db.server}, pipelined connect ${pipelined ? "on" : "off"}; Node ${process.version}, ${machine}; run took ${seconds.toFixed(0)} s.`,
+  );
+  return lines.join("\n");
+}

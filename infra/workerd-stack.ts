@@ -1,0 +1,106 @@
+// The local stack around the real Worker bundle in workerd, started from code:
+// the Neon driver through the WebSocket proxy to a given database, the QStash dev
+// server publishing and delivering to the Worker's own URL, and the mail sink as
+// MAIL_API_URL. The workerd tests (test/support/workerd.ts) and the write-receipt
+// benchmark (bench/write-receipt.ts) both start it here.
+import { fileURLToPath } from "node:url";
+import { unstable_startWorker } from "wrangler";
+import { startMailSink, type MailSink } from "./mail-sink.ts";
+import { startQStashDev, type QStashDev, type QStashDevOptions } from "./qstash-dev/server.ts";
+import { startWsProxy, type WsProxy, type WsProxyOptions } from "./ws-proxy.ts";
+import { freePort } from "../src/node/postgres.ts";
+import type { Bindings } from "../src/worker/env.ts";
+
+export interface WorkerdStack {
+  /** Where the Worker listens; also its PUBLIC_URL, which QStash signs and delivers to. */
+  url: string;
+  env: Bindings;
+  qstash: QStashDev;
+  sink: MailSink;
+  proxy: WsProxy;
+  fetch(path: string, init?: RequestInit): Promise<Response>;
+  close(): Promise<void>;
+}
+
+export interface WorkerdStackOptions {
+  databaseUrl: string;
+  /**
+   * Every other binding (ADMIN_TOKEN, WEBHOOK_SECRETS_KEY, …). The stack's own
+   * (database, proxy, QStash, sink, PUBLIC_URL) replace any given here.
+   */
+  bindings: Bindings;
+  /** Bindings that win even over the stack's own, e.g. a test's broken QSTASH_URL. */
+  overrides?: Partial<Bindings>;
+  qstash?: QStashDevOptions;
+  proxy?: WsProxyOptions;
+  /** Another checkout's wrangler.toml, e.g. a benchmark's "before"; this one's by default. */
+  config?: string;
+  /** wrangler's log level; "warn" keeps a test run's output clean. */
+  logLevel?: "none" | "error" | "warn" | "info" | "log" | "debug";
+}
+
+/**
+ * Starts the stack. The port is picked before the Worker starts because
+ * PUBLIC_URL (a binding) must name the address QStash delivers to. Whatever
+ * started is stopped again when a later part fails to start.
+ */
+export async function startWorkerdStack(options: WorkerdStackOptions): Promise<WorkerdStack> {
+  const started: (() => Promise<unknown>)[] = [];
+  const close = async () => {
+    for (const stop of started.reverse()) await stop().catch(() => undefined);
+  };
+  try {
+    const proxy = await startWsProxy(options.proxy);
+    started.push(() => proxy.close());
+    const qstash = await startQStashDev(options.qstash);
+    started.push(() => qstash.close());
+    const sink = await startMailSink({ log: () => undefined });
+    started.push(() => sink.close());
+    const port = await freePort();
+    const url = `http://127.0.0.1:${port}`;
+    const env: Bindings = {
+      ...options.bindings,
+      DATABASE_URL: options.databaseUrl,
+      NEON_WS_PROXY: proxy.address,
+      QSTASH_URL: qstash.url,
+      QSTASH_TOKEN: qstash.token,
+      QSTASH_CURRENT_SIGNING_KEY: qstash.currentSigningKey,
+      QSTASH_NEXT_SIGNING_KEY: qstash.nextSigningKey,
+      PUBLIC_URL: url,
+      MAIL_API_URL: `${sink.url}/mail`,
+      ...options.overrides,
+    };
+    const worker = await unstable_startWorker({
+      // The deployable configuration (entry, compatibility date and flags), with these bindings.
+      config: options.config ?? fileURLToPath(new URL("../wrangler.toml", import.meta.url)),
+      sendMetrics: false,
+      bindings: Object.fromEntries(
+        Object.entries(env)
+          .filter(([, value]) => value !== undefined)
+          .map(([name, value]) => [name, { type: "plain_text" as const, value: String(value) }]),
+      ),
+      dev: {
+        server: { hostname: "127.0.0.1", port },
+        inspector: false,
+        watch: false,
+        persist: false,
+        logLevel: options.logLevel ?? "warn",
+        testScheduled: true,
+      },
+    });
+    started.push(() => worker.dispose());
+    await worker.ready;
+    return {
+      url,
+      env,
+      qstash,
+      sink,
+      proxy,
+      fetch: (path, init) => fetch(`${url}${path}`, init),
+      close,
+    };
+  } catch (error) {
+    await close();
+    throw error;
+  }
+}
