@@ -95,12 +95,13 @@ function generalSql(outcomes: RowOutcome[], NOW: string): string {
  * The mark of a batch where every row published, its fanout documents built by
  * Postgres from arrays unnested side by side: the seqs and, per subscription, the
  * message ids, plus the coalescing targets and the deduplicated flags only when the
- * batch has any. A profile put most of the relay's own CPU in sending the mark: as
- * one jsonb document of every row's fanout it was ~26 KB per pass, mostly the same
- * keys and braces row after row, and every byte a client writes to a local socket
- * costs it CPU in the kernel. The values stored are the general statement's (jsonb
- * orders keys itself); a subscription with no entry for a row gives NULL, which
- * jsonb_strip_nulls drops (no entry value is ever null).
+ * batch has any. As one jsonb document of every row's fanout the mark was ~26 KB
+ * per pass, mostly the same keys and braces row after row, which the relay built
+ * (stringify, escape) and Postgres parsed again; as arrays it is a third of that.
+ * (Sending it was less of the cost than it looked: a later profile showed the
+ * socket write's time per call, not per byte.) The values stored are the general
+ * statement's (jsonb orders keys itself); a subscription with no entry for a row
+ * gives NULL, which jsonb_strip_nulls drops (no entry value is ever null).
  */
 function fannedOnlySql(outcomes: RowOutcome[], NOW: string): string {
   const names: string[] = [];
