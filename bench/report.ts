@@ -287,11 +287,26 @@ export function table(r: Results, meta: { reps: number; note?: string }): string
     add("    relay via dev server", t.qstash?.cpuMsPer1000Events, n1);
     add("    same, --baseline checkout", t.qstashBefore?.cpuMsPer1000Events, n1);
   }
+  const candidates = Object.entries(t ?? {}).filter(([k]) => k.startsWith("ceilingWith:"));
+  const none = t?.["ceilingWith:none"];
+  if (candidates.length > 0 && none) {
+    section("events page index candidates on the mark (ceiling / same without; WAL per marked event)");
+    for (const [key, v] of candidates) {
+      const ratios = summarize(v!.eventsPerSecond.runs.map((x, i) => x / none.eventsPerSecond.runs[i]!));
+      const m = v!.markPerEvent;
+      const wal = m ? `, WAL ${n0(m.walBytes.median)} B in ${n2(m.walRecords.median)} records` : "";
+      rows.push([
+        `   ${key.slice("ceilingWith:".length)}${wal}`,
+        n2(ratios.median),
+        n2(ratios.min),
+        n2(ratios.max),
+      ]);
+    }
+  }
   const d = r.dashboard;
   if (d) {
     section(`dashboard events page, 50 rows, ${n0(d.rows)} events (ms of database time)`);
     for (const [i, c] of d.cases.entries()) rows.push(row(`${i === 0 ? "9." : "  "} ${c.name}`, c.ms, n2));
-    for (const c of d.withProposedIndexes) rows.push(row(`   ${c.name}, with proposed indexes`, c.ms, n2));
   }
   const header: Row = ["measure", `median of ${meta.reps}`, "min", "max"];
   const widths = [0, 1, 2, 3].map((i) => Math.max(...[header, ...rows].map((x) => x[i]!.length)));

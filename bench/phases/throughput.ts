@@ -3,8 +3,17 @@
 // @upstash/qstash to the dev server, each draining the same backlog in its own
 // process (whose peak memory and CPU time are phase 8). All run interleaved in every
 // repetition, so drift on a shared machine hits them alike.
+import { readFile, readdir } from "node:fs/promises";
+import { fileURLToPath } from "node:url";
 import type { BenchContext } from "../support/context.ts";
-import { BARE_TABLE, createBareTableSql } from "../support/ceiling.ts";
+import {
+  BARE_TABLE,
+  BROWSE_INDEX_CANDIDATES,
+  ceilingSql,
+  MIGRATION_0006_INDEXES,
+  createBareTableSql,
+  type BrowseIndexCandidate,
+} from "../support/ceiling.ts";
 import { resetOutbox, seedBacklog, settle, unfanned } from "../support/db.ts";
 import { runRelayProcess, type RelayProcessInput, type RelayProcessOutput } from "../support/child.ts";
 import { log } from "../support/progress.ts";
@@ -20,7 +29,14 @@ import { summarize, type Summary } from "../support/stats.ts";
  * relay is measured before and after in the same run.
  */
 export type Variant =
-  "ceiling" | "ceilingSchemaBefore" | "bareCeiling" | "null" | "qstash" | "nullBefore" | "qstashBefore";
+  | "ceiling"
+  | "ceilingSchemaBefore"
+  | "bareCeiling"
+  | "null"
+  | "qstash"
+  | "nullBefore"
+  | "qstashBefore"
+  | `ceilingWith:${BrowseIndexCandidate}`;
 
 interface VariantSetup {
   input: Omit<RelayProcessInput, "url" | "batchSize">;
@@ -28,6 +44,9 @@ interface VariantSetup {
   ids?: "random";
   /** Run on `events` before the seed, and `undo` after the drain. */
   schema?: { apply: string; undo: string };
+  /** Created on `events` before the seed and dropped after the drain (an index candidate's cost on the mark). */
+  indexes?: readonly string[];
+  subjects?: "random";
 }
 
 function variants(ctx: BenchContext): Partial<Record<Variant, VariantSetup>> {
@@ -41,6 +60,17 @@ function variants(ctx: BenchContext): Partial<Record<Variant, VariantSetup>> {
     ...(base ? { nullBefore: { input: { mode: "null", outbox: base } } } : {}),
     qstash: { input: { mode: "qstash", qstash } },
     ...(base ? { qstashBefore: { input: { mode: "qstash", qstash, outbox: base } } } : {}),
+    // `ceilingWith:<candidate>`: the ceiling on today's schema plus one candidate set
+    // of indexes for the dashboard's events page (ADR 0013), to price each on the mark
+    // in the same run. Seeded subjects are random, as real ones (note ids, order ids)
+    // are: sequential ones would put a batch's entries on a few neighbouring leaf
+    // pages of a subject index and flatter it.
+    ...Object.fromEntries(
+      Object.entries(BROWSE_INDEX_CANDIDATES).map(([name, indexes]) => [
+        `ceilingWith:${name}`,
+        { input: { mode: "ceiling" }, indexes, subjects: "random" } satisfies VariantSetup,
+      ]),
+    ),
   };
 }
 
@@ -58,13 +88,85 @@ export interface ModeResult {
   peakRssMB: Summary;
   peakHeapMB: Summary;
   baselineRssMB: Summary;
+  /** `ceilingWith:*` only: what one mark writes per event, from EXPLAIN (ANALYZE, BUFFERS, WAL). */
+  markPerEvent?: MarkCost;
   raw: RelayProcessOutput[];
+}
+
+/**
+ * Per marked event, medians over the repetitions. Unlike events/s these barely move
+ * with the load other processes put on a shared machine, so they show an index's
+ * cost on the mark where the timings are too noisy to.
+ */
+export interface MarkCost {
+  walRecords: Summary;
+  walBytes: Summary;
+  /** Full-page images: the first change to a page after a checkpoint. */
+  walFullPageImages: Summary;
+  buffersDirtied: Summary;
+  buffersTouched: Summary;
+}
+
+const MARK_PROBE_BATCHES = 10;
+
+/**
+ * Marks MARK_PROBE_BATCHES batches under EXPLAIN (ANALYZE, BUFFERS, WAL), on top of
+ * the drained table (its history), of a backlog written after a checkpoint: a relay
+ * a few milliseconds behind its writers marks rows whose index pages the insert
+ * already dirtied in the same checkpoint cycle, so their full-page images were the
+ * insert's, not the mark's. (The drain above starts right after a checkpoint, so its
+ * figure includes them.)
+ */
+async function probeMark(ctx: BenchContext, setup: VariantSetup): Promise<Record<keyof MarkCost, number>> {
+  await settle(ctx.db.admin);
+  await seedBacklog(
+    ctx.db.admin,
+    MARK_PROBE_BATCHES * ctx.batchSize,
+    setup.subjects ? { subjects: setup.subjects } : {},
+  );
+  await ctx.db.admin.query("ANALYZE events");
+  const sum = { walRecords: 0, walBytes: 0, walFullPageImages: 0, buffersDirtied: 0, buffersTouched: 0 };
+  let events = 0;
+  for (let i = 0; i < MARK_PROBE_BATCHES; i++) {
+    const { rows } = await ctx.db.admin.query(
+      `EXPLAIN (ANALYZE, BUFFERS, WAL, FORMAT JSON) ${ceilingSql(ctx.batchSize)}`,
+    );
+    const plan = (rows[0] as { "QUERY PLAN": { Plan: Record<string, number> }[] })["QUERY PLAN"][0]!.Plan;
+    events += plan["Actual Rows"]!;
+    sum.walRecords += plan["WAL Records"]!;
+    sum.walBytes += plan["WAL Bytes"]!;
+    sum.walFullPageImages += plan["WAL FPI"]!;
+    sum.buffersDirtied += plan["Shared Dirtied Blocks"]!;
+    sum.buffersTouched += plan["Shared Hit Blocks"]! + plan["Shared Read Blocks"]!;
+  }
+  if (events !== MARK_PROBE_BATCHES * ctx.batchSize) throw new Error(`mark probe marked ${events} events`);
+  return Object.fromEntries(Object.entries(sum).map(([k, v]) => [k, v / events])) as Record<
+    keyof MarkCost,
+    number
+  >;
 }
 
 /** Every variant ran unless `--variants` chose some. */
 export type ThroughputResult = Partial<Record<Variant, ModeResult>>;
 
 const MB = 1024 * 1024;
+
+/** Re-runs migration 0006's statements (they are `CREATE INDEX IF NOT EXISTS`). */
+async function migration0006(ctx: BenchContext): Promise<void> {
+  const dir = fileURLToPath(new URL("../../drizzle/", import.meta.url));
+  const file = (await readdir(dir)).find((f) => f.startsWith("0006_"));
+  if (!file) throw new Error("drizzle/0006_*.sql not found");
+  for (const sql of (await readFile(dir + file, "utf8")).split("--> statement-breakpoint")) {
+    await ctx.db.admin.query(sql);
+  }
+}
+
+/** `CREATE INDEX <name> ON ...` → name. */
+function indexName(sql: string): string {
+  const name = /^CREATE INDEX (\w+) /.exec(sql)?.[1];
+  if (!name) throw new Error(`not a CREATE INDEX <name>: ${sql}`);
+  return name;
+}
 
 export async function throughput(ctx: BenchContext): Promise<ThroughputResult> {
   const setups = (Object.entries(variants(ctx)) as [Variant, VariantSetup][]).filter(
@@ -73,6 +175,7 @@ export async function throughput(ctx: BenchContext): Promise<ThroughputResult> {
   const unknown = ctx.variants?.filter((v) => !(v in variants(ctx))) ?? [];
   if (unknown.length > 0) throw new Error(`unknown throughput variants ${unknown.join(", ")}`);
   const raw: Partial<Record<Variant, RelayProcessOutput[]>> = {};
+  const marks: Partial<Record<Variant, Record<keyof MarkCost, number>[]>> = {};
   const { rows } = await ctx.db.admin.query<{ options: string[] | null }>(
     `SELECT reloptions AS options FROM pg_class WHERE oid = 'events'::regclass`,
   );
@@ -81,15 +184,27 @@ export async function throughput(ctx: BenchContext): Promise<ThroughputResult> {
     for (const [mode, setup] of setups) {
       await resetOutbox(ctx.db.admin);
       if (setup.schema) await ctx.db.admin.query(setup.schema.apply);
+      if (setup.indexes) {
+        for (const name of MIGRATION_0006_INDEXES) await ctx.db.admin.query(`DROP INDEX ${name}`);
+        for (const sql of setup.indexes) await ctx.db.admin.query(sql);
+      }
       await seedBacklog(ctx.db.admin, ctx.sizes.backlog, {
         ...(setup.table ? { table: setup.table } : {}),
         ...(setup.ids ? { ids: setup.ids } : {}),
+        ...(setup.subjects ? { subjects: setup.subjects } : {}),
       });
       await settle(ctx.db.admin, setup.table);
       await ctx.qstash.reset();
       const out = await runRelayProcess({ url: ctx.db.url, batchSize: ctx.batchSize, ...setup.input });
       const left = await unfanned(ctx.db.admin, setup.table);
       if (setup.schema) await ctx.db.admin.query(setup.schema.undo);
+      if (setup.indexes) {
+        (marks[mode] ??= []).push(await probeMark(ctx, setup));
+        for (const name of setup.indexes.map(indexName)) await ctx.db.admin.query(`DROP INDEX ${name}`);
+        // Back as the migration left them (empty table: resetOutbox runs next).
+        await ctx.db.admin.query(`TRUNCATE events`);
+        await migration0006(ctx);
+      }
       if (out.events !== ctx.sizes.backlog || left !== 0) {
         throw new Error(`${mode}: drained ${out.events} of ${ctx.sizes.backlog}, ${left} left`);
       }
@@ -113,6 +228,16 @@ export async function throughput(ctx: BenchContext): Promise<ThroughputResult> {
       peakRssMB: summarize(runs.map((r) => r.peakRssBytes / MB)),
       peakHeapMB: summarize(runs.map((r) => r.peakHeapBytes / MB)),
       baselineRssMB: summarize(runs.map((r) => r.baselineRssBytes / MB)),
+      ...(marks[mode]
+        ? {
+            markPerEvent: Object.fromEntries(
+              (Object.keys(marks[mode]![0]!) as (keyof MarkCost)[]).map((k) => [
+                k,
+                summarize(marks[mode]!.map((m) => m[k])),
+              ]),
+            ) as unknown as MarkCost,
+          }
+        : {}),
       raw: runs,
     };
   }

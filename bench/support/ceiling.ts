@@ -34,3 +34,56 @@ export function createBareTableSql(eventsReloptions: readonly string[]): string 
           CREATE INDEX IF NOT EXISTS ${BARE_TABLE}_unfanned_seq_idx ON ${BARE_TABLE} (seq)
            WHERE fanned_out_at IS NULL AND poisoned_at IS NULL;`;
 }
+
+/**
+ * Index candidates for the dashboard's events page (docs/adr/0013), each priced on
+ * the mark by a `ceilingWith:<name>` throughput variant: the mark is a non-HOT
+ * update, so every index it keeps gets one more entry (or, for BRIN, one more
+ * summary check) per marked row. `none` is the same seed without extra indexes,
+ * the denominator of each candidate's cost.
+ */
+/**
+ * Migration 0006's indexes, which the events table now has. A `ceilingWith:*` drain
+ * runs without them (the schema before 0006, plus the candidate), so `none` is the
+ * schema the candidates were chosen against and `chosen` prices 0006 itself.
+ */
+export const MIGRATION_0006_INDEXES = [
+  "events_seq_created_brin",
+  "events_type_seq_idx",
+  "events_scope_seq_idx",
+  "events_subject_seq_idx",
+];
+
+const SEQ_TIME_BRIN = `CREATE INDEX bench_events_seq_created_brin ON events USING brin
+   ((seq + 0) int8_minmax_multi_ops, created_at timestamptz_minmax_multi_ops) WITH (pages_per_range = 16, autosummarize = on)`;
+const TYPE_BTREE = "CREATE INDEX bench_events_type_seq_idx ON events (type, seq)";
+const SCOPE_BTREE = "CREATE INDEX bench_events_scope_seq_idx ON events (scope, seq)";
+const SUBJECT_BLOOM = `CREATE INDEX bench_events_subject_scope_bloom ON events USING brin
+   (subject text_bloom_ops, scope text_bloom_ops) WITH (pages_per_range = 16, autosummarize = on)`;
+const SUBJECT_BTREE = "CREATE INDEX bench_events_subject_seq_idx ON events (subject, seq)";
+
+export const BROWSE_INDEX_CANDIDATES = {
+  none: [],
+  /** The three B-trees first proposed: (subject, seq), (type text_pattern_ops, seq), (created_at). */
+  btreeTrio: [
+    SUBJECT_BTREE,
+    "CREATE INDEX bench_events_type_seq_idx ON events (type text_pattern_ops, seq)",
+    "CREATE INDEX bench_events_created_at_idx ON events (created_at)",
+  ],
+  createdAtBtree: ["CREATE INDEX bench_events_created_at_idx ON events (created_at)"],
+  createdAtBrin: ["CREATE INDEX bench_events_created_at_brin ON events USING brin (created_at)"],
+  seqTimeBrin: [SEQ_TIME_BRIN],
+  seqTimeBrinMinmax: [
+    `CREATE INDEX bench_events_seq_created_brin ON events USING brin ((seq + 0), created_at)
+       WITH (pages_per_range = 16, autosummarize = on)`,
+  ],
+  typeOnlyBtree: ["CREATE INDEX bench_events_type_idx ON events (type)"],
+  typeBtree: [TYPE_BTREE],
+  scopeBtree: [SCOPE_BTREE],
+  subjectBtree: [SUBJECT_BTREE],
+  subjectBloom: [SUBJECT_BLOOM],
+  /** What migration 0006 creates, under other names. */
+  chosen: [SEQ_TIME_BRIN, TYPE_BTREE, SCOPE_BTREE, SUBJECT_BTREE],
+} as const satisfies Record<string, readonly string[]>;
+
+export type BrowseIndexCandidate = keyof typeof BROWSE_INDEX_CANDIDATES;

@@ -29,45 +29,178 @@ export interface EventPage {
   nextBeforeSeq: number | null;
 }
 
+/** A statement's text and values, built one bound value at a time. */
+class Statement {
+  readonly values: unknown[] = [];
+  bind(value: unknown): string {
+    this.values.push(value);
+    return `$${this.values.length}`;
+  }
+}
+
 /**
  * Newest first, one page at a time. Pages are cut by seq (keyset), never by
  * OFFSET: a page deep in a million rows costs what the first one does, and rows
  * recorded while an operator pages do not shift what the next page shows.
  * seq is only an order here, not a completeness cursor (see docs/adr/0001): a
  * row committed late with a smaller seq appears when the operator reloads.
+ *
+ * Every filter is exact; how each one finds its rows in a million without an index
+ * per filter on the relay's hot path is docs/adr/0013. In short: a type glob is
+ * first resolved to the concrete types present, a time range to the seq range it
+ * mostly occupies, in one look-up statement (only when the filter has either), and
+ * the page statement then uses what the planner can estimate.
  */
 export async function browseEvents(db: Queryable, options: BrowseOptions = {}): Promise<EventPage> {
   const limit = options.limit ?? 50;
   if (!Number.isInteger(limit) || limit < 1 || limit > 500) {
     throw new InvalidInputError("limit must be an integer from 1 to 500");
   }
+  options.ids?.forEach(assertEventId);
+  const { types, fromSeq, toSeq } = await lookUp(db, options);
+  if (types?.length === 0) return { events: [], nextBeforeSeq: null };
+
+  const s = new Statement();
   const where: string[] = [];
-  const values: unknown[] = [];
-  const bind = (value: unknown) => {
-    values.push(value);
-    return `$${values.length}`;
-  };
   if (options.state) where.push(STATE_SQL[options.state]);
-  if (options.type) where.push(`type LIKE ${bind(globToLike(options.type))}`);
-  if (options.subject) where.push(`subject = ${bind(options.subject)}`);
-  if (options.scope) where.push(`scope = ${bind(options.scope)}`);
-  if (options.from) where.push(`created_at >= ${bind(options.from)}`);
-  if (options.to) where.push(`created_at < ${bind(options.to)}`);
-  if (options.ids) {
-    options.ids.forEach(assertEventId);
-    where.push(`id = ANY(${bind(options.ids)}::uuid[])`);
-  }
-  if (options.beforeSeq !== undefined) where.push(`seq < ${bind(options.beforeSeq)}`);
+  if (types) where.push(`type = ANY(${s.bind(types)}::text[])`);
+  if (options.subject) where.push(`subject = ${s.bind(options.subject)}`);
+  if (options.scope) where.push(`scope = ${s.bind(options.scope)}`);
+  if (options.from) where.push(`created_at >= ${s.bind(options.from)}`);
+  if (options.to) where.push(`created_at < ${s.bind(options.to)}`);
+  if (options.ids) where.push(`id = ANY(${s.bind(options.ids)}::uuid[])`);
+  const filter = where.length ? where.join(" AND ") : "true";
   // One row more than asked tells whether an older page exists, without a count.
-  const { rows: found } = await query<DbEvent>(
-    db,
-    `SELECT ${COLUMNS} FROM events ${where.length ? `WHERE ${where.join(" AND ")}` : ""}
-      ORDER BY seq DESC LIMIT ${bind(limit + 1)}`,
-    values,
-  );
+  const take = s.bind(limit + 1);
+  const before = options.beforeSeq;
+
+  let text: string;
+  if (fromSeq === undefined && toSeq === undefined) {
+    text = `SELECT ${COLUMNS} FROM events WHERE ${filter}
+             ${before !== undefined ? `AND seq < ${s.bind(before)}` : ""}
+             ORDER BY seq DESC LIMIT ${take}`;
+  } else {
+    text = timeRangePage(s, filter, take, { fromSeq, toSeq, before });
+  }
+  const { rows: found } = await query<DbEvent>(db, text, s.values);
   const events = found.slice(0, limit).map(toEvent);
   return {
     events,
     nextBeforeSeq: found.length > limit ? (events[events.length - 1]?.seq ?? null) : null,
   };
+}
+
+interface LookUp {
+  /** The concrete types the glob matches, when it has a wildcard. */
+  types?: string[];
+  /** The first seq recorded at or after `from` / `to`, as if seq followed created_at. */
+  fromSeq?: number;
+  toSeq?: number;
+}
+
+/**
+ * One statement, sent only when the filter has a wildcard glob or a time bound.
+ *
+ * Types: a loose scan of the type index (one probe per distinct type, and types are
+ * few), matched against the glob here, so the page asks `type = ANY(...)`, which the
+ * planner estimates from its statistics and the index serves whatever the glob's
+ * shape (`*.failed` has no prefix a LIKE could use).
+ *
+ * Seqs: a binary search over the primary key for the first row recorded at or
+ * after each bound, assuming created_at grows with seq. It does not quite (created_at
+ * is the writing transaction's start, seq is taken at the insert), so the page never
+ * relies on it for exactness, only to tell the planner where the range mostly lies.
+ */
+async function lookUp(db: Queryable, options: BrowseOptions): Promise<LookUp> {
+  const glob = options.type?.includes("*") ? options.type : undefined;
+  if (!glob && !options.from && !options.to) {
+    return options.type ? { types: [options.type] } : {};
+  }
+  const s = new Statement();
+  const parts: string[] = [];
+  const ctes: string[] = [];
+  if (glob) {
+    ctes.push(`types(type) AS (
+        SELECT min(type) FROM events
+        UNION ALL
+        SELECT (SELECT min(type) FROM events WHERE type > t.type) FROM types t WHERE t.type IS NOT NULL)`);
+    parts.push(
+      `(SELECT coalesce(array_agg(type), '{}') FROM types WHERE type LIKE ${s.bind(globToLike(glob))}) AS types`,
+    );
+  }
+  for (const [name, at] of [
+    ["from_seq", options.from],
+    ["to_seq", options.to],
+  ] as const) {
+    if (!at) continue;
+    const t = s.bind(at);
+    // Invariant (if created_at grew with seq): rows below lo were recorded before t,
+    // rows at or above hi at or after it. A missing probe row counts as "after".
+    ctes.push(`${name}(lo, hi, n) AS (
+        SELECT (SELECT min(seq) FROM events), (SELECT max(seq) + 1 FROM events), 0
+        UNION ALL
+        SELECT CASE WHEN p.created_at < ${t} THEN p.seq + 1 ELSE b.lo END,
+               CASE WHEN p.created_at < ${t} THEN b.hi ELSE (b.lo + b.hi) / 2 END, b.n + 1
+          FROM ${name} b
+          LEFT JOIN LATERAL (SELECT seq, created_at FROM events WHERE seq >= (b.lo + b.hi) / 2
+                             ORDER BY seq LIMIT 1) p ON true
+         WHERE b.lo < b.hi AND b.n < 64)`);
+    parts.push(`(SELECT min(hi) FROM ${name}) AS ${name}`);
+  }
+  const { rows } = await query<{ types?: string[]; from_seq?: string | null; to_seq?: string | null }>(
+    db,
+    `WITH RECURSIVE ${ctes.join(",\n")} SELECT ${parts.join(", ")}`,
+    s.values,
+  );
+  const row = rows[0]!;
+  const seq = (v: string | null | undefined) => (v === null || v === undefined ? undefined : Number(v));
+  return {
+    ...(glob ? { types: row.types ?? [] } : options.type ? { types: [options.type] } : {}),
+    ...(seq(row.from_seq) !== undefined ? { fromSeq: seq(row.from_seq) } : {}),
+    ...(seq(row.to_seq) !== undefined ? { toSeq: seq(row.to_seq) } : {}),
+  };
+}
+
+/**
+ * A page under a time range, as three seq bands that partition everything below
+ * the cursor: [lo, hi) where the look-up says the range lies, walked by the primary
+ * key in seq order with all the filters (the planner estimates it right, because it
+ * is a seq range); and the bands above and below it, which hold only the rows whose
+ * created_at is out of seq order (a long transaction's), if any. Those two ask for
+ * `seq + 0`, which the primary key cannot serve, so only the BRIN index on
+ * (seq + 0, created_at) can, skipping every block range whose rows were recorded
+ * outside the time range: a few blocks at the band's edge instead of a walk over
+ * every row newer (or older) than the range. Materialised, so they are computed
+ * once and never walked in seq order.
+ */
+function timeRangePage(
+  s: Statement,
+  filter: string,
+  take: string,
+  at: { fromSeq?: number; toSeq?: number; before?: number },
+): string {
+  const top = at.before;
+  const hi = Math.min(at.toSeq ?? Infinity, top ?? Infinity);
+  const lo = Math.min(at.fromSeq ?? -Infinity, hi);
+  const bands: string[] = [];
+  const ctes: string[] = [];
+  if (at.toSeq !== undefined && (top === undefined || at.toSeq < top)) {
+    ctes.push(`above AS MATERIALIZED (SELECT ${COLUMNS} FROM events WHERE ${filter}
+                 AND seq + 0 >= ${s.bind(at.toSeq)}${top !== undefined ? ` AND seq + 0 < ${s.bind(top)}` : ""})`);
+    bands.push(`SELECT * FROM above`);
+  }
+  const bounds = [
+    ...(Number.isFinite(lo) ? [`seq >= ${s.bind(lo)}`] : []),
+    ...(Number.isFinite(hi) ? [`seq < ${s.bind(hi)}`] : []),
+  ];
+  bands.push(`(SELECT ${COLUMNS} FROM events WHERE ${[filter, ...bounds].join(" AND ")}
+              ORDER BY seq DESC LIMIT ${take})`);
+  if (Number.isFinite(lo)) {
+    ctes.push(
+      `below AS MATERIALIZED (SELECT ${COLUMNS} FROM events WHERE ${filter} AND seq + 0 < ${s.bind(lo)})`,
+    );
+    bands.push(`SELECT * FROM below`);
+  }
+  return `${ctes.length ? `WITH ${ctes.join(", ")}` : ""}
+          SELECT * FROM (${bands.join(" UNION ALL ")}) page ORDER BY seq DESC LIMIT ${take}`;
 }
