@@ -91,9 +91,9 @@ export function targets(r: Results): Target[] {
       0.9,
     );
     paired(
-      "timeOrderedIdsOverBareCeiling",
-      "ceiling: schema with time-ordered (v7) ids / bare table",
-      eps("ceilingTimeOrderedIds"),
+      "schemaBeforeOverBareCeiling",
+      "ceiling: schema before 0007 (v4 ids, fanned index) / bare table",
+      eps("ceilingSchemaBefore"),
       eps("bareCeiling"),
       "min",
       0.9,
@@ -266,7 +266,7 @@ export function table(r: Results, meta: { reps: number; note?: string }): string
       if (v) rows.push(row(name, v, fmt));
     };
     add("1. ceiling: plain SQL claim+mark", t.ceiling?.eventsPerSecond, n0);
-    add("   same, time-ordered (v7) ids", t.ceilingTimeOrderedIds?.eventsPerSecond, n0);
+    add("   same, schema before 0007 (v4 ids, fanned index)", t.ceilingSchemaBefore?.eventsPerSecond, n0);
     add("   bare table (primary key + claim index)", t.bareCeiling?.eventsPerSecond, n0);
     add("2. relay, null publisher", t.null?.eventsPerSecond, n0);
     add("   same, --baseline checkout", t.nullBefore?.eventsPerSecond, n0);

@@ -21,18 +21,18 @@ import { summarize, type Summary } from "../support/stats.ts";
 
 /**
  * Every drain the phase times, by its key in the JSON. `ceiling` is today's schema
- * (random v4 ids); `ceilingTimeOrderedIds` the same table seeded with UUIDv7 ids,
- * the candidate issue 11 names for closing the gap; `bareCeiling` the minimal table
- * (primary key and claim index only), the physical limit. `acceptOnly` is the
- * relay through @upstash/qstash to infra/qstash-accept-only.ts, which answers and
- * does nothing else; `qstash` the same to the dev server, whose own CPU is the
- * limit there. `nullBefore` and
+ * (UUIDv7 ids, migration 0007); `ceilingSchemaBefore` the same table as it was before
+ * 0007 (random v4 ids, an index on fanned rows), so what 0007 bought is measured in
+ * the same run; `bareCeiling` the minimal table (primary key and claim index only),
+ * the physical limit. `acceptOnly` is the relay through @upstash/qstash to
+ * infra/qstash-accept-only.ts, which answers and does nothing else; `qstash` the
+ * same to the dev server, whose own CPU is the limit there. `nullBefore` and
  * `qstashBefore` run another checkout's relay (`--baseline`), so a change to the
  * relay is measured before and after in the same run.
  */
 export type Variant =
   | "ceiling"
-  | "ceilingTimeOrderedIds"
+  | "ceilingSchemaBefore"
   | "bareCeiling"
   | "null"
   | "acceptOnly"
@@ -44,7 +44,9 @@ export type Variant =
 interface VariantSetup {
   input: Omit<RelayProcessInput, "url" | "batchSize">;
   table?: string;
-  ids?: "timeOrdered";
+  ids?: "random";
+  /** Run on `events` before the seed, and `undo` after the drain. */
+  schema?: { apply: string; undo: string };
   /** Created on `events` before the seed and dropped after the drain (an index candidate's cost on the mark). */
   indexes?: readonly string[];
   subjects?: "random";
@@ -55,7 +57,7 @@ function variants(ctx: BenchContext): Partial<Record<Variant, VariantSetup>> {
   const base = ctx.baselineOutbox;
   return {
     ceiling: { input: { mode: "ceiling" } },
-    ceilingTimeOrderedIds: { input: { mode: "ceiling" }, ids: "timeOrdered" },
+    ceilingSchemaBefore: { input: { mode: "ceiling" }, ids: "random", schema: SCHEMA_BEFORE_0007 },
     bareCeiling: { input: { mode: "ceiling", table: BARE_TABLE }, table: BARE_TABLE },
     null: { input: { mode: "null" } },
     // Right after `null`, so their ratio compares drains that ran back to back.
@@ -78,6 +80,12 @@ function variants(ctx: BenchContext): Partial<Record<Variant, VariantSetup>> {
     ),
   };
 }
+
+/** The index migration 0007 dropped (the ids come from `ids: "random"`). */
+const SCHEMA_BEFORE_0007 = {
+  apply: `CREATE INDEX bench_events_fanned_out_at_idx ON events (fanned_out_at) WHERE fanned_out_at IS NOT NULL`,
+  undo: `DROP INDEX bench_events_fanned_out_at_idx`,
+};
 
 export interface ModeResult {
   eventsPerSecond: Summary;
@@ -182,6 +190,7 @@ export async function throughput(ctx: BenchContext): Promise<ThroughputResult> {
   for (let rep = 1; rep <= ctx.reps; rep++) {
     for (const [mode, setup] of setups) {
       await resetOutbox(ctx.db.admin);
+      if (setup.schema) await ctx.db.admin.query(setup.schema.apply);
       if (setup.indexes) {
         for (const name of MIGRATION_0006_INDEXES) await ctx.db.admin.query(`DROP INDEX ${name}`);
         for (const sql of setup.indexes) await ctx.db.admin.query(sql);
@@ -195,6 +204,7 @@ export async function throughput(ctx: BenchContext): Promise<ThroughputResult> {
       await ctx.qstash.reset();
       const out = await runRelayProcess({ url: ctx.db.url, batchSize: ctx.batchSize, ...setup.input });
       const left = await unfanned(ctx.db.admin, setup.table);
+      if (setup.schema) await ctx.db.admin.query(setup.schema.undo);
       if (setup.indexes) {
         (marks[mode] ??= []).push(await probeMark(ctx, setup));
         for (const name of setup.indexes.map(indexName)) await ctx.db.admin.query(`DROP INDEX ${name}`);

@@ -75,16 +75,6 @@ export async function resetOutbox(admin: pg.Pool): Promise<void> {
   );
 }
 
-/**
- * A UUIDv7 in SQL (PG 15 has no uuidv7()): the low 6 bytes of the millisecond
- * clock over the first 6 bytes of a v4, whose version nibble 0100 becomes 0111 by
- * setting bits 52 and 53 (set_bit counts from byte 0's low bit). The variant bits
- * are already the RFC's.
- */
-const UUID_V7_SQL = `encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid())
-  PLACING substring(int8send(floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint) FROM 3)
-  FROM 1 FOR 6), 52, 1), 53, 1), 'hex')::uuid`;
-
 /** Bytes of padding that make a seeded payload about 200 bytes of jsonb text. */
 export const PAYLOAD_PAD = 150;
 
@@ -101,23 +91,23 @@ export async function seedBacklog(
     /** Another table of the same shape (the bare ceiling's). */
     table?: string;
     /**
-     * `timeOrdered`: UUIDv7 ids (RFC 9562) built in the seed, to measure what
-     * time-ordered ids would do to the mark; otherwise the column default (v4).
+     * `random`: UUIDv4 ids, as before migration 0007, to measure what time-ordered
+     * ids do to the mark; otherwise the column default (UUIDv7).
      */
-    ids?: "default" | "timeOrdered";
+    ids?: "default" | "random";
     /** `random`: each run of 4 shares a random-looking subject (a hash), as note or order ids are. */
     subjects?: "sequential" | "random";
   } = {},
 ): Promise<void> {
   const table = options.table ?? "events";
-  const v7 = options.ids === "timeOrdered";
+  const v4 = options.ids === "random";
   const subject = options.subjects === "random" ? "md5(((g - 1) / 4)::text)" : "'subject-' || ((g - 1) / 4)";
   const chunk = 100_000;
   for (let from = 0; from < n; from += chunk) {
     const to = Math.min(n, from + chunk);
     await admin.query(
-      `INSERT INTO ${table} (${v7 ? "id, " : ""}type, subject, scope, payload, fanned_out_at, fanout)
-       SELECT ${v7 ? `${UUID_V7_SQL}, ` : ""}'bench.happened', ${subject}, 'tenant-' || (((g - 1) / 4) % 10),
+      `INSERT INTO ${table} (${v4 ? "id, " : ""}type, subject, scope, payload, fanned_out_at, fanout)
+       SELECT ${v4 ? "gen_random_uuid(), " : ""}'bench.happened', ${subject}, 'tenant-' || (((g - 1) / 4) % 10),
               jsonb_build_object('n', g, 'at', now(), 'pad', repeat('x', ${PAYLOAD_PAD})),
               ${options.fanned ? "now()" : "NULL"}, ${options.fanned ? `'{"mail":{"messageId":"msg_0"}}'::jsonb` : "NULL"}
          FROM generate_series(${from + 1}::bigint, ${to}::bigint) g`,

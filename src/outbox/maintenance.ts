@@ -12,31 +12,87 @@ export interface RetentionOptions {
 }
 
 /**
- * Deletes old fanned events in bounded batches, oldest first. Pending and
+ * Deletes old fanned events in bounded batches, oldest recorded first. Pending and
  * poisoned rows are never deleted, whatever their age: they are work not done.
+ *
+ * There is no index on fanned rows (the relay's mark would add an entry to it for
+ * every event it fans out, ADR 0014), so old fanned rows are found on the primary
+ * key. A row fanned before the cutoff was recorded before it too, and seq follows
+ * recording order closely (it is assigned at insert, created_at at the start of the
+ * writer's transaction), so the rows to delete sit below the last seq recorded
+ * before the cutoff. A binary search on the primary key finds that seq (one index
+ * probe per step), and each batch walks the key from where the previous one stopped
+ * up to it. The filter alone decides what is deleted; the bound only keeps a sweep
+ * from walking young rows. A row the bound misses (recorded before the cutoff by a
+ * transaction that inserted it after younger rows) goes in a later sweep, once the
+ * cutoff has passed the rows around it. Each sweep walks past the pending and
+ * poisoned rows older than the cutoff, one heap fetch each.
  */
 export async function deleteOldFannedEvents(db: Queryable, options: RetentionOptions): Promise<number> {
   const batchSize = options.batchSize ?? 1000;
   const maxBatches = options.maxBatches ?? 10;
   if (!(options.olderThanDays > 0)) throw new RangeError("olderThanDays must be positive");
   const cutoff = new Date((options.now?.getTime() ?? Date.now()) - options.olderThanDays * 86_400_000);
+  const { rows: found } = await query<{ bound: string | null }>(db, lastSeqRecordedBeforeSql, [cutoff]);
+  const bound = found[0]?.bound;
+  if (bound == null) return 0;
   let deleted = 0;
+  let after = "0";
   for (let i = 0; i < maxBatches; i++) {
-    const { rowCount } = await query(
-      db,
-      `DELETE FROM events WHERE seq IN (
-         SELECT seq FROM events
-          WHERE ${STATE_SQL.fanned} AND fanned_out_at < $1
-          ORDER BY fanned_out_at
-          LIMIT $2
-       )`,
-      [cutoff, batchSize],
-    );
-    deleted += rowCount ?? 0;
-    if ((rowCount ?? 0) < batchSize) break;
+    const { rows } = await query<{ n: number; last: string | null }>(db, retentionBatchSql, [
+      after,
+      bound,
+      cutoff,
+      batchSize,
+    ]);
+    const n = rows[0]?.n ?? 0;
+    deleted += n;
+    if (n < batchSize || !rows[0]?.last) break;
+    after = rows[0].last;
   }
   return deleted;
 }
+
+/**
+ * One batch: fanned before $3, seq in ($1, $2], at most $4 rows, on the primary key.
+ * int8 travels as text both ways, so a seq never passes through a JS number here.
+ * \`= ANY (ARRAY(...))\`, not \`IN (...)\`: the rows are then deleted by primary-key
+ * lookups, never by a join the planner may choose to feed from a scan of the table.
+ * Exported so a test can check its plan.
+ */
+export const retentionBatchSql = `
+  WITH gone AS (
+    DELETE FROM events WHERE seq = ANY (ARRAY(
+      SELECT seq FROM events
+       WHERE seq > $1::int8 AND seq <= $2::int8
+         AND ${STATE_SQL.fanned} AND fanned_out_at < $3
+       ORDER BY seq
+       LIMIT $4
+    ))
+    RETURNING seq
+  )
+  SELECT count(*)::int AS n, max(seq)::text AS last FROM gone`;
+
+/**
+ * The largest seq whose row was recorded before $1, searched on the primary key:
+ * [lo, hi] narrows until they are neighbours, lo always a row recorded before the
+ * cutoff (or below every row), the first row from hi on recorded after it (or none).
+ * Each step reads the first row at or after the midpoint. NULL when no row is old.
+ */
+const lastSeqRecordedBeforeSql = `
+  WITH RECURSIVE search(lo, hi) AS (
+    SELECT min(seq) - 1, max(seq) + 1 FROM events
+    UNION ALL
+    SELECT CASE WHEN p.old THEN p.seq ELSE s.lo END,
+           CASE WHEN p.old THEN s.hi ELSE (s.lo + s.hi) / 2 END
+      FROM search s
+      LEFT JOIN LATERAL (
+        SELECT seq, seq < s.hi AND created_at < $1 AS old FROM events
+         WHERE seq >= (s.lo + s.hi) / 2 ORDER BY seq LIMIT 1
+      ) p ON true
+     WHERE s.hi - s.lo > 1
+  )
+  SELECT nullif(max(lo), (SELECT min(seq) - 1 FROM events))::text AS bound FROM search`;
 
 export interface AlertThresholds {
   /** The oldest due event has waited this long. */

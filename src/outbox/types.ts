@@ -11,6 +11,11 @@ export interface ClaimedEvent {
    * job bodies as is, and parses it only if a filter reads `payload`.
    */
   payloadJson?: string;
+  /**
+   * The whole event as it appears in job bodies (JobBody.event), as JSON text, when
+   * the claim read it so: the relay embeds it as is.
+   */
+  eventJson?: string;
   createdAt: Date;
   attempts: number;
 }

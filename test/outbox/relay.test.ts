@@ -217,4 +217,30 @@ describe("payloads travel as the text Postgres sent", () => {
     // The bytes a publisher sends are the body it is handed, parsed back equal.
     expect(JSON.parse(job!.json!)).toEqual(job!.body);
   });
+
+  it("each job's event is the row as JobBody describes it, createdAt as toISOString writes the stored time", async () => {
+    const [id] = await seedEvents(t.pool, 1, { scope: "tenant-1" });
+    // Microseconds past .678: JavaScript dates keep milliseconds, truncated.
+    await t.pool.query(`UPDATE events SET created_at = '2026-01-02 03:04:05.678999+01' WHERE id = $1`, [id]);
+    const seen: Date[] = [];
+    const subscriptions = defineSubscriptions([
+      { name: "all", types: ["*"], filter: (e) => seen.push(e.createdAt) > 0 },
+    ]);
+    const publisher = new RecordingPublisher();
+    await runPass({ pool: t.pool, publisher, subscriptions });
+    const [state] = await eventStates(t.pool);
+    const [job] = publisher.accepted;
+    // Postgres's JSON text (spaces around separators), parsed back to the body.
+    expect(JSON.parse(job!.json!)).toEqual(job!.body);
+    expect(job!.body.event).toEqual({
+      id,
+      seq: Number(state!.seq),
+      type: "test.happened",
+      subject: "subject-1",
+      scope: "tenant-1",
+      payload: { n: 1, pad: "" },
+      createdAt: "2026-01-02T02:04:05.678Z",
+    });
+    expect(seen.map((d) => d.toISOString())).toEqual(["2026-01-02T02:04:05.678Z"]);
+  });
 });

@@ -1,5 +1,5 @@
 import { nowSql, positiveInt, results, type SqlClient } from "../sql.ts";
-import type { ClaimedEvent, DbClaimedEvent } from "../types.ts";
+import type { ClaimedEvent } from "../types.ts";
 import { dueSql } from "../state.ts";
 
 export interface RelayState {
@@ -58,13 +58,23 @@ export async function claim(client: SqlClient, limit: number, now: Date | undefi
   return { state, events, at: s?.at ?? null };
 }
 
-/** The claim reads the payload as text: see claimedFromRow. */
-type DbClaimedRow = Omit<DbClaimedEvent, "payload"> & { payload_json: string };
+/** The claim reads each event as the JSON text of its job bodies: see ClaimedRow. */
+interface DbClaimedRow {
+  seq: string;
+  id: string;
+  type: string;
+  subject: string;
+  scope: string | null;
+  attempts: number;
+  event_json: string;
+}
 
 /**
- * The payload stays the text Postgres sent: job bodies embed it as is (plan.ts),
- * and it is parsed, once, only if a subscription's filter reads `payload`. A class,
- * so every claimed event has one shape and the getter lives on the prototype.
+ * A claimed event carries `eventJson`, the event's part of every job body, made by
+ * Postgres in the claim (see claimSql): job bodies embed it as is (plan.ts), so the
+ * relay neither builds it nor parses a date or the payload. `payload` and
+ * `createdAt` are read from it, once, only if a subscription's filter asks. A class,
+ * so every claimed event has one shape and the getters live on the prototype.
  */
 class ClaimedRow implements ClaimedEvent {
   readonly seq: number;
@@ -72,11 +82,9 @@ class ClaimedRow implements ClaimedEvent {
   readonly type: string;
   readonly subject: string;
   readonly scope: string | null;
-  readonly payloadJson: string;
-  readonly createdAt: Date;
+  readonly eventJson: string;
   readonly attempts: number;
-  #payload: unknown = undefined;
-  #parsed = false;
+  #parsed: { payload: unknown; createdAt: string } | undefined;
 
   constructor(r: DbClaimedRow) {
     this.seq = Number(r.seq);
@@ -84,17 +92,20 @@ class ClaimedRow implements ClaimedEvent {
     this.type = r.type;
     this.subject = r.subject;
     this.scope = r.scope;
-    this.payloadJson = r.payload_json;
-    this.createdAt = r.created_at;
+    this.eventJson = r.event_json;
     this.attempts = r.attempts;
   }
 
   get payload(): unknown {
-    if (!this.#parsed) {
-      this.#payload = JSON.parse(this.payloadJson);
-      this.#parsed = true;
-    }
-    return this.#payload;
+    return this.#event().payload;
+  }
+
+  get createdAt(): Date {
+    return new Date(this.#event().createdAt);
+  }
+
+  #event(): { payload: unknown; createdAt: string } {
+    return (this.#parsed ??= JSON.parse(this.eventJson) as { payload: unknown; createdAt: string });
   }
 }
 
@@ -102,10 +113,19 @@ function claimedFromRow(r: DbClaimedRow): ClaimedEvent {
   return new ClaimedRow(r);
 }
 
+/**
+ * The event as it appears in every job body (JobBody.event, keys in its order), as
+ * text. createdAt is formatted as Date.prototype.toISOString formats it: UTC,
+ * milliseconds truncated from the stored microseconds, as pg's parser truncates them.
+ */
+const EVENT_JSON_SQL = `json_build_object('id', id, 'seq', seq, 'type', type, 'subject', subject,
+         'scope', scope, 'payload', payload,
+         'createdAt', to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))::text`;
+
 /** The claim itself; exported so tests and the benchmark examine exactly what the relay runs. */
 export function claimSql(limit: number, now: Date | undefined): string {
   const NOW = nowSql(now);
-  return `SELECT seq, id, type, subject, scope, payload::text AS payload_json, created_at, attempts
+  return `SELECT seq, id, type, subject, scope, attempts, ${EVENT_JSON_SQL} AS event_json
       FROM events
      WHERE ${dueSql(NOW)}
        AND NOT EXISTS (SELECT 1 FROM outbox_relay_state WHERE backoff_until > ${NOW})

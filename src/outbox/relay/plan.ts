@@ -143,11 +143,13 @@ class PlannedJob implements Job {
 }
 
 /**
- * The event as it appears in every job body. The payload goes in as the text the
- * claim read (jsonb's own output, valid JSON), so it is neither parsed nor
- * stringified on the way through.
+ * The event as it appears in every job body. The relay's claim reads it whole, made
+ * by Postgres (claim.ts); otherwise the payload goes in as the text the claim read
+ * (jsonb's own output, valid JSON), so it is neither parsed nor stringified on the
+ * way through.
  */
 function serialiseEvent(event: ClaimedEvent): string {
+  if (event.eventJson !== undefined) return event.eventJson;
   const { id, seq, type, subject, scope, payloadJson } = event;
   const createdAt = event.createdAt.toISOString();
   if (payloadJson === undefined) {

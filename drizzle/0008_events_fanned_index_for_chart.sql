@@ -1,0 +1,1 @@
+CREATE INDEX "events_fanned_out_at_idx" ON "events" USING btree ("fanned_out_at") WHERE fanned_out_at IS NOT NULL;

@@ -1,0 +1,65 @@
+// The mark's two statement shapes (ADR 0012, 0014): a batch where every row published
+// takes the compact one (fanout built in SQL from arrays), a batch with any failed row
+// the general one (one jsonb document). Both must store the same fanout documents.
+import { beforeEach, describe, expect, it } from "vitest";
+import type { Fanout } from "../../src/outbox/index.ts";
+import { clearFailuresSql } from "../../src/outbox/relay/backoff.ts";
+import { markAndCommit, type RowOutcome } from "../../src/outbox/relay/mark.ts";
+import { useTestDatabase } from "../support/db.ts";
+import { eventStates, seedEvents } from "../support/events.ts";
+import { resetOutbox } from "../support/relay.ts";
+
+const t = useTestDatabase();
+beforeEach(() => resetOutbox(t.pool));
+
+async function mark(outcomes: RowOutcome[]) {
+  const client = await t.pool.connect();
+  try {
+    await client.query("BEGIN");
+    return await markAndCommit(client, outcomes, clearFailuresSql(undefined), undefined);
+  } finally {
+    client.release();
+  }
+}
+
+/** Every kind of entry, and names and ids that need quoting in SQL and in an array literal. */
+function fanouts(ids: string[]): Fanout[] {
+  return [
+    { mail: { messageId: "msg_1" }, index: { coalescedInto: ids[2]! } },
+    { mail: { messageId: "msg_2", deduplicated: true }, 'it\'s "odd"\\': { messageId: 'a"b\\c,{d} NULL' } },
+    { mail: { messageId: "NULL" }, index: { messageId: "msg_3" } },
+    {},
+    { index: { messageId: "msg_4 with spaces" } },
+  ];
+}
+
+describe("the mark", () => {
+  it("stores the same fanout documents whether or not the batch has a failed row", async () => {
+    const ids = await seedEvents(t.pool, 12);
+    const seqs = (await eventStates(t.pool)).map((e) => Number(e.seq));
+    const compact = fanouts(ids.slice(0, 5));
+    const general = fanouts(ids.slice(6, 11));
+
+    const allPublished = await mark(compact.map((fanout, i) => ({ seq: seqs[i]!, fanout })));
+    expect(allPublished).toMatchObject({ fanned: 5, failed: 0, poisoned: [] });
+    const withFailure = await mark([
+      ...general.map((fanout, i) => ({ seq: seqs[6 + i]!, fanout })),
+      { seq: seqs[11]!, error: "rejected: 400" },
+    ]);
+    expect(withFailure).toMatchObject({ fanned: 5, failed: 1, poisoned: [] });
+
+    const states = await eventStates(t.pool);
+    expect(states.slice(0, 5).map((s) => s.fanout)).toEqual(compact);
+    expect(states.slice(6, 11).map((s) => s.fanout)).toEqual(general);
+    expect(states.slice(0, 5).every((s) => s.fanned_out_at !== null)).toBe(true);
+    expect(states[5]).toMatchObject({ fanned_out_at: null, fanout: null });
+    expect(states[11]).toMatchObject({ fanned_out_at: null, attempts: 1, last_error: "rejected: 400" });
+  });
+
+  it("marks a batch where no row matched any subscription", async () => {
+    await seedEvents(t.pool, 2);
+    const seqs = (await eventStates(t.pool)).map((e) => Number(e.seq));
+    expect(await mark(seqs.map((seq) => ({ seq, fanout: {} })))).toMatchObject({ fanned: 2 });
+    expect((await eventStates(t.pool)).map((s) => s.fanout)).toEqual([{}, {}]);
+  });
+});
