@@ -746,12 +746,7 @@ describe("lost publishes and retention (the cron sweep's share)", () => {
     const down: DeliverQueue = { enqueue: () => Promise.reject(new Error("QStash unreachable")) };
     await expect(fanOutWebhook(db(), down, e)).rejects.toThrow();
     const [orphan] = await deliveriesOf(e.id);
-    const pool = t.newPool(2);
-    const open: OpenDatabase = () => ({
-      db: drizzle(pool) as unknown as Db,
-      pool: pool as unknown as SqlPool & Queryable,
-      close: async () => undefined,
-    });
+    const open = openTestPool(t.newPool(2));
     const env = bindings({ DATABASE_URL: t.url, QSTASH_URL: qstash.url, QSTASH_TOKEN: qstash.token });
     const log = vi.spyOn(console, "log").mockImplementation(() => undefined);
     try {
