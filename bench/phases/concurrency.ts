@@ -2,12 +2,12 @@
 // together through one shared (null) transport. SKIP LOCKED must not collapse, and
 // no (event, subscription) may be published twice.
 import type pg from "pg";
-import { createNullPublisher, drain, type Job, type Publisher } from "../../src/outbox/index.ts";
+import { createNullPublisher, type Job, type Publisher } from "../../src/outbox/index.ts";
 import type { BenchContext } from "../support/context.ts";
 import { incompleteFanouts, resetOutbox, seedBacklog, settle, unfanned } from "../support/db.ts";
 import { log } from "../support/progress.ts";
 import { summarize, type Summary } from "../support/stats.ts";
-import { benchSubscriptions } from "../support/subscriptions.ts";
+import { drainTogether } from "../support/subscriptions.ts";
 
 export const RELAY_COUNTS = [1, 2, 4, 8] as const;
 
@@ -65,18 +65,7 @@ export async function concurrency(ctx: BenchContext): Promise<ConcurrencyResult>
       await Promise.all(pools.map(async (p) => (await p.connect()).release()));
       const { publisher, seen, duplicates } = countingPublisher();
       const started = performance.now();
-      const results = await Promise.all(
-        pools.map((pool) =>
-          drain({
-            pool,
-            publisher,
-            subscriptions: benchSubscriptions,
-            batchSize: ctx.batchSize,
-            budgetMs: 30 * 60_000,
-            until: "empty",
-          }),
-        ),
-      );
+      const results = await drainTogether(pools, publisher, ctx.batchSize);
       const ms = performance.now() - started;
       await Promise.all(pools.map((p) => p.end()));
       const events = results.reduce((sum, r) => sum + r.fanned, 0);

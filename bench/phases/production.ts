@@ -8,7 +8,6 @@
 import { Pool } from "@neondatabase/serverless";
 import {
   createQStashPublisher,
-  drain,
   runPass,
   type Job,
   type PassResult,
@@ -25,7 +24,7 @@ import {
   type WsProxyService,
 } from "../support/service.ts";
 import { summarize, type Summary } from "../support/stats.ts";
-import { PUBLIC_URL, benchSubscriptions } from "../support/subscriptions.ts";
+import { PUBLIC_URL, benchSubscriptions, drainTogether } from "../support/subscriptions.ts";
 import { countingPublisher } from "./concurrency.ts";
 import { commitToPublished, summarizeLatency, type LatencyResult, type LatencyRun } from "./latency.ts";
 
@@ -181,18 +180,7 @@ async function concurrentDrain(
   const [db0, q0] = await Promise.all([proxy.stats(), qstash.stats()]);
   const cpu0 = process.cpuUsage();
   const started = performance.now();
-  const results = await Promise.all(
-    pools.map((pool) =>
-      drain({
-        pool,
-        publisher,
-        subscriptions: benchSubscriptions,
-        batchSize: ctx.batchSize,
-        budgetMs: 30 * 60_000,
-        until: "empty",
-      }),
-    ),
-  );
+  const results = await drainTogether(pools, publisher, ctx.batchSize);
   const ms = performance.now() - started;
   const cpu = process.cpuUsage(cpu0);
   const [db1, q1] = await Promise.all([proxy.stats(), qstash.stats()]);

@@ -1,4 +1,4 @@
-import { defineSubscriptions } from "../../src/outbox/index.ts";
+import { defineSubscriptions, drain, type Publisher, type SqlPool } from "../../src/outbox/index.ts";
 
 /**
  * Two subscriptions match every event, one of them coalescing: the shape issue 5
@@ -11,3 +11,26 @@ export const benchSubscriptions = defineSubscriptions([
 
 /** Jobs go here; the dev server's delivery is paused, so nothing ever calls it. */
 export const PUBLIC_URL = "http://127.0.0.1:9/never-called";
+
+/**
+ * One drain per pool, all at once, until nothing is claimable: how the concurrency
+ * phases run N relays against one backlog. Answers each relay's drain result.
+ */
+export function drainTogether(
+  pools: SqlPool[],
+  publisher: Publisher,
+  batchSize: number,
+): Promise<Awaited<ReturnType<typeof drain>>[]> {
+  return Promise.all(
+    pools.map((pool) =>
+      drain({
+        pool,
+        publisher,
+        subscriptions: benchSubscriptions,
+        batchSize,
+        budgetMs: 30 * 60_000,
+        until: "empty",
+      }),
+    ),
+  );
+}
