@@ -21,7 +21,8 @@ const errorCodes = {
   UNSUPPORTED_MEDIA_TYPE: { status: 415 },
   MISCONFIGURED: { status: 500 },
   INTERNAL_SERVER_ERROR: { status: 500 },
-  SERVICE_UNAVAILABLE: { status: 503 },
+  // A client may try again shortly (the database restarting, out of connections).
+  SERVICE_UNAVAILABLE: { status: 503, headers: { "Retry-After": "1" } },
   job_failed: { status: 500 },
   job_rejected: { status: 489, headers: { "Upstash-NonRetryable-Error": "true" } },
 } as const satisfies Record<string, { status: number; headers?: Record<string, string> }>;
@@ -92,6 +93,14 @@ export function handleError(err: Error, c: Context<HonoEnv>) {
     return errorResponse(c, code, err.message || defaultMessage[err.status] || code);
   }
   console.error(`[${c.get("requestId") ?? "-"}] ${c.req.method} ${c.req.path}:`, err);
+  const unavailable = databaseUnavailable(err);
+  if (unavailable)
+    return errorResponse(
+      c,
+      "SERVICE_UNAVAILABLE",
+      `the database is unavailable (${unavailable}); try again shortly. A write cut off this way may or may not ` +
+        "have committed: read it back (its id, or a search) before sending it again",
+    );
   return errorResponse(
     c,
     "INTERNAL_SERVER_ERROR",
@@ -124,4 +133,27 @@ const statusToCode: Partial<Record<number, ErrorCode>> = {
 
 function httpStatusToCode(status: number): ErrorCode {
   return statusToCode[status] ?? (status >= 500 ? "INTERNAL_SERVER_ERROR" : "BAD_REQUEST");
+}
+
+/** What the drivers say when the socket went away or never came (no SQLSTATE then). */
+const UNAVAILABLE_MESSAGE =
+  /connection terminated|network connection lost|connection error|timeout exceeded when trying to connect|ECONNREFUSED|ECONNRESET|the database system is (starting up|shutting down)/i;
+
+/**
+ * Whether an error is the database being out of reach, and why in a few plain
+ * words (no driver text reaches the client): a 503 the client may retry, not a
+ * 500 bug. SQLSTATEs: connection exceptions (class 08), the server shutting down
+ * or starting (57P01–57P03), no connection slot left (53300). Drizzle wraps
+ * driver errors, so the causes are walked.
+ */
+export function databaseUnavailable(err: unknown): string | undefined {
+  for (let e: unknown = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (code === "53300") return "too many clients: no connection slot left";
+    if (typeof code === "string" && /^57P0[123]$/.test(code)) return "the database is restarting";
+    if (/timeout exceeded when trying to connect/i.test(e.message)) return "connection timeout";
+    if ((typeof code === "string" && /^08...$/.test(code)) || UNAVAILABLE_MESSAGE.test(e.message))
+      return "connection lost or refused";
+  }
+  return undefined;
 }

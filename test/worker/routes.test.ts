@@ -3,6 +3,7 @@ import { refreshNoteIndex } from "../../src/domain/corpus-index/refresh.ts";
 import { createApp } from "../../src/worker/app.ts";
 import { MAX_CONNECTIONS_PER_INVOCATION, openNeonDatabase } from "../../src/worker/database.ts";
 import { parseConfig, type Bindings, type Config } from "../../src/worker/env.ts";
+import { databaseUnavailable } from "../../src/worker/errors.ts";
 import { configureNeonForWsProxy, startWsProxy, type WsProxy } from "../../infra/ws-proxy.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { eventsAbout } from "../support/helpers.ts";
@@ -56,6 +57,59 @@ describe("health", () => {
     expect(res.status).toBe(503);
     expect(res.body.error.code).toBe("SERVICE_UNAVAILABLE");
     expect(res.body.error.message).toMatch(/^database unavailable: \S/);
+  });
+});
+
+describe("a database out of reach", () => {
+  it("is a 503 a client may retry, on every route that needs it, never a 500", async () => {
+    const closedPort = bindings({
+      DATABASE_URL: "postgres://postgres@127.0.0.1:1/none",
+      NEON_WS_PROXY: proxy.address,
+    });
+    const errors = vi.spyOn(console, "error").mockImplementation(() => undefined);
+    try {
+      for (const [method, path, body] of [
+        ["POST", "/notes", { title: "t", body: "b" }],
+        ["GET", `/notes/${missing}`, undefined],
+        ["GET", "/notes/search?q=x", undefined],
+      ] as const) {
+        const res = await call(app, closedPort, method, path, body, withKey(key));
+        expect(res.status, `${method} ${path}`).toBe(503);
+        expect(res.headers.get("retry-after")).toBe("1");
+        expect(res.body.error.code).toBe("SERVICE_UNAVAILABLE");
+        expect(res.body.error.message).toMatch(
+          /database is unavailable \(connection lost or refused\).*may or may not have committed/,
+        );
+      }
+    } finally {
+      errors.mockRestore();
+    }
+  });
+
+  it("tells an unavailable database from other failures by SQLSTATE or the driver's words, through wrappers", () => {
+    const withCode = (code: string) => Object.assign(new Error("x"), { code });
+    const cases: [unknown, string | undefined][] = [
+      [withCode("08006"), "connection lost or refused"],
+      [withCode("08001"), "connection lost or refused"],
+      [withCode("57P01"), "the database is restarting"],
+      [withCode("57P03"), "the database is restarting"],
+      [withCode("53300"), "too many clients: no connection slot left"],
+      [new Error("timeout exceeded when trying to connect"), "connection timeout"],
+      [new Error("Connection terminated unexpectedly"), "connection lost or refused"],
+      [new Error("Network connection lost."), "connection lost or refused"],
+      [
+        new Error("Client has encountered a connection error and is not queryable"),
+        "connection lost or refused",
+      ],
+      [new Error("Failed query: select 1", { cause: withCode("57P01") }), "the database is restarting"],
+      [withCode("23505"), undefined],
+      [withCode("22P02"), undefined],
+      [withCode("57014"), undefined],
+      [new Error("secret internals"), undefined],
+      ["not an error", undefined],
+    ];
+    for (const [error, unavailable] of cases)
+      expect(databaseUnavailable(error), String(error)).toBe(unavailable);
   });
 });
 
