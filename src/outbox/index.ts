@@ -34,6 +34,7 @@ export {
   createQStashPublisher,
   jobUrl,
   failureCallbackUrl,
+  flowControlFor,
   JOBS_PATH,
   FAILURE_CALLBACK_PATH,
 } from "./qstash-publisher.ts";

@@ -48,6 +48,20 @@ export function failureCallbackUrl(publicUrl: string): string {
   return `${stripSlash(publicUrl)}${FAILURE_CALLBACK_PATH}`;
 }
 
+/**
+ * QStash flow control for jobs to one deployment: at most `parallelism` of them
+ * in flight, which bounds the Worker invocations they start (and so their
+ * database connections). `kind` gives another kind of job a budget of its own.
+ */
+export function flowControlFor(
+  publicUrl: string,
+  kind: string,
+  parallelism: number,
+): { key: string; parallelism: number } {
+  const host = new URL(publicUrl).host.replace(/[^A-Za-z0-9._-]/g, "_");
+  return { key: `edge-outbox-${kind ? `${kind}-` : ""}${host}`, parallelism };
+}
+
 function stripSlash(url: string): string {
   return url.replace(/\/+$/, "");
 }
@@ -70,10 +84,7 @@ export function createQStashPublisher(options: QStashPublisherOptions): Publishe
   const chunkSize = positiveInt(options.chunkSize ?? 100, "chunkSize");
   const concurrency = positiveInt(options.concurrency ?? 3, "concurrency");
   const failureCallback = failureCallbackUrl(options.publicUrl);
-  const flowControl = {
-    key: `edge-outbox-${new URL(options.publicUrl).host.replace(/[^A-Za-z0-9._-]/g, "_")}`,
-    parallelism: options.deliveryParallelism ?? 20,
-  };
+  const flowControl = flowControlFor(options.publicUrl, "", options.deliveryParallelism ?? 20);
 
   async function publishChunk(chunk: Job[]): Promise<PublishedJob[]> {
     try {

@@ -5,7 +5,11 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vites
 import type { Db } from "../../src/domain/db.ts";
 import { disableFailingEndpoints } from "../../src/domain/webhooks/auto-disable.ts";
 import { deliverWebhook, type DeliverDeps } from "../../src/domain/webhooks/deliver.ts";
-import { createQStashDeliverQueue, type DeliverQueue } from "../../src/domain/webhooks/deliver-queue.ts";
+import {
+  DELIVER_PARALLELISM,
+  createQStashDeliverQueue,
+  type DeliverQueue,
+} from "../../src/domain/webhooks/deliver-queue.ts";
 import { markDeliveryFailed } from "../../src/domain/webhooks/delivery-failed.ts";
 import { fanOutWebhook } from "../../src/domain/webhooks/fanout.ts";
 import type { WebhookEvent } from "../../src/domain/webhooks/payload.ts";
@@ -163,6 +167,17 @@ describe("fan-out", () => {
     expect(again.map((r) => r.id)).toEqual(first.map((r) => r.id));
     expect(again.map((r) => r.message_id)).toEqual(first.map((r) => r.message_id));
     for (const row of first) expect(publishedFor(row.id)).toHaveLength(1);
+  });
+
+  it("deliver jobs have a flow-control budget of their own, apart from the subscribers' jobs", async () => {
+    const { delivery } = await oneDelivery("/budget");
+    const [job] = publishedFor(delivery.id);
+    expect(job?.flowControlKey).toBe("edge-outbox-webhooks-127.0.0.1_9");
+    // As QStash reports the message: the parallelism it will hold deliveries to.
+    const res = await fetch(`${qstash.url}/v2/messages/${job!.messageId}`, {
+      headers: { authorization: `Bearer ${qstash.token}` },
+    });
+    expect(await res.json()).toMatchObject({ parallelism: DELIVER_PARALLELISM });
   });
 
   it("a crash between the insert and the publish is repaired by the replay", async () => {

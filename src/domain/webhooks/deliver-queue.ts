@@ -1,5 +1,5 @@
 import { Client } from "@upstash/qstash";
-import { failureCallbackUrl, jobUrl } from "../../outbox/index.ts";
+import { failureCallbackUrl, flowControlFor, jobUrl } from "../../outbox/index.ts";
 
 /** The job route QStash calls for each delivery (not a subscription: its body is a delivery, not an event). */
 export const DELIVER_JOB = "webhook.deliver";
@@ -30,7 +30,17 @@ export interface QStashDeliverQueueOptions {
   publicUrl: string;
   /** The retry schedule's length: QStash gives up after that many retries and calls the failure callback. */
   retries: number;
+  /** Deliveries in flight at once (QStash flow control); default 10. */
+  parallelism?: number;
 }
+
+/**
+ * Deliveries have a flow-control budget of their own, beside the relay's 20: a
+ * slow receiver (up to the 15 s timeout per attempt) cannot starve the
+ * subscribers' jobs, and a large backlog (a recover of thousands) cannot start
+ * thousands of invocations at once, each with a database connection.
+ */
+export const DELIVER_PARALLELISM = 10;
 
 export function createQStashDeliverQueue(options: QStashDeliverQueueOptions): DeliverQueue {
   const client = new Client({
@@ -43,6 +53,11 @@ export function createQStashDeliverQueue(options: QStashDeliverQueueOptions): De
   });
   const url = jobUrl(options.publicUrl, DELIVER_JOB);
   const failureCallback = failureCallbackUrl(options.publicUrl);
+  const flowControl = flowControlFor(
+    options.publicUrl,
+    "webhooks",
+    options.parallelism ?? DELIVER_PARALLELISM,
+  );
   return {
     async enqueue(jobs) {
       if (jobs.length === 0) return [];
@@ -57,6 +72,7 @@ export function createQStashDeliverQueue(options: QStashDeliverQueueOptions): De
             deduplicationId: job.deduplicationId,
             retries: options.retries,
             failureCallback,
+            flowControl,
           })),
         );
         for (const [n, answer] of answers.entries()) {
