@@ -30,12 +30,7 @@ export async function republish(db: Db, queue: DeliverQueue, rows: Resend[]): Pr
   if (rows.length === 0) return;
   let messageIds: string[];
   try {
-    messageIds = await queue.enqueue(
-      rows.map((r) => ({
-        deliveryId: r.id,
-        deduplicationId: `${r.event_id}:${r.endpoint_id}:resend-${crypto.randomUUID()}`,
-      })),
-    );
+    messageIds = await enqueueAgain(queue, rows, "resend");
   } catch (error) {
     await undo(db, rows);
     throw error;
@@ -44,6 +39,24 @@ export async function republish(db: Db, queue: DeliverQueue, rows: Resend[]): Pr
     db,
     rows.map((r) => r.id),
     messageIds,
+  );
+}
+
+/**
+ * Deliver jobs for deliveries that had one before (or should have): each gets the
+ * fan-out's deduplication id plus `<tag>-<random>`, or QStash would drop it as a
+ * duplicate of the original. Answers the message ids, in order.
+ */
+export function enqueueAgain(
+  queue: DeliverQueue,
+  rows: Pick<Resend, "id" | "event_id" | "endpoint_id">[],
+  tag: "resend" | "sweep",
+): Promise<string[]> {
+  return queue.enqueue(
+    rows.map((r) => ({
+      deliveryId: r.id,
+      deduplicationId: `${r.event_id}:${r.endpoint_id}:${tag}-${crypto.randomUUID()}`,
+    })),
   );
 }
 

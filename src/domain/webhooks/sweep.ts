@@ -2,6 +2,7 @@ import { sql } from "drizzle-orm";
 import type { Db } from "../db.ts";
 import type { DeliverQueue } from "./deliver-queue.ts";
 import { recordMessageIds } from "./fanout.ts";
+import { enqueueAgain } from "./republish.ts";
 import { queryRows } from "./rows.ts";
 
 /**
@@ -39,13 +40,7 @@ export async function publishUnpublished(db: Db, queue: DeliverQueue, now: Date)
         RETURNING d.id, d.event_id, d.endpoint_id`,
   );
   if (rows.length === 0) return 0;
-  const messageIds = await queue.enqueue(
-    rows.map((r) => ({
-      deliveryId: r.id,
-      // Not the fan-out's id: QStash would drop this job as a duplicate of the lost one.
-      deduplicationId: `${r.event_id}:${r.endpoint_id}:sweep-${crypto.randomUUID()}`,
-    })),
-  );
+  const messageIds = await enqueueAgain(queue, rows, "sweep");
   await recordMessageIds(
     db,
     rows.map((r) => r.id),
