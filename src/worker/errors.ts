@@ -137,7 +137,7 @@ function httpStatusToCode(status: number): ErrorCode {
 
 /** What the drivers say when the socket went away or never came (no SQLSTATE then). */
 const UNAVAILABLE_MESSAGE =
-  /connection terminated|network connection lost|connection error|timeout exceeded when trying to connect|ECONNREFUSED|ECONNRESET|the database system is (starting up|shutting down)/i;
+  /connection terminated|network connection lost|connection error|ECONNREFUSED|ECONNRESET|the database system is (starting up|shutting down)/i;
 
 /**
  * Whether an error is the database being out of reach, and why in a few plain
