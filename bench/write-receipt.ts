@@ -255,32 +255,26 @@ try {
 }
 
 const of = (pick: (r: Repetition) => number): Summary => summarize(repetitions.map(pick));
+/** CPU per request of each process, summarised over the repetitions. */
+const cpuOf = (pick: (r: Repetition) => CpuSample) => ({
+  workerd: of((r) => pick(r).workerdMs),
+  postgres: of((r) => pick(r).postgresMs),
+  node: of((r) => pick(r).nodeMs),
+});
 const results = {
   healthzPerSecond: of((r) => r.healthz.perSecond),
   healthzP50Ms: of((r) => r.healthz.p50),
-  healthzCpuMs: {
-    workerd: of((r) => r.healthz.cpu.workerdMs),
-    postgres: of((r) => r.healthz.cpu.postgresMs),
-    node: of((r) => r.healthz.cpu.nodeMs),
-  },
+  healthzCpuMs: cpuOf((r) => r.healthz.cpu),
   notesPerSecond: of((r) => r.notes.perSecond),
   notesP50Ms: of((r) => r.notes.p50),
   notesP99Ms: of((r) => r.notes.p99),
-  notesCpuMs: {
-    workerd: of((r) => r.notes.cpu.workerdMs),
-    postgres: of((r) => r.notes.cpu.postgresMs),
-    node: of((r) => r.notes.cpu.nodeMs),
-  },
+  notesCpuMs: cpuOf((r) => r.notes.cpu),
   notesIncomplete: of((r) => r.notes.incomplete),
   notesRoundTrips: of((r) => r.notes.roundTrips),
   notesDeliveringPerSecond: of((r) => r.notesDelivering.perSecond),
   notesDeliveringP50Ms: of((r) => r.notesDelivering.p50),
   notesDeliveringP99Ms: of((r) => r.notesDelivering.p99),
-  notesDeliveringCpuMs: {
-    workerd: of((r) => r.notesDelivering.cpu.workerdMs),
-    postgres: of((r) => r.notesDelivering.cpu.postgresMs),
-    node: of((r) => r.notesDelivering.cpu.nodeMs),
-  },
+  notesDeliveringCpuMs: cpuOf((r) => r.notesDelivering.cpu),
   sequentialP50Ms: of((r) => r.sequential.p50),
   sequentialP99Ms: of((r) => r.sequential.p99),
   notesConnections: of((r) => r.notes.connections),
