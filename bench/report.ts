@@ -92,7 +92,7 @@ export function targets(r: Results): Target[] {
     );
     paired(
       "schemaBeforeOverBareCeiling",
-      "ceiling: schema before 0007 (v4 ids, fanned index) / bare table",
+      "ceiling: schema before 0010 (page and fanned indexes on events) / bare table",
       eps("ceilingSchemaBefore"),
       eps("bareCeiling"),
       "min",
@@ -266,7 +266,12 @@ export function table(r: Results, meta: { reps: number; note?: string }): string
       if (v) rows.push(row(name, v, fmt));
     };
     add("1. ceiling: plain SQL claim+mark", t.ceiling?.eventsPerSecond, n0);
-    add("   same, schema before 0007 (v4 ids, fanned index)", t.ceilingSchemaBefore?.eventsPerSecond, n0);
+    add(
+      "   same, schema before 0010 (page and fanned indexes on events)",
+      t.ceilingSchemaBefore?.eventsPerSecond,
+      n0,
+    );
+    add("   same, without the per-minute fanned count", t.ceilingWithoutCount?.eventsPerSecond, n0);
     add("   bare table (primary key + claim index)", t.bareCeiling?.eventsPerSecond, n0);
     add("2. relay, null publisher", t.null?.eventsPerSecond, n0);
     add("   same, --baseline checkout", t.nullBefore?.eventsPerSecond, n0);
@@ -342,6 +347,24 @@ export function table(r: Results, meta: { reps: number; note?: string }): string
     add("    relay via accept-only endpoint", t.acceptOnly?.cpuMsPer1000Events, n1);
     add("    relay via dev server", t.qstash?.cpuMsPer1000Events, n1);
     add("    same, --baseline checkout", t.qstashBefore?.cpuMsPer1000Events, n1);
+  }
+  const bare = t?.bareCeiling;
+  if (t && bare) {
+    // Wall time moves with other processes' load; the backend's CPU time much less.
+    section("against the bare table, per repetition: events/s ratio; bare backend CPU / this one's");
+    for (const [key, v] of Object.entries(t)) {
+      if (key === "bareCeiling" || !v) continue;
+      const per = (a: number[], b: number[]) => summarize(a.map((x, i) => x / b[i]!));
+      const eps = per(v.eventsPerSecond.runs, bare.eventsPerSecond.runs);
+      rows.push([`   ${key} events/s`, n2(eps.median), n2(eps.min), n2(eps.max)]);
+      if (bare.backendCpuMsPer1000Events.median > 0) {
+        const cpu = per(bare.backendCpuMsPer1000Events.runs, v.backendCpuMsPer1000Events.runs);
+        rows.push([`   ${key} backend CPU`, n2(cpu.median), n2(cpu.min), n2(cpu.max)]);
+      }
+    }
+    section("drain's Postgres backend CPU (ms per 1,000 events)");
+    for (const [key, v] of Object.entries(t))
+      if (v) rows.push(row(`   ${key}`, v.backendCpuMsPer1000Events, n1));
   }
   const candidates = Object.entries(t ?? {}).filter(([k]) => k.startsWith("ceilingWith:"));
   const none = t?.["ceilingWith:none"];

@@ -1,16 +1,13 @@
-// Phases 1, 2, 3 and 8: the plain-SQL ceilings (today's schema, with v7 ids, and
-// the bare table), the relay with the null publisher and the relay through
+// Phases 1, 2, 3 and 8: the plain-SQL ceilings (today's schema, as before migration
+// 0010, and the bare table), the relay with the null publisher and the relay through
 // @upstash/qstash to the accept-only endpoint and to the dev server, each draining the same backlog in its own
 // process (whose peak memory and CPU time are phase 8). All run interleaved in every
 // repetition, so drift on a shared machine hits them alike.
-import { readFile, readdir } from "node:fs/promises";
-import { fileURLToPath } from "node:url";
 import type { BenchContext } from "../support/context.ts";
 import {
   BARE_TABLE,
   BROWSE_INDEX_CANDIDATES,
   ceilingSql,
-  MIGRATION_0006_INDEXES,
   createBareTableSql,
   type BrowseIndexCandidate,
 } from "../support/ceiling.ts";
@@ -21,10 +18,13 @@ import { summarize, type Summary } from "../support/stats.ts";
 
 /**
  * Every drain the phase times, by its key in the JSON. `ceiling` is today's schema
- * (UUIDv7 ids, migration 0007); `ceilingSchemaBefore` the same table as it was before
- * 0007 (random v4 ids, an index on fanned rows), so what 0007 bought is measured in
- * the same run; `bareCeiling` the minimal table (primary key and claim index only),
- * the physical limit. `acceptOnly` is the relay through @upstash/qstash to
+ * (UUIDv7 ids, migration 0007; only the relay's indexes on `events` and the mark's
+ * per-minute count, migration 0010); `ceilingSchemaBefore` the same table as it was
+ * before 0010 (the events page's four indexes and the index on fanned rows on
+ * `events`, no count; sequential subjects, as `ceiling`'s), so what 0010 bought is measured in the same run;
+ * `ceilingWithoutCount` today's table without the count, its price; `bareCeiling`
+ * the minimal table (primary key and claim index only), the physical limit.
+ * `acceptOnly` is the relay through @upstash/qstash to
  * infra/qstash-accept-only.ts, which answers and does nothing else; `qstash` the
  * same to the dev server, whose own CPU is the limit there. `nullBefore` and
  * `qstashBefore` run another checkout's relay (`--baseline`), so a change to the
@@ -33,6 +33,7 @@ import { summarize, type Summary } from "../support/stats.ts";
 export type Variant =
   | "ceiling"
   | "ceilingSchemaBefore"
+  | "ceilingWithoutCount"
   | "bareCeiling"
   | "null"
   | "acceptOnly"
@@ -44,9 +45,6 @@ export type Variant =
 interface VariantSetup {
   input: Omit<RelayProcessInput, "url" | "batchSize">;
   table?: string;
-  ids?: "random";
-  /** Run on `events` before the seed, and `undo` after the drain. */
-  schema?: { apply: string; undo: string };
   /** Created on `events` before the seed and dropped after the drain (an index candidate's cost on the mark). */
   indexes?: readonly string[];
   subjects?: "random";
@@ -56,8 +54,10 @@ function variants(ctx: BenchContext): Partial<Record<Variant, VariantSetup>> {
   const qstash = { url: ctx.qstash.url, token: ctx.qstash.token };
   const base = ctx.baselineOutbox;
   return {
-    ceiling: { input: { mode: "ceiling" } },
-    ceilingSchemaBefore: { input: { mode: "ceiling" }, ids: "random", schema: SCHEMA_BEFORE_0007 },
+    // `indexes` (none added for `ceiling`): each repetition also probes the mark's WAL.
+    ceiling: { input: { mode: "ceiling", counter: true }, indexes: [] },
+    ceilingSchemaBefore: { input: { mode: "ceiling" }, indexes: INDEXES_BEFORE_0010 },
+    ceilingWithoutCount: { input: { mode: "ceiling" } },
     bareCeiling: { input: { mode: "ceiling", table: BARE_TABLE }, table: BARE_TABLE },
     null: { input: { mode: "null" } },
     // Right after `null`, so their ratio compares drains that ran back to back.
@@ -81,21 +81,27 @@ function variants(ctx: BenchContext): Partial<Record<Variant, VariantSetup>> {
   };
 }
 
-/** The index migration 0007 dropped (the ids come from `ids: "random"`). */
-const SCHEMA_BEFORE_0007 = {
-  apply: `CREATE INDEX bench_events_fanned_out_at_idx ON events (fanned_out_at) WHERE fanned_out_at IS NOT NULL`,
-  undo: `DROP INDEX bench_events_fanned_out_at_idx`,
-};
+/**
+ * `events` as it was before migration 0010: the events page's four indexes (ADR
+ * 0013) and the index on fanned rows (0008) on `events` itself, each of which the
+ * mark, a non-HOT update, gave an entry per marked row.
+ */
+const INDEXES_BEFORE_0010 = [
+  ...BROWSE_INDEX_CANDIDATES.chosen,
+  "CREATE INDEX bench_events_fanned_out_at_idx ON events (fanned_out_at) WHERE fanned_out_at IS NOT NULL",
+];
 
 export interface ModeResult {
   eventsPerSecond: Summary;
   jobsPerSecond: Summary;
   /** CPU time of the relay (or ceiling) process per 1,000 events drained, ms. */
   cpuMsPer1000Events: Summary;
+  /** CPU time of the drain's Postgres backend per 1,000 events, ms: the database's side of the work. */
+  backendCpuMsPer1000Events: Summary;
   peakRssMB: Summary;
   peakHeapMB: Summary;
   baselineRssMB: Summary;
-  /** `ceilingWith:*` only: what one mark writes per event, from EXPLAIN (ANALYZE, BUFFERS, WAL). */
+  /** Drains with `indexes` only: what one mark writes per event, from EXPLAIN (ANALYZE, BUFFERS, WAL). */
   markPerEvent?: MarkCost;
   raw: RelayProcessOutput[];
 }
@@ -158,16 +164,6 @@ export type ThroughputResult = Partial<Record<Variant, ModeResult>>;
 
 const MB = 1024 * 1024;
 
-/** Re-runs migration 0006's statements (they are `CREATE INDEX IF NOT EXISTS`). */
-async function migration0006(ctx: BenchContext): Promise<void> {
-  const dir = fileURLToPath(new URL("../../drizzle/", import.meta.url));
-  const file = (await readdir(dir)).find((f) => f.startsWith("0006_"));
-  if (!file) throw new Error("drizzle/0006_*.sql not found");
-  for (const sql of (await readFile(dir + file, "utf8")).split("--> statement-breakpoint")) {
-    await ctx.db.admin.query(sql);
-  }
-}
-
 /** `CREATE INDEX <name> ON ...` → name. */
 function indexName(sql: string): string {
   const name = /^CREATE INDEX (\w+) /.exec(sql)?.[1];
@@ -190,27 +186,18 @@ export async function throughput(ctx: BenchContext): Promise<ThroughputResult> {
   for (let rep = 1; rep <= ctx.reps; rep++) {
     for (const [mode, setup] of setups) {
       await resetOutbox(ctx.db.admin);
-      if (setup.schema) await ctx.db.admin.query(setup.schema.apply);
-      if (setup.indexes) {
-        for (const name of MIGRATION_0006_INDEXES) await ctx.db.admin.query(`DROP INDEX ${name}`);
-        for (const sql of setup.indexes) await ctx.db.admin.query(sql);
-      }
+      if (setup.indexes) for (const sql of setup.indexes) await ctx.db.admin.query(sql);
       await seedBacklog(ctx.db.admin, ctx.sizes.backlog, {
         ...(setup.table ? { table: setup.table } : {}),
-        ...(setup.ids ? { ids: setup.ids } : {}),
         ...(setup.subjects ? { subjects: setup.subjects } : {}),
       });
       await settle(ctx.db.admin, setup.table);
       await ctx.qstash.reset();
       const out = await runRelayProcess({ url: ctx.db.url, batchSize: ctx.batchSize, ...setup.input });
       const left = await unfanned(ctx.db.admin, setup.table);
-      if (setup.schema) await ctx.db.admin.query(setup.schema.undo);
       if (setup.indexes) {
         (marks[mode] ??= []).push(await probeMark(ctx, setup));
         for (const name of setup.indexes.map(indexName)) await ctx.db.admin.query(`DROP INDEX ${name}`);
-        // Back as the migration left them (empty table: resetOutbox runs next).
-        await ctx.db.admin.query(`TRUNCATE events`);
-        await migration0006(ctx);
       }
       if (out.events !== ctx.sizes.backlog || left !== 0) {
         throw new Error(`${mode}: drained ${out.events} of ${ctx.sizes.backlog}, ${left} left`);
@@ -219,6 +206,7 @@ export async function throughput(ctx: BenchContext): Promise<ThroughputResult> {
       log(
         `throughput rep ${rep}/${ctx.reps} ${mode.padEnd(16)} ${Math.round(out.events / (out.ms / 1000))} events/s` +
           `, ${(out.cpuMicros / out.events).toFixed(1)} ms CPU per 1,000 events` +
+          ` (backend ${((out.backendCpuMs * 1000) / out.events).toFixed(1)})` +
           (out.jobs ? `, ${Math.round(out.jobs / (out.ms / 1000))} jobs/s` : "") +
           `, peak RSS ${(out.peakRssBytes / MB).toFixed(0)} MB`,
       );
@@ -232,6 +220,7 @@ export async function throughput(ctx: BenchContext): Promise<ThroughputResult> {
       jobsPerSecond: summarize(runs.map((r) => r.jobs / (r.ms / 1000))),
       // µs per event is ms per 1,000 events.
       cpuMsPer1000Events: summarize(runs.map((r) => r.cpuMicros / r.events)),
+      backendCpuMsPer1000Events: summarize(runs.map((r) => (r.backendCpuMs * 1000) / r.events)),
       peakRssMB: summarize(runs.map((r) => r.peakRssBytes / MB)),
       peakHeapMB: summarize(runs.map((r) => r.peakHeapBytes / MB)),
       baselineRssMB: summarize(runs.map((r) => r.baselineRssBytes / MB)),

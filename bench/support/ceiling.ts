@@ -1,22 +1,28 @@
+import { countFannedSql } from "../../src/outbox/relay/mark.ts";
+
 /**
  * The physical limit the relay is compared with: the same claim and mark as ONE
  * plain SQL statement per batch (autocommit), with no publish, no planning and no
  * relay state. It returns the columns the relay reads, so the rows travel to the
  * client as they do for the relay.
  */
-export function ceilingSql(batchSize: number, table = "events"): string {
-  return `WITH claimed AS (
+export function ceilingSql(batchSize: number, table = "events", counter = false): string {
+  const mark = `UPDATE ${table} e SET fanned_out_at = now(), fanout = '{}'::jsonb
+      FROM claimed c
+     WHERE e.seq = c.seq
+    RETURNING e.seq, e.id, e.type, e.subject, e.scope, e.payload, e.created_at, e.attempts`;
+  const claimed = `claimed AS (
       SELECT seq FROM ${table}
        WHERE fanned_out_at IS NULL AND poisoned_at IS NULL
          AND (next_attempt_at IS NULL OR next_attempt_at <= now())
        ORDER BY seq
        LIMIT ${batchSize}
          FOR UPDATE SKIP LOCKED
-    )
-    UPDATE ${table} e SET fanned_out_at = now(), fanout = '{}'::jsonb
-      FROM claimed c
-     WHERE e.seq = c.seq
-    RETURNING e.seq, e.id, e.type, e.subject, e.scope, e.payload, e.created_at, e.attempts`;
+    )`;
+  if (!counter) return `WITH ${claimed}\n    ${mark}`;
+  // With the fanned-per-minute count the relay's mark adds once per pass (migration 0010).
+  return `WITH ${claimed}, marked AS (${mark}), ${countFannedSql("marked", "now()")}
+    SELECT * FROM marked`;
 }
 
 /** The minimal table of the bare ceiling: today's row shape with a primary key and the claim's partial index only. */
@@ -40,20 +46,9 @@ export function createBareTableSql(eventsReloptions: readonly string[]): string 
  * the mark by a `ceilingWith:<name>` throughput variant: the mark is a non-HOT
  * update, so every index it keeps gets one more entry (or, for BRIN, one more
  * summary check) per marked row. `none` is the same seed without extra indexes,
- * the denominator of each candidate's cost.
+ * the denominator of each candidate's cost; since migration 0010 that is today's
+ * `events`, whose page indexes live on events_browse (docs/adr/0016).
  */
-/**
- * Migration 0006's indexes, which the events table now has. A `ceilingWith:*` drain
- * runs without them (the schema before 0006, plus the candidate), so `none` is the
- * schema the candidates were chosen against and `chosen` prices 0006 itself.
- */
-export const MIGRATION_0006_INDEXES = [
-  "events_seq_created_brin",
-  "events_type_seq_idx",
-  "events_scope_seq_idx",
-  "events_subject_seq_idx",
-];
-
 const SEQ_TIME_BRIN = `CREATE INDEX bench_events_seq_created_brin ON events USING brin
    ((seq + 0) int8_minmax_multi_ops, created_at timestamptz_minmax_multi_ops) WITH (pages_per_range = 16, autosummarize = on)`;
 const TYPE_BTREE = "CREATE INDEX bench_events_type_seq_idx ON events (type, seq)";

@@ -12,6 +12,8 @@ export interface RelayProcessInput {
   qstash?: { url: string; token: string };
   /** The ceiling's table: `events` unless the bare ceiling's. */
   table?: string;
+  /** The ceiling also adds its rows to the fanned-per-minute count, as the relay's mark does (migration 0010). */
+  counter?: boolean;
   /** Absolute path of another checkout's src/outbox/index.ts: the "before" of a before/after in one run. */
   outbox?: string;
 }
@@ -31,6 +33,11 @@ export interface RelayProcessOutput {
   peakHeapBytes: number;
   /** CPU time of the process during the drain (process.cpuUsage: user + system), in microseconds. */
   cpuMicros: number;
+  /**
+   * CPU time of the connection's Postgres backend during the drain (/proc, 10 ms
+   * ticks), ms; 0 where the server is not on this machine.
+   */
+  backendCpuMs: number;
 }
 
 const here = (file: string) => fileURLToPath(new URL(file, import.meta.url));

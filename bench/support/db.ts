@@ -90,24 +90,18 @@ export async function seedBacklog(
     fanned?: boolean;
     /** Another table of the same shape (the bare ceiling's). */
     table?: string;
-    /**
-     * `random`: UUIDv4 ids, as before migration 0007, to measure what time-ordered
-     * ids do to the mark; otherwise the column default (UUIDv7).
-     */
-    ids?: "default" | "random";
     /** `random`: each run of 4 shares a random-looking subject (a hash), as note or order ids are. */
     subjects?: "sequential" | "random";
   } = {},
 ): Promise<void> {
   const table = options.table ?? "events";
-  const v4 = options.ids === "random";
   const subject = options.subjects === "random" ? "md5(((g - 1) / 4)::text)" : "'subject-' || ((g - 1) / 4)";
   const chunk = 100_000;
   for (let from = 0; from < n; from += chunk) {
     const to = Math.min(n, from + chunk);
     await admin.query(
-      `INSERT INTO ${table} (${v4 ? "id, " : ""}type, subject, scope, payload, fanned_out_at, fanout)
-       SELECT ${v4 ? "gen_random_uuid(), " : ""}'bench.happened', ${subject}, 'tenant-' || (((g - 1) / 4) % 10),
+      `INSERT INTO ${table} (type, subject, scope, payload, fanned_out_at, fanout)
+       SELECT 'bench.happened', ${subject}, 'tenant-' || (((g - 1) / 4) % 10),
               jsonb_build_object('n', g, 'at', now(), 'pad', repeat('x', ${PAYLOAD_PAD})),
               ${options.fanned ? "now()" : "NULL"}, ${options.fanned ? `'{"mail":{"messageId":"msg_0"}}'::jsonb` : "NULL"}
          FROM generate_series(${from + 1}::bigint, ${to}::bigint) g`,

@@ -36,6 +36,13 @@ function readStat(pid: string): ProcStat | undefined {
   }
 }
 
+/** CPU time (user + system) one process on this machine has used so far, ms; e.g. the Postgres backend of a connection. */
+export function processCpuMs(pid: number): number {
+  const stat = readStat(String(pid));
+  // A server on another machine: no figure (0) rather than a failed drain.
+  return stat ? stat.own * MS_PER_TICK : 0;
+}
+
 export interface CpuSample {
   /** workerd processes (wrangler runs more than one) together. */
   workerdMs: number;

@@ -6,6 +6,7 @@
 import pg from "pg";
 import type * as Outbox from "../../src/outbox/index.ts";
 import { ceilingSql } from "./ceiling.ts";
+import { processCpuMs } from "./process-cpu.ts";
 import type { RelayProcessInput, RelayProcessOutput } from "./child.ts";
 import { PUBLIC_URL, benchSubscriptions } from "./subscriptions.ts";
 
@@ -14,8 +15,12 @@ const { createNullPublisher, createQStashPublisher, drain } = (await import(
   input.outbox ?? "../../src/outbox/index.ts"
 )) as typeof Outbox;
 const pool = new pg.Pool({ connectionString: input.url, max: 1 });
-// Connect before the clock starts: connection set-up is not a pass's cost.
-(await pool.connect()).release();
+// Connect before the clock starts: connection set-up is not a pass's cost. One
+// connection (max 1), so one backend does all the drain's database work: its CPU
+// time moves much less with other processes' load than wall time does.
+const first = await pool.connect();
+const backendPid = (await first.query<{ pid: number }>("SELECT pg_backend_pid() AS pid")).rows[0]!.pid;
+first.release();
 
 const baseline = process.memoryUsage();
 let peakRss = baseline.rss;
@@ -32,10 +37,11 @@ const sampler = setInterval(sample, 50);
 let events = 0;
 let jobs = 0;
 let passes = 0;
+const backendBefore = processCpuMs(backendPid);
 const cpuBefore = process.cpuUsage();
 const started = performance.now();
 if (input.mode === "ceiling") {
-  const sql = ceilingSql(input.batchSize, input.table);
+  const sql = ceilingSql(input.batchSize, input.table, input.counter);
   const client = await pool.connect();
   try {
     for (;;) {
@@ -71,6 +77,7 @@ if (input.mode === "ceiling") {
 }
 const ms = performance.now() - started;
 const cpu = process.cpuUsage(cpuBefore);
+const backendCpuMs = processCpuMs(backendPid) - backendBefore;
 clearInterval(sampler);
 sample();
 await pool.end();
@@ -85,5 +92,6 @@ const output: RelayProcessOutput = {
   baselineHeapBytes: baseline.heapUsed,
   peakHeapBytes: peakHeap,
   cpuMicros: cpu.user + cpu.system,
+  backendCpuMs,
 };
 process.stdout.write(`${JSON.stringify(output)}\n`);

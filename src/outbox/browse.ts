@@ -29,6 +29,17 @@ export interface EventPage {
   nextBeforeSeq: number | null;
 }
 
+/**
+ * A page reads events_browse (b), the dashboard's keys of every event with the
+ * events page's indexes, joined to events (e) by seq for the rest of each row. The
+ * keys live apart so that the relay's mark, which updates every row of events it
+ * fans out, does not pay an entry in each of those indexes (docs/adr/0016).
+ */
+const PAGE_SOURCE = "events_browse b JOIN events e ON e.seq = b.seq";
+const PAGE_COLUMNS = COLUMNS.split(",")
+  .map((c) => `e.${c.trim()}`)
+  .join(", ");
+
 /** A statement's text and values, built one bound value at a time. */
 class Statement {
   readonly values: unknown[] = [];
@@ -62,13 +73,14 @@ export async function browseEvents(db: Queryable, options: BrowseOptions = {}): 
 
   const s = new Statement();
   const where: string[] = [];
+  // State and ids are on events (e), the keys on events_browse (b), whose indexes serve them.
   if (options.state) where.push(STATE_SQL[options.state]);
-  if (types) where.push(`type = ANY(${s.bind(types)}::text[])`);
-  if (options.subject) where.push(`subject = ${s.bind(options.subject)}`);
-  if (options.scope) where.push(`scope = ${s.bind(options.scope)}`);
-  if (options.from) where.push(`created_at >= ${s.bind(options.from)}`);
-  if (options.to) where.push(`created_at < ${s.bind(options.to)}`);
-  if (options.ids) where.push(`id = ANY(${s.bind(options.ids)}::uuid[])`);
+  if (types) where.push(`b.type = ANY(${s.bind(types)}::text[])`);
+  if (options.subject) where.push(`b.subject = ${s.bind(options.subject)}`);
+  if (options.scope) where.push(`b.scope = ${s.bind(options.scope)}`);
+  if (options.from) where.push(`b.created_at >= ${s.bind(options.from)}`);
+  if (options.to) where.push(`b.created_at < ${s.bind(options.to)}`);
+  if (options.ids) where.push(`e.id = ANY(${s.bind(options.ids)}::uuid[])`);
   const filter = where.length ? where.join(" AND ") : "true";
   // One row more than asked tells whether an older page exists, without a count.
   const take = s.bind(limit + 1);
@@ -76,9 +88,9 @@ export async function browseEvents(db: Queryable, options: BrowseOptions = {}): 
 
   let text: string;
   if (fromSeq === undefined && toSeq === undefined) {
-    text = `SELECT ${COLUMNS} FROM events WHERE ${filter}
-             ${before !== undefined ? `AND seq < ${s.bind(before)}` : ""}
-             ORDER BY seq DESC LIMIT ${take}`;
+    text = `SELECT ${PAGE_COLUMNS} FROM ${PAGE_SOURCE} WHERE ${filter}
+             ${before !== undefined ? `AND b.seq < ${s.bind(before)}` : ""}
+             ORDER BY b.seq DESC LIMIT ${take}`;
   } else {
     text = timeRangePage(s, filter, take, { fromSeq, toSeq, before });
   }
@@ -121,9 +133,9 @@ async function lookUp(db: Queryable, options: BrowseOptions): Promise<LookUp> {
   const ctes: string[] = [];
   if (glob) {
     ctes.push(`types(type) AS (
-        SELECT min(type) FROM events
+        SELECT min(type) FROM events_browse
         UNION ALL
-        SELECT (SELECT min(type) FROM events WHERE type > t.type) FROM types t WHERE t.type IS NOT NULL)`);
+        SELECT (SELECT min(type) FROM events_browse WHERE type > t.type) FROM types t WHERE t.type IS NOT NULL)`);
     parts.push(
       `(SELECT coalesce(array_agg(type), '{}') FROM types WHERE type LIKE ${s.bind(globToLike(glob))}) AS types`,
     );
@@ -137,12 +149,12 @@ async function lookUp(db: Queryable, options: BrowseOptions): Promise<LookUp> {
     // Invariant (if created_at grew with seq): rows below lo were recorded before t,
     // rows at or above hi at or after it. A missing probe row counts as "after".
     ctes.push(`${name}(lo, hi, n) AS (
-        SELECT (SELECT min(seq) FROM events), (SELECT max(seq) + 1 FROM events), 0
+        SELECT (SELECT min(seq) FROM events_browse), (SELECT max(seq) + 1 FROM events_browse), 0
         UNION ALL
         SELECT CASE WHEN p.created_at < ${t} THEN p.seq + 1 ELSE b.lo END,
                CASE WHEN p.created_at < ${t} THEN b.hi ELSE (b.lo + b.hi) / 2 END, b.n + 1
           FROM ${name} b
-          LEFT JOIN LATERAL (SELECT seq, created_at FROM events WHERE seq >= (b.lo + b.hi) / 2
+          LEFT JOIN LATERAL (SELECT seq, created_at FROM events_browse WHERE seq >= (b.lo + b.hi) / 2
                              ORDER BY seq LIMIT 1) p ON true
          WHERE b.lo < b.hi AND b.n < 64)`);
     parts.push(`(SELECT min(hi) FROM ${name}) AS ${name}`);
@@ -185,19 +197,19 @@ function timeRangePage(
   const bands: string[] = [];
   const ctes: string[] = [];
   if (at.toSeq !== undefined && (top === undefined || at.toSeq < top)) {
-    ctes.push(`above AS MATERIALIZED (SELECT ${COLUMNS} FROM events WHERE ${filter}
-                 AND seq + 0 >= ${s.bind(at.toSeq)}${top !== undefined ? ` AND seq + 0 < ${s.bind(top)}` : ""})`);
+    ctes.push(`above AS MATERIALIZED (SELECT ${PAGE_COLUMNS} FROM ${PAGE_SOURCE} WHERE ${filter}
+                 AND b.seq + 0 >= ${s.bind(at.toSeq)}${top !== undefined ? ` AND b.seq + 0 < ${s.bind(top)}` : ""})`);
     bands.push(`SELECT * FROM above`);
   }
   const bounds = [
-    ...(Number.isFinite(lo) ? [`seq >= ${s.bind(lo)}`] : []),
-    ...(Number.isFinite(hi) ? [`seq < ${s.bind(hi)}`] : []),
+    ...(Number.isFinite(lo) ? [`b.seq >= ${s.bind(lo)}`] : []),
+    ...(Number.isFinite(hi) ? [`b.seq < ${s.bind(hi)}`] : []),
   ];
-  bands.push(`(SELECT ${COLUMNS} FROM events WHERE ${[filter, ...bounds].join(" AND ")}
-              ORDER BY seq DESC LIMIT ${take})`);
+  bands.push(`(SELECT ${PAGE_COLUMNS} FROM ${PAGE_SOURCE} WHERE ${[filter, ...bounds].join(" AND ")}
+              ORDER BY b.seq DESC LIMIT ${take})`);
   if (Number.isFinite(lo)) {
     ctes.push(
-      `below AS MATERIALIZED (SELECT ${COLUMNS} FROM events WHERE ${filter} AND seq + 0 < ${s.bind(lo)})`,
+      `below AS MATERIALIZED (SELECT ${PAGE_COLUMNS} FROM ${PAGE_SOURCE} WHERE ${filter} AND b.seq + 0 < ${s.bind(lo)})`,
     );
     bands.push(`SELECT * FROM below`);
   }

@@ -16,7 +16,7 @@ export interface RetentionOptions {
  * poisoned rows are never deleted, whatever their age: they are work not done.
  *
  * There is no index on fanned rows (the relay's mark would add an entry to it for
- * every event it fans out, ADR 0014), so old fanned rows are found on the primary
+ * every event it fans out, ADRs 0014 and 0016), so old fanned rows are found on the primary
  * key. A row fanned before the cutoff was recorded before it too, and seq follows
  * recording order closely (it is assigned at insert, created_at at the start of the
  * writer's transaction), so the rows to delete sit below the last seq recorded
@@ -33,6 +33,10 @@ export async function deleteOldFannedEvents(db: Queryable, options: RetentionOpt
   const maxBatches = options.maxBatches ?? 10;
   if (!(options.olderThanDays > 0)) throw new RangeError("olderThanDays must be positive");
   const cutoff = new Date((options.now?.getTime() ?? Date.now()) - options.olderThanDays * 86_400_000);
+  // The overview's per-minute fanned counts go at the same age as the events they
+  // counted (at most 16 rows a minute, so one statement). The events' keys in
+  // events_browse go with each DELETE below, by the table's trigger (migration 0010).
+  await query(db, `DELETE FROM outbox_fanned_minutes WHERE minute < $1`, [cutoff]);
   const { rows: found } = await query<{ bound: string | null }>(db, lastSeqRecordedBeforeSql, [cutoff]);
   const bound = found[0]?.bound;
   if (bound == null) return 0;

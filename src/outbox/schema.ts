@@ -6,6 +6,7 @@ import {
   integer,
   jsonb,
   pgTable,
+  primaryKey,
   smallint,
   text,
   timestamp,
@@ -53,34 +54,65 @@ export const events = pgTable(
     // The claim walks this index only: its size tracks the backlog, not history.
     index("events_unfanned_seq_idx").on(t.seq).where(sql.raw(STATE_SQL.pending)),
     index("events_poisoned_idx").on(t.poisonedAt).where(sql.raw(STATE_SQL.poisoned)),
-    // The overview's fanned-per-minute chart, read every few seconds: without it that
-    // count scanned the table (235–311 ms at 1,000,000 events against 0.5 ms). The
-    // mark pays one entry per fanned row for it (docs/adr/0014, amended).
-    index("events_fanned_out_at_idx").on(t.fannedOutAt).where(sql.raw(STATE_SQL.fanned)),
-    // No index on fanned rows: the mark would add an entry to it for every event it
-    // marks; retention finds old fanned rows by seq instead (maintenance.ts, ADR 0014).
-    // The dashboard's events page (browse.ts, docs/adr/0013). The relay's mark is a
-    // non-HOT update, so each index here costs every marked row one more entry (a
-    // BRIN one a summary check, sometimes an update): these are the fewest that keep
-    // every filter of a page within 50 ms at a million rows.
+    // Only the relay's indexes. The mark is a non-HOT update (fanned_out_at is in the
+    // claim index's predicate), so every index here gets a new entry for every row it
+    // marks: what only the dashboard reads lives in events_browse and
+    // outbox_fanned_minutes below, which the mark never updates (docs/adr/0016).
+    // One state at a time: the state predicates (state.ts) rely on it.
+    check("events_one_state", sql`fanned_out_at IS NULL OR poisoned_at IS NULL`),
+  ],
+);
+
+/**
+ * The dashboard's keys of every event (what the events page filters on), insert-only:
+ * written with the event by the statement trigger on `events` (migration 0010), in
+ * the writer's transaction, and deleted with it (retention, any DELETE, TRUNCATE).
+ * Its indexes here cost a write one entry each, and the relay's mark nothing: on
+ * `events` they cost every marked row a new entry (docs/adr/0013, 0016).
+ */
+export const eventsBrowse = pgTable(
+  "events_browse",
+  {
+    // events.seq; no foreign key, whose check would cost every insert a look-up: the
+    // triggers keep the two tables in step.
+    seq: bigint("seq", { mode: "number" }).primaryKey(),
+    type: text("type").notNull(),
+    subject: text("subject").notNull(),
+    scope: text("scope"),
+    createdAt: timestamp("created_at", tz).notNull(),
+  },
+  (t) => [
     // Time ranges: `seq + 0` is seq hidden from the primary key, so the rows of a
-    // time range recorded out of seq order are found by block-range pruning.
-    index("events_seq_created_brin")
+    // time range recorded out of seq order are found by block-range pruning. Also the
+    // overview's events-recorded-per-minute chart (created_at only).
+    index("events_browse_seq_created_brin")
       .using("brin", sql`(seq + 0) int8_minmax_multi_ops`, t.createdAt.op("timestamptz_minmax_multi_ops"))
       .with({ pages_per_range: 16, autosummarize: true }),
     // Type globs are resolved to the types present by a loose scan of this index;
     // seq second, so a type's rows within a time range's seq band are one index range.
-    index("events_type_seq_idx").on(t.type, t.seq),
+    index("events_browse_type_seq_idx").on(t.type, t.seq),
     // A tenant with few events (or none) would otherwise be a walk of the table.
-    index("events_scope_seq_idx").on(t.scope, t.seq),
-    // One subject's events, newest first, in as many entries as the page shows. The
-    // costliest of the three on the mark (subjects are random keys, so a batch's
-    // entries land on as many leaf pages), and the only one that holds a subject with
-    // hundreds of events spread over a year within 50 ms (ADR 0013).
-    index("events_subject_seq_idx").on(t.subject, t.seq),
-    // One state at a time: the state predicates (state.ts) rely on it.
-    check("events_one_state", sql`fanned_out_at IS NULL OR poisoned_at IS NULL`),
+    index("events_browse_scope_seq_idx").on(t.scope, t.seq),
+    // One subject's events, newest first, in as many entries as the page shows.
+    index("events_browse_subject_seq_idx").on(t.subject, t.seq),
   ],
+);
+
+/**
+ * Events fanned out per minute, for the overview's chart: the mark adds its pass's
+ * count to one row (one upsert per pass, not one index entry per event). `slot`
+ * spreads concurrent passes over rows (the backend's pid modulo 16), so they
+ * rarely wait for each other's row lock, which the upsert holds until the pass
+ * commits. The chart sums the slots; the sweep deletes minutes past retention.
+ */
+export const fannedMinutes = pgTable(
+  "outbox_fanned_minutes",
+  {
+    minute: timestamp("minute", tz).notNull(),
+    slot: smallint("slot").notNull(),
+    fanned: bigint("fanned", { mode: "number" }).notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.minute, t.slot] })],
 );
 
 /**
