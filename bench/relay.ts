@@ -18,6 +18,7 @@ import { latency } from "./phases/latency.ts";
 import { production } from "./phases/production.ts";
 import { roundTrips } from "./phases/round-trips.ts";
 import { throughput } from "./phases/throughput.ts";
+import { writes } from "./phases/writes.ts";
 import { table, targets, type Results } from "./report.ts";
 import { FULL, QUICK, type BenchContext } from "./support/context.ts";
 import { openBenchDatabase } from "./support/db.ts";
@@ -33,6 +34,7 @@ const PHASES = [
   "latency",
   "dashboard",
   "production",
+  "writes",
 ] as const;
 type Phase = (typeof PHASES)[number];
 
@@ -115,6 +117,7 @@ try {
   if (runs("latency")) results.latency = await latency(ctx);
   if (runs("dashboard")) results.dashboard = await dashboard(ctx);
   if (runs("production")) results.production = await production(ctx);
+  if (runs("writes")) results.writes = await writes(ctx);
 } finally {
   await qstash.close();
   await acceptOnly.close();

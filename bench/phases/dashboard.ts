@@ -3,9 +3,10 @@
 // runs every statement it sends under EXPLAIN ANALYZE first (a look-up statement,
 // when the filter has a wildcard glob or a time bound, then the page), so the
 // figure is database time (planning + execution of each), not the network or the
-// Worker. The indexes are migration 0006's (docs/adr/0013).
+// Worker. The indexes are migration 0006's (docs/adr/0013), on events_browse since
+// migration 0010 (docs/adr/0016). The overview's per-minute chart is timed the same way.
 import type pg from "pg";
-import { browseEvents, type BrowseOptions, type Queryable } from "../../src/outbox/index.ts";
+import { browseEvents, eventsPerMinute, type BrowseOptions, type Queryable } from "../../src/outbox/index.ts";
 import type { BenchContext } from "../support/context.ts";
 import { resetOutbox, settle } from "../support/db.ts";
 import { log } from "../support/progress.ts";
@@ -13,7 +14,8 @@ import { median, summarize, type Summary } from "../support/stats.ts";
 
 export interface PageCase {
   name: string;
-  options: BrowseOptions;
+  /** A page of the events page, or (`chart`) the overview's per-minute chart. */
+  options: BrowseOptions | "chart";
 }
 
 export interface CaseResult {
@@ -62,8 +64,8 @@ interface Timed {
   plan: string;
 }
 
-/** One page as browseEvents asks for it, each statement timed by EXPLAIN ANALYZE and then run for its rows. */
-async function timePage(client: pg.PoolClient, options: BrowseOptions): Promise<Timed> {
+/** One page as browseEvents asks for it (or the chart), each statement timed by EXPLAIN ANALYZE and then run for its rows. */
+async function timePage(client: pg.PoolClient, options: BrowseOptions | "chart"): Promise<Timed> {
   let ms = 0;
   const plans: string[] = [];
   const timing: Queryable = {
@@ -77,8 +79,11 @@ async function timePage(client: pg.PoolClient, options: BrowseOptions): Promise<
       return client.query(text, values);
     },
   };
-  const page = await browseEvents(timing, options);
-  return { ms, returned: page.events.length, statements: plans.length, plan: plans.join(" ; ") };
+  const returned =
+    options === "chart"
+      ? (await eventsPerMinute(timing)).length
+      : (await browseEvents(timing, options)).events.length;
+  return { ms, returned, statements: plans.length, plan: plans.join(" ; ") };
 }
 
 /**
@@ -126,6 +131,7 @@ export async function dashboard(ctx: BenchContext): Promise<DashboardResult> {
   log(`dashboard: seeding ${n.toLocaleString("en")} events`);
   await seed(admin, n);
   await settle(admin);
+  await settle(admin, "events_browse");
   const { rows } = await admin.query<{ mid: string; now: Date }>(
     `SELECT (SELECT seq FROM events ORDER BY seq LIMIT 1 OFFSET ${Math.floor(n / 2)}) AS mid, now() AS now`,
   );
@@ -172,6 +178,7 @@ export async function dashboard(ctx: BenchContext): Promise<DashboardResult> {
     { name: "pending + scope", options: { state: "pending", scope: "tenant-7" } },
     { name: "scope + supplier.* + one day", options: { ...oneDay, scope: "tenant-1", type: "supplier.*" } },
     { name: "rare type, keyset at the middle", options: { type: "audit.rare.*", beforeSeq: mid } },
+    { name: "overview: per-minute chart, last hour", options: "chart" },
   ];
   return { rows: n, cases: await timeCases(ctx, cases) };
 }
@@ -182,7 +189,7 @@ async function timeCases(ctx: BenchContext, cases: PageCase[]): Promise<CaseResu
   const out: CaseResult[] = [];
   try {
     for (const c of cases) {
-      const options = { ...c.options, limit: 50 };
+      const options = c.options === "chart" ? c.options : { ...c.options, limit: 50 };
       for (let i = 0; i < 3; i++) await timePage(client, options);
       const perRep: number[] = [];
       let last: Timed | undefined;
