@@ -14,21 +14,25 @@ export interface MinuteCount {
  * per-minute counts the mark adds once per pass (outbox_fanned_minutes), which the
  * relay writes instead of an index entry per fanned row on events (docs/adr/0016).
  */
+/** The first minute of the window; $1 is its length in minutes. */
+const SINCE = `(date_trunc('minute', now()) - make_interval(mins => $1::int - 1))`;
+
 export async function eventsPerMinute(db: Queryable, minutes = 60): Promise<MinuteCount[]> {
   // count(*)::int arrives as a number from both drivers.
   const { rows: found } = await query<{ minute: Date; recorded: number; fanned: number }>(
     db,
-    `WITH bounds AS (SELECT date_trunc('minute', now()) - make_interval(mins => $1::int - 1) AS since),
-     recorded AS (
+    // The window's start written out in each scan's condition, not read from a CTE:
+    // the planner then estimates the window's rows, not a third of the table, and
+    // does not JIT-compile the query (19 of its 20 ms at a million events).
+    `WITH recorded AS (
        SELECT date_trunc('minute', created_at) AS minute, count(*)::int AS n
-         FROM events_browse, bounds WHERE created_at >= bounds.since GROUP BY 1
+         FROM events_browse WHERE created_at >= ${SINCE} GROUP BY 1
      ),
      fanned AS (
-       SELECT minute, sum(fanned)::int AS n
-         FROM outbox_fanned_minutes, bounds WHERE minute >= bounds.since GROUP BY 1
+       SELECT minute, sum(fanned)::int AS n FROM outbox_fanned_minutes WHERE minute >= ${SINCE} GROUP BY 1
      )
      SELECT m.minute, coalesce(r.n, 0) AS recorded, coalesce(f.n, 0) AS fanned
-       FROM bounds, generate_series(bounds.since, date_trunc('minute', now()), interval '1 minute') AS m(minute)
+       FROM generate_series(${SINCE}, date_trunc('minute', now()), interval '1 minute') AS m(minute)
        LEFT JOIN recorded r ON r.minute = m.minute
        LEFT JOIN fanned f ON f.minute = m.minute
       ORDER BY m.minute`,
