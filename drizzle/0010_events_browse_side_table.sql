@@ -29,36 +29,28 @@ CREATE INDEX "events_browse_subject_seq_idx" ON "events_browse" USING btree ("su
 
 -- Every insert into events, whatever its path (recordEvent, the notes trigger, bulk
 -- imports), writes its rows' keys in the same statement: one INSERT per statement,
--- not one trigger call per row.
+-- not one trigger call per row. Rows inserted already fanned (imports, back-dated
+-- histories) count in the chart as the mark's rows do; only looked for, since an
+-- ordinary write is never fanned: counting unconditionally cost every single-row
+-- write ~15 % more backend CPU, and a row trigger per fanned row made a 200,000-row
+-- import of one minute update one counter row 200,000 times (docs/adr/0016).
 CREATE OR REPLACE FUNCTION outbox_events_inserted() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
   INSERT INTO events_browse (seq, type, subject, scope, created_at)
   SELECT seq, type, subject, scope, created_at FROM inserted;
+  IF EXISTS (SELECT 1 FROM inserted WHERE fanned_out_at IS NOT NULL) THEN
+    INSERT INTO outbox_fanned_minutes (minute, slot, fanned)
+    SELECT date_trunc('minute', fanned_out_at), pg_backend_pid() % 16, count(*)
+      FROM inserted WHERE fanned_out_at IS NOT NULL GROUP BY 1
+    ON CONFLICT (minute, slot) DO UPDATE SET fanned = outbox_fanned_minutes.fanned + excluded.fanned;
+  END IF;
   RETURN NULL;
 END
 $$;
 --> statement-breakpoint
 CREATE TRIGGER events_inserted AFTER INSERT ON events
 REFERENCING NEW TABLE AS inserted FOR EACH STATEMENT EXECUTE FUNCTION outbox_events_inserted();
---> statement-breakpoint
-
--- Rows inserted already fanned (imports, back-dated histories) count in the chart as
--- the mark's rows do. A row trigger whose WHEN is checked without calling anything,
--- so an ordinary write (never fanned) pays nothing for it: counting in the statement
--- trigger above cost every single-row write ~15 % more backend CPU (docs/adr/0016).
-CREATE OR REPLACE FUNCTION outbox_events_inserted_fanned() RETURNS trigger
-LANGUAGE plpgsql AS $$
-BEGIN
-  INSERT INTO outbox_fanned_minutes (minute, slot, fanned)
-  VALUES (date_trunc('minute', NEW.fanned_out_at), pg_backend_pid() % 16, 1)
-  ON CONFLICT (minute, slot) DO UPDATE SET fanned = outbox_fanned_minutes.fanned + 1;
-  RETURN NULL;
-END
-$$;
---> statement-breakpoint
-CREATE TRIGGER events_inserted_fanned AFTER INSERT ON events
-FOR EACH ROW WHEN (NEW.fanned_out_at IS NOT NULL) EXECUTE FUNCTION outbox_events_inserted_fanned();
 --> statement-breakpoint
 
 -- Retention (maintenance.ts) and any other DELETE take the rows' keys with them.

@@ -117,10 +117,17 @@ function claimedFromRow(r: DbClaimedRow): ClaimedEvent {
  * The event as it appears in every job body (JobBody.event, keys in its order), as
  * text. createdAt is formatted as Date.prototype.toISOString formats it: UTC,
  * milliseconds truncated from the stored microseconds, as pg's parser truncates them.
+ * Concatenated rather than json_build_object(...)::text, which works out each
+ * argument's type again for every row: the claim's backend CPU fell from 1.81 to
+ * 1.63 ms per 200 events (docs/adr/0016). The text values are escaped by to_json
+ * (the escaping json_build_object uses), the payload is jsonb's own output, and id
+ * (a uuid) and seq (an integer) need none. The JSON is compact, so a job body is
+ * ~30 bytes shorter than json_build_object's spaced output; the values are the same.
  */
-const EVENT_JSON_SQL = `json_build_object('id', id, 'seq', seq, 'type', type, 'subject', subject,
-         'scope', scope, 'payload', payload,
-         'createdAt', to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))::text`;
+const EVENT_JSON_SQL = `'{"id":"' || id || '","seq":' || seq || ',"type":' || to_json(type)
+         || ',"subject":' || to_json(subject) || ',"scope":' || coalesce(to_json(scope)::text, 'null')
+         || ',"payload":' || payload
+         || ',"createdAt":"' || to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') || '"}'`;
 
 /** The claim itself; exported so tests and the benchmark examine exactly what the relay runs. */
 export function claimSql(limit: number, now: Date | undefined): string {
