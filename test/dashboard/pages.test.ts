@@ -6,6 +6,8 @@ import { useTestDatabase } from "../support/db.ts";
 import { seedEvents } from "../support/events.ts";
 import { resetOutbox } from "../support/relay.ts";
 import { bindings } from "../support/worker.ts";
+import { clearFailuresSql } from "../../src/outbox/relay/backoff.ts";
+import { markAndCommit } from "../../src/outbox/relay/mark.ts";
 import { importSecretsKey, newSecretsKey, openSecret } from "../../src/domain/webhooks/secret-box.ts";
 
 // Every page and action, signed in, through the app as the Worker runs it.
@@ -58,16 +60,23 @@ async function delivery(
   return rows[0].id as string;
 }
 
+/** Marks one event fanned out as a relay pass at `at` would (its mark, in a transaction). */
+async function markFannedAt(id: string, at: Date) {
+  const { rows } = await t.pool.query<{ seq: string }>(`SELECT seq FROM events WHERE id = $1`, [id]);
+  const client = await t.pool.connect();
+  try {
+    await client.query("BEGIN");
+    await markAndCommit(client, [{ seq: Number(rows[0]!.seq), fanout: {} }], clearFailuresSql(at), at);
+  } finally {
+    client.release();
+  }
+}
+
 describe("overview", () => {
   it("shows backlog, lag, poisoned, relay state, alerts, failed jobs and deliveries, charts, and refreshes", async () => {
     await seedEvents(t.pool, 3);
     await seedEvents(t.pool, 2, { fanned: true });
     const id = await poison(t.pool, `QStash 400: ${SCRIPT}`);
-    await t.pool.query(
-      `UPDATE outbox_relay_state SET failures = 2, backoff_until = now() + interval '1 minute',
-              last_error = $1, last_failure_at = now()`,
-      [`QStash unreachable ${SCRIPT}`],
-    );
     await t.pool.query(
       `INSERT INTO outbox_alerts (kind, event_id, message) VALUES ('event.poisoned', $1, $2)`,
       [id, `poisoned ${SCRIPT}`],
@@ -83,15 +92,17 @@ describe("overview", () => {
     ]);
     await delivery(ep, (await seedEvents(t.pool, 1, { fanned: true }))[0]!, "delivered", [[200, null]]);
     // Recorded half an hour ago, fanned a second later, though its seq is the newest;
-    // and one from before the hour, which neither line counts.
+    // and one from before the hour, which neither line counts. Fanned by the relay's
+    // own mark at those times: the chart counts what the mark records (ADR 0016).
     const [late, old] = await seedEvents(t.pool, 2);
+    await t.pool.query(`UPDATE events SET created_at = now() - interval '30 minutes' WHERE id = $1`, [late]);
+    await t.pool.query(`UPDATE events SET created_at = now() - interval '2 hours' WHERE id = $1`, [old]);
+    await markFannedAt(late!, new Date(Date.now() - 1_799_000));
+    await markFannedAt(old!, new Date(Date.now() - 7_200_000));
     await t.pool.query(
-      `UPDATE events SET created_at = now() - interval '30 minutes', fanned_out_at = now() - interval '1799 seconds', fanout = '{}' WHERE id = $1`,
-      [late],
-    );
-    await t.pool.query(
-      `UPDATE events SET created_at = now() - interval '2 hours', fanned_out_at = now() - interval '2 hours', fanout = '{}' WHERE id = $1`,
-      [old],
+      `UPDATE outbox_relay_state SET failures = 2, backoff_until = now() + interval '1 minute',
+              last_error = $1, last_failure_at = now()`,
+      [`QStash unreachable ${SCRIPT}`],
     );
 
     const page = await browser.get("/dashboard");
