@@ -24,6 +24,9 @@ import {
   type ProductionPass,
 } from "./production.ts";
 
+/** Connections timed per placement and repetition: one alone swings with a burst of load. */
+const CONNECT_SAMPLES = 5;
+
 /** One placement's figures; Summaries are over repetitions. */
 export interface PlacementRun {
   /** Added to every database round trip. */
@@ -36,7 +39,10 @@ export interface PlacementRun {
   qstashRequestsPerPass: { min: number; max: number };
   /** round trips × RTT + QStash delay: what distance alone costs a pass. */
   passFloorMs: number;
-  /** Per repetition: a fresh connection and its first `SELECT 1`, as each invocation pays. */
+  /**
+   * Per repetition: median of CONNECT_SAMPLES fresh connections with their first
+   * `SELECT 1`, which every invocation pays before its first statement.
+   */
   connectMs: Summary;
   /** Round trips before that first query could be sent. */
   connectRoundTrips: number;
@@ -74,7 +80,12 @@ export async function placement(ctx: BenchContext): Promise<PlacementResult> {
     for (let rep = 1; rep <= ctx.reps; rep++) {
       for (const p of placementOrder(rep)) {
         configureNeonForWsProxy(proxies[p], pipelinedConnect);
-        const connect = await measureConnect(proxies[p], ctx.db.url);
+        const samples = [];
+        for (let i = 0; i < CONNECT_SAMPLES; i++) samples.push(await measureConnect(proxies[p], ctx.db.url));
+        const connect = {
+          ms: summarize(samples.map((c) => c.ms)).median,
+          roundTrips: Math.max(...samples.map((c) => c.roundTrips)),
+        };
         connects[p].push(connect);
         const drain = await instrumentedDrain(ctx, proxies[p], qstash, events);
         passes[p].push(drain);
