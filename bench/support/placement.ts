@@ -30,7 +30,8 @@ export function placementRtts(values: { "far-edge-rtt"?: string; "near-db-rtt"?:
     ["far-edge-rtt", farEdge],
     ["near-db-rtt", nearDatabase],
   ] as const) {
-    if (!Number.isFinite(ms) || ms < 0) throw new Error(`--${name} must be a number of ms >= 0, got ${ms}`);
+    if (!Number.isFinite(ms) || ms < 0)
+      throw new Error(`--${name} must be a number of ms >= 0, got ${values[name]}`);
   }
   // The comparison divides by the difference (see explainedByRoundTrips).
   if (farEdge <= nearDatabase)
