@@ -2,6 +2,7 @@ import type { ConcurrencyResult } from "./phases/concurrency.ts";
 import type { DashboardResult } from "./phases/dashboard.ts";
 import type { HistoryResult } from "./phases/history.ts";
 import type { LatencyResult } from "./phases/latency.ts";
+import type { PlacementResult } from "./phases/placement.ts";
 import type { ProductionResult } from "./phases/production.ts";
 import type { RoundTripResult } from "./phases/round-trips.ts";
 import type { ThroughputResult } from "./phases/throughput.ts";
@@ -17,6 +18,8 @@ export interface Results {
   dashboard?: DashboardResult;
   production?: ProductionResult;
   writes?: WritesResult;
+  /** Issue 11 item 8: a report, not a target (no ratio is asked for). */
+  placement?: PlacementResult;
 }
 
 export interface Target {
@@ -436,7 +439,7 @@ export function table(r: Results, meta: { reps: number; note?: string }): string
   if (w) {
     section("writes: recording events, today / before migration 0010 (events/s; backend CPU ms per 1,000)");
     const loads = [
-      ["12. one event per transaction", w.single],
+      ["13. one event per transaction", w.single],
       ["    single-row INSERTs, one transaction", w.batched],
       ["    one INSERT … SELECT (an import)", w.bulk],
     ] as const;
@@ -446,6 +449,38 @@ export function table(r: Results, meta: { reps: number; note?: string }): string
       rows.push(row(`      backend CPU: today`, l.today.backendCpuMsPer1000Events, n1));
       rows.push(row(`      backend CPU: before 0010`, l.before0010.backendCpuMsPer1000Events, n1));
     }
+  }
+  const pl = r.placement;
+  if (pl) {
+    section(
+      `placement: the pass of 11 with the database far (edge) and near, QStash +${pl.qstashMs} ms/request (ms)`,
+    );
+    for (const [i, [name, run]] of (
+      [
+        ["far edge", pl.farEdge],
+        ["near the database", pl.nearDatabase],
+      ] as const
+    ).entries()) {
+      const label = `${i === 0 ? "12." : "   "} ${name}, +${run.databaseRttMs} ms/round trip`;
+      rows.push(row(`${label}: full pass (floor ${n0(run.passFloorMs)})`, run.passMs, n1));
+      rows.push(row("      database round trips per full pass", run.roundTripsPerPass, n0));
+      rows.push([
+        "      QStash requests per full pass",
+        String(run.qstashRequestsPerPass.max),
+        String(run.qstashRequestsPerPass.min),
+        String(run.qstashRequestsPerPass.max),
+      ]);
+      rows.push(
+        row(
+          `      connect + first query (${run.connectRoundTrips} round trip(s) before it, pipelined ${pl.pipelinedConnect ? "yes" : "no"})`,
+          run.connectMs,
+          n1,
+        ),
+      );
+    }
+    rows.push(row("    pass: far edge / near the database", pl.farOverNear.passMs, n2));
+    rows.push(row("    connect: far edge / near the database", pl.farOverNear.connectMs, n2));
+    rows.push(row("    pass difference / (round trips × RTT difference)", pl.passExplainedByRoundTrips, n2));
   }
   const header: Row = ["measure", `median of ${meta.reps}`, "min", "max"];
   const widths = [0, 1, 2, 3].map((i) => Math.max(...[header, ...rows].map((x) => x[i]!.length)));
