@@ -75,8 +75,8 @@ function stripSlash(url: string): string {
  * The request goes through the SDK's client (`client.http.request`: base URL, token,
  * fetch, QstashError for a refused request), with the batch body written here rather
  * than by `client.batch`, which builds two undici `Headers` per message and copies them
- * into a plain object: ~45 µs of CPU per job, most of the relay's CPU through the SDK
- * (docs/performance.md, ADR 0018). Every header but the deduplication id is the same for
+ * into a plain object, the largest part of the relay's CPU through the SDK after `fetch`
+ * (ADR 0018, docs/performance.md). Every header but the deduplication id is the same for
  * all of a subscription's jobs, so each message is its JSON text around the id and the
  * body. The bytes are the ones `client.batch` sends for the same messages
  * (test/outbox/qstash-publisher.test.ts compares them with the installed SDK's).
