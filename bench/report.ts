@@ -397,6 +397,11 @@ export function table(r: Results, meta: { reps: number; note?: string }): string
     ]);
     for (const [n, s] of Object.entries(p.eventsPerSecond))
       rows.push(row(`    ${n} relay(s), events/s`, s, n0));
+    for (const [n, by] of Object.entries(p.cpuPerPassMs ?? {})) {
+      for (const [k, s] of Object.entries(by)) {
+        if (s) rows.push(row(`    CPU per pass, ${n} relay(s): ${k}`, s, n1));
+      }
+    }
     rows.push(["    duplicate or missing fan-outs", String(p.duplicates + p.incompleteFanout), "", ""]);
     rows.push(row("    commit → published p50", p.latency.p50, n1));
     rows.push(row("    commit → published p99", p.latency.p99, n1));

@@ -86,3 +86,12 @@ export function cpuPer(before: CpuSample, after: CpuSample, requests: number): C
     nodeMs: (after.nodeMs - before.nodeMs) / requests,
   };
 }
+
+/**
+ * CPU time (user + system) one process has used so far, in ms, or undefined when
+ * /proc does not show it (not Linux, another machine's Postgres, exited).
+ */
+export function processCpuMs(pid: number): number | undefined {
+  const stat = readStat(String(pid));
+  return stat === undefined ? undefined : stat.own * MS_PER_TICK;
+}
