@@ -93,7 +93,10 @@ export function createQStashPublisher(options: QStashPublisherOptions): Publishe
   const chunkSize = positiveInt(options.chunkSize ?? 100, "chunkSize");
   const concurrency = positiveInt(options.concurrency ?? 3, "concurrency");
   const failureCallback = failureCallbackUrl(options.publicUrl);
-  const flowControl = flowControlFor(options.publicUrl, "", options.deliveryParallelism ?? 20);
+  // Checked here, once: the SDK refused a flow control without a positive parallelism
+  // on every publish, and the templates below would send whatever they were given.
+  const parallelism = positiveInt(options.deliveryParallelism ?? 20, "deliveryParallelism");
+  const flowControl = flowControlFor(options.publicUrl, "", parallelism);
   // One template per (subscription, retries): built on a subscription's first job.
   const templates = new Map<string, MessageTemplate>();
   const templateFor = (job: Job): MessageTemplate => {

@@ -364,6 +364,14 @@ describe("what a batch request carries", () => {
     expect(api.received).toHaveLength(0);
   });
 
+  it("refuses at start a delivery parallelism the SDK would refuse on every publish", () => {
+    for (const deliveryParallelism of [0, -1, 2.5]) {
+      expect(() =>
+        createQStashPublisher({ baseUrl: api.base, token, publicUrl, deliveryParallelism }),
+      ).toThrow(/deliveryParallelism/);
+    }
+  });
+
   it("an answer with fewer message ids than jobs fails the publish as an outage", async () => {
     api.state.respond = () => ({
       status: 200,
