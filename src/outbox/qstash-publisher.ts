@@ -133,6 +133,13 @@ export function createQStashPublisher(options: QStashPublisherOptions): Publishe
       });
       // As client.batch reads it: a single answer stands for a batch of one.
       const answers = Array.isArray(response) ? (response as unknown[]) : [response];
+      // One answer per message, in order, or the ids cannot be matched to their jobs.
+      if (answers.length !== chunk.length) {
+        throw new PublishError(
+          `QStash answered ${answers.length} results for ${chunk.length} messages`,
+          "outage",
+        );
+      }
       return chunk.map((job, i) => {
         const answer = answers[i] as { messageId?: string; deduplicated?: boolean } | undefined;
         if (!answer?.messageId) {

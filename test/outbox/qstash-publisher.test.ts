@@ -372,16 +372,22 @@ describe("what a batch request carries", () => {
     }
   });
 
-  it("an answer with fewer message ids than jobs fails the publish as an outage", async () => {
-    api.state.respond = () => ({
-      status: 200,
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify([{ messageId: "msg_0" }]),
-    });
+  it("an answer with more or fewer results than messages, or one without an id, fails the publish as an outage", async () => {
     const publisher = createQStashPublisher({ baseUrl: api.base, token, publicUrl });
-    await expect(publisher.publish(jobs.slice(0, 2), new AbortController().signal)).rejects.toMatchObject({
-      name: "PublishError",
-      kind: "outage",
-    });
+    for (const answer of [
+      [{ messageId: "msg_0" }],
+      [{ messageId: "msg_0" }, { messageId: "msg_1" }, { messageId: "msg_2" }],
+      [{ messageId: "msg_0" }, { error: "no id" }],
+    ]) {
+      api.state.respond = () => ({
+        status: 200,
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(answer),
+      });
+      await expect(publisher.publish(jobs.slice(0, 2), new AbortController().signal)).rejects.toMatchObject({
+        name: "PublishError",
+        kind: "outage",
+      });
+    }
   });
 });
