@@ -121,7 +121,10 @@ export function startPgPooler(options: PoolerOptions): PgPooler {
     // pg does the authentication (every method it supports) and start-up; the
     // pooler then takes its socket over, between messages: the server sends
     // nothing after ReadyForQuery until it is asked.
-    const client = new pg.Client({ connectionString: options.upstreamUrl, connectionTimeoutMillis: acquireTimeoutMs });
+    const client = new pg.Client({
+      connectionString: options.upstreamUrl,
+      connectionTimeoutMillis: acquireTimeoutMs,
+    });
     const parameters: Buffer[] = [];
     client.connection.on("parameterStatus", (m: { parameterName: string; parameterValue: string }) =>
       parameters.push(message(0x53, cstring(m.parameterName), cstring(m.parameterValue))),
@@ -267,8 +270,18 @@ export function startPgPooler(options: PoolerOptions): PgPooler {
         this.fail(code, (error as Error).message);
       } finally {
         this.pumping = false;
-        this.server?.socket.uncork();
+        this.flush();
       }
+    }
+
+    /** Frames bound for the server, written together: one write per client burst, not one per message. */
+    private outbound: Buffer[] = [];
+
+    private flush() {
+      if (this.outbound.length === 0) return;
+      const bytes = this.outbound.length === 1 ? this.outbound[0]! : Buffer.concat(this.outbound);
+      this.outbound = [];
+      this.server?.socket.write(bytes);
     }
 
     private async startup(frame: Buffer) {
@@ -283,11 +296,13 @@ export function startPgPooler(options: PoolerOptions): PgPooler {
         this.closed();
         return;
       }
-      if (code !== PROTOCOL_3_0) throw new PoolerError("0A000", `pooler: unsupported protocol ${code >> 16}.${code & 0xffff}`);
+      if (code !== PROTOCOL_3_0)
+        throw new PoolerError("0A000", `pooler: unsupported protocol ${code >> 16}.${code & 0xffff}`);
       const parameters = startupParameters(frame);
       const asUser = parameters.user ?? "";
       const asDatabase = parameters.database || asUser;
-      if (asUser !== user) throw new PoolerError("28000", `pooler: serves user "${user}" only, not "${asUser}"`);
+      if (asUser !== user)
+        throw new PoolerError("28000", `pooler: serves user "${user}" only, not "${asUser}"`);
       if (asDatabase !== database)
         throw new PoolerError("3D000", `pooler: serves database "${database}" only, not "${asDatabase}"`);
       counts.clients++;
@@ -322,6 +337,7 @@ export function startPgPooler(options: PoolerOptions): PgPooler {
       if (type === 0x58) {
         // Terminate: the client is done. Its server connection (if a transaction
         // was left open) is closed, never handed on mid-transaction.
+        this.outbound = [];
         this.link.close();
         this.closed();
         return;
@@ -334,9 +350,10 @@ export function startPgPooler(options: PoolerOptions): PgPooler {
         }
         server.client = this;
         this.server = server;
-        server.socket.cork();
       }
-      this.server.socket.write(frame);
+      // Written when the burst is taken (pump's end): nothing can release the server
+      // in between, as its replies are handled only once this synchronous run is over.
+      this.outbound.push(frame);
       if (ENDS_A_CYCLE.has(type)) {
         this.owed++;
         this.unsynced = false;

@@ -15,7 +15,9 @@ let proxy: WsProxy;
 const live = new Set<Client>();
 
 beforeAll(async () => {
-  proxy = await startWsProxy({ pool: { upstreamUrl: t.url, maxServerConnections: MAX, acquireTimeoutMs: 5_000 } });
+  proxy = await startWsProxy({
+    pool: { upstreamUrl: t.url, maxServerConnections: MAX, acquireTimeoutMs: 5_000 },
+  });
   // Pipelined whatever the server's own auth: the pooler answers the start-up itself.
   configureNeonForWsProxy(proxy, true);
   await t.pool.query("CREATE TABLE pooled_probe (n int, note text)");
@@ -43,7 +45,8 @@ async function connect(url = proxy.pooledUrl!): Promise<Client> {
   return client;
 }
 
-const pid = async (c: Client) => (await c.query<{ pid: number }>("SELECT pg_backend_pid() AS pid")).rows[0]!.pid;
+const pid = async (c: Client) =>
+  (await c.query<{ pid: number }>("SELECT pg_backend_pid() AS pid")).rows[0]!.pid;
 
 async function until<T>(what: string, probe: () => T | Promise<T>, ok: (v: T) => boolean): Promise<T> {
   for (let i = 0; i < 500; i++) {
@@ -88,7 +91,15 @@ describe("pg-pooler: start-up answered by the pooler", () => {
     await pooled.connect();
     await pooled.query("SELECT 1");
     expect(fromServer.server_version).toBeTruthy();
-    for (const name of ["server_version", "server_encoding", "client_encoding", "DateStyle", "integer_datetimes", "standard_conforming_strings", "TimeZone"])
+    for (const name of [
+      "server_version",
+      "server_encoding",
+      "client_encoding",
+      "DateStyle",
+      "integer_datetimes",
+      "standard_conforming_strings",
+      "TimeZone",
+    ])
       expect(fromPooler[name], name).toBe(fromServer[name]);
   });
 
@@ -121,7 +132,10 @@ describe("pg-pooler: transaction mode", () => {
         const first = await pid(c);
         await c.query("INSERT INTO pooled_probe VALUES ($1, 'tx')", [i]);
         // Read-your-own-write: only the transaction's own backend sees the row yet.
-        const seen = await c.query<{ n: number }>("SELECT count(*)::int AS n FROM pooled_probe WHERE n = $1", [i]);
+        const seen = await c.query<{ n: number }>(
+          "SELECT count(*)::int AS n FROM pooled_probe WHERE n = $1",
+          [i],
+        );
         const last = await pid(c);
         await c.query("COMMIT");
         return first === last && seen.rows[0]!.n === 1;
@@ -147,7 +161,11 @@ describe("pg-pooler: transaction mode", () => {
     const waiting = late.query<{ n: number; pid: number }>(
       "SELECT count(*)::int AS n, pg_backend_pid() AS pid FROM pooled_probe WHERE n = -1",
     );
-    await until("the late client waits", () => proxy.stats().pool!.waiting, (n) => n === 1);
+    await until(
+      "the late client waits",
+      () => proxy.stats().pool!.waiting,
+      (n) => n === 1,
+    );
     await holders[0]!.query("ROLLBACK");
     const { rows } = await waiting;
     // It ran on the backend the rollback released, and saw none of the open transactions' rows.
@@ -156,13 +174,17 @@ describe("pg-pooler: transaction mode", () => {
   });
 
   it("refuses a client with a clear error when no backend comes free in time", async () => {
-    const tight = await startWsProxy({ pool: { upstreamUrl: t.url, maxServerConnections: 1, acquireTimeoutMs: 200 } });
+    const tight = await startWsProxy({
+      pool: { upstreamUrl: t.url, maxServerConnections: 1, acquireTimeoutMs: 200 },
+    });
     configureNeonForWsProxy(tight, true);
     try {
       const holder = await connect(tight.pooledUrl!);
       const refused = await connect(tight.pooledUrl!);
       await holder.query("BEGIN");
-      await expect(refused.query("SELECT 1")).rejects.toThrow(/no server connection free within 200 ms \(all 1 busy\)/);
+      await expect(refused.query("SELECT 1")).rejects.toThrow(
+        /no server connection free within 200 ms \(all 1 busy\)/,
+      );
       expect(tight.stats().pool).toMatchObject({ waitTimeouts: 1, serverConnectionsOpened: 1 });
       await holder.query("COMMIT");
       expect((await (await connect(tight.pooledUrl!)).query("SELECT 7 AS n")).rows).toEqual([{ n: 7 }]);
@@ -181,7 +203,9 @@ describe("pg-pooler: transaction mode", () => {
     await leaver.end(); // a Terminate while attached
     await until(
       "the abandoned backend is gone",
-      async () => (await t.pool.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE pid = $1", [leftPid])).rows[0].n,
+      async () =>
+        (await t.pool.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE pid = $1", [leftPid]))
+          .rows[0].n,
       (n) => n === 0,
     );
     expect(proxy.stats().pool!.closedWhileAttached).toBe(cutBefore + 1);
@@ -201,7 +225,9 @@ describe("pg-pooler: transaction mode", () => {
     (dropper.connection.stream as unknown as { destroy(): void }).destroy();
     await until(
       "the dropped client's backend is gone",
-      async () => (await t.pool.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE pid = $1", [droppedPid])).rows[0].n,
+      async () =>
+        (await t.pool.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE pid = $1", [droppedPid]))
+          .rows[0].n,
       (n) => n === 0,
     );
     const { rows } = await t.pool.query("SELECT count(*)::int AS n FROM pooled_probe WHERE n = -3");
@@ -221,7 +247,9 @@ describe("pg-pooler: transaction mode", () => {
     );
     expect(rows[0]?.ok).toBe(true);
     // The client sees its connection end (as the relay's pass does when the chaos suite cuts it)…
-    expect((await Promise.race([cut, ended.then(() => new Error("ended"))])).message).toMatch(/terminat|ended|connection/i);
+    expect((await Promise.race([cut, ended.then(() => new Error("ended"))])).message).toMatch(
+      /terminat|ended|connection/i,
+    );
     await expect(victim.query("SELECT 1")).rejects.toThrow();
     // …and the next client gets a live backend, not the dead one.
     const next = await connect();
@@ -235,7 +263,11 @@ describe("pg-pooler: transaction mode", () => {
     await until(
       "the sleep is running",
       async () =>
-        (await t.pool.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE query LIKE '%pooled-cancel%' AND state = 'active' AND pid <> pg_backend_pid()")).rows[0].n,
+        (
+          await t.pool.query(
+            "SELECT count(*)::int AS n FROM pg_stat_activity WHERE query LIKE '%pooled-cancel%' AND state = 'active' AND pid <> pg_backend_pid()",
+          )
+        ).rows[0].n,
       (n) => n === 1,
     );
     const socket = new ws(`${proxy.url}?address=${proxy.pooledUrl ? new URL(proxy.pooledUrl).host : ""}`);
@@ -262,14 +294,17 @@ describe("pg-pooler: framing", () => {
       const framer = new Framer(false);
       const out: Buffer[] = [];
       for (let at = 0; at < all.length; at += size) out.push(...framer.push(all.subarray(at, at + size)));
-      expect(out.map((b) => b.toString("hex")), `chunks of ${size}`).toEqual(
-        [startup, ...typed].map((b) => b.toString("hex")),
-      );
+      expect(
+        out.map((b) => b.toString("hex")),
+        `chunks of ${size}`,
+      ).toEqual([startup, ...typed].map((b) => b.toString("hex")));
     }
   });
 
   it("refuses a length that cannot be a message", () => {
-    expect(() => new Framer(true).push(Buffer.from([0x51, 0, 0, 0, 2]))).toThrow(/malformed message length 2/);
+    expect(() => new Framer(true).push(Buffer.from([0x51, 0, 0, 0, 2]))).toThrow(
+      /malformed message length 2/,
+    );
   });
 });
 
