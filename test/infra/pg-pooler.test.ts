@@ -57,6 +57,19 @@ async function until<T>(what: string, probe: () => T | Promise<T>, ok: (v: T) =>
   throw new Error(`never: ${what}`);
 }
 
+/** Waits until the backend `backendPid` has exited, then checks its transaction's row `n` never committed. */
+async function rolledBackAndGone(backendPid: number, n: number) {
+  await until(
+    `backend ${backendPid} is gone`,
+    async () =>
+      (await t.pool.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE pid = $1", [backendPid]))
+        .rows[0].n,
+    (count) => count === 0,
+  );
+  const { rows } = await t.pool.query("SELECT count(*)::int AS n FROM pooled_probe WHERE n = $1", [n]);
+  expect(rows[0].n).toBe(0);
+}
+
 describe("pg-pooler: start-up answered by the pooler", () => {
   it("connects with the pipelined password and a first query in one round trip", async () => {
     const counted = await startWsProxy({ pool: { upstreamUrl: t.url } });
@@ -201,16 +214,8 @@ describe("pg-pooler: transaction mode", () => {
     const leftPid = await pid(leaver);
     const cutBefore = proxy.stats().pool!.closedWhileAttached;
     await leaver.end(); // a Terminate while attached
-    await until(
-      "the abandoned backend is gone",
-      async () =>
-        (await t.pool.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE pid = $1", [leftPid]))
-          .rows[0].n,
-      (n) => n === 0,
-    );
+    await rolledBackAndGone(leftPid, -2);
     expect(proxy.stats().pool!.closedWhileAttached).toBe(cutBefore + 1);
-    const { rows } = await t.pool.query("SELECT count(*)::int AS n FROM pooled_probe WHERE n = -2");
-    expect(rows[0].n).toBe(0);
     // No one is handed a backend inside someone else's transaction.
     const next = await connect();
     const status = await next.query<{ xid: string | null }>("SELECT txid_current_if_assigned()::text AS xid");
@@ -223,15 +228,7 @@ describe("pg-pooler: transaction mode", () => {
     await dropper.query("INSERT INTO pooled_probe VALUES (-3, 'dropped')");
     const droppedPid = await pid(dropper);
     (dropper.connection.stream as unknown as { destroy(): void }).destroy();
-    await until(
-      "the dropped client's backend is gone",
-      async () =>
-        (await t.pool.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE pid = $1", [droppedPid]))
-          .rows[0].n,
-      (n) => n === 0,
-    );
-    const { rows } = await t.pool.query("SELECT count(*)::int AS n FROM pooled_probe WHERE n = -3");
-    expect(rows[0].n).toBe(0);
+    await rolledBackAndGone(droppedPid, -3);
   });
 
   it("cuts the client attached to a backend that dies, and replaces the backend", async () => {
