@@ -15,6 +15,7 @@ export interface EndpointFixture {
   scope?: string | null;
   types?: string[];
   enabled?: boolean;
+  description?: string;
   /** A rotation in progress: this secret keeps signing until `previousExpiresAt`. */
   previousSecret?: string;
   previousExpiresAt?: Date;
@@ -34,8 +35,8 @@ export async function insertEndpoint(
   const k = await key;
   await pool.query(
     `INSERT INTO webhook_endpoints (id, url, scope, types, enabled, disabled_reason, secret_box,
-                                    previous_secret_box, previous_secret_expires_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+                                    previous_secret_box, previous_secret_expires_at, description)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
     [
       id,
       fixture.url,
@@ -46,6 +47,7 @@ export async function insertEndpoint(
       await sealSecret(k, secret, id),
       fixture.previousSecret ? await sealSecret(k, fixture.previousSecret, id) : null,
       fixture.previousExpiresAt ?? null,
+      fixture.description ?? "",
     ],
   );
   return { id, secret };

@@ -726,6 +726,40 @@ describe("lost publishes and retention (the cron sweep's share)", () => {
     for (const row of rows) expect(publishedFor(row.id)).toHaveLength(1);
   });
 
+  it("a sweep passes over a row another transaction holds and publishes the rest without waiting for it", async () => {
+    const scope = `held-${crypto.randomUUID()}`;
+    for (const path of ["/h1", "/h2", "/h3"])
+      await insertEndpoint(t.pool, secrets.key, { url: receiver.url(path), scope });
+    const e = event({ scope });
+    const down: DeliverQueue = { enqueue: () => Promise.reject(new Error("QStash unreachable")) };
+    await expect(fanOutWebhook(db(), down, e)).rejects.toThrow();
+    const [held, ...free] = await deliveriesOf(e.id);
+
+    // Another sweep (or an operator's action) holds one row in an open transaction.
+    const holder = await t.pool.connect();
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    try {
+      await holder.query("BEGIN");
+      await holder.query("SELECT 1 FROM webhook_deliveries WHERE id = $1 FOR UPDATE", [held.id]);
+      // A plain FOR UPDATE would wait here for as long as the holder lives; the holder
+      // only ends after this sweep, so waiting shows as the sweep never returning.
+      const waited = new Promise<"waited on the held row">((resolve) => {
+        timer = setTimeout(() => resolve("waited on the held row"), 10_000);
+      });
+      const swept = await Promise.race([publishUnpublished(db(), queue, minutes(6)), waited]);
+      expect(swept).toEqual(expect.any(Number));
+      for (const row of free) expect(publishedFor(row.id)).toHaveLength(1);
+      expect(publishedFor(held.id)).toHaveLength(0);
+    } finally {
+      clearTimeout(timer);
+      await holder.query("ROLLBACK");
+      holder.release();
+    }
+    // Left pending and unstamped, so the next sweep takes it.
+    expect(await publishUnpublished(db(), queue, minutes(7))).toBeGreaterThanOrEqual(1);
+    expect(publishedFor(held.id)).toHaveLength(1);
+  });
+
   it("retention deletes finished deliveries older than the cut-off with their attempts, never pending ones", async () => {
     const scope = `old-${crypto.randomUUID()}`;
     const endpoint = await insertEndpoint(t.pool, secrets.key, { url: receiver.url("/old"), scope });
