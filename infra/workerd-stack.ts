@@ -34,7 +34,9 @@ export interface WorkerdStackOptions {
   overrides?: Partial<Bindings>;
   qstash?: QStashDevOptions;
   /** Proxy options; `pool: false` connects the Worker straight to Postgres (a backend per connection). */
-  proxy?: Omit<WsProxyOptions, "pool"> & { pool?: false | { maxServerConnections?: number; acquireTimeoutMs?: number } };
+  proxy?: Omit<WsProxyOptions, "pool"> & {
+    pool?: false | { maxServerConnections?: number; acquireTimeoutMs?: number };
+  };
   /** Another checkout's wrangler.toml, e.g. a benchmark's "before"; this one's by default. */
   config?: string;
   /** wrangler's log level; "warn" keeps a test run's output clean. */
