@@ -1,6 +1,6 @@
 /**
  * `npm run bench [-- --quick] [--json <file>] [--reps <n>] [--only <phase,...>] [--baseline <checkout>] [--variants <v,...>]
- *   [--db-delay <ms>] [--qstash-delay <ms>]`
+ *   [--db-delay <ms>] [--qstash-delay <ms>] [--far-edge-rtt <ms>] [--near-db-rtt <ms>]`
  *
  * Measures the relay against the ceiling Postgres sets on this machine, in one run
  * (issue 5). Progress goes to stderr, the table to stdout, raw figures to --json.
@@ -15,12 +15,14 @@ import { concurrency } from "./phases/concurrency.ts";
 import { dashboard } from "./phases/dashboard.ts";
 import { history } from "./phases/history.ts";
 import { latency } from "./phases/latency.ts";
+import { placement } from "./phases/placement.ts";
 import { production } from "./phases/production.ts";
 import { roundTrips } from "./phases/round-trips.ts";
 import { throughput } from "./phases/throughput.ts";
 import { table, targets, type Results } from "./report.ts";
 import { FULL, QUICK, type BenchContext } from "./support/context.ts";
 import { openBenchDatabase } from "./support/db.ts";
+import { placementOptions, placementRtts } from "./support/placement.ts";
 import { log } from "./support/progress.ts";
 import { startDevServerProcess } from "./support/qstash.ts";
 import { startAcceptOnlyProcess } from "./support/service.ts";
@@ -33,6 +35,7 @@ const PHASES = [
   "latency",
   "dashboard",
   "production",
+  "placement",
 ] as const;
 type Phase = (typeof PHASES)[number];
 
@@ -47,6 +50,8 @@ const { values } = parseArgs({
     // The production-shaped phase's added latencies (issue 11 item 4).
     "db-delay": { type: "string", default: "10" },
     "qstash-delay": { type: "string", default: "30" },
+    // The placement phase's database round-trip times (issue 11 item 8); QStash's is --qstash-delay.
+    ...placementOptions,
   },
 });
 const delay = (name: "db-delay" | "qstash-delay") => {
@@ -56,6 +61,7 @@ const delay = (name: "db-delay" | "qstash-delay") => {
   return ms;
 };
 const delays = { databaseMs: delay("db-delay"), qstashMs: delay("qstash-delay") };
+const rtts = placementRtts(values);
 const reps = Number(values.reps);
 if (!Number.isInteger(reps) || reps < 1)
   throw new Error(`--reps must be a positive integer, got ${values.reps}`);
@@ -80,6 +86,7 @@ const ctx: BenchContext = {
   qstash,
   acceptOnly,
   delays,
+  rtts,
   sizes,
   reps,
   batchSize: 200,
@@ -115,6 +122,7 @@ try {
   if (runs("latency")) results.latency = await latency(ctx);
   if (runs("dashboard")) results.dashboard = await dashboard(ctx);
   if (runs("production")) results.production = await production(ctx);
+  if (runs("placement")) results.placement = await placement(ctx);
 } finally {
   await qstash.close();
   await acceptOnly.close();
@@ -149,6 +157,7 @@ if (values.json) {
     qstash:
       "infra/qstash-dev in its own process, delivery paused; infra/qstash-accept-only in its own process",
     delays,
+    placementRtts: rtts,
     targets: targets(results),
     results,
   };

@@ -2,6 +2,7 @@ import type { ConcurrencyResult } from "./phases/concurrency.ts";
 import type { DashboardResult } from "./phases/dashboard.ts";
 import type { HistoryResult } from "./phases/history.ts";
 import type { LatencyResult } from "./phases/latency.ts";
+import type { PlacementResult } from "./phases/placement.ts";
 import type { ProductionResult } from "./phases/production.ts";
 import type { RoundTripResult } from "./phases/round-trips.ts";
 import type { ThroughputResult } from "./phases/throughput.ts";
@@ -15,6 +16,8 @@ export interface Results {
   latency?: LatencyResult;
   dashboard?: DashboardResult;
   production?: ProductionResult;
+  /** Issue 11 item 8: a report, not a target (no ratio is asked for). */
+  placement?: PlacementResult;
 }
 
 export interface Target {
@@ -391,6 +394,38 @@ export function table(r: Results, meta: { reps: number; note?: string }): string
     rows.push(row("    commit → published p50", p.latency.p50, n1));
     rows.push(row("    commit → published p99", p.latency.p99, n1));
     rows.push(["    left for the cron sweep", String(p.latency.leftForSweep), "", ""]);
+  }
+  const pl = r.placement;
+  if (pl) {
+    section(
+      `placement: the pass of 11 with the database far (edge) and near, QStash +${pl.qstashMs} ms/request (ms)`,
+    );
+    for (const [i, [name, run]] of (
+      [
+        ["far edge", pl.farEdge],
+        ["near the database", pl.nearDatabase],
+      ] as const
+    ).entries()) {
+      const label = `${i === 0 ? "12." : "   "} ${name}, +${run.databaseRttMs} ms/round trip`;
+      rows.push(row(`${label}: full pass (floor ${n0(run.passFloorMs)})`, run.passMs, n1));
+      rows.push(row("      database round trips per full pass", run.roundTripsPerPass, n0));
+      rows.push([
+        "      QStash requests per full pass",
+        String(run.qstashRequestsPerPass.max),
+        String(run.qstashRequestsPerPass.min),
+        String(run.qstashRequestsPerPass.max),
+      ]);
+      rows.push(
+        row(
+          `      connect + first query (${run.connectRoundTrips} round trip(s) before it, pipelined ${pl.pipelinedConnect ? "yes" : "no"})`,
+          run.connectMs,
+          n1,
+        ),
+      );
+    }
+    rows.push(row("    pass: far edge / near the database", pl.farOverNear.passMs, n2));
+    rows.push(row("    connect: far edge / near the database", pl.farOverNear.connectMs, n2));
+    rows.push(row("    pass difference / (round trips × RTT difference)", pl.passExplainedByRoundTrips, n2));
   }
   const header: Row = ["measure", `median of ${meta.reps}`, "min", "max"];
   const widths = [0, 1, 2, 3].map((i) => Math.max(...[header, ...rows].map((x) => x[i]!.length)));

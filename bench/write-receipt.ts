@@ -1,5 +1,6 @@
 /**
- * `npm run bench:write [-- --reps <n>] [--writes <n>] [--concurrency <n>] [--sequential <n>] [--json <file>] [--worker <checkout>] [--direct]`
+ * `npm run bench:write [-- --reps <n>] [--writes <n>] [--concurrency <n>] [--sequential <n>] [--json <file>] [--worker <checkout>]
+ *   [--far-edge-rtt <ms>] [--near-db-rtt <ms>] [--direct]`
  *
  * A write and its receipt, end to end (issue 11 item 7), through the stack
  * `npm run dev` runs: Postgres (embedded, or DATABASE_URL's server: a database
@@ -16,7 +17,11 @@
  *    write's own requests are counted);
  * 4. the same sequential writes with 10 ms added to every database round trip and
  *    30 ms to every QStash publish: write → receipt latency against its floor
- *    (round trips × 10 ms + 30 ms).
+ *    (round trips × 10 ms + 30 ms);
+ * 5. the same again at two placements of the Worker (issue 11 item 8): far from
+ *    its database (`--far-edge-rtt`, 80 ms per round trip) and next to it
+ *    (`--near-db-rtt`, 5 ms), the QStash publish still 30 ms: what Smart
+ *    Placement buys a write and its receipt.
  *
  * The Worker reaches Postgres through the proxy's transaction-mode pooler, as a
  * deployment reaches Neon's pooled endpoint (ADR 0015); `--direct` connects it
@@ -38,6 +43,15 @@ import { newSecretsKey } from "../src/domain/webhooks/secret-box.ts";
 import { pairedTarget, target, type Target } from "./report.ts";
 import { openBenchDatabase } from "./support/db.ts";
 import { runLoad, type LoadResult } from "./support/load.ts";
+import {
+  PLACEMENTS,
+  explainedByRoundTrips,
+  farOverNear,
+  placementOptions,
+  placementOrder,
+  placementRtts,
+  type Placement,
+} from "./support/placement.ts";
 import { cpuPer, cpuSample, type CpuSample } from "./support/process-cpu.ts";
 import { log } from "./support/progress.ts";
 import { percentile, summarize, type Summary } from "./support/stats.ts";
@@ -51,6 +65,7 @@ const { values } = parseArgs({
     json: { type: "string" },
     worker: { type: "string" },
     direct: { type: "boolean", default: false },
+    ...placementOptions,
   },
 });
 const int = (name: string, raw: string | undefined) => {
@@ -62,6 +77,7 @@ const reps = int("reps", values.reps);
 const writes = int("writes", values.writes);
 const concurrency = int("concurrency", values.concurrency);
 const sequential = int("sequential", values.sequential);
+const rtts = placementRtts(values);
 
 /** Production-shaped delays (issue 11 item 4): per database round trip and per QStash publish. */
 const DB_DELAY_MS = 10;
@@ -110,9 +126,23 @@ interface Repetition {
   perWrite: { roundTrips: number; connections: number; clientFrames: number };
   /** Per `GET /healthz`, the same way. */
   perHealthz: { roundTrips: number; connections: number };
-  delayed: { p50: number; p99: number; floorMs: number; incomplete: number };
+  delayed: DelayedWrites;
+  /** The delayed writes again with the Worker far from its database and next to it. */
+  placement: Record<Placement, DelayedWrites>;
   /** Load average (1 min) when the repetition started and ended. */
   load: [number, number];
+}
+
+/** Sequential writes with their receipts under added delays. */
+interface DelayedWrites {
+  databaseRttMs: number;
+  p50: number;
+  p99: number;
+  /** Database round trips per write, counted by the proxy during these writes. */
+  roundTrips: number;
+  /** Round trips × database RTT + the QStash publish delay. */
+  floorMs: number;
+  incomplete: number;
 }
 
 interface LoadSummary {
@@ -181,7 +211,31 @@ try {
     let perWrite: Repetition["perWrite"];
     let perHealthz: Repetition["perHealthz"];
     let sequentialMs: { p50: number; p99: number };
-    let delayed: LoadResult;
+    let delayed: DelayedWrites;
+    const placed = {} as Record<Placement, DelayedWrites>;
+    // One write at a time with the proxy holding every database reply `databaseRttMs`
+    // and QStash every publish QSTASH_DELAY_MS; delays back to 0 afterwards.
+    const delayedWrites = async (databaseRttMs: number): Promise<DelayedWrites> => {
+      s.proxy.setDelayMs(databaseRttMs);
+      s.qstash.setPublishLatency(QSTASH_DELAY_MS);
+      try {
+        await quiet();
+        const before = s.proxy.stats();
+        const r = await runLoad(sequential, 1, note);
+        const roundTrips = (s.proxy.stats().roundTrips - before.roundTrips) / sequential;
+        return {
+          databaseRttMs,
+          p50: percentile(r.latencies, 50),
+          p99: percentile(r.latencies, 99),
+          roundTrips,
+          floorMs: roundTrips * databaseRttMs + QSTASH_DELAY_MS,
+          incomplete: r.failed,
+        };
+      } finally {
+        s.proxy.setDelayMs(0);
+        s.qstash.setPublishLatency(0);
+      }
+    };
     try {
       const beforeLoad = s.proxy.stats();
       n = await measured(writes, concurrency, note);
@@ -218,25 +272,21 @@ try {
           `(healthz ${perHealthz.roundTrips}, ${perHealthz.connections}); one at a time p50 ${sequentialMs.p50.toFixed(0)} ms`,
       );
 
-      s.proxy.setDelayMs(DB_DELAY_MS);
-      s.qstash.setPublishLatency(QSTASH_DELAY_MS);
-      try {
-        await quiet();
-        delayed = await runLoad(sequential, 1, note);
-      } finally {
-        s.proxy.setDelayMs(0);
-        s.qstash.setPublishLatency(0);
+      delayed = await delayedWrites(DB_DELAY_MS);
+      for (const p of placementOrder(rep)) {
+        placed[p] = await delayedWrites(rtts[p]);
+        log(
+          `rep ${rep}: ${p} (+${rtts[p]} ms per round trip, +${QSTASH_DELAY_MS} ms per publish): ` +
+            `write → receipt p50 ${placed[p].p50.toFixed(0)} ms, p99 ${placed[p].p99.toFixed(0)} ms, ` +
+            `${placed[p].roundTrips.toFixed(2)} round trips per write (floor ${placed[p].floorMs.toFixed(0)} ms), ` +
+            `incomplete ${placed[p].incomplete}`,
+        );
       }
     } finally {
       s.qstash.resumeDelivery();
     }
     await deliveriesSettled(s);
-    const d = {
-      p50: percentile(delayed.latencies, 50),
-      p99: percentile(delayed.latencies, 99),
-      floorMs: perWrite.roundTrips * DB_DELAY_MS + QSTASH_DELAY_MS,
-      incomplete: delayed.failed,
-    };
+    const d = delayed;
     log(
       `rep ${rep}: delayed write → receipt p50 ${d.p50.toFixed(0)} ms, p99 ${d.p99.toFixed(0)} ms ` +
         `(floor ${d.floorMs.toFixed(0)} ms), incomplete ${d.incomplete}`,
@@ -258,6 +308,7 @@ try {
       perHealthz,
       sequential: sequentialMs,
       delayed: d,
+      placement: placed,
       load: [loadAtStart, loadavg()[0]!],
     });
   }
@@ -296,8 +347,42 @@ const results = {
   delayedP99Ms: of((r) => r.delayed.p99),
   delayedFloorMs: of((r) => r.delayed.floorMs),
   delayedP50OverFloor: of((r) => r.delayed.p50 / r.delayed.floorMs),
+  /**
+   * Issue 11 item 8, a report (no target): write → receipt with the Worker far from
+   * its database and next to it, QStash's publish delay the same at both.
+   */
+  placement: placementResults(),
   loadAverage: summarize(repetitions.flatMap((r) => r.load)),
 };
+function placementResults() {
+  const at = (p: Placement) => ({
+    databaseRttMs: rtts[p],
+    p50Ms: of((r) => r.placement[p].p50),
+    p99Ms: of((r) => r.placement[p].p99),
+    roundTripsPerWrite: of((r) => r.placement[p].roundTrips),
+    floorMs: of((r) => r.placement[p].floorMs),
+  });
+  const farEdge = at("farEdge");
+  const nearDatabase = at("nearDatabase");
+  return {
+    qstashPublishMs: QSTASH_DELAY_MS,
+    farEdge,
+    nearDatabase,
+    /** Per-repetition ratios, far edge / near the database. */
+    farOverNear: {
+      p50: farOverNear(farEdge.p50Ms, nearDatabase.p50Ms),
+      p99: farOverNear(farEdge.p99Ms, nearDatabase.p99Ms),
+    },
+    /** (far − near p50) / (round trips × RTT difference): 1 when distance explains it all. */
+    p50ExplainedByRoundTrips: explainedByRoundTrips(
+      farEdge.p50Ms,
+      nearDatabase.p50Ms,
+      farEdge.roundTripsPerWrite,
+      rtts,
+    ),
+  };
+}
+
 const targets: Target[] = [
   pairedTarget(
     "notesOverHealthz",
@@ -319,7 +404,12 @@ const targets: Target[] = [
     "incompleteReceipts",
     "receipts not complete within wait=5 (all repetitions)",
     repetitions.reduce(
-      (n, r) => n + r.notes.incomplete + r.notesDelivering.incomplete + r.delayed.incomplete,
+      (n, r) =>
+        n +
+        r.notes.incomplete +
+        r.notesDelivering.incomplete +
+        r.delayed.incomplete +
+        PLACEMENTS.reduce((m, p) => m + r.placement[p].incomplete, 0),
       0,
     ),
     "max",
@@ -342,6 +432,7 @@ if (values.json) {
         concurrency,
         sequential,
         delays: { databaseRoundTripMs: DB_DELAY_MS, qstashPublishMs: QSTASH_DELAY_MS },
+        placementRtts: rtts,
         worker: values.worker ?? "this checkout",
         database: db.server,
         pooled,
@@ -420,6 +511,23 @@ function table(): string {
     ["  p99 (ms)", results.delayedP99Ms, f0],
     ["  floor: round trips × delay + publish delay (ms)", results.delayedFloorMs, f0],
     ["  p50 / floor", results.delayedP50OverFloor, f2],
+    ...PLACEMENTS.flatMap((p) => {
+      const x = results.placement[p];
+      const name = p === "farEdge" ? "far edge" : "near the database";
+      return [
+        [
+          `${name}: +${x.databaseRttMs} ms per round trip, +${QSTASH_DELAY_MS} ms per publish: p50 (ms)`,
+          x.p50Ms,
+          f0,
+        ],
+        ["  p99 (ms)", x.p99Ms, f0],
+        ["  database round trips per write", x.roundTripsPerWrite, f2],
+        ["  floor: round trips × RTT + publish delay (ms)", x.floorMs, f0],
+      ] as [string, Summary, (x: number) => string][];
+    }),
+    ["write → receipt far edge / near the database: p50", results.placement.farOverNear.p50, f2],
+    ["  p99", results.placement.farOverNear.p99, f2],
+    ["  p50 difference / (round trips × RTT difference)", results.placement.p50ExplainedByRoundTrips, f2],
     ["load average (1 min) at each repetition's start and end", results.loadAverage, f1],
   ];
   const header = ["measure", `median of ${reps}`, "min", "max"];

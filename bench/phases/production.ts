@@ -111,19 +111,65 @@ async function connectedPool(url: string, max = 1): Promise<Pool> {
 const publisherFor = (qstash: AcceptOnlyService) =>
   createQStashPublisher({ baseUrl: qstash.url, token: qstash.token, publicUrl: PUBLIC_URL });
 
-async function freshBacklog(ctx: BenchContext): Promise<void> {
+async function freshBacklog(ctx: BenchContext, events = ctx.sizes.productionBacklog): Promise<void> {
   await resetOutbox(ctx.db.admin);
-  await seedBacklog(ctx.db.admin, ctx.sizes.productionBacklog);
+  await seedBacklog(ctx.db.admin, events);
   await settle(ctx.db.admin);
 }
 
-/** One relay, pass by pass, with the proxy's and the endpoint's counters read between passes. */
-async function instrumentedDrain(
+/**
+ * Whether the database takes the driver's pipelined connect (password auth, as
+ * Neon); a local server with trust or SCRAM authentication refuses it and connects
+ * the slow way. Only connection set-up differs: a pass runs on a connection
+ * already open. Asked through an undelayed proxy: through a delayed one, a server
+ * that refuses the early password closed the connection before its held error
+ * reply was passed on, and the driver waited forever (infra/ws-proxy.ts, noted in
+ * the docs).
+ */
+export async function pipelinedConnectOf(databaseUrl: string): Promise<boolean> {
+  const undelayed = await startWsProxy();
+  return takesPipelinedConnect(undelayed, databaseUrl).finally(() => undelayed.close());
+}
+
+/**
+ * A fresh connection and its first `SELECT 1` through `proxy` (which the Neon
+ * driver must already be pointed at): what every Worker invocation pays before
+ * its first statement, since it cannot keep a connection from the last one.
+ */
+export async function measureConnect(
+  proxy: WsProxyService,
+  databaseUrl: string,
+): Promise<{ ms: number; roundTrips: number }> {
+  const before = await proxy.stats();
+  const started = performance.now();
+  const probe = newNeonPool(databaseUrl, 1);
+  let ms: number;
+  try {
+    await probe.query("SELECT 1");
+    // Before closing: the Terminate waits for nothing, as a Worker does not.
+    ms = performance.now() - started;
+  } finally {
+    await probe.end();
+  }
+  // The SELECT's own round trip is not set-up.
+  return { ms, roundTrips: (await proxy.stats()).roundTrips - before.roundTrips - 1 };
+}
+
+/** Passes that claimed a whole batch: the last, partial and empty ones time something else. */
+export const fullPasses = (ctx: BenchContext, passes: ProductionPass[]) =>
+  passes.filter((p) => p.claimed === ctx.batchSize);
+
+/**
+ * One relay, pass by pass, with the proxy's and the endpoint's counters read
+ * between passes, over a fresh backlog of `events`.
+ */
+export async function instrumentedDrain(
   ctx: BenchContext,
   proxy: WsProxyService,
   qstash: AcceptOnlyService,
+  events = ctx.sizes.productionBacklog,
 ): Promise<ProductionPass[]> {
-  await freshBacklog(ctx);
+  await freshBacklog(ctx, events);
   const pool = await connectedPool(ctx.db.url);
   const inner = publisherFor(qstash);
   let publishMs = 0;
@@ -212,25 +258,10 @@ export async function production(ctx: BenchContext): Promise<ProductionResult> {
   const qstash = await startAcceptOnlyProcess(qstashMs);
   const undelayedProxy = await startWsProxyProcess(0);
   try {
-    // Neon takes the password with the start-up message (pipelined connect); a local
-    // server with trust or SCRAM authentication refuses it and connects the slow way.
-    // Only connection set-up differs: a pass runs on a connection already open.
-    // Asked through an undelayed proxy: through the delayed one, a server that refuses
-    // the early password closed the connection before its held error reply was
-    // passed on, and the driver waited forever (infra/ws-proxy.ts, noted in the docs).
-    const undelayed = await startWsProxy();
-    const pipelinedConnect = await takesPipelinedConnect(undelayed, ctx.db.url).finally(() =>
-      undelayed.close(),
-    );
+    const pipelinedConnect = await pipelinedConnectOf(ctx.db.url);
     const useProxy = (p: WsProxyService) => configureNeonForWsProxy(p, pipelinedConnect);
     useProxy(proxy);
-    const before = await proxy.stats();
-    const connectStarted = performance.now();
-    const probe = newNeonPool(ctx.db.url, 1);
-    await probe.query("SELECT 1");
-    const connectMs = performance.now() - connectStarted;
-    const connectRoundTrips = (await proxy.stats()).roundTrips - before.roundTrips - 1;
-    await probe.end();
+    const { ms: connectMs, roundTrips: connectRoundTrips } = await measureConnect(proxy, ctx.db.url);
     log(
       `production: database +${databaseMs} ms per round trip, QStash +${qstashMs} ms per request ` +
         `(floor ${floorMs} ms per pass); pipelined connect ${pipelinedConnect ? "yes" : "no"}, ` +
@@ -241,7 +272,6 @@ export async function production(ctx: BenchContext): Promise<ProductionResult> {
     const undelayedPasses: ProductionPass[][] = [];
     const drains: ProductionDrain[] = [];
     const latencies: LatencyRun[] = [];
-    const fullPasses = (rep: ProductionPass[]) => rep.filter((p) => p.claimed === ctx.batchSize);
     for (let rep = 1; rep <= ctx.reps; rep++) {
       useProxy(undelayedProxy);
       const undelayed = await instrumentedDrain(ctx, undelayedProxy, ctx.acceptOnly);
@@ -249,11 +279,11 @@ export async function production(ctx: BenchContext): Promise<ProductionResult> {
       useProxy(proxy);
       const timed = await instrumentedDrain(ctx, proxy, qstash);
       passes.push(timed);
-      const full = fullPasses(timed);
+      const full = fullPasses(ctx, timed);
       const median = summarize(full.map((p) => p.ms)).median;
       log(
         `production rep ${rep}/${ctx.reps}: full pass ${median.toFixed(1)} ms = ${(median / floorMs).toFixed(2)} × floor, ` +
-          `${summarize(fullPasses(undelayed).map((p) => p.ms)).median.toFixed(1)} ms undelayed ` +
+          `${summarize(fullPasses(ctx, undelayed).map((p) => p.ms)).median.toFixed(1)} ms undelayed ` +
           `(publish ${summarize(full.map((p) => p.publishMs)).median.toFixed(1)} ms), round trips per pass ` +
           `${[...new Set(timed.map((p) => p.roundTrips))].join("/")}, QStash requests per full pass ` +
           `${[...new Set(full.map((p) => p.qstashRequests))].join("/")}`,
@@ -279,9 +309,9 @@ export async function production(ctx: BenchContext): Promise<ProductionResult> {
       );
     }
 
-    const allFull = fullPasses(passes.flat());
+    const allFull = fullPasses(ctx, passes.flat());
     const medians = (pick: (p: ProductionPass) => number, of = passes) =>
-      of.map((rep) => summarize(fullPasses(rep).map(pick)).median);
+      of.map((rep) => summarize(fullPasses(ctx, rep).map(pick)).median);
     const passMs = summarize(medians((p) => p.ms));
     const eventsPerSecond: Record<number, Summary> = {};
     for (const n of PRODUCTION_RELAY_COUNTS) {

@@ -1,4 +1,5 @@
 import type { BenchDatabase } from "./db.ts";
+import type { PlacementRtts } from "./placement.ts";
 import type { DevServer } from "./qstash.ts";
 import type { AcceptOnlyService } from "./service.ts";
 
@@ -18,6 +19,8 @@ export interface Sizes {
   writesPerSecond: number;
   /** Backlog the production-shaped phase drains with 1 and with 4 relays (issue 11 item 4). */
   productionBacklog: number;
+  /** Backlog the placement phase drains at each placement (issue 11 item 8): 20 full passes. */
+  placementBacklog: number;
 }
 
 export const FULL: Sizes = {
@@ -29,6 +32,7 @@ export const FULL: Sizes = {
   latencyWrites: 1_000,
   writesPerSecond: 100,
   productionBacklog: 20_000,
+  placementBacklog: 4_000,
 };
 
 export const QUICK: Sizes = {
@@ -40,6 +44,7 @@ export const QUICK: Sizes = {
   latencyWrites: 200,
   writesPerSecond: 100,
   productionBacklog: 4_000,
+  placementBacklog: 2_000,
 };
 
 export interface BenchContext {
@@ -49,6 +54,8 @@ export interface BenchContext {
   acceptOnly: AcceptOnlyService;
   /** Added latencies of the production-shaped phase (`--db-delay`, `--qstash-delay`). */
   delays: { databaseMs: number; qstashMs: number };
+  /** Database round-trip times of the placement phase (`--far-edge-rtt`, `--near-db-rtt`). */
+  rtts: PlacementRtts;
   sizes: Sizes;
   reps: number;
   batchSize: number;
