@@ -144,6 +144,14 @@ export function targets(r: Results): Target[] {
       0.5,
     );
     paired(
+      "acceptOnlyCpuOverBefore",
+      "CPU per 1,000 events, via @upstash/qstash to the accept-only endpoint: now / --baseline",
+      cpu("acceptOnly"),
+      cpu("acceptOnlyBefore"),
+      "max",
+      0.5,
+    );
+    paired(
       "devServerCpuOverBefore",
       "CPU per 1,000 events, via dev server: now / --baseline",
       cpu("qstash"),
@@ -296,6 +304,7 @@ export function table(r: Results, meta: { reps: number; note?: string }): string
     add("2. relay, null publisher", t.null?.eventsPerSecond, n0);
     add("   same, --baseline checkout", t.nullBefore?.eventsPerSecond, n0);
     add("3. relay via @upstash/qstash → accept-only endpoint", t.acceptOnly?.eventsPerSecond, n0);
+    add("   same, --baseline checkout", t.acceptOnlyBefore?.eventsPerSecond, n0);
     add("   jobs/s via accept-only endpoint", t.acceptOnly?.jobsPerSecond, n0);
     add("   same → dev server (the dev server's own limit)", t.qstash?.eventsPerSecond, n0);
     add("   same, --baseline checkout", t.qstashBefore?.eventsPerSecond, n0);
@@ -365,6 +374,7 @@ export function table(r: Results, meta: { reps: number; note?: string }): string
     add("    relay, null publisher", t.null?.cpuMsPer1000Events, n1);
     add("    same, --baseline checkout", t.nullBefore?.cpuMsPer1000Events, n1);
     add("    relay via accept-only endpoint", t.acceptOnly?.cpuMsPer1000Events, n1);
+    add("    same, --baseline checkout", t.acceptOnlyBefore?.cpuMsPer1000Events, n1);
     add("    relay via dev server", t.qstash?.cpuMsPer1000Events, n1);
     add("    same, --baseline checkout", t.qstashBefore?.cpuMsPer1000Events, n1);
   }
@@ -430,6 +440,11 @@ export function table(r: Results, meta: { reps: number; note?: string }): string
     ]);
     for (const [n, s] of Object.entries(p.eventsPerSecond))
       rows.push(row(`    ${n} relay(s), events/s`, s, n0));
+    for (const [n, by] of Object.entries(p.cpuPerPassMs ?? {})) {
+      for (const [k, s] of Object.entries(by)) {
+        if (s) rows.push(row(`    CPU per pass, ${n} relay(s): ${k}`, s, n1));
+      }
+    }
     rows.push(["    duplicate or missing fan-outs", String(p.duplicates + p.incompleteFanout), "", ""]);
     rows.push(row("    commit → published p50", p.latency.p50, n1));
     rows.push(row("    commit → published p99", p.latency.p99, n1));

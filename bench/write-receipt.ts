@@ -1,6 +1,6 @@
 /**
  * `npm run bench:write [-- --reps <n>] [--writes <n>] [--concurrency <n>] [--sequential <n>] [--json <file>] [--worker <checkout>]
- *   [--far-edge-rtt <ms>] [--near-db-rtt <ms>]`
+ *   [--far-edge-rtt <ms>] [--near-db-rtt <ms>] [--direct]`
  *
  * A write and its receipt, end to end (issue 11 item 7), through the stack
  * `npm run dev` runs: Postgres (embedded, or DATABASE_URL's server: a database
@@ -22,6 +22,10 @@
  *    its database (`--far-edge-rtt`, 80 ms per round trip) and next to it
  *    (`--near-db-rtt`, 5 ms), the QStash publish still 30 ms: what Smart
  *    Placement buys a write and its receipt.
+ *
+ * The Worker reaches Postgres through the proxy's transaction-mode pooler, as a
+ * deployment reaches Neon's pooled endpoint (ADR 0015); `--direct` connects it
+ * straight to Postgres instead, a backend started per connection, for comparison.
  *
  * `--worker <checkout>` runs another checkout's Worker (its wrangler.toml and src,
  * with node_modules reachable from it) in this stack, e.g. the code before a change.
@@ -60,6 +64,7 @@ const { values } = parseArgs({
     sequential: { type: "string", default: "40" },
     json: { type: "string" },
     worker: { type: "string" },
+    direct: { type: "boolean", default: false },
     ...placementOptions,
   },
 });
@@ -81,12 +86,17 @@ const QSTASH_DELAY_MS = 30;
 const startedAt = new Date();
 const started = performance.now();
 const db = await openBenchDatabase();
-// As infra/dev.ts: a server that refuses the early password (trust, SCRAM) is connected the slow way.
+// Through the pooler the connect is always pipelined (it answers the start-up itself);
+// direct, a server that refuses the early password (trust, SCRAM) is connected the slow way.
+const pooled = !values.direct;
 const probe = await startWsProxy();
-const pipelined = await takesPipelinedConnect(probe, db.url).finally(() => probe.close());
+const pipelined = pooled || (await takesPipelinedConnect(probe, db.url).finally(() => probe.close()));
+if (pooled) await probe.close();
 const apiKey = newDevApiKey();
 await ensureDevApiKey(db.url, apiKey);
-log(`database ${db.server}, pipelined connect ${pipelined ? "on" : "off (the server refuses it)"}`);
+log(
+  `database ${db.server}, ${pooled ? "pooled" : "direct"}, pipelined connect ${pipelined ? "on" : "off (the server refuses it)"}`,
+);
 
 let stack: WorkerdStack | undefined;
 const stop = async () => {
@@ -147,6 +157,7 @@ const repetitions: Repetition[] = [];
 try {
   stack = await startWorkerdStack({
     databaseUrl: db.url,
+    ...(pooled ? {} : { proxy: { pool: false as const } }),
     ...(values.worker ? { config: resolve(values.worker, "wrangler.toml") } : {}),
     bindings: {
       ADMIN_TOKEN: `bench_admin_${randomBytes(18).toString("base64url")}`,
@@ -424,6 +435,7 @@ if (values.json) {
         placementRtts: rtts,
         worker: values.worker ?? "this checkout",
         database: db.server,
+        pooled,
         pipelinedConnect: pipelined,
         scope: DEV_KEY_SCOPE,
         node: process.version,
@@ -539,7 +551,7 @@ function table(): string {
   lines.push(
     "",
     `${writes} requests per load at concurrency ${concurrency}; ${sequential} sequential writes for the counts and the delayed latency. ` +
-      `Postgres: ${db.server}, pipelined connect ${pipelined ? "on" : "off"}; Node ${process.version}, ${machine}; run took ${seconds.toFixed(0)} s.`,
+      `Postgres: ${db.server}, ${pooled ? "pooled" : "direct"}, pipelined connect ${pipelined ? "on" : "off"}; Node ${process.version}, ${machine}; run took ${seconds.toFixed(0)} s.`,
   );
   return lines.join("\n");
 }

@@ -11,7 +11,7 @@ import { fileURLToPath } from "node:url";
 import { DEV_KEY_SCOPE, ensureDevApiKey, newDevApiKey } from "./dev-api-key.ts";
 import { startMailSink, type MailSink } from "./mail-sink.ts";
 import { startQStashDev, type QStashDev } from "./qstash-dev/server.ts";
-import { startWsProxy, takesPipelinedConnect, type WsProxy } from "./ws-proxy.ts";
+import { startWsProxy, type WsProxy } from "./ws-proxy.ts";
 import { migrateDatabase, startEmbeddedPostgres, type EmbeddedServer } from "../src/node/postgres.ts";
 import { newSecretsKey } from "../src/domain/webhooks/secret-box.ts";
 
@@ -74,18 +74,16 @@ async function main() {
       : `API key (scope "${DEV_KEY_SCOPE}"): ${keyState === "created" ? "created" : "found"}, kept in .dev/secrets.json`,
   );
 
-  const proxy: WsProxy = await startWsProxy({ port: numberFrom("DEV_WS_PROXY_PORT", 0) });
+  // Pooled, as a deployment's Worker reaches Neon's pooled (`-pooler`) endpoint:
+  // connections are answered by the pooler, which lends each transaction one of a
+  // few server connections, so an invocation's connect costs no backend start.
+  // The pooler also takes the pipelined password whatever the server's own auth.
+  const proxy: WsProxy = await startWsProxy({
+    port: numberFrom("DEV_WS_PROXY_PORT", 0),
+    pool: { upstreamUrl: databaseUrl },
+  });
   stops.push({ name: "ws proxy", stop: () => proxy.close() });
-  step(`ws proxy: ${proxy.url}`);
-  // Neon takes the password with the start-up message (one round trip, no SCRAM in
-  // the Worker); so does the embedded server. A data directory made before it used
-  // `password` auth, or a DATABASE_URL server, may refuse: connect unpipelined then.
-  const pipelined = await takesPipelinedConnect(proxy, databaseUrl);
-  if (!pipelined)
-    step(
-      "Postgres refuses a pipelined connect (not `password` auth): the Worker connects the slow way" +
-        (env.DATABASE_URL ? "" : `; delete ${postgresDataDir()} for a fresh server that takes it`),
-    );
+  step(`ws proxy (pooled, transaction mode): ${proxy.url}`);
 
   const qstash: QStashDev = await startQStashDev({
     port: numberFrom("QSTASH_DEV_PORT", 0),
@@ -103,10 +101,10 @@ async function main() {
 
   // Values already in the environment win over generated ones.
   const vars: Record<string, string> = {
-    DATABASE_URL: databaseUrl,
-    // The Worker reaches this (TCP) Postgres the way it reaches Neon: over WebSockets.
+    // The Worker reaches this (TCP) Postgres the way it reaches Neon: over WebSockets,
+    // with the pooled connection string (the pooler checks its password).
+    DATABASE_URL: proxy.pooledUrl!,
     NEON_WS_PROXY: proxy.address,
-    ...(pipelined ? {} : { NEON_PIPELINE_CONNECT: "off" }),
     QSTASH_URL: qstash.url,
     QSTASH_TOKEN: qstash.token,
     QSTASH_CURRENT_SIGNING_KEY: qstash.currentSigningKey,
@@ -145,7 +143,7 @@ edge-outbox is running — Ctrl-C stops everything.
 
   Worker         ${publicUrl}   (cron: curl '${publicUrl}/__scheduled?cron=*+*+*+*+*')
   Postgres       ${redact(databaseUrl)}
-  ws proxy       ${proxy.url}
+  ws proxy       ${proxy.url}   (pooled: ${redact(proxy.pooledUrl!)})
   QStash (dev)   ${qstash.url}
   mail sink      ${sink.url}   (what it received: ${sink.url}/__received)
 

@@ -1,5 +1,6 @@
 // The local stack around the real Worker bundle in workerd, started from code:
-// the Neon driver through the WebSocket proxy to a given database, the QStash dev
+// the Neon driver through the WebSocket proxy and its transaction-mode pooler to a
+// given database (as a deployment reaches Neon's pooled endpoint), the QStash dev
 // server publishing and delivering to the Worker's own URL, and the mail sink as
 // MAIL_API_URL. The workerd tests (test/support/workerd.ts) and the write-receipt
 // benchmark (bench/write-receipt.ts) both start it here.
@@ -32,7 +33,10 @@ export interface WorkerdStackOptions {
   /** Bindings that win even over the stack's own, e.g. a test's broken QSTASH_URL. */
   overrides?: Partial<Bindings>;
   qstash?: QStashDevOptions;
-  proxy?: WsProxyOptions;
+  /** Proxy options; `pool: false` connects the Worker straight to Postgres (a backend per connection). */
+  proxy?: Omit<WsProxyOptions, "pool"> & {
+    pool?: false | { maxServerConnections?: number; acquireTimeoutMs?: number };
+  };
   /** Another checkout's wrangler.toml, e.g. a benchmark's "before"; this one's by default. */
   config?: string;
   /** wrangler's log level; "warn" keeps a test run's output clean. */
@@ -50,7 +54,11 @@ export async function startWorkerdStack(options: WorkerdStackOptions): Promise<W
     for (const stop of started.reverse()) await stop().catch(() => undefined);
   };
   try {
-    const proxy = await startWsProxy(options.proxy);
+    const { pool, ...proxyOptions } = options.proxy ?? {};
+    const proxy = await startWsProxy({
+      ...proxyOptions,
+      ...(pool === false ? {} : { pool: { ...pool, upstreamUrl: options.databaseUrl } }),
+    });
     started.push(() => proxy.close());
     const qstash = await startQStashDev(options.qstash);
     started.push(() => qstash.close());
@@ -60,7 +68,10 @@ export async function startWorkerdStack(options: WorkerdStackOptions): Promise<W
     const url = `http://127.0.0.1:${port}`;
     const env: Bindings = {
       ...options.bindings,
-      DATABASE_URL: options.databaseUrl,
+      // Pooled: the pooler's connection string, whose password it checks, and a
+      // pipelined connect, which it always takes (it answers the start-up itself).
+      DATABASE_URL: proxy.pooledUrl ?? options.databaseUrl,
+      ...(proxy.pooledUrl ? { NEON_PIPELINE_CONNECT: "password" } : {}),
       NEON_WS_PROXY: proxy.address,
       QSTASH_URL: qstash.url,
       QSTASH_TOKEN: qstash.token,

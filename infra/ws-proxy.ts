@@ -1,18 +1,28 @@
 // A WebSocket-to-TCP proxy so @neondatabase/serverless, which only speaks Postgres
 // over WebSockets (as Workers must), reaches a plain local Postgres. Local use only:
 // it forwards to whatever `address` the client names, so it listens on loopback.
+// With `pool`, it is Neon's pooled endpoint instead: every client is answered by a
+// transaction-mode pooler (pg-pooler.ts) in front of one upstream, as the Worker's
+// connections are by PgBouncer behind Neon's `-pooler` host.
 import net from "node:net";
 import { Transform, pipeline } from "node:stream";
 import { WebSocketServer, createWebSocketStream } from "ws";
 import ws from "ws";
 import { Client, neonConfig } from "@neondatabase/serverless";
 import { useLocalWsProxy } from "../src/worker/neon.ts";
+import { startPgPooler, type PgPooler, type PoolerOptions, type PoolerStats } from "./pg-pooler.ts";
 
 export interface WsProxy {
   port: number;
   /** `127.0.0.1:<port>`: the value for the Worker's NEON_WS_PROXY binding. */
   address: string;
   url: string;
+  /**
+   * With `pool`: the connection string clients use through the pooler (the
+   * upstream's, with the password the pooler checks), as a deployment uses Neon's
+   * pooled string. Undefined for a direct proxy.
+   */
+  pooledUrl?: string;
   /** What has passed through so far, e.g. to count a request's round trips. */
   stats(): WsProxyStats;
   /** Changes the added delay for connections opened from now on (see WsProxyOptions.delayMs). */
@@ -32,6 +42,8 @@ export interface WsProxyStats {
    * closes a connection waits for nothing and does not count.
    */
   roundTrips: number;
+  /** The pooler's figures, when pooled. */
+  pool?: PoolerStats;
 }
 
 export interface WsProxyOptions {
@@ -44,6 +56,11 @@ export interface WsProxyOptions {
    * (order kept), so a burst of pipelined statements pays it once, as it would.
    */
   delayMs?: number;
+  /**
+   * Pool server connections to this upstream (transaction mode), as Neon's pooled
+   * endpoint does; clients must then use `pooledUrl`, and may name no other address.
+   */
+  pool?: Omit<PoolerOptions, "log">;
 }
 
 export async function startWsProxy(options: WsProxyOptions = {}): Promise<WsProxy> {
@@ -51,6 +68,10 @@ export async function startWsProxy(options: WsProxyOptions = {}): Promise<WsProx
   const sockets = new Set<net.Socket>();
   let delayMs = options.delayMs ?? 0;
   const counts: WsProxyStats = { connections: 0, clientFrames: 0, roundTrips: 0 };
+
+  const pooler: PgPooler | undefined = options.pool
+    ? startPgPooler({ ...options.pool, log: options.log })
+    : undefined;
 
   server.on("connection", (socket, request) => {
     // The Neon driver asks for `/v1?address=host:port` (see neonConfig.wsProxy).
@@ -60,11 +81,6 @@ export async function startWsProxy(options: WsProxyOptions = {}): Promise<WsProx
       socket.close(1008, "expected ?address=host:port");
       return;
     }
-    const [, host, port] = match;
-    const tcp = net.connect({ host: host!, port: Number(port) });
-    tcp.setNoDelay(true);
-    sockets.add(tcp);
-    tcp.on("close", () => sockets.delete(tcp));
     counts.connections += 1;
     // A new send after a reply is a new wait for the client: one round trip.
     let awaitingReply = false;
@@ -75,6 +91,19 @@ export async function startWsProxy(options: WsProxyOptions = {}): Promise<WsProx
       if (!awaitingReply) counts.roundTrips += 1;
       awaitingReply = true;
     });
+    if (pooler) {
+      if (target !== pooler.upstreamAddress) {
+        socket.close(1008, `this pooled proxy serves ${pooler.upstreamAddress} only`);
+        return;
+      }
+      servePooled(pooler, socket, delayMs, () => (awaitingReply = false));
+      return;
+    }
+    const [, host, port] = match;
+    const tcp = net.connect({ host: host!, port: Number(port) });
+    tcp.setNoDelay(true);
+    sockets.add(tcp);
+    tcp.on("close", () => sockets.delete(tcp));
     tcp.on("data", () => {
       awaitingReply = false;
     });
@@ -106,13 +135,15 @@ export async function startWsProxy(options: WsProxyOptions = {}): Promise<WsProx
     port,
     address: `127.0.0.1:${port}`,
     url: `ws://127.0.0.1:${port}/v1`,
-    stats: () => ({ ...counts }),
+    pooledUrl: pooler?.clientUrl,
+    stats: () => ({ ...counts, ...(pooler ? { pool: pooler.stats() } : {}) }),
     setDelayMs(ms) {
       if (!Number.isFinite(ms) || ms < 0) throw new RangeError(`delayMs must be ≥ 0, got ${ms}`);
       delayMs = ms;
     },
     close: () =>
       new Promise<void>((resolve) => {
+        void pooler?.close();
         for (const client of server.clients) client.terminate();
         for (const tcp of sockets) tcp.destroy();
         server.close(() => resolve());
@@ -120,9 +151,37 @@ export async function startWsProxy(options: WsProxyOptions = {}): Promise<WsProx
   };
 }
 
+/**
+ * One WebSocket client of the pooler: its frames in, the pooler's replies out
+ * (after the added delay, in order), and either side's close ends both.
+ */
+function servePooled(pooler: PgPooler, socket: ws, delayMs: number, replied: () => void) {
+  let delayed: Transform | undefined;
+  const send = (bytes: Buffer) => {
+    replied();
+    if (socket.readyState === socket.OPEN) socket.send(bytes);
+  };
+  if (delayMs > 0) {
+    delayed = delayedInOrder(delayMs);
+    delayed.on("data", send);
+    delayed.on("end", () => socket.close());
+  }
+  const session = pooler.serve({
+    send: (bytes) => (delayed ? delayed.write(bytes) : send(bytes)),
+    close: () => (delayed ? delayed.end() : socket.close()),
+  });
+  socket.on("message", (data: ws.RawData) => session.receive(asBuffer(data)));
+  socket.on("close", () => session.closed());
+  socket.on("error", () => session.closed());
+}
+
+function asBuffer(data: ws.RawData): Buffer {
+  return Buffer.isBuffer(data) ? data : Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data);
+}
+
 /** The Postgres Terminate message ('X', length 4), alone in a frame. */
 function isTerminate(data: ws.RawData): boolean {
-  const bytes = Buffer.isBuffer(data) ? data : Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data);
+  const bytes = asBuffer(data);
   return bytes.length === 5 && bytes[0] === 0x58 && bytes.readInt32BE(1) === 4;
 }
 

@@ -15,6 +15,7 @@ import {
 } from "../../src/outbox/index.ts";
 import { configureNeonForWsProxy, startWsProxy, takesPipelinedConnect } from "../../infra/ws-proxy.ts";
 import type { BenchContext } from "../support/context.ts";
+import { processCpuMs } from "../support/process-cpu.ts";
 import { incompleteFanouts, resetOutbox, seedBacklog, settle, unfanned } from "../support/db.ts";
 import { log } from "../support/progress.ts";
 import {
@@ -58,6 +59,20 @@ export interface ProductionDrain {
    * the wall time means one Node thread was the limit, which Workers would not share.
    */
   cpuMs: number;
+  /**
+   * Where a pass's work went, CPU ms per pass by process over the drain: the relay
+   * (this process), the Postgres backends of its connections, the ws proxy and the
+   * accept-only endpoint. Undefined where /proc does not show the process (a
+   * Postgres on another machine).
+   */
+  cpuPerPassMs: CpuPerPass;
+}
+
+export interface CpuPerPass {
+  relay: number;
+  postgres?: number;
+  proxy?: number;
+  qstash?: number;
 }
 
 export interface ProductionResult {
@@ -88,6 +103,12 @@ export interface ProductionResult {
   qstashRequestsPerPass: { min: number; max: number };
   /** Events per second with 1 and with 4 relays. */
   eventsPerSecond: Record<number, Summary>;
+  /**
+   * CPU ms per pass by process with 1 and with 4 relays (ProductionDrain.cpuPerPassMs,
+   * per repetition): whether a pass's own work is the relay's JavaScript or the
+   * database's, and what 4 relays ask of the machine's cores.
+   */
+  cpuPerPassMs: Record<number, Record<keyof CpuPerPass, Summary | undefined>>;
   duplicates: number;
   incompleteFanout: number;
   /** Commit → published, kicks over the Neon driver, at these delays. */
@@ -106,6 +127,23 @@ async function connectedPool(url: string, max = 1): Promise<Pool> {
   const pool = newNeonPool(url, max);
   await Promise.all(Array.from({ length: max }, () => pool.query("SELECT 1")));
   return pool;
+}
+
+/** The backend process of a connected one-connection pool, for its CPU time. */
+async function backendPid(pool: Pool): Promise<number> {
+  const { rows } = await pool.query<{ pid: number }>("SELECT pg_backend_pid() AS pid");
+  return rows[0]!.pid;
+}
+
+/** CPU ms of several processes together so far; undefined if any is not visible. */
+function cpuOfProcesses(pids: number[]): number | undefined {
+  let sum = 0;
+  for (const pid of pids) {
+    const ms = processCpuMs(pid);
+    if (ms === undefined) return undefined;
+    sum += ms;
+  }
+  return sum;
 }
 
 const publisherFor = (qstash: AcceptOnlyService) =>
@@ -222,16 +260,27 @@ async function concurrentDrain(
 ): Promise<ProductionDrain> {
   await freshBacklog(ctx);
   const pools = await Promise.all(Array.from({ length: relays }, () => connectedPool(ctx.db.url)));
+  const backends = await Promise.all(pools.map(backendPid));
   const { publisher, duplicates } = countingPublisher(publisherFor(qstash));
   const [db0, q0] = await Promise.all([proxy.stats(), qstash.stats()]);
+  // Each process's CPU, read from /proc (10 ms ticks; a drain is hundreds of passes).
+  const others = () => [cpuOfProcesses(backends), processCpuMs(proxy.pid), processCpuMs(qstash.pid)];
+  const others0 = others();
   const cpu0 = process.cpuUsage();
   const started = performance.now();
   const results = await drainTogether(pools, publisher, ctx.batchSize);
   const ms = performance.now() - started;
   const cpu = process.cpuUsage(cpu0);
+  const others1 = others();
   const [db1, q1] = await Promise.all([proxy.stats(), qstash.stats()]);
   await Promise.all(pools.map((p) => p.end()));
   const events = results.reduce((sum, r) => sum + r.fanned, 0);
+  const passes = results.reduce((sum, r) => sum + r.passes, 0);
+  const perPass = (i: number) => {
+    const [a, b] = [others0[i], others1[i]];
+    return a === undefined || b === undefined ? undefined : (b - a) / passes;
+  };
+  const [postgres, proxyCpu, qstashCpu] = [0, 1, 2].map(perPass);
   const left = await unfanned(ctx.db.admin);
   if (events !== ctx.sizes.productionBacklog || left !== 0) {
     throw new Error(
@@ -242,12 +291,18 @@ async function concurrentDrain(
     relays,
     ms,
     events,
-    passes: results.reduce((sum, r) => sum + r.passes, 0),
+    passes,
     roundTrips: db1.roundTrips - db0.roundTrips,
     qstashRequests: q1.requests - q0.requests,
     duplicates: duplicates(),
     incompleteFanout: await incompleteFanouts(ctx.db.admin),
     cpuMs: (cpu.user + cpu.system) / 1000,
+    cpuPerPassMs: {
+      relay: (cpu.user + cpu.system) / 1000 / passes,
+      ...(postgres === undefined ? {} : { postgres }),
+      ...(proxyCpu === undefined ? {} : { proxy: proxyCpu }),
+      ...(qstashCpu === undefined ? {} : { qstash: qstashCpu }),
+    },
   };
 }
 
@@ -294,7 +349,10 @@ export async function production(ctx: BenchContext): Promise<ProductionResult> {
         log(
           `production rep ${rep}/${ctx.reps} ${relays} relay(s): ${Math.round(run.events / (run.ms / 1000))} events/s, ` +
             `${(run.roundTrips / run.passes).toFixed(2)} round trips per pass, duplicates ${run.duplicates}, ` +
-            `relay process CPU ${Math.round((100 * run.cpuMs) / run.ms)} % of wall time`,
+            `relay process CPU ${Math.round((100 * run.cpuMs) / run.ms)} % of wall time; CPU ms per pass: ` +
+            Object.entries(run.cpuPerPassMs)
+              .map(([k, v]) => `${k} ${v.toFixed(1)}`)
+              .join(", "),
         );
       }
       const latency = await commitToPublished(ctx, {
@@ -314,10 +372,20 @@ export async function production(ctx: BenchContext): Promise<ProductionResult> {
       of.map((rep) => summarize(fullPasses(ctx, rep).map(pick)).median);
     const passMs = summarize(medians((p) => p.ms));
     const eventsPerSecond: Record<number, Summary> = {};
+    const cpuPerPassMs: ProductionResult["cpuPerPassMs"] = {};
     for (const n of PRODUCTION_RELAY_COUNTS) {
-      eventsPerSecond[n] = summarize(
-        drains.filter((d) => d.relays === n).map((d) => d.events / (d.ms / 1000)),
-      );
+      const of = drains.filter((d) => d.relays === n);
+      eventsPerSecond[n] = summarize(of.map((d) => d.events / (d.ms / 1000)));
+      const by = (k: keyof CpuPerPass) => {
+        const xs = of.map((d) => d.cpuPerPassMs[k]);
+        return xs.every((x): x is number => x !== undefined) ? summarize(xs) : undefined;
+      };
+      cpuPerPassMs[n] = {
+        relay: by("relay"),
+        postgres: by("postgres"),
+        proxy: by("proxy"),
+        qstash: by("qstash"),
+      };
     }
     return {
       delays: { databaseMs, qstashMs },
@@ -339,6 +407,7 @@ export async function production(ctx: BenchContext): Promise<ProductionResult> {
         max: Math.max(...allFull.map((p) => p.qstashRequests)),
       },
       eventsPerSecond,
+      cpuPerPassMs,
       duplicates: drains.reduce((sum, d) => sum + d.duplicates, 0),
       incompleteFanout: drains.reduce((sum, d) => sum + d.incompleteFanout, 0),
       latency: summarizeLatency(latencies),

@@ -26,8 +26,8 @@ import { summarize, type Summary } from "../support/stats.ts";
  * the minimal table (primary key and claim index only), the physical limit.
  * `acceptOnly` is the relay through @upstash/qstash to
  * infra/qstash-accept-only.ts, which answers and does nothing else; `qstash` the
- * same to the dev server, whose own CPU is the limit there. `nullBefore` and
- * `qstashBefore` run another checkout's relay (`--baseline`), so a change to the
+ * same to the dev server, whose own CPU is the limit there. `nullBefore`,
+ * `acceptOnlyBefore` and `qstashBefore` run another checkout's relay (`--baseline`), so a change to the
  * relay is measured before and after in the same run.
  */
 export type Variant =
@@ -39,6 +39,7 @@ export type Variant =
   | "acceptOnly"
   | "qstash"
   | "nullBefore"
+  | "acceptOnlyBefore"
   | "qstashBefore"
   | `ceilingWith:${BrowseIndexCandidate}`;
 
@@ -64,7 +65,20 @@ function variants(ctx: BenchContext): Partial<Record<Variant, VariantSetup>> {
     acceptOnly: {
       input: { mode: "qstash", qstash: { url: ctx.acceptOnly.url, token: ctx.acceptOnly.token } },
     },
-    ...(base ? { nullBefore: { input: { mode: "null", outbox: base } } } : {}),
+    ...(base
+      ? {
+          // Right after `acceptOnly`: the earlier checkout's relay through the SDK to the
+          // same endpoint, for the SDK path's CPU per event before and after.
+          acceptOnlyBefore: {
+            input: {
+              mode: "qstash",
+              qstash: { url: ctx.acceptOnly.url, token: ctx.acceptOnly.token },
+              outbox: base,
+            },
+          },
+          nullBefore: { input: { mode: "null", outbox: base } },
+        }
+      : {}),
     qstash: { input: { mode: "qstash", qstash } },
     ...(base ? { qstashBefore: { input: { mode: "qstash", qstash, outbox: base } } } : {}),
     // `ceilingWith:<candidate>`: the ceiling on today's schema plus one candidate set

@@ -36,13 +36,6 @@ function readStat(pid: string): ProcStat | undefined {
   }
 }
 
-/** CPU time (user + system) one process on this machine has used so far, ms; e.g. the Postgres backend of a connection. */
-export function processCpuMs(pid: number): number {
-  const stat = readStat(String(pid));
-  // A server on another machine: no figure (0) rather than a failed drain.
-  return stat ? stat.own * MS_PER_TICK : 0;
-}
-
 export interface CpuSample {
   /** workerd processes (wrangler runs more than one) together. */
   workerdMs: number;
@@ -92,4 +85,13 @@ export function cpuPer(before: CpuSample, after: CpuSample, requests: number): C
     postgresMs: (after.postgresMs - before.postgresMs) / requests,
     nodeMs: (after.nodeMs - before.nodeMs) / requests,
   };
+}
+
+/**
+ * CPU time (user + system) one process has used so far, in ms, or undefined when
+ * /proc does not show it (not Linux, another machine's Postgres, exited).
+ */
+export function processCpuMs(pid: number): number | undefined {
+  const stat = readStat(String(pid));
+  return stat === undefined ? undefined : stat.own * MS_PER_TICK;
 }

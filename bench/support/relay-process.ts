@@ -37,7 +37,9 @@ const sampler = setInterval(sample, 50);
 let events = 0;
 let jobs = 0;
 let passes = 0;
-const backendBefore = processCpuMs(backendPid);
+// A server on another machine: no figure (0) rather than a failed drain.
+const backendCpu = () => processCpuMs(backendPid) ?? 0;
+const backendBefore = backendCpu();
 const cpuBefore = process.cpuUsage();
 const started = performance.now();
 if (input.mode === "ceiling") {
@@ -77,7 +79,7 @@ if (input.mode === "ceiling") {
 }
 const ms = performance.now() - started;
 const cpu = process.cpuUsage(cpuBefore);
-const backendCpuMs = processCpuMs(backendPid) - backendBefore;
+const backendCpuMs = backendCpu() - backendBefore;
 clearInterval(sampler);
 sample();
 await pool.end();

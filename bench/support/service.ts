@@ -12,6 +12,8 @@ import type { WsProxyStats } from "../../infra/ws-proxy.ts";
  */
 export interface ServiceProcess<Info> {
   info: Info;
+  /** The service's process id, e.g. to read its CPU time. */
+  pid: number;
   call<T>(command: string): Promise<T>;
   close(): Promise<void>;
 }
@@ -35,6 +37,7 @@ export function startServiceProcess<Info>(entry: string, args: string[] = []): P
       if (message.ready !== undefined) {
         resolve({
           info: message.ready,
+          pid: child.pid!,
           call: <T>(command: string) =>
             new Promise<T>((done, fail) => {
               const id = ++nextId;
@@ -89,6 +92,7 @@ export function serveCommands<Info>(
 export interface AcceptOnlyService {
   url: string;
   token: string;
+  pid: number;
   stats(): Promise<AcceptOnlyStats>;
   reset(): Promise<void>;
   close(): Promise<void>;
@@ -100,6 +104,7 @@ export async function startAcceptOnlyProcess(delayMs = 0): Promise<AcceptOnlySer
   ]);
   return {
     ...service.info,
+    pid: service.pid,
     stats: () => service.call<AcceptOnlyStats>("stats"),
     reset: () => service.call<void>("reset"),
     close: () => service.close(),
@@ -110,6 +115,7 @@ export async function startAcceptOnlyProcess(delayMs = 0): Promise<AcceptOnlySer
 export interface WsProxyService {
   /** `127.0.0.1:<port>`, for configureNeonForWsProxy. */
   address: string;
+  pid: number;
   stats(): Promise<WsProxyStats>;
   close(): Promise<void>;
 }
@@ -118,6 +124,7 @@ export async function startWsProxyProcess(delayMs = 0): Promise<WsProxyService> 
   const service = await startServiceProcess<{ address: string }>("./ws-proxy-process.ts", [String(delayMs)]);
   return {
     address: service.info.address,
+    pid: service.pid,
     stats: () => service.call<WsProxyStats>("stats"),
     close: () => service.close(),
   };

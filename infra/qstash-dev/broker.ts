@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { setMaxListeners } from "node:events";
+import http from "node:http";
 import { buildCallbackBody } from "./callbacks.ts";
 import { DedupStore } from "./dedup.ts";
 import { deliver, type DeliveryResult } from "./delivery.ts";
@@ -43,6 +44,8 @@ export class Broker {
   private readonly dedup: DedupStore;
   private readonly scheduler: Scheduler;
   private readonly abort = new AbortController();
+  /** Kept-alive connections to destinations, shared by every attempt (see deliver()). */
+  private readonly agent = new http.Agent({ keepAlive: true });
 
   constructor(private readonly config: BrokerConfig) {
     // Every in-flight delivery listens on this one signal; thousands are normal, not a leak.
@@ -153,6 +156,7 @@ export class Broker {
   async close(): Promise<void> {
     this.abort.abort();
     await this.scheduler.close();
+    this.agent.destroy();
   }
 
   private createMessage(
@@ -216,6 +220,7 @@ export class Broker {
       body: message.body,
       timeoutMs: message.timeoutMs,
       signal: this.abort.signal,
+      agent: this.agent,
     });
     if (this.abort.signal.aborted) return; // closing: leave the record as it was (ACTIVE)
 

@@ -9,6 +9,8 @@ export interface OutgoingRequest {
   timeoutMs: number;
   /** Aborted when the server closes, so no delivery outlives close(). */
   signal: AbortSignal;
+  /** Keeps connections to destinations open between attempts; the server destroys it on close(). */
+  agent?: http.Agent;
 }
 
 export interface DeliveryResult {
@@ -23,9 +25,12 @@ export interface DeliveryResult {
 const MAX_RESPONSE_BYTES = 1024 * 1024;
 
 /**
- * One delivery attempt. node:http rather than fetch so that each attempt uses a
- * fresh, non-kept-alive socket (`agent: false`): nothing lingers after close(),
- * and a slow destination only ever occupies its own socket.
+ * One delivery attempt. node:http rather than fetch so that the server owns its
+ * sockets: attempts reuse kept-alive connections from the server's own agent
+ * (a connect per attempt was the dev server's largest CPU cost under the chaos
+ * suite's thousands of deliveries), the agent is destroyed on close() so nothing
+ * lingers, and a slow destination still occupies only the socket of its attempt.
+ * Without an agent each attempt has a fresh socket (`agent: false`).
  */
 export function deliver(request: OutgoingRequest): Promise<DeliveryResult> {
   return new Promise((resolve) => {
@@ -57,7 +62,7 @@ export function deliver(request: OutgoingRequest): Promise<DeliveryResult> {
     try {
       req = client.request(url, {
         method: request.method,
-        agent: false,
+        agent: url.protocol === "http:" && request.agent ? request.agent : false,
         headers: {
           ...request.headers,
           ...(sendBody ? { "content-length": String(request.body.length) } : {}),

@@ -71,6 +71,15 @@ function stripSlash(url: string): string {
  * so a pass replayed after a crash is dropped by QStash inside its 10-minute window.
  * The client's own retries are off: a failed publish fails the pass, and the relay's
  * backoff (recorded in the database) owns when to try again.
+ *
+ * The request goes through the SDK's client (`client.http.request`: base URL, token,
+ * fetch, QstashError for a refused request), with the batch body written here rather
+ * than by `client.batch`, which builds two undici `Headers` per message and copies them
+ * into a plain object, the largest part of the relay's CPU through the SDK after `fetch`
+ * (ADR 0018, docs/performance.md). Every header but the deduplication id is the same for
+ * all of a subscription's jobs, so each message is its JSON text around the id and the
+ * body. The bytes are the ones `client.batch` sends for the same messages
+ * (test/outbox/qstash-publisher.test.ts compares them with the installed SDK's).
  */
 export function createQStashPublisher(options: QStashPublisherOptions): Publisher {
   const client = new Client({
@@ -84,27 +93,57 @@ export function createQStashPublisher(options: QStashPublisherOptions): Publishe
   const chunkSize = positiveInt(options.chunkSize ?? 100, "chunkSize");
   const concurrency = positiveInt(options.concurrency ?? 3, "concurrency");
   const failureCallback = failureCallbackUrl(options.publicUrl);
-  const flowControl = flowControlFor(options.publicUrl, "", options.deliveryParallelism ?? 20);
+  // Checked here, once: the SDK refused a flow control without a positive parallelism
+  // on every publish, and the templates below would send whatever they were given.
+  const parallelism = positiveInt(options.deliveryParallelism ?? 20, "deliveryParallelism");
+  const flowControl = flowControlFor(options.publicUrl, "", parallelism);
+  // One template per (subscription, retries): built on a subscription's first job.
+  const templates = new Map<string, MessageTemplate>();
+  const templateFor = (job: Job): MessageTemplate => {
+    const key = `${job.subscription}\u0000${job.retries ?? ""}`;
+    let template = templates.get(key);
+    if (!template) {
+      template = messageTemplate(jobUrl(options.publicUrl, job.subscription), {
+        ...JSON_HEADERS,
+        "Upstash-Method": "POST",
+        "Upstash-Failure-Callback": failureCallback,
+        "Upstash-Flow-Control-Key": flowControl.key,
+        "Upstash-Flow-Control-Value": `parallelism=${flowControl.parallelism}`,
+        ...(job.retries === undefined ? {} : { "Upstash-Retries": job.retries.toFixed(0) }),
+      });
+      templates.set(key, template);
+    }
+    return template;
+  };
 
   async function publishChunk(chunk: Job[]): Promise<PublishedJob[]> {
     try {
-      // batch, not batchJSON: the planner already serialised each body (job.json),
-      // and batchJSON would stringify it again.
-      const answers = await client.batch(
-        chunk.map((job) => ({
-          url: jobUrl(options.publicUrl, job.subscription),
-          body: job.json ?? JSON.stringify(job.body),
-          headers: JSON_HEADERS,
-          deduplicationId: job.deduplicationId,
-          failureCallback,
-          flowControl,
-          ...(job.retries === undefined ? {} : { retries: job.retries }),
-        })),
-      );
-      return answers.map((a, i) => {
-        const answer = a as { messageId?: string; deduplicated?: boolean };
-        if (!answer.messageId) {
-          throw new PublishError(`QStash answered no messageId for ${chunk[i]?.deduplicationId}`, "outage");
+      let body = "[";
+      for (let i = 0; i < chunk.length; i++) {
+        const job = chunk[i]!;
+        if (i > 0) body += ",";
+        body += templateFor(job).message(job.deduplicationId, job.json ?? JSON.stringify(job.body));
+      }
+      body += "]";
+      const response = await client.http.request<unknown>({
+        path: ["v2", "batch"],
+        body,
+        headers: JSON_HEADERS,
+        method: "POST",
+      });
+      // As client.batch reads it: a single answer stands for a batch of one.
+      const answers = Array.isArray(response) ? (response as unknown[]) : [response];
+      // One answer per message, in order, or the ids cannot be matched to their jobs.
+      if (answers.length !== chunk.length) {
+        throw new PublishError(
+          `QStash answered ${answers.length} results for ${chunk.length} messages`,
+          "outage",
+        );
+      }
+      return chunk.map((job, i) => {
+        const answer = answers[i] as { messageId?: string; deduplicated?: boolean } | undefined;
+        if (!answer?.messageId) {
+          throw new PublishError(`QStash answered no messageId for ${job.deduplicationId}`, "outage");
         }
         return { messageId: answer.messageId, deduplicated: answer.deduplicated === true };
       });
@@ -157,6 +196,55 @@ export function createQStashPublisher(options: QStashPublisherOptions): Publishe
       // this stops a pass that gave up from sending further chunks.
       if (answered < chunks.length) signal.throwIfAborted();
       return answers.flat();
+    },
+  };
+}
+
+const DEDUPLICATION_ID = "upstash-deduplication-id";
+/**
+ * Printable ASCII, no space at either end: a header value undici takes as it is (it
+ * trims surrounding whitespace and refuses control characters). The relay's ids
+ * (`<uuid>:<subscription>`) always are; anything else would not be sent as given.
+ */
+const PLAIN_HEADER_VALUE = /^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$/;
+
+interface MessageTemplate {
+  /** One message of a batch request's JSON array. */
+  message(deduplicationId: string, body: string): string;
+}
+
+/**
+ * A batch message as the SDK's `batch` writes it: `destination`, then `headers` with
+ * lower-case names in sorted order (undici's `Headers` iterates them so), then `body`
+ * as a JSON string. The constant headers go through `Headers` once, here, so their
+ * names and values are checked and normalised exactly as the SDK's per-message
+ * `Headers` would; the deduplication id takes its sorted place among them.
+ */
+function messageTemplate(destination: string, constant: Record<string, string>): MessageTemplate {
+  const entries = [...new Headers({ ...constant, [DEDUPLICATION_ID]: "-" })];
+  const at = entries.findIndex(([name]) => name === DEDUPLICATION_ID);
+  const pair = ([name, value]: [string, string]) => `${JSON.stringify(name)}:${JSON.stringify(value)}`;
+  const head =
+    `{"destination":${JSON.stringify(destination)},"headers":{` +
+    entries
+      .slice(0, at)
+      .map((e) => `${pair(e)},`)
+      .join("") +
+    `${JSON.stringify(DEDUPLICATION_ID)}:`;
+  const tail = `${entries
+    .slice(at + 1)
+    .map((e) => `,${pair(e)}`)
+    .join("")}},"body":`;
+  return {
+    message(deduplicationId, body) {
+      if (!PLAIN_HEADER_VALUE.test(deduplicationId)) {
+        // The job's own fault: refused like a 400, so a rows pass charges its row only.
+        throw new PublishError(
+          `deduplication id ${JSON.stringify(deduplicationId)} is not a plain header value`,
+          "rejected",
+        );
+      }
+      return `${head}${JSON.stringify(deduplicationId)}${tail}${JSON.stringify(body)}}`;
     },
   };
 }

@@ -1,12 +1,17 @@
 // The production publisher, through the real @upstash/qstash client, to the local
 // QStash-compatible dev server, which delivers to a real HTTP receiver, and to the
 // accept-only endpoint where a test needs to see requests in flight.
-import { Receiver } from "@upstash/qstash";
+import { Client, Receiver } from "@upstash/qstash";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import {
   createQStashPublisher,
   defineSubscriptions,
+  failureCallbackUrl,
+  flowControlFor,
+  jobUrl,
+  PublishError,
   runPass,
+  type Job,
   type JobBody,
   type Publisher,
 } from "../../src/outbox/index.ts";
@@ -252,5 +257,137 @@ describe("a pass's chunks, sent concurrently", () => {
     await new Promise((resolve) => setTimeout(resolve, 400));
     expect(accept.stats()).toMatchObject({ requests: 1, maxInFlight: 1 });
     expect(await unfannedCount(t.pool)).toBe(9);
+  });
+});
+
+describe("what a batch request carries", () => {
+  // A stand-in for QStash's API that keeps every request's bytes and answers one id per message.
+  let api: Awaited<ReturnType<typeof startReceiver>>;
+  const publicUrl = "https://edge.example.com/app/";
+  const token = "api-token";
+  const jobs: Job[] = [
+    {
+      subscription: "notify.mail",
+      deduplicationId: "0190b6d2-7a1e-7cc0-8000-000000000001:notify.mail",
+      // Quotes, backslashes, a newline, non-ASCII and U+2028 inside the body's strings.
+      json: '{"subscription":"notify.mail","event":{"payload":{"t":"\\"é\\n\u2028"}},"coalesced":[]}',
+      retries: 2,
+      body: undefined as never,
+    },
+    {
+      subscription: "corpus.index",
+      deduplicationId: "0190b6d2-7a1e-7cc0-8000-000000000002:corpus.index",
+      json: '{"subscription":"corpus.index","event":{},"coalesced":["a"]}',
+      body: undefined as never,
+    },
+    // A custom caller's job with no `json`: its body is serialised as before.
+    {
+      subscription: "notify.mail",
+      deduplicationId: "0190b6d2-7a1e-7cc0-8000-000000000003:notify.mail",
+      body: { subscription: "notify.mail", event: {} as JobBody["event"], coalesced: [] },
+      retries: 0,
+    },
+  ];
+
+  beforeAll(async () => {
+    api = await startReceiver();
+  });
+  afterAll(async () => {
+    await api?.close();
+  });
+  beforeEach(() => {
+    api.reset();
+    api.state.respond = (r) => ({
+      status: 200,
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify((JSON.parse(r.body) as unknown[]).map((_, i) => ({ messageId: `msg_${i}` }))),
+    });
+  });
+
+  it("is, byte for byte, the request the SDK's client.batch sends for the same jobs", async () => {
+    // What the publisher sent through client.batch until ADR 0018, message by message.
+    const sdk = new Client({
+      baseUrl: api.base,
+      token,
+      retry: false,
+      devMode: false,
+      enableTelemetry: false,
+    });
+    await sdk.batch(
+      jobs.map((job) => ({
+        url: jobUrl(publicUrl, job.subscription),
+        body: job.json ?? JSON.stringify(job.body),
+        headers: { "Content-Type": "application/json" },
+        deduplicationId: job.deduplicationId,
+        failureCallback: failureCallbackUrl(publicUrl),
+        flowControl: flowControlFor(publicUrl, "", 7),
+        ...(job.retries === undefined ? {} : { retries: job.retries }),
+      })),
+    );
+    const publisher = createQStashPublisher({ baseUrl: api.base, token, publicUrl, deliveryParallelism: 7 });
+    const published = await publisher.publish(jobs, new AbortController().signal);
+
+    expect(published).toEqual([0, 1, 2].map((i) => ({ messageId: `msg_${i}`, deduplicated: false })));
+    const [bySdk, byPublisher] = api.received;
+    expect(byPublisher!.body).toBe(bySdk!.body);
+    expect([byPublisher!.method, byPublisher!.path]).toEqual(["POST", "/v2/batch"]);
+    for (const name of ["authorization", "content-type", "content-length"]) {
+      expect(byPublisher!.headers[name]).toBe(bySdk!.headers[name]);
+    }
+    // And it says what QStash must hear: per job the destination, the deduplication id,
+    // the failure callback, the flow control, the retries when the subscription sets them.
+    const [mail] = JSON.parse(byPublisher!.body) as {
+      destination: string;
+      headers: Record<string, string>;
+    }[];
+    expect(mail).toMatchObject({
+      destination: "https://edge.example.com/app/jobs/notify.mail",
+      headers: {
+        "upstash-deduplication-id": jobs[0]!.deduplicationId,
+        "upstash-failure-callback": "https://edge.example.com/app/jobs/_failed",
+        "upstash-flow-control-key": "edge-outbox-edge.example.com",
+        "upstash-flow-control-value": "parallelism=7",
+        "upstash-retries": "2",
+      },
+    });
+  });
+
+  it("refuses a deduplication id that is no plain header value as the job's own error, sending nothing", async () => {
+    const publisher = createQStashPublisher({ baseUrl: api.base, token, publicUrl });
+    for (const deduplicationId of ["id:with\nnewline", " leading-space", "non-latin1-€"]) {
+      const error = await publisher
+        .publish([{ ...jobs[1]!, deduplicationId }], new AbortController().signal)
+        .catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(PublishError);
+      expect(error).toMatchObject({ kind: "rejected" });
+    }
+    expect(api.received).toHaveLength(0);
+  });
+
+  it("refuses at start a delivery parallelism the SDK would refuse on every publish", () => {
+    for (const deliveryParallelism of [0, -1, 2.5]) {
+      expect(() =>
+        createQStashPublisher({ baseUrl: api.base, token, publicUrl, deliveryParallelism }),
+      ).toThrow(/deliveryParallelism/);
+    }
+  });
+
+  it("an answer with more or fewer results than messages, or one without an id, fails the publish as an outage", async () => {
+    const publisher = createQStashPublisher({ baseUrl: api.base, token, publicUrl });
+    for (const answer of [
+      [{ messageId: "msg_0" }],
+      [{ messageId: "msg_0" }, { messageId: "msg_1" }, { messageId: "msg_2" }],
+      [{ messageId: "msg_0" }, { error: "no id" }],
+    ]) {
+      api.state.respond = () => ({
+        status: 200,
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(answer),
+      });
+      await expect(publisher.publish(jobs.slice(0, 2), new AbortController().signal)).rejects.toMatchObject({
+        name: "PublishError",
+        kind: "outage",
+      });
+    }
   });
 });
