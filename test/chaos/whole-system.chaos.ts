@@ -359,10 +359,13 @@ describe("chaos: the whole system under faults", () => {
       }
       return exited;
     }
+    // One drain every few seconds, not back to back: each costs about a second of CPU to
+    // start (Node and tsx), which back to back took a third of a core from delivery
+    // for the whole write phase; the terminator cuts far more passes than the drains.
     const drainer = (async () => {
       while (!stopChaos) {
         await cliDrain(true);
-        await sleep(500);
+        await sleep(4_000);
       }
     })();
 
