@@ -99,6 +99,21 @@ async function attemptsOf(deliveryId: string) {
 const publishedFor = (deliveryId: string) =>
   qstash.messages().filter((m) => m.kind !== "failure-callback" && m.body.includes(deliveryId));
 
+/** A QStash that cannot be reached: every publish fails. */
+const down: DeliverQueue = { enqueue: () => Promise.reject(new Error("QStash unreachable")) };
+
+/**
+ * An event of a fresh scope fanned out to one endpoint per path while QStash is
+ * down: its delivery rows are committed, pending, without a job (ordered by endpoint).
+ */
+async function lostDeliveries(name: string, paths: string[]) {
+  const scope = `${name}-${crypto.randomUUID()}`;
+  for (const path of paths) await insertEndpoint(t.pool, secrets.key, { url: receiver.url(path), scope });
+  const e = event({ scope });
+  await expect(fanOutWebhook(db(), down, e)).rejects.toThrow("QStash unreachable");
+  return { event: e, rows: await deliveriesOf(e.id) };
+}
+
 describe("fan-out", () => {
   it("makes one delivery per enabled endpoint of the event's scope whose globs match, and one job each", async () => {
     const scope = `s-${crypto.randomUUID()}`;
@@ -181,12 +196,10 @@ describe("fan-out", () => {
   });
 
   it("a crash between the insert and the publish is repaired by the replay", async () => {
-    const scope = `crash-${crypto.randomUUID()}`;
-    await insertEndpoint(t.pool, secrets.key, { url: receiver.url("/c"), scope });
-    const e = event({ scope });
-    const down: DeliverQueue = { enqueue: () => Promise.reject(new Error("QStash unreachable")) };
-    await expect(fanOutWebhook(db(), down, e)).rejects.toThrow("QStash unreachable");
-    const [orphan] = await deliveriesOf(e.id);
+    const {
+      event: e,
+      rows: [orphan],
+    } = await lostDeliveries("crash", ["/c"]);
     expect(orphan).toMatchObject({ status: "pending", message_id: null });
     expect(publishedFor(orphan.id)).toHaveLength(0);
 
@@ -629,7 +642,6 @@ describe("operator actions", () => {
       "UPDATE webhook_deliveries SET status = 'failed', failed_at = '2026-01-01T00:00:00Z', last_error = 'endpoint answered 500' WHERE id = $1",
       [delivery.id],
     );
-    const down: DeliverQueue = { enqueue: () => Promise.reject(new Error("QStash unreachable")) };
     await expect(redeliver(db(), down, delivery.id)).rejects.toThrow("QStash unreachable");
     await expect(recoverFailed(db(), down, endpoint.id, new Date(0))).rejects.toThrow("QStash unreachable");
     const { rows } = await t.pool.query(
@@ -692,12 +704,10 @@ describe("lost publishes and retention (the cron sweep's share)", () => {
   });
 
   it("a fan-out whose publish failed for good is repaired too; a failed sweep publish is retried by the next", async () => {
-    const scope = `lost-${crypto.randomUUID()}`;
-    await insertEndpoint(t.pool, secrets.key, { url: receiver.url("/lost-fanout"), scope });
-    const e = event({ scope });
-    const down: DeliverQueue = { enqueue: () => Promise.reject(new Error("QStash unreachable")) };
-    await expect(fanOutWebhook(db(), down, e)).rejects.toThrow("QStash unreachable");
-    const [orphan] = await deliveriesOf(e.id);
+    const {
+      event: e,
+      rows: [orphan],
+    } = await lostDeliveries("lost", ["/lost-fanout"]);
 
     await expect(publishUnpublished(db(), down, minutes(6))).rejects.toThrow("QStash unreachable");
     expect((await deliveriesOf(e.id))[0]).toMatchObject({ status: "pending", message_id: null });
@@ -708,13 +718,7 @@ describe("lost publishes and retention (the cron sweep's share)", () => {
   });
 
   it("two sweeps at once publish each lost row once", async () => {
-    const scope = `lost2-${crypto.randomUUID()}`;
-    for (const path of ["/l1", "/l2", "/l3"])
-      await insertEndpoint(t.pool, secrets.key, { url: receiver.url(path), scope });
-    const e = event({ scope });
-    const down: DeliverQueue = { enqueue: () => Promise.reject(new Error("QStash unreachable")) };
-    await expect(fanOutWebhook(db(), down, e)).rejects.toThrow();
-    const rows = await deliveriesOf(e.id);
+    const { rows } = await lostDeliveries("lost2", ["/l1", "/l2", "/l3"]);
     expect(rows).toHaveLength(3);
     // Each sweep on a connection of its own, as two overlapping cron invocations.
     const [a, b] = [drizzle(t.newPool(1)) as unknown as Db, drizzle(t.newPool(1)) as unknown as Db];
@@ -727,13 +731,9 @@ describe("lost publishes and retention (the cron sweep's share)", () => {
   });
 
   it("a sweep passes over a row another transaction holds and publishes the rest without waiting for it", async () => {
-    const scope = `held-${crypto.randomUUID()}`;
-    for (const path of ["/h1", "/h2", "/h3"])
-      await insertEndpoint(t.pool, secrets.key, { url: receiver.url(path), scope });
-    const e = event({ scope });
-    const down: DeliverQueue = { enqueue: () => Promise.reject(new Error("QStash unreachable")) };
-    await expect(fanOutWebhook(db(), down, e)).rejects.toThrow();
-    const [held, ...free] = await deliveriesOf(e.id);
+    const {
+      rows: [held, ...free],
+    } = await lostDeliveries("held", ["/h1", "/h2", "/h3"]);
 
     // Another sweep (or an operator's action) holds one row in an open transaction.
     const holder = await t.pool.connect();
@@ -789,12 +789,10 @@ describe("lost publishes and retention (the cron sweep's share)", () => {
   });
 
   it("the cron sweep runs both and says so", async () => {
-    const scope = `sweep-lost-${crypto.randomUUID()}`;
-    await insertEndpoint(t.pool, secrets.key, { url: receiver.url("/sweep-lost"), scope });
-    const e = event({ scope });
-    const down: DeliverQueue = { enqueue: () => Promise.reject(new Error("QStash unreachable")) };
-    await expect(fanOutWebhook(db(), down, e)).rejects.toThrow();
-    const [orphan] = await deliveriesOf(e.id);
+    const {
+      event: e,
+      rows: [orphan],
+    } = await lostDeliveries("sweep-lost", ["/sweep-lost"]);
     const open = openTestPool(t.newPool(2));
     const env = bindings({ DATABASE_URL: t.url, QSTASH_URL: qstash.url, QSTASH_TOKEN: qstash.token });
     const log = vi.spyOn(console, "log").mockImplementation(() => undefined);
