@@ -41,6 +41,11 @@ export interface WorkerdStackOptions {
   config?: string;
   /** wrangler's log level; "warn" keeps a test run's output clean. */
   logLevel?: "none" | "error" | "warn" | "info" | "log" | "debug";
+  /**
+   * Opens workerd's DevTools inspector on this port (off by default), e.g. to take a
+   * CPU profile of the Worker under a benchmark's load (bench/profile-write.ts).
+   */
+  inspectorPort?: number;
 }
 
 /**
@@ -92,7 +97,10 @@ export async function startWorkerdStack(options: WorkerdStackOptions): Promise<W
       ),
       dev: {
         server: { hostname: "127.0.0.1", port },
-        inspector: false,
+        inspector:
+          options.inspectorPort === undefined
+            ? false
+            : { hostname: "127.0.0.1", port: options.inspectorPort },
         watch: false,
         persist: false,
         logLevel: options.logLevel ?? "warn",

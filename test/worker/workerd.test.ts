@@ -120,6 +120,26 @@ describe("write receipts (Prefer: wait=N)", () => {
     }
   });
 
+  it("a write with its receipt is 4 database round trips: connect + key check, the create, claim, mark + commit", async () => {
+    // Counted by the proxy with deliveries held, so only this write's requests are seen.
+    stack.qstash.pauseDelivery();
+    try {
+      await settled();
+      const before = stack.proxy.stats();
+      const res = await call("POST", "/notes", { title: "Four trips" }, { Prefer: "wait=5" });
+      expect(res.status).toBe(201);
+      await settled();
+      const after = stack.proxy.stats();
+      expect(after.connections - before.connections).toBe(1);
+      expect(after.roundTrips - before.roundTrips).toBe(4);
+      const recorded = await eventsAbout(t.pool, res.body.note.id);
+      expect(res.body.events.map((e: { id: string }) => e.id)).toEqual(recorded.map((e) => e.id));
+      expect(res.body.events[0].fannedOutAt).toEqual(expect.any(String));
+    } finally {
+      stack.qstash.resumeDelivery();
+    }
+  });
+
   it("answers 202 with a Location to poll while the relay is backed off", async () => {
     await t.pool.query("UPDATE outbox_relay_state SET backoff_until = now() + interval '1 hour'");
     try {
