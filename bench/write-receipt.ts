@@ -1,5 +1,5 @@
 /**
- * `npm run bench:write [-- --reps <n>] [--writes <n>] [--concurrency <n>] [--sequential <n>] [--json <file>] [--worker <checkout>]
+ * `npm run bench:write [-- --reps <n>] [--writes <n>] [--concurrency <n>] [--sequential <n>] [--json <file>] [--worker <checkout>] [--compare <checkout>]
  *   [--far-edge-rtt <ms>] [--near-db-rtt <ms>] [--direct]`
  *
  * A write and its receipt, end to end (issue 11 item 7), through the stack
@@ -29,6 +29,11 @@
  *
  * `--worker <checkout>` runs another checkout's Worker (its wrangler.toml and src,
  * with node_modules reachable from it) in this stack, e.g. the code before a change.
+ * `--compare <checkout>` runs that checkout's Worker too, in a stack of its own on
+ * the same database, through the same `/healthz` and write loads in every
+ * repetition (before this Worker's in odd repetitions, after in even ones): a
+ * before/after within one run, with its notes / healthz, CPU per request by
+ * process and round trips per write beside this Worker's.
  * Progress goes to stderr, the table to stdout, raw figures to --json.
  */
 import { writeFile } from "node:fs/promises";
@@ -64,6 +69,7 @@ const { values } = parseArgs({
     sequential: { type: "string", default: "40" },
     json: { type: "string" },
     worker: { type: "string" },
+    compare: { type: "string" },
     direct: { type: "boolean", default: false },
     ...placementOptions,
   },
@@ -99,7 +105,10 @@ log(
 );
 
 let stack: WorkerdStack | undefined;
+/** `--compare`: another checkout's Worker, in a stack of its own on the same database. */
+let other: WorkerdStack | undefined;
 const stop = async () => {
+  await other?.close();
   await stack?.close();
   await db.close();
 };
@@ -123,9 +132,9 @@ interface Repetition {
   /** Write → receipt one at a time, no added delay. */
   sequential: { p50: number; p99: number };
   /** Per write with its receipt, one write at a time. */
-  perWrite: { roundTrips: number; connections: number; clientFrames: number };
+  perWrite: { roundTrips: number; connections: number; clientFrames: number; cpu: CpuSample };
   /** Per `GET /healthz`, the same way. */
-  perHealthz: { roundTrips: number; connections: number };
+  perHealthz: { roundTrips: number; connections: number; cpu: CpuSample };
   delayed: DelayedWrites;
   /** The delayed writes again with the Worker far from its database and next to it. */
   placement: Record<Placement, DelayedWrites>;
@@ -153,30 +162,49 @@ interface LoadSummary {
   cpu: CpuSample;
 }
 
+/** The compared Worker's figures in one repetition (`--compare`). */
+interface ComparedRepetition {
+  healthz: LoadSummary;
+  notes: LoadSummary & { incomplete: number; roundTrips: number; connections: number };
+  roundTripsPerWrite: number;
+  /** CPU per request by process, one request at a time (no contention between them). */
+  sequentialCpu: { healthz: CpuSample; write: CpuSample };
+}
+
 const repetitions: Repetition[] = [];
+const compared: ComparedRepetition[] = [];
 try {
-  stack = await startWorkerdStack({
-    databaseUrl: db.url,
-    ...(pooled ? {} : { proxy: { pool: false as const } }),
-    ...(values.worker ? { config: resolve(values.worker, "wrangler.toml") } : {}),
-    bindings: {
-      ADMIN_TOKEN: `bench_admin_${randomBytes(18).toString("base64url")}`,
-      WEBHOOK_SECRETS_KEY: newSecretsKey(),
-      WEBHOOK_ALLOW_PRIVATE_URLS: "true",
-      ...(pipelined ? {} : { NEON_PIPELINE_CONNECT: "off" }),
-    },
-  });
+  const startStack = (checkout: string | undefined) =>
+    startWorkerdStack({
+      databaseUrl: db.url,
+      ...(pooled ? {} : { proxy: { pool: false as const } }),
+      ...(checkout ? { config: resolve(checkout, "wrangler.toml") } : {}),
+      bindings: {
+        ADMIN_TOKEN: `bench_admin_${randomBytes(18).toString("base64url")}`,
+        WEBHOOK_SECRETS_KEY: newSecretsKey(),
+        WEBHOOK_ALLOW_PRIVATE_URLS: "true",
+        ...(pipelined ? {} : { NEON_PIPELINE_CONNECT: "off" }),
+      },
+    });
+  stack = await startStack(values.worker);
+  if (values.compare) {
+    other = await startStack(values.compare);
+    // The compared Worker's deliveries are held for the whole run (its jobs are
+    // dropped after each repetition), so it never loads the machine while this
+    // Worker is measured.
+    other.qstash.pauseDelivery();
+  }
   const s = stack;
   log(`Worker at ${s.url}`);
   const auth = { authorization: `Bearer ${apiKey}` };
 
-  const healthz = async () => {
+  const healthzOf = (s: WorkerdStack) => async () => {
     const res = await s.fetch("/healthz");
     await res.text();
     return res.status === 200;
   };
   // Complete: 201 and every event fanned out. Anything else (202, an error) is not.
-  const note = async (i: number) => {
+  const noteOf = (s: WorkerdStack) => async (i: number) => {
     const res = await s.fetch("/notes", {
       method: "POST",
       headers: { ...auth, "content-type": "application/json", prefer: "wait=5" },
@@ -187,18 +215,62 @@ try {
     const body = JSON.parse(text) as { events: { fannedOutAt: string | null }[] };
     return body.events.length > 0 && body.events.every((e) => e.fannedOutAt !== null);
   };
+  const healthz = healthzOf(s);
+  const note = noteOf(s);
   const measured = async (total: number, c: number, send: (i: number) => Promise<boolean>) => {
     const cpu = cpuSample();
     const r = await runLoad(total, c, send);
     return { load: r, summary: summary(r, cpuPer(cpu, cpuSample(), total)) };
   };
 
+  /** `/healthz` and the writes under the same loads, and round trips per write one at a time, on the compared Worker. */
+  const comparedLoads = async (o: WorkerdStack): Promise<ComparedRepetition> => {
+    const oh = healthzOf(o);
+    const on = noteOf(o);
+    const h = await measured(writes, concurrency, oh);
+    const before = o.proxy.stats();
+    const n = await measured(writes, concurrency, on);
+    const mid = o.proxy.stats();
+    await quiet();
+    const cpu0 = cpuSample();
+    await runLoad(sequential, 1, oh);
+    const cpu1 = cpuSample();
+    const counted = o.proxy.stats();
+    const one = await runLoad(sequential, 1, on);
+    const after = o.proxy.stats();
+    const cpu2 = cpuSample();
+    o.qstash.reset();
+    log(
+      `rep ${repetitions.length + 1}: compared Worker: healthz ${h.summary.perSecond.toFixed(1)}/s, ` +
+        `notes ${n.summary.perSecond.toFixed(1)}/s, incomplete ${n.load.failed + one.failed}`,
+    );
+    return {
+      healthz: h.summary,
+      notes: {
+        ...n.summary,
+        incomplete: n.load.failed + one.failed,
+        roundTrips: (mid.roundTrips - before.roundTrips) / writes,
+        connections: (mid.connections - before.connections) / writes,
+      },
+      roundTripsPerWrite: (after.roundTrips - counted.roundTrips) / sequential,
+      sequentialCpu: { healthz: cpuPer(cpu0, cpu1, sequential), write: cpuPer(cpu1, cpu2, sequential) },
+    };
+  };
+
   // Warm-up: the first requests compile the bundle and open the first connections.
   await runLoad(40, concurrency, healthz);
   await runLoad(40, concurrency, note);
+  if (other) {
+    await runLoad(40, concurrency, healthzOf(other));
+    await runLoad(40, concurrency, noteOf(other));
+  }
 
   for (let rep = 1; rep <= reps; rep++) {
     const loadAtStart = loadavg()[0]!;
+    // The compared Worker runs the same two loads right before this one's in odd
+    // repetitions and right after them in even ones, so neither always goes first.
+    const compareFirst = other !== undefined && rep % 2 === 1;
+    if (other && compareFirst) compared.push(await comparedLoads(other));
     const h = await measured(writes, concurrency, healthz);
     log(`rep ${rep}: healthz ${h.summary.perSecond.toFixed(1)}/s, p50 ${h.summary.p50.toFixed(0)} ms`);
 
@@ -244,6 +316,7 @@ try {
         roundTrips: (afterLoad.roundTrips - beforeLoad.roundTrips) / writes,
         connections: (afterLoad.connections - beforeLoad.connections) / writes,
       };
+      if (other && !compareFirst) compared.push(await comparedLoads(other));
       log(
         `rep ${rep}: notes ${n.summary.perSecond.toFixed(1)}/s, p50 ${n.summary.p50.toFixed(0)} ms, ` +
           `p99 ${n.summary.p99.toFixed(0)} ms, incomplete ${n.load.failed}, ${nStats.roundTrips.toFixed(2)} round trips each`,
@@ -252,19 +325,24 @@ try {
       // Counting: one request at a time, so every round trip is that request's.
       await quiet();
       const before = s.proxy.stats();
+      const cpu0 = cpuSample();
       await runLoad(sequential, 1, healthz);
+      const cpu1 = cpuSample();
       const mid = s.proxy.stats();
       const counted = await runLoad(sequential, 1, note);
       const after = s.proxy.stats();
+      const cpu2 = cpuSample();
       if (counted.failed > 0) throw new Error(`${counted.failed} receipts incomplete while counting`);
       perHealthz = {
         roundTrips: (mid.roundTrips - before.roundTrips) / sequential,
         connections: (mid.connections - before.connections) / sequential,
+        cpu: cpuPer(cpu0, cpu1, sequential),
       };
       perWrite = {
         roundTrips: (after.roundTrips - mid.roundTrips) / sequential,
         connections: (after.connections - mid.connections) / sequential,
         clientFrames: (after.clientFrames - mid.clientFrames) / sequential,
+        cpu: cpuPer(cpu1, cpu2, sequential),
       };
       sequentialMs = { p50: percentile(counted.latencies, 50), p99: percentile(counted.latencies, 99) };
       log(
@@ -317,6 +395,7 @@ try {
 }
 
 const of = (pick: (r: Repetition) => number): Summary => summarize(repetitions.map(pick));
+const total = (c: CpuSample) => c.workerdMs + c.postgresMs + c.nodeMs;
 /** CPU per request of each process, summarised over the repetitions. */
 const cpuOf = (pick: (r: Repetition) => CpuSample) => ({
   workerd: of((r) => pick(r).workerdMs),
@@ -343,6 +422,11 @@ const results = {
   roundTripsPerWrite: of((r) => r.perWrite.roundTrips),
   connectionsPerWrite: of((r) => r.perWrite.connections),
   roundTripsPerHealthz: of((r) => r.perHealthz.roundTrips),
+  /** CPU per request by process one request at a time, where no request waits for another. */
+  sequentialHealthzCpuMs: cpuOf((r) => r.perHealthz.cpu),
+  sequentialWriteCpuMs: cpuOf((r) => r.perWrite.cpu),
+  /** Per repetition, CPU of a /healthz over CPU of a write (all three processes): the throughput ratio CPU alone allows. */
+  sequentialCpuHealthzOverWrite: of((r) => total(r.perHealthz.cpu) / total(r.perWrite.cpu)),
   delayedP50Ms: of((r) => r.delayed.p50),
   delayedP99Ms: of((r) => r.delayed.p99),
   delayedFloorMs: of((r) => r.delayed.floorMs),
@@ -353,7 +437,45 @@ const results = {
    */
   placement: placementResults(),
   loadAverage: summarize(repetitions.flatMap((r) => r.load)),
+  /** `--compare`: the other checkout's Worker under the same loads, in the same repetitions. */
+  compare: comparedResults(),
 };
+function comparedResults() {
+  if (compared.length === 0) return undefined;
+  const ofC = (pick: (c: ComparedRepetition) => number): Summary => summarize(compared.map(pick));
+  const cpuOfC = (pick: (c: ComparedRepetition) => CpuSample) => ({
+    workerd: ofC((c) => pick(c).workerdMs),
+    postgres: ofC((c) => pick(c).postgresMs),
+    node: ofC((c) => pick(c).nodeMs),
+  });
+  const notesPerSecond = ofC((c) => c.notes.perSecond);
+  const healthzPerSecond = ofC((c) => c.healthz.perSecond);
+  return {
+    worker: values.compare,
+    healthzPerSecond,
+    healthzCpuMs: cpuOfC((c) => c.healthz.cpu),
+    notesPerSecond,
+    notesP50Ms: ofC((c) => c.notes.p50),
+    notesCpuMs: cpuOfC((c) => c.notes.cpu),
+    notesIncomplete: ofC((c) => c.notes.incomplete),
+    notesRoundTrips: ofC((c) => c.notes.roundTrips),
+    roundTripsPerWrite: ofC((c) => c.roundTripsPerWrite),
+    sequentialHealthzCpuMs: cpuOfC((c) => c.sequentialCpu.healthz),
+    sequentialWriteCpuMs: cpuOfC((c) => c.sequentialCpu.write),
+    sequentialCpuHealthzOverWrite: ofC((c) => total(c.sequentialCpu.healthz) / total(c.sequentialCpu.write)),
+    /** Per-repetition notes / healthz of the compared Worker. */
+    notesOverHealthz: summarize(notesPerSecond.runs.map((n, i) => n / healthzPerSecond.runs[i]!)),
+    /** Per repetition: this Worker's notes / healthz over the compared Worker's. */
+    ratioThisOverCompared: summarize(
+      compared.map(
+        (c, i) =>
+          repetitions[i]!.notes.perSecond /
+          repetitions[i]!.healthz.perSecond /
+          (c.notes.perSecond / c.healthz.perSecond),
+      ),
+    ),
+  };
+}
 function placementResults() {
   const at = (p: Placement) => ({
     databaseRttMs: rtts[p],
@@ -434,6 +556,7 @@ if (values.json) {
         delays: { databaseRoundTripMs: DB_DELAY_MS, qstashPublishMs: QSTASH_DELAY_MS },
         placementRtts: rtts,
         worker: values.worker ?? "this checkout",
+        compare: values.compare ?? null,
         database: db.server,
         pooled,
         pipelinedConnect: pipelined,
@@ -474,6 +597,54 @@ async function deliveriesSettled(s: WorkerdStack): Promise<void> {
   s.qstash.reset();
 }
 
+/** The compared Worker's rows, beside this one's, when `--compare` ran. */
+function comparedRows(): [string, Summary, (x: number) => string][] {
+  const c = results.compare;
+  if (!c) return [];
+  const f1 = (x: number) => x.toFixed(1);
+  const f2 = (x: number) => x.toFixed(2);
+  return [
+    [`compared Worker (${c.worker}): GET /healthz (requests/s)`, c.healthzPerSecond, f1],
+    [
+      "  CPU per request (ms): workerd + Postgres + Node",
+      summarize(
+        c.healthzCpuMs.workerd.runs.map(
+          (w, i) => w + c.healthzCpuMs.postgres.runs[i]! + c.healthzCpuMs.node.runs[i]!,
+        ),
+      ),
+      f1,
+    ],
+    ["  workerd", c.healthzCpuMs.workerd, f1],
+    ["  Postgres", c.healthzCpuMs.postgres, f1],
+    ["  Node", c.healthzCpuMs.node, f1],
+    ["  POST /notes + Prefer: wait=5 (writes/s)", c.notesPerSecond, f1],
+    [
+      "  CPU per write (ms): workerd + Postgres + Node",
+      summarize(
+        c.notesCpuMs.workerd.runs.map(
+          (w, i) => w + c.notesCpuMs.postgres.runs[i]! + c.notesCpuMs.node.runs[i]!,
+        ),
+      ),
+      f1,
+    ],
+    ["  workerd", c.notesCpuMs.workerd, f1],
+    ["  Postgres", c.notesCpuMs.postgres, f1],
+    ["  Node", c.notesCpuMs.node, f1],
+    ["  incomplete receipts", c.notesIncomplete, (x) => x.toFixed(0)],
+    ["  round trips per write, under the load / one at a time", c.notesRoundTrips, f2],
+    ["  ", c.roundTripsPerWrite, f2],
+    ["  one at a time, CPU per /healthz (ms): workerd", c.sequentialHealthzCpuMs.workerd, f1],
+    ["    Postgres", c.sequentialHealthzCpuMs.postgres, f1],
+    ["    Node", c.sequentialHealthzCpuMs.node, f1],
+    ["  one at a time, CPU per write (ms): workerd", c.sequentialWriteCpuMs.workerd, f1],
+    ["    Postgres", c.sequentialWriteCpuMs.postgres, f1],
+    ["    Node", c.sequentialWriteCpuMs.node, f1],
+    ["  CPU per /healthz / CPU per write, one at a time", c.sequentialCpuHealthzOverWrite, f2],
+    ["  notes / healthz (per repetition)", c.notesOverHealthz, f2],
+    ["this Worker's notes / healthz over the compared one's", c.ratioThisOverCompared, f2],
+  ];
+}
+
 function table(): string {
   const f0 = (x: number) => x.toFixed(0);
   const f1 = (x: number) => x.toFixed(1);
@@ -501,6 +672,9 @@ function table(): string {
     ["database round trips per write with receipt, one at a time", results.roundTripsPerWrite, f2],
     ["  connections per write", results.connectionsPerWrite, f2],
     ["  round trips per GET /healthz", results.roundTripsPerHealthz, f2],
+    ...cpuRows(results.sequentialHealthzCpuMs, "GET /healthz, one at a time"),
+    ...cpuRows(results.sequentialWriteCpuMs, "write, one at a time"),
+    ["  CPU per /healthz / CPU per write, one at a time", results.sequentialCpuHealthzOverWrite, f2],
     ["  write → receipt p50 (ms)", results.sequentialP50Ms, f0],
     ["  write → receipt p99 (ms)", results.sequentialP99Ms, f0],
     [
@@ -529,6 +703,7 @@ function table(): string {
     ["  p99", results.placement.farOverNear.p99, f2],
     ["  p50 difference / (round trips × RTT difference)", results.placement.p50ExplainedByRoundTrips, f2],
     ["load average (1 min) at each repetition's start and end", results.loadAverage, f1],
+    ...comparedRows(),
   ];
   const header = ["measure", `median of ${reps}`, "min", "max"];
   const cells = rows.map(([name, s, f]) => [name, f(s.median), f(s.min), f(s.max)]);
