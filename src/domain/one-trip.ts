@@ -28,16 +28,21 @@ export interface StatementResult {
 }
 
 /**
- * The pool under `db` when `db` is a database, not a transaction: only then may a
- * use case run its own BEGIN … COMMIT. Given a transaction, a use case's own must
+ * The pool under `db` when `db` is a database over a pool, not a transaction: only
+ * then may a use case run its own BEGIN … COMMIT on a connection of its own. Given a transaction, a use case's own must
  * be a savepoint inside the caller's (db.ts), so this answers undefined and the use
  * case takes its drizzle path.
  */
 export function oneTripPool(db: Db): OneTripPool | undefined {
   if (is(db, PgTransaction)) return undefined;
-  const client = (db as { $client?: unknown }).$client;
-  const connect = (client as Partial<OneTripPool> | undefined)?.connect;
-  return typeof connect === "function" ? (client as OneTripPool) : undefined;
+  const client = (db as { $client?: unknown }).$client as
+    Partial<OneTripPool & { idleCount: number }> | undefined;
+  // A pool (node-postgres' or the Neon driver's) hands out connections; a single
+  // Client has `connect` too, but it opens that client itself, so it is told apart
+  // by the count of idle connections only a pool keeps.
+  return typeof client?.connect === "function" && typeof client.idleCount === "number"
+    ? (client as OneTripPool)
+    : undefined;
 }
 
 /**

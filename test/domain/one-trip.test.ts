@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { drizzle } from "drizzle-orm/node-postgres";
-import type pg from "pg";
+import pg from "pg";
 import { createNote } from "../../src/domain/notes/create.ts";
 import { getNote } from "../../src/domain/notes/get.ts";
 import { inOneTrip, literal, oneTripPool } from "../../src/domain/one-trip.ts";
@@ -90,6 +90,20 @@ describe("a note created in one round trip", () => {
     await t.db.transaction(async (tx) => {
       expect(oneTripPool(tx)).toBeUndefined();
     });
+  });
+
+  it("over a single connection (no pool to take one from), a create still works, through drizzle's transaction", async () => {
+    const client = new pg.Client({ connectionString: t.url });
+    await client.connect();
+    try {
+      const db = drizzle(client);
+      expect(oneTripPool(db)).toBeUndefined();
+      const { note, eventIds } = await createNote(db, { title: "On a client" });
+      const recorded = await eventsAbout(t.pool, note.id);
+      expect(eventIds).toEqual(recorded.map((e) => e.id));
+    } finally {
+      await client.end();
+    }
   });
 });
 
