@@ -316,11 +316,11 @@ try {
         roundTrips: (afterLoad.roundTrips - beforeLoad.roundTrips) / writes,
         connections: (afterLoad.connections - beforeLoad.connections) / writes,
       };
-      if (other && !compareFirst) compared.push(await comparedLoads(other));
       log(
         `rep ${rep}: notes ${n.summary.perSecond.toFixed(1)}/s, p50 ${n.summary.p50.toFixed(0)} ms, ` +
           `p99 ${n.summary.p99.toFixed(0)} ms, incomplete ${n.load.failed}, ${nStats.roundTrips.toFixed(2)} round trips each`,
       );
+      if (other && !compareFirst) compared.push(await comparedLoads(other));
 
       // Counting: one request at a time, so every round trip is that request's.
       await quiet();
