@@ -5,12 +5,13 @@ import type { Db } from "./db.ts";
 
 // A use case's whole transaction in one database round trip: BEGIN, its
 // statements and COMMIT sent as one simple-protocol Query message, which Postgres
-// runs in order and answers at once. Through drizzle's transaction the same
-// create is four round trips (BEGIN, INSERT, the event-ids read, COMMIT), each of
-// which costs the Worker a parse, the pooler its framing and Postgres a
-// statement cycle: CPU that bounds a write with its receipt (docs/performance.md,
-// issue 11 item 7). The price is that values travel as SQL literals, not
-// parameters (the simple protocol has none): `literal` below quotes them.
+// runs in order and answers at once (ADR 0019). Through drizzle's transaction the
+// same create is four round trips (BEGIN, INSERT, the event-ids read, COMMIT):
+// four RTTs of latency, and for each the driver's work and drizzle's query
+// building in the Worker and the pooler's framing, which a write with its receipt
+// pays in CPU (docs/performance.md, issue 11 item 7). The price is that values
+// travel as SQL literals, not parameters (the simple protocol has none):
+// `literal` below quotes them.
 
 /** What a pool of node-postgres or the Neon driver (the same API) gives: one connection. */
 interface OneTripClient {
@@ -29,9 +30,9 @@ export interface StatementResult {
 
 /**
  * The pool under `db` when `db` is a database over a pool, not a transaction: only
- * then may a use case run its own BEGIN … COMMIT on a connection of its own. Given a transaction, a use case's own must
- * be a savepoint inside the caller's (db.ts), so this answers undefined and the use
- * case takes its drizzle path.
+ * then may a use case run its own BEGIN … COMMIT, on a connection of its own.
+ * Given a transaction, a use case's own must be a savepoint inside the caller's
+ * (db.ts), so this answers undefined and the use case takes its drizzle path.
  */
 export function oneTripPool(db: Db): OneTripPool | undefined {
   if (is(db, PgTransaction)) return undefined;
