@@ -26,92 +26,120 @@ const encoder = new TextEncoder();
  * One job per (event, matching subscription); for a coalescing subscription, one
  * job per subject in this batch, for the latest event, naming the events it covers.
  * Never across batches: a later batch's event gets its own job.
+ *
+ * Written to allocate little: this runs for every claimed row of every pass, and
+ * what it allocated (a Set of matched names and a copy of every plan, arrays from
+ * filter and map per row, a Map and an array per subject) was half of what a relay
+ * pass allocated and so most of its garbage collection (docs/performance.md, issue
+ * 11's fourth round).
  */
 export function planBatch(
   events: ClaimedEvent[],
   subscriptions: readonly Subscription[],
   options: PlanOptions,
 ): RowPlan[] {
-  const plans = events.map((event) => matchRow(event, subscriptions));
-  // Each event's part of its job bodies, serialised once for all its jobs.
-  const eventJson = new Map<RowPlan, string>();
-
+  const plans: Plan[] = [];
   // First every row's own jobs, sized on their own: a row that cannot publish is
   // decided before coalescing, so no event is ever folded into a job that is dropped.
-  for (const plan of plans) {
-    if (plan.error) continue;
-    const json = serialiseEvent(plan.event);
-    eventJson.set(plan, json);
-    plan.jobs = subscriptions
-      .filter((sub) => plan.matched.has(sub.name))
-      .map((sub) => job(sub, plan.event, json, []));
-    const tooLarge = plan.jobs.find((j) => tooBig(j.json!, options.maxJobBytes));
-    if (tooLarge) {
-      plan.error = errorMessage(
-        new EventError(
-          `job for ${tooLarge.subscription} exceeds ${options.maxJobBytes} bytes (payload too large)`,
-        ),
-      );
-      plan.jobs = [];
-    }
-  }
-
-  if (!options.coalesce) return plans.map(({ matched: _matched, ...plan }) => plan);
-
-  // Then coalesce, per subject, only among rows that will publish.
-  for (const sub of subscriptions) {
-    if (sub.coalesce !== true) continue;
-    const bySubject = new Map<string, RowPlan[]>();
-    for (const plan of plans) {
-      if (plan.error || !plan.matched.has(sub.name)) continue;
-      const key = `${plan.event.scope ?? ""}\u0000${plan.event.subject}`;
-      const group = bySubject.get(key) ?? [];
-      group.push(plan);
-      bySubject.set(key, group);
-    }
-    for (const group of bySubject.values()) {
-      if (group.length < 2) continue;
-      const latest = group[group.length - 1]!;
-      const earlier = group.slice(0, -1);
-      const latestJob = latest.jobs.find((j) => j.subscription === sub.name)!;
-      const coalesced = job(
-        sub,
-        latest.event,
-        eventJson.get(latest)!,
-        earlier.map((p) => p.event.id),
-      );
-      // Naming the covered ids makes the job larger; if it no longer fits, every
-      // event keeps its own job (each was checked to fit) rather than one failing for all.
-      if (tooBig(coalesced.json!, options.maxJobBytes)) continue;
-      latest.jobs = latest.jobs.map((j) => (j === latestJob ? coalesced : j));
-      for (const plan of earlier) {
-        plan.jobs = plan.jobs.filter((j) => j.subscription !== sub.name);
-        plan.fanout[sub.name] = { coalescedInto: latest.event.id };
+  for (const event of events) {
+    const plan = new Plan(event);
+    plans.push(plan);
+    if (!matchRow(plan, subscriptions)) continue;
+    // Each event's part of its job bodies, serialised once for all its jobs.
+    const json = serialiseEvent(event);
+    plan.eventJson = json;
+    for (const sub of plan.matched) {
+      const j = job(sub, event, json, EMPTY);
+      if (tooBig(j.json, options.maxJobBytes)) {
+        plan.error = errorMessage(
+          new EventError(`job for ${sub.name} exceeds ${options.maxJobBytes} bytes (payload too large)`),
+        );
+        plan.jobs = [];
+        break;
       }
+      plan.jobs.push(j);
     }
   }
-  return plans.map(({ matched: _matched, ...plan }) => plan);
+
+  if (options.coalesce) {
+    // Then coalesce, per subject, only among rows that will publish.
+    for (const sub of subscriptions) {
+      if (sub.coalesce === true) coalesce(plans, sub, options.maxJobBytes);
+    }
+  }
+  return plans;
 }
 
-function matchRow(
-  event: ClaimedEvent,
-  subscriptions: readonly Subscription[],
-): RowPlan & { matched: Set<string> } {
-  const matched = new Set<string>();
-  const plan = { event, jobs: [] as Job[], fanout: {} as Fanout, matched };
+const EMPTY: readonly string[] = [];
+
+/** A row's plan; `matched` and `eventJson` are the planner's own working state. */
+class Plan implements RowPlan {
+  jobs: Job[] = [];
+  fanout: Fanout = {};
+  error?: string;
+  /** @internal Subscriptions whose type and filter matched, in subscription order. */
+  matched: Subscription[] = [];
+  /** @internal The event's part of its job bodies. */
+  eventJson = "";
+
+  constructor(readonly event: ClaimedEvent) {}
+}
+
+/** Fills `plan.matched`; false (and `plan.error` set) when a filter threw. */
+function matchRow(plan: Plan, subscriptions: readonly Subscription[]): boolean {
+  const event = plan.event;
   for (const sub of subscriptions) {
     if (!matchesType(sub, event.type)) continue;
     try {
       if (sub.filter && !sub.filter(event)) continue;
     } catch (error) {
-      return {
-        ...plan,
-        error: errorMessage(new EventError(`filter of ${sub.name} threw: ${errorMessage(error)}`)),
-      };
+      plan.error = errorMessage(new EventError(`filter of ${sub.name} threw: ${errorMessage(error)}`));
+      plan.matched = [];
+      return false;
     }
-    matched.add(sub.name);
+    plan.matched.push(sub);
   }
-  return plan;
+  return true;
+}
+
+/**
+ * One job per subject for `sub`, for the latest of the batch's events of that
+ * subject. Rows of one subject are chained by index rather than grouped in arrays.
+ */
+function coalesce(plans: Plan[], sub: Subscription, maxJobBytes: number): void {
+  // For each subject, the last row seen so far; for each row, the previous row of its subject.
+  const last = new Map<string, number>();
+  const previous = new Int32Array(plans.length).fill(-1);
+  for (let i = 0; i < plans.length; i++) {
+    const plan = plans[i]!;
+    if (plan.error !== undefined || !plan.matched.includes(sub)) continue;
+    const key = `${plan.event.scope ?? ""}\u0000${plan.event.subject}`;
+    const before = last.get(key);
+    if (before !== undefined) previous[i] = before;
+    last.set(key, i);
+  }
+  for (const latestIndex of last.values()) {
+    if (previous[latestIndex] === -1) continue;
+    const latest = plans[latestIndex]!;
+    const earlier: Plan[] = [];
+    for (let k = previous[latestIndex]!; k !== -1; k = previous[k]!) earlier.push(plans[k]!);
+    earlier.reverse();
+    const coalesced = job(
+      sub,
+      latest.event,
+      latest.eventJson,
+      earlier.map((p) => p.event.id),
+    );
+    // Naming the covered ids makes the job larger; if it no longer fits, every
+    // event keeps its own job (each was checked to fit) rather than one failing for all.
+    if (tooBig(coalesced.json, maxJobBytes)) continue;
+    const at = latest.jobs.findIndex((j) => j.subscription === sub.name);
+    latest.jobs[at] = coalesced;
+    for (const plan of earlier) {
+      plan.jobs = plan.jobs.filter((j) => j.subscription !== sub.name);
+      plan.fanout[sub.name] = { coalescedInto: latest.event.id };
+    }
+  }
 }
 
 /**
@@ -119,9 +147,26 @@ function matchRow(
  * part; `body` is parsed back only if someone reads it (tests, custom publishers).
  * The key order is JobBody's, as JSON.stringify(body) would give.
  */
-function job(sub: Subscription, event: ClaimedEvent, eventJson: string, coalesced: string[]): Job {
-  const json = `{"subscription":${JSON.stringify(sub.name)},"event":${eventJson},"coalesced":${JSON.stringify(coalesced)}}`;
-  return new PlannedJob(sub.name, `${event.id}:${sub.name}`, json, sub.retries);
+function job(
+  sub: Subscription,
+  event: ClaimedEvent,
+  eventJson: string,
+  coalesced: readonly string[],
+): PlannedJob {
+  const tail = coalesced.length === 0 ? NOT_COALESCED : `,"coalesced":${JSON.stringify(coalesced)}}`;
+  return new PlannedJob(sub.name, `${event.id}:${sub.name}`, `${bodyHead(sub)}${eventJson}${tail}`, sub.retries);
+}
+
+const NOT_COALESCED = `,"coalesced":[]}`;
+/** `{"subscription":<name>,"event":`, written once per subscription rather than once per job. */
+const bodyHeads = new WeakMap<Subscription, string>();
+function bodyHead(sub: Subscription): string {
+  let head = bodyHeads.get(sub);
+  if (head === undefined) {
+    head = `{"subscription":${JSON.stringify(sub.name)},"event":`;
+    bodyHeads.set(sub, head);
+  }
+  return head;
 }
 
 class PlannedJob implements Job {
