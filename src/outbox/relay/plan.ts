@@ -48,17 +48,19 @@ export function planBatch(
     // Each event's part of its job bodies, serialised once for all its jobs.
     const json = serialiseEvent(event);
     plan.eventJson = json;
-    for (const sub of plan.matched) {
+    const jobs: Job[] = new Array(plan.matched.length);
+    for (let k = 0; k < jobs.length; k++) {
+      const sub = plan.matched[k]!;
       const j = job(sub, event, json, EMPTY);
       if (tooBig(j.json, options.maxJobBytes)) {
         plan.error = errorMessage(
           new EventError(`job for ${sub.name} exceeds ${options.maxJobBytes} bytes (payload too large)`),
         );
-        plan.jobs = [];
         break;
       }
-      plan.jobs.push(j);
+      jobs[k] = j;
     }
+    if (plan.error === undefined) plan.jobs = jobs;
   }
 
   if (options.coalesce) {
@@ -77,28 +79,37 @@ class Plan implements RowPlan {
   jobs: Job[] = [];
   fanout: Fanout = {};
   error?: string;
-  /** @internal Subscriptions whose type and filter matched, in subscription order. */
-  matched: Subscription[] = [];
+  /**
+   * @internal Subscriptions whose type and filter matched, in subscription order:
+   * the caller's own list when all of them did (the usual case), so no array per row.
+   */
+  matched: readonly Subscription[] = EMPTY_SUBSCRIPTIONS;
   /** @internal The event's part of its job bodies. */
   eventJson = "";
 
   constructor(readonly event: ClaimedEvent) {}
 }
 
+const EMPTY_SUBSCRIPTIONS: readonly Subscription[] = [];
+
 /** Fills `plan.matched`; false (and `plan.error` set) when a filter threw. */
 function matchRow(plan: Plan, subscriptions: readonly Subscription[]): boolean {
   const event = plan.event;
-  for (const sub of subscriptions) {
-    if (!matchesType(sub, event.type)) continue;
+  let matched: Subscription[] | undefined;
+  for (let k = 0; k < subscriptions.length; k++) {
+    const sub = subscriptions[k]!;
+    let matches: boolean;
     try {
-      if (sub.filter && !sub.filter(event)) continue;
+      matches = matchesType(sub, event.type) && (!sub.filter || sub.filter(event));
     } catch (error) {
       plan.error = errorMessage(new EventError(`filter of ${sub.name} threw: ${errorMessage(error)}`));
-      plan.matched = [];
       return false;
     }
-    plan.matched.push(sub);
+    // A list of its own only from the first subscription that did not match.
+    if (!matches) matched ??= subscriptions.slice(0, k);
+    else matched?.push(sub);
   }
+  plan.matched = matched ?? subscriptions;
   return true;
 }
 
@@ -136,7 +147,10 @@ function coalesce(plans: Plan[], sub: Subscription, maxJobBytes: number): void {
     const at = latest.jobs.findIndex((j) => j.subscription === sub.name);
     latest.jobs[at] = coalesced;
     for (const plan of earlier) {
-      plan.jobs = plan.jobs.filter((j) => j.subscription !== sub.name);
+      plan.jobs.splice(
+        plan.jobs.findIndex((j) => j.subscription === sub.name),
+        1,
+      );
       plan.fanout[sub.name] = { coalescedInto: latest.event.id };
     }
   }
