@@ -106,9 +106,7 @@ function generalSql(outcomes: RowOutcome[], NOW: string): string {
 function fannedOnlySql(outcomes: RowOutcome[], NOW: string): string {
   const names: string[] = [];
   for (const o of outcomes) for (const name in o.fanout) if (!names.includes(name)) names.push(name);
-  let seqs = "";
-  for (const o of outcomes) seqs += seqs === "" ? o.seq : `,${o.seq}`;
-  const arrays = [`'{${seqs}}'::int8[]`];
+  const arrays = [`'{${outcomes.map((o) => o.seq).join(",")}}'::int8[]`];
   const columns = ["seq"];
   const entries = names.map((name, k) => {
     const of = outcomes.map((o) => o.fanout![name]);
@@ -162,23 +160,30 @@ function isDeduplicated(entry: FanoutEntry | undefined): boolean {
 }
 
 /**
- * A text[] value as a SQL string literal (`E'{"a","b",NULL}'`), written in one pass
- * over the entries: each element quoted for the array (backslash and double quote
- * escaped), then for SQL (backslash and single quote doubled, as literal() does),
- * NULL for null. The ids written here are plain, so the usual element is copied as
- * it is; as an array of strings joined and then escaped whole, this was a tenth of
- * what a null-publisher pass allocated (docs/performance.md).
+ * A text[] value as a SQL string literal (`E'{"a","b",NULL}'`): each element quoted
+ * for the array (backslash and double quote escaped), then for SQL (backslash and
+ * single quote doubled, as literal() does), NULL for null. Message ids are plain and
+ * present for every row, so the usual array is one join of the values as they are;
+ * as quoted strings joined and then escaped whole by two regex replaces, it was a
+ * tenth of what a null-publisher pass allocated (docs/performance.md).
  */
 function textArrayLiteral<T>(entries: readonly T[], value: (entry: T) => string | null): string {
-  let out = "E'{";
+  const values: (string | null)[] = new Array(entries.length);
+  let plain = true;
   for (let i = 0; i < entries.length; i++) {
     const v = value(entries[i]!);
-    if (i > 0) out += ",";
-    if (v === null) out += "NULL";
-    else if (!NEEDS_ESCAPE.test(v)) out += `"${v}"`;
-    else out += `"${v.replace(/["\\]/g, "\\$&").replace(/\\/g, "\\\\").replace(/'/g, "''")}"`;
+    values[i] = v;
+    if (v === null || NEEDS_ESCAPE.test(v)) plain = false;
   }
-  return `${out}}'`;
+  if (plain) return values.length === 0 ? "E'{}'" : `E'{"${values.join('","')}"}'`;
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i] ?? null;
+    values[i] =
+      v === null
+        ? "NULL"
+        : `"${v.replace(/["\\]/g, "\\$&").replace(/\\/g, "\\\\").replace(/'/g, "''")}"`;
+  }
+  return `E'{${values.join(",")}}'`;
 }
 
 const NEEDS_ESCAPE = /["'\\]/;

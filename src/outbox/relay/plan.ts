@@ -38,20 +38,23 @@ export function planBatch(
   subscriptions: readonly Subscription[],
   options: PlanOptions,
 ): RowPlan[] {
-  const plans: Plan[] = [];
+  const plans: Plan[] = new Array(events.length);
+  // Per row, the subscriptions whose type and filter matched, in subscription order:
+  // the caller's own list when all of them did (the usual case), so no list per row.
+  const matched: (readonly Subscription[])[] = new Array(events.length);
   // First every row's own jobs, sized on their own: a row that cannot publish is
   // decided before coalescing, so no event is ever folded into a job that is dropped.
-  for (const event of events) {
-    const plan = new Plan(event);
-    plans.push(plan);
-    if (!matchRow(plan, subscriptions)) continue;
+  for (let i = 0; i < events.length; i++) {
+    const event = events[i]!;
+    const plan = (plans[i] = new Plan(event));
+    const subs = (matched[i] = matchRow(plan, subscriptions));
+    if (plan.error !== undefined) continue;
     // Each event's part of its job bodies, serialised once for all its jobs.
     const json = serialiseEvent(event);
-    plan.eventJson = json;
-    const jobs: Job[] = new Array(plan.matched.length);
-    for (let k = 0; k < jobs.length; k++) {
-      const sub = plan.matched[k]!;
-      const j = job(sub, event, json, EMPTY);
+    const jobs: Job[] = new Array(subs.length);
+    for (let k = 0; k < subs.length; k++) {
+      const sub = subs[k]!;
+      const j = job(sub, event, json, NONE_COALESCED);
       if (tooBig(j.json, options.maxJobBytes)) {
         plan.error = errorMessage(
           new EventError(`job for ${sub.name} exceeds ${options.maxJobBytes} bytes (payload too large)`),
@@ -66,34 +69,26 @@ export function planBatch(
   if (options.coalesce) {
     // Then coalesce, per subject, only among rows that will publish.
     for (const sub of subscriptions) {
-      if (sub.coalesce === true) coalesce(plans, sub, options.maxJobBytes);
+      if (sub.coalesce === true) coalesce(plans, matched, sub, options.maxJobBytes);
     }
   }
   return plans;
 }
 
-const EMPTY: readonly string[] = [];
+const NONE_COALESCED: readonly string[] = [];
+const NO_SUBSCRIPTIONS: readonly Subscription[] = [];
 
-/** A row's plan; `matched` and `eventJson` are the planner's own working state. */
+/** A row's plan: the same own properties a plain RowPlan object has. */
 class Plan implements RowPlan {
   jobs: Job[] = [];
   fanout: Fanout = {};
-  error?: string;
-  /**
-   * @internal Subscriptions whose type and filter matched, in subscription order:
-   * the caller's own list when all of them did (the usual case), so no array per row.
-   */
-  matched: readonly Subscription[] = EMPTY_SUBSCRIPTIONS;
-  /** @internal The event's part of its job bodies. */
-  eventJson = "";
+  declare error?: string;
 
   constructor(readonly event: ClaimedEvent) {}
 }
 
-const EMPTY_SUBSCRIPTIONS: readonly Subscription[] = [];
-
-/** Fills `plan.matched`; false (and `plan.error` set) when a filter threw. */
-function matchRow(plan: Plan, subscriptions: readonly Subscription[]): boolean {
+/** The subscriptions the row matched; a filter that throws sets `plan.error` and matches none. */
+function matchRow(plan: Plan, subscriptions: readonly Subscription[]): readonly Subscription[] {
   const event = plan.event;
   let matched: Subscription[] | undefined;
   for (let k = 0; k < subscriptions.length; k++) {
@@ -103,27 +98,31 @@ function matchRow(plan: Plan, subscriptions: readonly Subscription[]): boolean {
       matches = matchesType(sub, event.type) && (!sub.filter || sub.filter(event));
     } catch (error) {
       plan.error = errorMessage(new EventError(`filter of ${sub.name} threw: ${errorMessage(error)}`));
-      return false;
+      return NO_SUBSCRIPTIONS;
     }
     // A list of its own only from the first subscription that did not match.
     if (!matches) matched ??= subscriptions.slice(0, k);
     else matched?.push(sub);
   }
-  plan.matched = matched ?? subscriptions;
-  return true;
+  return matched ?? subscriptions;
 }
 
 /**
  * One job per subject for `sub`, for the latest of the batch's events of that
  * subject. Rows of one subject are chained by index rather than grouped in arrays.
  */
-function coalesce(plans: Plan[], sub: Subscription, maxJobBytes: number): void {
+function coalesce(
+  plans: Plan[],
+  matched: (readonly Subscription[])[],
+  sub: Subscription,
+  maxJobBytes: number,
+): void {
   // For each subject, the last row seen so far; for each row, the previous row of its subject.
   const last = new Map<string, number>();
   const previous = new Int32Array(plans.length).fill(-1);
   for (let i = 0; i < plans.length; i++) {
     const plan = plans[i]!;
-    if (plan.error !== undefined || !plan.matched.includes(sub)) continue;
+    if (plan.error !== undefined || !matched[i]!.includes(sub)) continue;
     const key = `${plan.event.scope ?? ""}\u0000${plan.event.subject}`;
     const before = last.get(key);
     if (before !== undefined) previous[i] = before;
@@ -138,22 +137,23 @@ function coalesce(plans: Plan[], sub: Subscription, maxJobBytes: number): void {
     const coalesced = job(
       sub,
       latest.event,
-      latest.eventJson,
+      serialiseEvent(latest.event),
       earlier.map((p) => p.event.id),
     );
     // Naming the covered ids makes the job larger; if it no longer fits, every
     // event keeps its own job (each was checked to fit) rather than one failing for all.
     if (tooBig(coalesced.json, maxJobBytes)) continue;
-    const at = latest.jobs.findIndex((j) => j.subscription === sub.name);
-    latest.jobs[at] = coalesced;
+    latest.jobs[indexOfJob(latest.jobs, sub.name)] = coalesced;
     for (const plan of earlier) {
-      plan.jobs.splice(
-        plan.jobs.findIndex((j) => j.subscription === sub.name),
-        1,
-      );
+      plan.jobs.splice(indexOfJob(plan.jobs, sub.name), 1);
       plan.fanout[sub.name] = { coalescedInto: latest.event.id };
     }
   }
+}
+
+function indexOfJob(jobs: readonly Job[], subscription: string): number {
+  for (let k = 0; k < jobs.length; k++) if (jobs[k]!.subscription === subscription) return k;
+  return -1;
 }
 
 /**
