@@ -105,7 +105,9 @@ function generalSql(outcomes: RowOutcome[], NOW: string): string {
  */
 function fannedOnlySql(outcomes: RowOutcome[], NOW: string): string {
   const names: string[] = [];
-  for (const o of outcomes) for (const name in o.fanout) if (!names.includes(name)) names.push(name);
+  for (let i = 0; i < outcomes.length; i++) {
+    for (const name in outcomes[i]!.fanout) if (!names.includes(name)) names.push(name);
+  }
   const arrays = [`'{${outcomes.map((o) => o.seq).join(",")}}'::int8[]`];
   const columns = ["seq"];
   const entries = names.map((name, k) => {
@@ -173,17 +175,27 @@ function textArrayLiteral<T>(entries: readonly T[], value: (entry: T) => string 
   for (let i = 0; i < entries.length; i++) {
     const v = value(entries[i]!);
     values[i] = v;
-    if (v === null || NEEDS_ESCAPE.test(v)) plain = false;
+    if (plain && (v === null || !isPlain(v))) plain = false;
   }
   if (plain) return values.length === 0 ? "E'{}'" : `E'{"${values.join('","')}"}'`;
   for (let i = 0; i < values.length; i++) {
     const v = values[i] ?? null;
-    values[i] =
-      v === null
-        ? "NULL"
-        : `"${v.replace(/["\\]/g, "\\$&").replace(/\\/g, "\\\\").replace(/'/g, "''")}"`;
+    if (v === null) values[i] = "NULL";
+    else if (isPlain(v)) values[i] = `"${v}"`;
+    else values[i] = `"${v.replace(/["\\]/g, "\\$&").replace(/\\/g, "\\\\").replace(/'/g, "''")}"`;
   }
   return `E'{${values.join(",")}}'`;
 }
 
-const NEEDS_ESCAPE = /["'\\]/;
+/**
+ * No double quote, single quote or backslash: nothing to escape in the array or in
+ * SQL. A loop over char codes, as a regex test per id cost a tenth of the mark's
+ * text in a profile.
+ */
+function isPlain(value: string): boolean {
+  for (let i = 0; i < value.length; i++) {
+    const c = value.charCodeAt(i);
+    if (c === 34 || c === 39 || c === 92) return false;
+  }
+  return true;
+}

@@ -55,7 +55,7 @@ export function planBatch(
     for (let k = 0; k < subs.length; k++) {
       const sub = subs[k]!;
       const j = job(sub, event, json, NONE_COALESCED);
-      if (tooBig(j.json, options.maxJobBytes)) {
+      if (tooBig(j, options.maxJobBytes)) {
         plan.error = errorMessage(
           new EventError(`job for ${sub.name} exceeds ${options.maxJobBytes} bytes (payload too large)`),
         );
@@ -142,7 +142,7 @@ function coalesce(
     );
     // Naming the covered ids makes the job larger; if it no longer fits, every
     // event keeps its own job (each was checked to fit) rather than one failing for all.
-    if (tooBig(coalesced.json, maxJobBytes)) continue;
+    if (tooBig(coalesced, maxJobBytes)) continue;
     latest.jobs[indexOfJob(latest.jobs, sub.name)] = coalesced;
     for (const plan of earlier) {
       plan.jobs.splice(indexOfJob(plan.jobs, sub.name), 1);
@@ -157,9 +157,11 @@ function indexOfJob(jobs: readonly Job[], subscription: string): number {
 }
 
 /**
- * The job's body is serialised here, once, by concatenation around the event's
- * part; `body` is parsed back only if someone reads it (tests, custom publishers).
- * The key order is JobBody's, as JSON.stringify(body) would give.
+ * The job's body is the event's part between a head and a tail written per
+ * subscription, in JobBody's key order, as JSON.stringify(body) would give. It is
+ * concatenated, and the deduplication id too, only when a publisher reads them (the
+ * QStash publisher reads both once; a publisher that needs neither never pays for
+ * them); `body` is parsed back only if someone reads it (tests, custom publishers).
  */
 function job(
   sub: Subscription,
@@ -168,7 +170,7 @@ function job(
   coalesced: readonly string[],
 ): PlannedJob {
   const tail = coalesced.length === 0 ? NOT_COALESCED : `,"coalesced":${JSON.stringify(coalesced)}}`;
-  return new PlannedJob(sub.name, `${event.id}:${sub.name}`, `${bodyHead(sub)}${eventJson}${tail}`, sub.retries);
+  return new PlannedJob(sub, event.id, bodyHead(sub), eventJson, tail);
 }
 
 const NOT_COALESCED = `,"coalesced":[]}`;
@@ -184,16 +186,36 @@ function bodyHead(sub: Subscription): string {
 }
 
 class PlannedJob implements Job {
-  #body: JobBody | undefined;
+  readonly subscription: string;
   readonly retries?: number;
+  readonly #eventId: string;
+  readonly #head: string;
+  readonly #eventJson: string;
+  readonly #tail: string;
+  #deduplicationId: string | undefined;
+  #json: string | undefined;
+  #body: JobBody | undefined;
 
-  constructor(
-    readonly subscription: string,
-    readonly deduplicationId: string,
-    readonly json: string,
-    retries: number | undefined,
-  ) {
-    if (retries !== undefined) this.retries = retries;
+  constructor(sub: Subscription, eventId: string, head: string, eventJson: string, tail: string) {
+    this.subscription = sub.name;
+    if (sub.retries !== undefined) this.retries = sub.retries;
+    this.#eventId = eventId;
+    this.#head = head;
+    this.#eventJson = eventJson;
+    this.#tail = tail;
+  }
+
+  get deduplicationId(): string {
+    return (this.#deduplicationId ??= `${this.#eventId}:${this.subscription}`);
+  }
+
+  get json(): string {
+    return (this.#json ??= `${this.#head}${this.#eventJson}${this.#tail}`);
+  }
+
+  /** The body's length in UTF-16 code units, without writing it. */
+  get length(): number {
+    return this.#head.length + this.#eventJson.length + this.#tail.length;
   }
 
   get body(): JobBody {
@@ -220,9 +242,9 @@ function serialiseEvent(event: ClaimedEvent): string {
 
 /**
  * UTF-8 takes at most 3 bytes per UTF-16 code unit, so a body whose length is a
- * third of the limit cannot exceed it and is not encoded to be counted.
+ * third of the limit cannot exceed it and is neither written nor encoded to be counted.
  */
-function tooBig(json: string, maxBytes: number): boolean {
-  if (json.length * 3 <= maxBytes) return false;
-  return encoder.encode(json).length > maxBytes;
+function tooBig(job: PlannedJob, maxBytes: number): boolean {
+  if (job.length * 3 <= maxBytes) return false;
+  return encoder.encode(job.json).length > maxBytes;
 }
