@@ -104,6 +104,14 @@ export function targets(r: Results): Target[] {
       0.9,
     );
     paired(
+      "schemaBefore0011OverBareCeiling",
+      "ceiling: unique id index on events, as before 0011 / bare table",
+      eps("ceilingIdIndexOnEvents"),
+      eps("bareCeiling"),
+      "min",
+      0.9,
+    );
+    paired(
       "nullRelayOverCeiling",
       "relay (null publisher) / ceiling",
       eps("null"),
@@ -300,6 +308,7 @@ export function table(r: Results, meta: { reps: number; note?: string }): string
       n0,
     );
     add("   same, without the per-minute fanned count", t.ceilingWithoutCount?.eventsPerSecond, n0);
+    add("   same, unique id index on events (before 0011)", t.ceilingIdIndexOnEvents?.eventsPerSecond, n0);
     add("   bare table (primary key + claim index)", t.bareCeiling?.eventsPerSecond, n0);
     add("2. relay, null publisher", t.null?.eventsPerSecond, n0);
     add("   same, --baseline checkout", t.nullBefore?.eventsPerSecond, n0);

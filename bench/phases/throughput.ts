@@ -22,7 +22,10 @@ import { summarize, type Summary } from "../support/stats.ts";
  * per-minute count, migration 0010); `ceilingSchemaBefore` the same table as it was
  * before 0010 (the events page's four indexes and the index on fanned rows on
  * `events`, no count; sequential subjects, as `ceiling`'s), so what 0010 bought is measured in the same run;
- * `ceilingWithoutCount` today's table without the count, its price; `bareCeiling`
+ * `ceilingWithoutCount` today's table without the count, its price;
+ * `ceilingIdIndexOnEvents` today's table with the unique index on `id` back on
+ * `events`, as before migration 0011 (ADR 0021), so what 0011 bought is measured in
+ * the same run too; `bareCeiling`
  * the minimal table (primary key and claim index only), the physical limit.
  * `acceptOnly` is the relay through @upstash/qstash to
  * infra/qstash-accept-only.ts, which answers and does nothing else; `qstash` the
@@ -34,6 +37,7 @@ export type Variant =
   | "ceiling"
   | "ceilingSchemaBefore"
   | "ceilingWithoutCount"
+  | "ceilingIdIndexOnEvents"
   | "bareCeiling"
   | "null"
   | "acceptOnly"
@@ -59,6 +63,7 @@ function variants(ctx: BenchContext): Partial<Record<Variant, VariantSetup>> {
     ceiling: { input: { mode: "ceiling", counter: true }, indexes: [] },
     ceilingSchemaBefore: { input: { mode: "ceiling" }, indexes: INDEXES_BEFORE_0010 },
     ceilingWithoutCount: { input: { mode: "ceiling" } },
+    ceilingIdIndexOnEvents: { input: { mode: "ceiling", counter: true }, indexes: [ID_UNIQUE_ON_EVENTS] },
     bareCeiling: { input: { mode: "ceiling", table: BARE_TABLE }, table: BARE_TABLE },
     null: { input: { mode: "null" } },
     // Right after `null`, so their ratio compares drains that ran back to back.
@@ -95,14 +100,18 @@ function variants(ctx: BenchContext): Partial<Record<Variant, VariantSetup>> {
   };
 }
 
+/** The unique index on `events.id` that migration 0011 moved to events_browse (ADR 0021). */
+const ID_UNIQUE_ON_EVENTS = "CREATE UNIQUE INDEX bench_events_id_unique ON events (id)";
+
 /**
  * `events` as it was before migration 0010: the events page's four indexes (ADR
- * 0013) and the index on fanned rows (0008) on `events` itself, each of which the
- * mark, a non-HOT update, gave an entry per marked row.
+ * 0013), the index on fanned rows (0008) and the unique id (until 0011) on `events`
+ * itself, each of which the mark, a non-HOT update, gave an entry per marked row.
  */
 const INDEXES_BEFORE_0010 = [
   ...BROWSE_INDEX_CANDIDATES.chosen,
   "CREATE INDEX bench_events_fanned_out_at_idx ON events (fanned_out_at) WHERE fanned_out_at IS NOT NULL",
+  ID_UNIQUE_ON_EVENTS,
 ];
 
 export interface ModeResult {
@@ -178,10 +187,10 @@ export type ThroughputResult = Partial<Record<Variant, ModeResult>>;
 
 const MB = 1024 * 1024;
 
-/** `CREATE INDEX <name> ON ...` → name. */
+/** `CREATE [UNIQUE] INDEX <name> ON ...` → name. */
 function indexName(sql: string): string {
-  const name = /^CREATE INDEX (\w+) /.exec(sql)?.[1];
-  if (!name) throw new Error(`not a CREATE INDEX <name>: ${sql}`);
+  const name = /^CREATE (?:UNIQUE )?INDEX (\w+) /.exec(sql)?.[1];
+  if (!name) throw new Error(`not a CREATE [UNIQUE] INDEX <name>: ${sql}`);
   return name;
 }
 

@@ -1,7 +1,7 @@
 import { InvalidInputError } from "./errors.ts";
 import { COLUMNS, assertEventId, globToLike, toEvent, type DbEvent, type EventRow } from "./operations.ts";
 import { query, type Queryable } from "./sql.ts";
-import { STATE_SQL, type EventState } from "./state.ts";
+import { STATE_SQL, idsSql, type EventState } from "./state.ts";
 
 export interface EventFilter {
   state?: EventState;
@@ -92,7 +92,7 @@ export async function browseEvents(db: Queryable, options: BrowseOptions = {}): 
   if (options.scope) keys.push(`b.scope = ${s.bind(options.scope)}`);
   if (options.from) keys.push(`b.created_at >= ${s.bind(options.from)}`);
   if (options.to) keys.push(`b.created_at < ${s.bind(options.to)}`);
-  if (options.ids) own.push(`e.id = ANY(${s.bind(options.ids)}::uuid[])`);
+  if (options.ids) own.push(idsSql(s.bind(options.ids), "e"));
   // One row more than asked tells whether an older page exists, without a count.
   const take = s.bind(limit + 1);
   const before = options.beforeSeq;

@@ -2,7 +2,7 @@ import type { Fanout } from "./schema.ts";
 import { eventFromRow, type ClaimedEvent, type DbClaimedEvent } from "./types.ts";
 import { InvalidInputError } from "./errors.ts";
 import { query, type Queryable } from "./sql.ts";
-import { STATE_SQL, dueSql, stateOf, type EventState } from "./state.ts";
+import { STATE_SQL, dueSql, idsSql, stateOf, type EventState } from "./state.ts";
 
 /** An event as operators see it: what the relay claims, plus where it stands. */
 export interface EventRow extends ClaimedEvent {
@@ -122,7 +122,8 @@ export async function getEvent(
   id: string,
 ): Promise<(EventRow & { alerts: AlertRow[] }) | null> {
   assertEventId(id);
-  const [row] = (await query<DbEvent>(db, `SELECT ${COLUMNS} FROM events WHERE id = $1`, [id])).rows;
+  const [row] = (await query<DbEvent>(db, `SELECT ${COLUMNS} FROM events WHERE ${idsSql("ARRAY[$1]")}`, [id]))
+    .rows;
   if (!row) return null;
   const alerts = await query<DbAlert>(db, `SELECT * FROM outbox_alerts WHERE event_id = $1 ORDER BY id`, [
     id,
@@ -162,7 +163,7 @@ export async function requeue(db: Queryable, ids: string[]): Promise<RequeueResu
       db,
       `WITH requeued AS (
        UPDATE events SET poisoned_at = NULL, attempts = 0, next_attempt_at = NULL
-        WHERE id = ANY($1::uuid[]) AND ${STATE_SQL.poisoned}
+        WHERE ${idsSql("$1")} AND ${STATE_SQL.poisoned}
        RETURNING id
      ), resolved AS (
        UPDATE outbox_alerts SET resolved_at = now()
@@ -170,7 +171,7 @@ export async function requeue(db: Queryable, ids: string[]): Promise<RequeueResu
        RETURNING id
      )
      SELECT (SELECT coalesce(jsonb_agg(id), '[]') FROM requeued) AS requeued,
-            (SELECT coalesce(jsonb_agg(id), '[]') FROM events WHERE id = ANY($1::uuid[])) AS known,
+            (SELECT coalesce(jsonb_agg(id), '[]') FROM events_browse WHERE id = ANY($1::uuid[])) AS known,
             (SELECT count(*) FROM resolved) AS resolved`,
       [unique],
     )

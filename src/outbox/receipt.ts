@@ -1,7 +1,7 @@
 import type { FannedEvent } from "./relay/pass.ts";
 import type { Fanout } from "./schema.ts";
 import { query, type Queryable } from "./sql.ts";
-import { STATE_SQL } from "./state.ts";
+import { STATE_SQL, idsSql } from "./state.ts";
 
 export interface ReceiptEntry {
   id: string;
@@ -31,7 +31,7 @@ export async function readReceipt(db: Queryable, eventIds: string[]): Promise<Re
   const { rows } = await query<DbReceipt>(
     db,
     `SELECT id, type, fanned_out_at, fanout, ${STATE_SQL.poisoned} AS poisoned
-       FROM events WHERE id = ANY($1::uuid[])`,
+       FROM events WHERE ${idsSql("$1")}`,
     [eventIds],
   );
   const byId = new Map(rows.map((r) => [r.id, r]));

@@ -31,12 +31,12 @@ export const events = pgTable(
     // Claim order. Assigned when the inserting transaction runs, not when it
     // commits, so it is never used as a cursor (see docs/adr/0001).
     seq: bigint("seq", { mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
-    // Time-ordered (UUIDv7, migration 0007): the mark re-inserts every marked row into
-    // this unique index (a non-HOT update), and a batch's ids then sit on a few
-    // neighbouring leaves instead of one random leaf each (ADR 0014).
+    // Time-ordered (UUIDv7, migration 0007). Unique, and found by id, through
+    // events_browse's index on its copy: an index here took a new entry for every row
+    // the mark updates (a non-HOT update), plus a uniqueness check against the row's
+    // old version, about a quarter of the mark's backend CPU (docs/adr/0021).
     id: uuid("id")
       .notNull()
-      .unique()
       .default(sql`outbox_uuid_v7()`),
     type: text("type").notNull(),
     subject: text("subject").notNull(),
@@ -57,14 +57,15 @@ export const events = pgTable(
     // Only the relay's indexes. The mark is a non-HOT update (fanned_out_at is in the
     // claim index's predicate), so every index here gets a new entry for every row it
     // marks: what only the dashboard reads lives in events_browse and
-    // outbox_fanned_minutes below, which the mark never updates (docs/adr/0016).
+    // outbox_fanned_minutes below, which the mark never updates (docs/adr/0016), and
+    // so does the index on id (docs/adr/0021).
     // One state at a time: the state predicates (state.ts) rely on it.
     check("events_one_state", sql`fanned_out_at IS NULL OR poisoned_at IS NULL`),
   ],
 );
 
 /**
- * The dashboard's keys of every event (what the events page filters on), insert-only:
+ * Every event's keys (its id and what the events page filters on), insert-only:
  * written with the event by the statement trigger on `events` (migration 0010), in
  * the writer's transaction, and deleted with it (retention, any DELETE, TRUNCATE).
  * Its indexes here cost a write one entry each, and the relay's mark nothing: on
@@ -76,6 +77,9 @@ export const eventsBrowse = pgTable(
     // events.seq; no foreign key, whose check would cost every insert a look-up: the
     // triggers keep the two tables in step.
     seq: bigint("seq", { mode: "number" }).primaryKey(),
+    // events.id: its unique index lives here, where no mark ever touches it, and
+    // look-ups by id (GET /events/:id, receipts, requeue) go id → seq → events.
+    id: uuid("id").notNull().unique(),
     type: text("type").notNull(),
     subject: text("subject").notNull(),
     scope: text("scope"),

@@ -32,3 +32,13 @@ export function stateOf(row: { fannedOutAt: Date | null; poisonedAt: Date | null
 export function isEventState(value: string): value is EventState {
   return (EVENT_STATES as readonly string[]).includes(value);
 }
+
+/**
+ * A predicate on `events` (aliased `alias`) for the events whose ids are in the
+ * uuid[] the SQL expression `ids` gives. Ids are indexed on events_browse, not on
+ * events (docs/adr/0021): found there, they become seqs looked up by events'
+ * primary key, one index probe each, never a scan of either table.
+ */
+export function idsSql(ids: string, alias = "events"): string {
+  return `${alias}.seq = ANY (ARRAY(SELECT seq FROM events_browse WHERE id = ANY (${ids}::uuid[])))`;
+}

@@ -27,11 +27,12 @@ async function keys() {
     (
       await t.pool.query<{
         seq: string;
+        id: string;
         type: string;
         subject: string;
         scope: string | null;
         created_at: Date;
-      }>(`SELECT seq, type, subject, scope, created_at FROM ${table} ORDER BY seq`)
+      }>(`SELECT seq, id, type, subject, scope, created_at FROM ${table} ORDER BY seq`)
     ).rows;
   return { events: await read("events"), browse: await read("events_browse") };
 }
@@ -41,7 +42,7 @@ async function chartedFanned(): Promise<number> {
   return (await eventsPerMinute(t.pool)).reduce((sum, m) => sum + m.fanned, 0);
 }
 
-describe("events_browse: the events page's keys of every event", () => {
+describe("events_browse: every event's id and the events page's keys", () => {
   it("is written by every insert path, in the writer's statement", async () => {
     await seedEvents(t.pool, 20, { scope: "tenant-a" });
     await t.db.transaction(async (tx) => {
@@ -71,8 +72,8 @@ describe("events_browse: the events page's keys of every event", () => {
     const ids = await seedEvents(t.pool, 4);
     await t.pool.query(
       `UPDATE events SET type = 'test.renamed', subject = 'other', scope = 'tenant-z',
-              created_at = now() - interval '3 days' WHERE id = $1`,
-      [ids[1]],
+              created_at = now() - interval '3 days', id = $2 WHERE id = $1`,
+      [ids[1], "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"],
     );
     await drain({
       pool: t.pool,
@@ -82,6 +83,7 @@ describe("events_browse: the events page's keys of every event", () => {
     });
     const { events, browse } = await keys();
     expect(events.find((e) => e.type === "test.renamed")).toMatchObject({
+      id: "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b",
       subject: "other",
       scope: "tenant-z",
     });
@@ -115,11 +117,10 @@ describe("events_browse: the events page's keys of every event", () => {
     const { rows } = await t.pool.query<{ name: string }>(
       `SELECT indexrelid::regclass::text AS name FROM pg_index WHERE indrelid = 'events'::regclass ORDER BY 1`,
     );
-    // The primary key and the unique id (GET /events/:id, receipts), the claim's
-    // partial index, which a marked row leaves, and the poisoned rows' partial index,
-    // which a fanned row never enters.
+    // The primary key, the claim's partial index, which a marked row leaves, and the
+    // poisoned rows' partial index, which a fanned row never enters. The unique id is
+    // events_browse's (docs/adr/0021).
     expect(rows.map((r) => r.name)).toEqual([
-      "events_id_unique",
       "events_pkey",
       "events_poisoned_idx",
       "events_unfanned_seq_idx",

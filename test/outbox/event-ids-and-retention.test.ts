@@ -1,8 +1,10 @@
 // Migration 0007 (ADR 0014): event ids are time-ordered UUIDv7 built in the database,
 // and retention finds old fanned rows on the primary key, without an index on them.
+// Migration 0011 (ADR 0021): ids are unique and indexed on events_browse, not events.
 import { beforeEach, describe, expect, it } from "vitest";
 import { deleteOldFannedEvents } from "../../src/outbox/index.ts";
 import { retentionBatchSql } from "../../src/outbox/maintenance.ts";
+import { idsSql } from "../../src/outbox/state.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { eventStates, seedEvents } from "../support/events.ts";
 import { resetOutbox } from "../support/relay.ts";
@@ -36,6 +38,53 @@ describe("event ids", () => {
     // Within one statement the clock still moves on: the ids are ordered to the millisecond.
     const prefixes = many.map((id) => id.slice(0, 13));
     expect([...prefixes].sort()).toEqual(prefixes);
+  });
+});
+
+describe("event ids, indexed off events", () => {
+  it("stay unique: a second event with a taken id is refused and leaves nothing behind", async () => {
+    const [taken] = await seedEvents(t.pool, 1);
+    const insert = t.pool.query(
+      `INSERT INTO events (id, type, subject) VALUES ($1, 'test.copy', 'c'), (outbox_uuid_v7(), 'test.other', 'o')`,
+      [taken],
+    );
+    await expect(insert).rejects.toMatchObject({ code: "23505", constraint: "events_browse_id_unique" });
+    const [other] = await seedEvents(t.pool, 1);
+    // A correction to a taken id too.
+    await expect(
+      t.pool.query(`UPDATE events SET id = $1 WHERE id = $2`, [taken, other]),
+    ).rejects.toMatchObject({
+      code: "23505",
+    });
+    expect((await eventStates(t.pool)).map((e) => e.id)).toEqual([taken, other]);
+  });
+
+  it("are found by two index probes, events_browse's id then events' primary key, never a scan", async () => {
+    const ids = await seedEvents(t.pool, 3000, { fanned: true });
+    await t.pool.query(`ANALYZE events; ANALYZE events_browse`);
+    const wanted = [ids[5], ids[1500], ids[2999]];
+    const { rows } = await t.pool.query<{ "QUERY PLAN": string }>(
+      `EXPLAIN SELECT id FROM events WHERE ${idsSql("$1")}`,
+      [wanted],
+    );
+    const plan = rows.map((r) => r["QUERY PLAN"]).join("\n");
+    expect(plan).toContain("events_browse_id_unique");
+    expect(plan).toContain("events_pkey");
+    expect(plan).not.toContain("Seq Scan");
+    const found = await t.pool.query<{ id: string }>(
+      `SELECT id FROM events WHERE ${idsSql("$1")} ORDER BY seq`,
+      [wanted],
+    );
+    expect(found.rows.map((r) => r.id)).toEqual(wanted);
+  });
+
+  it("take no index entry on events when the relay marks a row", async () => {
+    // What the move buys: the mark is a non-HOT update, so an index on events.id
+    // got a new entry (and a uniqueness check) per marked row.
+    const { rows } = await t.pool.query<{ def: string }>(
+      `SELECT pg_get_indexdef(indexrelid) AS def FROM pg_index WHERE indrelid = 'events'::regclass`,
+    );
+    expect(rows.some((r) => /\(id\)/.test(r.def))).toBe(false);
   });
 });
 
