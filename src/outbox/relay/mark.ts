@@ -122,7 +122,9 @@ function fannedOnlySql(outcomes: RowOutcome[], NOW: string): string {
     }
     let entry = `CASE WHEN i.m${k} IS NOT NULL THEN ${published}`;
     if (of.some((e) => e && "coalescedInto" in e)) {
-      arrays.push(`${textArrayLiteral(of, (e) => (e && "coalescedInto" in e ? e.coalescedInto : null))}::text[]`);
+      arrays.push(
+        `${textArrayLiteral(of, (e) => (e && "coalescedInto" in e ? e.coalescedInto : null))}::text[]`,
+      );
       columns.push(`c${k}`);
       entry += ` WHEN i.c${k} IS NOT NULL THEN jsonb_build_object('coalescedInto', i.c${k})`;
     }
