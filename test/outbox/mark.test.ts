@@ -62,4 +62,58 @@ describe("the mark", () => {
     expect(await mark(seqs.map((seq) => ({ seq, fanout: {} })))).toMatchObject({ fanned: 2 });
     expect((await eventStates(t.pool)).map((s) => s.fanout)).toEqual([{}, {}]);
   });
+
+  it("writes a batch of plain message ids as JSON text, storing what the general statement stores", async () => {
+    const ids = await seedEvents(t.pool, 8);
+    const seqs = (await eventStates(t.pool)).map((e) => Number(e.seq));
+    // QStash-shaped ids, every kind of entry, a row without one subscription, one
+    // with neither, names and ids with spaces and non-ASCII: nothing JSON escapes.
+    const plain: Fanout[] = [
+      {
+        mail: { messageId: "msg_2mPqA9xYz" },
+        "search index": { messageId: "msg_7-Kd_e", deduplicated: true },
+      },
+      { mail: { messageId: "msg_é 1" }, "search index": { coalescedInto: ids[0]! } },
+      {},
+      { "search index": { messageId: "NULL" } },
+    ];
+    const sent: string[] = [];
+    const client = await t.pool.connect();
+    try {
+      await client.query("BEGIN");
+      const recording = {
+        query: (text: string) => {
+          sent.push(text);
+          return client.query(text);
+        },
+      };
+      await markAndCommit(
+        recording as unknown as typeof client,
+        plain.map((fanout, i) => ({ seq: seqs[i]!, fanout })),
+        clearFailuresSql(undefined),
+        undefined,
+      );
+    } finally {
+      client.release();
+    }
+    expect(sent.join("")).toContain("concat_ws");
+    await mark([...plain.map((fanout, i) => ({ seq: seqs[4 + i]!, fanout })), { seq: 0, error: "x" }]);
+    const states = await eventStates(t.pool);
+    expect(states.slice(0, 4).map((s) => s.fanout)).toEqual(plain);
+    expect(states.slice(4, 8).map((s) => s.fanout)).toEqual(plain);
+    expect(states.map((s) => s.id)).toEqual(ids);
+  });
+
+  it("falls back to building each document when one id or name needs escaping, with the same result", async () => {
+    await seedEvents(t.pool, 4);
+    const seqs = (await eventStates(t.pool)).map((e) => Number(e.seq));
+    const odd: Fanout[][] = [
+      [{ mail: { messageId: 'msg_"quoted"' } }],
+      [{ 'it\'s "odd"': { messageId: "msg_1" } }],
+      [{ mail: { coalescedInto: 'x"y' } }],
+      [{ mail: { messageId: "msg_back\\slash\n" } }],
+    ];
+    for (const [i, [fanout]] of odd.entries()) await mark([{ seq: seqs[i]!, fanout: fanout! }]);
+    expect((await eventStates(t.pool)).map((s) => s.fanout)).toEqual(odd.map(([f]) => f));
+  });
 });

@@ -101,7 +101,7 @@ function generalSql(outcomes: RowOutcome[], NOW: string): string {
  * (Sending it was less of the cost than it looked: a later profile showed the
  * socket write's time per call, not per byte.) The values stored are the general
  * statement's (jsonb orders keys itself); a subscription with no entry for a row
- * gives NULL, which jsonb_strip_nulls drops (no entry value is ever null).
+ * gives NULL, which is left out of the row's document (no entry value is ever null).
  */
 function fannedOnlySql(outcomes: RowOutcome[], NOW: string): string {
   const names: string[] = [];
@@ -110,28 +110,46 @@ function fannedOnlySql(outcomes: RowOutcome[], NOW: string): string {
   }
   const arrays = [`'{${outcomes.map((o) => o.seq).join(",")}}'::int8[]`];
   const columns = ["seq"];
+  // Whether every name, message id and coalescing target is a JSON string as it
+  // stands (QStash's ids are letters, digits, '_' and '-'; targets are uuids).
+  let plain = true;
+  const unescaped = (v: string | null) => v === null || !NEEDS_JSON_ESCAPE.test(v);
   const entries = names.map((name, k) => {
     const of = outcomes.map((o) => o.fanout![name]);
-    arrays.push(`${textArrayLiteral(of, (e) => (e && "messageId" in e ? e.messageId : null))}::text[]`);
+    const messageIds = of.map((e) => (e && "messageId" in e ? e.messageId : null));
+    arrays.push(`${textArrayLiteral(messageIds)}::text[]`);
     columns.push(`m${k}`);
+    plain &&= unescaped(name) && messageIds.every(unescaped);
     let published = `jsonb_build_object('messageId', i.m${k})`;
+    let publishedText = `${literal(`"${name}":{"messageId":"`)} || i.m${k} || '"}'`;
     if (of.some(isDeduplicated)) {
       arrays.push(`'{${of.map((e) => (isDeduplicated(e) ? "t" : "f")).join(",")}}'::bool[]`);
       columns.push(`d${k}`);
       published = `CASE WHEN i.d${k} THEN jsonb_build_object('messageId', i.m${k}, 'deduplicated', true) ELSE ${published} END`;
+      publishedText = `${literal(`"${name}":{"messageId":"`)} || i.m${k} || CASE WHEN i.d${k} THEN '","deduplicated":true}' ELSE '"}' END`;
     }
     let entry = `CASE WHEN i.m${k} IS NOT NULL THEN ${published}`;
+    let text = `CASE WHEN i.m${k} IS NOT NULL THEN ${publishedText}`;
     if (of.some((e) => e && "coalescedInto" in e)) {
-      arrays.push(
-        `${textArrayLiteral(of, (e) => (e && "coalescedInto" in e ? e.coalescedInto : null))}::text[]`,
-      );
+      const targets = of.map((e) => (e && "coalescedInto" in e ? e.coalescedInto : null));
+      arrays.push(`${textArrayLiteral(targets)}::text[]`);
       columns.push(`c${k}`);
+      plain &&= targets.every(unescaped);
       entry += ` WHEN i.c${k} IS NOT NULL THEN jsonb_build_object('coalescedInto', i.c${k})`;
+      text += ` WHEN i.c${k} IS NOT NULL THEN ${literal(`"${name}":{"coalescedInto":"`)} || i.c${k} || '"}'`;
     }
-    return `${literal(name)}::text, ${entry} END`;
+    return { entry: `${literal(name)}::text, ${entry} END`, text: `${text} END` };
   });
-  const fanout =
-    names.length > 0 ? `jsonb_strip_nulls(jsonb_build_object(${entries.join(", ")}))` : `'{}'::jsonb`;
+  let fanout = `'{}'::jsonb`;
+  if (names.length > 0 && plain) {
+    // Nothing to escape: the document is written as text and parsed once, which costs
+    // Postgres about 40 % of the nested jsonb_build_object calls and their strip of
+    // nulls (callgrind, docs/performance.md). concat_ws leaves out a NULL piece: a
+    // subscription without an entry for the row.
+    fanout = `('{' || concat_ws(',', ${entries.map((e) => e.text).join(", ")}) || '}')::jsonb`;
+  } else if (names.length > 0) {
+    fanout = `jsonb_strip_nulls(jsonb_build_object(${entries.map((e) => e.entry).join(", ")}))`;
+  }
   return `
     WITH fanned AS (
       UPDATE events e
@@ -142,6 +160,13 @@ function fannedOnlySql(outcomes: RowOutcome[], NOW: string): string {
     ), ${countFannedSql("fanned", NOW)}
     SELECT (SELECT count(*) FROM fanned)::int AS fanned, 0 AS failed, '[]'::jsonb AS poisoned;`;
 }
+
+/**
+ * What JSON must escape in a string: '"', '\\' and the control characters U+0000 to
+ * U+001F. \p{Cc} also takes U+007F to U+009F, which JSON leaves as they are: a batch
+ * holding one only takes the statement that escapes.
+ */
+const NEEDS_JSON_ESCAPE = /["\\\p{Cc}]/u;
 
 /**
  * A CTE (named `counted`) that adds the rows of CTE `from` to the overview chart's
@@ -167,33 +192,24 @@ function isDeduplicated(entry: FanoutEntry | undefined): boolean {
  * A text[] value as a SQL string literal (`E'{"a","b",NULL}'`): each element quoted
  * for the array (backslash and double quote escaped), then for SQL (backslash and
  * single quote doubled, as literal() does), NULL for null. Message ids are plain and
- * present for every row, so the usual array is one join of the values as they are;
- * as quoted strings joined and then escaped whole by two regex replaces, it was a
- * tenth of what a null-publisher pass allocated (docs/performance.md).
+ * present for every row, so the usual array is one join of the values as they are,
+ * and only an element that needs it is escaped: as quoted strings joined and then
+ * escaped whole by two regex replaces, the mark's arrays were a tenth of what a
+ * null-publisher pass allocated (docs/performance.md).
  */
-function textArrayLiteral<T>(entries: readonly T[], value: (entry: T) => string | null): string {
-  const values: (string | null)[] = new Array(entries.length);
-  let plain = true;
-  for (let i = 0; i < entries.length; i++) {
-    const v = value(entries[i]!);
-    values[i] = v;
-    if (plain && (v === null || !isPlain(v))) plain = false;
+function textArrayLiteral(values: readonly (string | null)[]): string {
+  if (values.every((v) => v !== null && isPlain(v))) {
+    return values.length === 0 ? "E'{}'" : `E'{"${values.join('","')}"}'`;
   }
-  if (plain) return values.length === 0 ? "E'{}'" : `E'{"${values.join('","')}"}'`;
-  for (let i = 0; i < values.length; i++) {
-    const v = values[i] ?? null;
-    if (v === null) values[i] = "NULL";
-    else if (isPlain(v)) values[i] = `"${v}"`;
-    else values[i] = `"${v.replace(/["\\]/g, "\\$&").replace(/\\/g, "\\\\").replace(/'/g, "''")}"`;
-  }
-  return `E'{${values.join(",")}}'`;
+  const elements = values.map((v) => {
+    if (v === null) return "NULL";
+    if (isPlain(v)) return `"${v}"`;
+    return `"${v.replace(/["\\]/g, "\\$&").replace(/\\/g, "\\\\").replace(/'/g, "''")}"`;
+  });
+  return `E'{${elements.join(",")}}'`;
 }
 
-/**
- * No double quote, single quote or backslash: nothing to escape in the array or in
- * SQL. A loop over char codes, as a regex test per id cost a tenth of the mark's
- * text in a profile.
- */
+/** No double quote, single quote or backslash: nothing to escape in the array or in SQL. */
 function isPlain(value: string): boolean {
   for (let i = 0; i < value.length; i++) {
     const c = value.charCodeAt(i);
