@@ -105,7 +105,9 @@ function generalSql(outcomes: RowOutcome[], NOW: string): string {
  */
 function fannedOnlySql(outcomes: RowOutcome[], NOW: string): string {
   const names: string[] = [];
-  for (const o of outcomes) for (const name in o.fanout) if (!names.includes(name)) names.push(name);
+  for (let i = 0; i < outcomes.length; i++) {
+    for (const name in outcomes[i]!.fanout) if (!names.includes(name)) names.push(name);
+  }
   const arrays = [`'{${outcomes.map((o) => o.seq).join(",")}}'::int8[]`];
   const columns = ["seq"];
   // Whether every name, message id and coalescing target is a JSON string as it
@@ -115,7 +117,7 @@ function fannedOnlySql(outcomes: RowOutcome[], NOW: string): string {
   const entries = names.map((name, k) => {
     const of = outcomes.map((o) => o.fanout![name]);
     const messageIds = of.map((e) => (e && "messageId" in e ? e.messageId : null));
-    arrays.push(`${literal(textArray(messageIds))}::text[]`);
+    arrays.push(`${textArrayLiteral(messageIds)}::text[]`);
     columns.push(`m${k}`);
     plain &&= unescaped(name) && messageIds.every(unescaped);
     let published = `jsonb_build_object('messageId', i.m${k})`;
@@ -130,7 +132,7 @@ function fannedOnlySql(outcomes: RowOutcome[], NOW: string): string {
     let text = `CASE WHEN i.m${k} IS NOT NULL THEN ${publishedText}`;
     if (of.some((e) => e && "coalescedInto" in e)) {
       const targets = of.map((e) => (e && "coalescedInto" in e ? e.coalescedInto : null));
-      arrays.push(`${literal(textArray(targets))}::text[]`);
+      arrays.push(`${textArrayLiteral(targets)}::text[]`);
       columns.push(`c${k}`);
       plain &&= targets.every(unescaped);
       entry += ` WHEN i.c${k} IS NOT NULL THEN jsonb_build_object('coalescedInto', i.c${k})`;
@@ -186,7 +188,32 @@ function isDeduplicated(entry: FanoutEntry | undefined): boolean {
   return entry !== undefined && "deduplicated" in entry && entry.deduplicated === true;
 }
 
-/** A text[] literal's contents: every element quoted (backslash and quote escaped), NULL for null. */
-function textArray(values: (string | null)[]): string {
-  return `{${values.map((v) => (v === null ? "NULL" : `"${v.replace(/["\\]/g, "\\$&")}"`)).join(",")}}`;
+/**
+ * A text[] value as a SQL string literal (`E'{"a","b",NULL}'`): each element quoted
+ * for the array (backslash and double quote escaped), then for SQL (backslash and
+ * single quote doubled, as literal() does), NULL for null. Message ids are plain and
+ * present for every row, so the usual array is one join of the values as they are,
+ * and only an element that needs it is escaped: as quoted strings joined and then
+ * escaped whole by two regex replaces, the mark's arrays were a tenth of what a
+ * null-publisher pass allocated (docs/performance.md).
+ */
+function textArrayLiteral(values: readonly (string | null)[]): string {
+  if (values.every((v) => v !== null && isPlain(v))) {
+    return values.length === 0 ? "E'{}'" : `E'{"${values.join('","')}"}'`;
+  }
+  const elements = values.map((v) => {
+    if (v === null) return "NULL";
+    if (isPlain(v)) return `"${v}"`;
+    return `"${v.replace(/["\\]/g, "\\$&").replace(/\\/g, "\\\\").replace(/'/g, "''")}"`;
+  });
+  return `E'{${elements.join(",")}}'`;
+}
+
+/** No double quote, single quote or backslash: nothing to escape in the array or in SQL. */
+function isPlain(value: string): boolean {
+  for (let i = 0; i < value.length; i++) {
+    const c = value.charCodeAt(i);
+    if (c === 34 || c === 39 || c === 92) return false;
+  }
+  return true;
 }

@@ -155,9 +155,12 @@ async function batchPass(
       backedOffUntil: failure?.backoff_until ?? null,
     };
   }
+  // Indexed loops: as for-of in this async function they allocated an iterator per
+  // row and a result per job, a few percent of what a pass allocated.
   let i = 0;
-  for (const plan of plans) {
-    for (const job of plan.jobs) recordPublished(plan, job, published[i++]!);
+  for (let p = 0; p < plans.length; p++) {
+    const plan = plans[p]!;
+    for (let j = 0; j < plan.jobs.length; j++) recordPublished(plan, plan.jobs[j]!, published[i++]!);
   }
   const mark = await markAndCommit(client, plans.map(outcome), clearFailuresSql(options.now), options.now);
   return {
