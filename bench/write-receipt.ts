@@ -603,33 +603,25 @@ function comparedRows(): [string, Summary, (x: number) => string][] {
   if (!c) return [];
   const f1 = (x: number) => x.toFixed(1);
   const f2 = (x: number) => x.toFixed(2);
+  // CPU per request by process, under the total of the three, repetition by repetition.
+  const cpuWithTotal = (
+    unit: string,
+    cpu: { workerd: Summary; postgres: Summary; node: Summary },
+  ): [string, Summary, (x: number) => string][] => [
+    [
+      `  CPU per ${unit} (ms): workerd + Postgres + Node`,
+      summarize(cpu.workerd.runs.map((w, i) => w + cpu.postgres.runs[i]! + cpu.node.runs[i]!)),
+      f1,
+    ],
+    ["  workerd", cpu.workerd, f1],
+    ["  Postgres", cpu.postgres, f1],
+    ["  Node", cpu.node, f1],
+  ];
   return [
     [`compared Worker (${c.worker}): GET /healthz (requests/s)`, c.healthzPerSecond, f1],
-    [
-      "  CPU per request (ms): workerd + Postgres + Node",
-      summarize(
-        c.healthzCpuMs.workerd.runs.map(
-          (w, i) => w + c.healthzCpuMs.postgres.runs[i]! + c.healthzCpuMs.node.runs[i]!,
-        ),
-      ),
-      f1,
-    ],
-    ["  workerd", c.healthzCpuMs.workerd, f1],
-    ["  Postgres", c.healthzCpuMs.postgres, f1],
-    ["  Node", c.healthzCpuMs.node, f1],
+    ...cpuWithTotal("request", c.healthzCpuMs),
     ["  POST /notes + Prefer: wait=5 (writes/s)", c.notesPerSecond, f1],
-    [
-      "  CPU per write (ms): workerd + Postgres + Node",
-      summarize(
-        c.notesCpuMs.workerd.runs.map(
-          (w, i) => w + c.notesCpuMs.postgres.runs[i]! + c.notesCpuMs.node.runs[i]!,
-        ),
-      ),
-      f1,
-    ],
-    ["  workerd", c.notesCpuMs.workerd, f1],
-    ["  Postgres", c.notesCpuMs.postgres, f1],
-    ["  Node", c.notesCpuMs.node, f1],
+    ...cpuWithTotal("write", c.notesCpuMs),
     ["  incomplete receipts", c.notesIncomplete, (x) => x.toFixed(0)],
     ["  round trips per write, under the load / one at a time", c.notesRoundTrips, f2],
     ["  ", c.roundTripsPerWrite, f2],
