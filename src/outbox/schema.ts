@@ -34,7 +34,7 @@ export const events = pgTable(
     // Time-ordered (UUIDv7, migration 0007). Unique, and found by id, through
     // events_browse's index on its copy: an index here took a new entry for every row
     // the mark updates (a non-HOT update), plus a uniqueness check against the row's
-    // old version, about a quarter of the mark's backend CPU (docs/adr/0021).
+    // old version, 16 % of the ceiling statement's instructions (docs/adr/0021).
     id: uuid("id")
       .notNull()
       .default(sql`outbox_uuid_v7()`),

@@ -6,6 +6,9 @@ export interface MinuteCount {
   fanned: number;
 }
 
+/** The first minute of the window; $1 is its length in minutes. */
+const SINCE = `(date_trunc('minute', now()) - make_interval(mins => $1::int - 1))`;
+
 /**
  * Events recorded and fanned out per minute over the last hour, one entry per
  * minute (zeros included), oldest first. Recorded: events_browse's created_at,
@@ -14,9 +17,6 @@ export interface MinuteCount {
  * per-minute counts the mark adds once per pass (outbox_fanned_minutes), which the
  * relay writes instead of an index entry per fanned row on events (docs/adr/0016).
  */
-/** The first minute of the window; $1 is its length in minutes. */
-const SINCE = `(date_trunc('minute', now()) - make_interval(mins => $1::int - 1))`;
-
 export async function eventsPerMinute(db: Queryable, minutes = 60): Promise<MinuteCount[]> {
   // count(*)::int arrives as a number from both drivers.
   const { rows: found } = await query<{ minute: Date; recorded: number; fanned: number }>(
