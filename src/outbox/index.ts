@@ -42,7 +42,14 @@ export { PublishError, InvalidInputError, type FailureKind } from "./errors.ts";
 
 // The relay.
 export type { Queryable, SqlPool, SqlClient } from "./sql.ts";
-export { runPass, type RelayOptions, type PassResult, type FannedEvent } from "./relay/pass.ts";
+export {
+  runPass,
+  openPasses,
+  type PassSession,
+  type RelayOptions,
+  type PassResult,
+  type FannedEvent,
+} from "./relay/pass.ts";
 export { drain, type DrainOptions, type DrainResult } from "./relay/drain.ts";
 export { RELAY_POLICY, type ExponentialBackoff } from "./relay/policy.ts";
 

@@ -42,12 +42,24 @@ interface DbClaimState {
  * every interpolated value is a number or an ISO timestamp built here.
  */
 export async function claim(client: SqlClient, limit: number, now: Date | undefined): Promise<Claim> {
+  return readClaim(await client.query(claimText(limit, now)));
+}
+
+/**
+ * The claim's statements as one text, `BEGIN` first: sent alone by claim(), or after
+ * a pass's COMMIT in the same round trip when a drain goes on (ADR 0022).
+ */
+export function claimText(limit: number, now: Date | undefined): string {
   const NOW = nowSql(now);
-  const raw = await client.query(`
+  return `
     BEGIN;
     SELECT failures, backoff_until, coalesce(backoff_until > ${NOW}, false) AS backed_off, ${NOW} AS at
       FROM outbox_relay_state WHERE id = 1;
-    ${claimSql(limit, now)};`);
+    ${claimSql(limit, now)};`;
+}
+
+/** What claimText's three statements answered, in order (BEGIN, state, claim). */
+export function readClaim(raw: unknown): Claim {
   const [, stateResult, claimResult] = results<[never, DbClaimState, DbClaimedRow]>(raw);
   const s = stateResult?.rows[0];
   const state: RelayState = s

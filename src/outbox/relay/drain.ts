@@ -1,4 +1,4 @@
-import { runPass, type PassResult, type RelayOptions } from "./pass.ts";
+import { openPasses, type PassResult, type RelayOptions } from "./pass.ts";
 
 export interface DrainOptions extends RelayOptions {
   /** Stop starting passes after this long. */
@@ -23,7 +23,11 @@ export interface DrainResult {
   backedOffUntil: Date | null;
 }
 
-/** Passes one after another until there is nothing to claim, the relay is backed off, or time is up. */
+/**
+ * Passes one after another until there is nothing to claim, the relay is backed off, or time is up.
+ * All on one connection: a pass that commits while the drain goes on carries the
+ * next pass's claim with its COMMIT (ADR 0022), so n passes cost n + 1 round trips.
+ */
 export async function drain(options: DrainOptions): Promise<DrainResult> {
   const started = Date.now();
   const totals: DrainResult = {
@@ -36,23 +40,37 @@ export async function drain(options: DrainOptions): Promise<DrainResult> {
     stoppedBecause: "drained",
     backedOffUntil: null,
   };
-  for (;;) {
-    const pass = await runPass(options);
-    totals.passes++;
-    totals.claimed += pass.claimed;
-    totals.fanned += pass.fanned;
-    totals.failed += pass.failed;
-    totals.poisoned += pass.poisoned.length;
-    totals.jobs += pass.jobs;
-    options.onPass?.(pass, totals);
-    if (pass.backedOffUntil) {
-      totals.backedOffUntil = pass.backedOffUntil;
-      return { ...totals, stoppedBecause: "backoff" };
+  // Asked just before a pass commits, so the same rules as after it: whether
+  // another pass will start. The pass in hand is not counted in totals yet.
+  const another = (full: boolean) =>
+    !(options.until === "not-full" && !full) &&
+    Date.now() - started < options.budgetMs &&
+    (options.maxPasses === undefined || totals.passes + 1 < options.maxPasses);
+  const session = await openPasses(options);
+  try {
+    for (;;) {
+      const pass = await session.run(another);
+      totals.passes++;
+      totals.claimed += pass.claimed;
+      totals.fanned += pass.fanned;
+      totals.failed += pass.failed;
+      totals.poisoned += pass.poisoned.length;
+      totals.jobs += pass.jobs;
+      options.onPass?.(pass, totals);
+      if (pass.backedOffUntil) {
+        totals.backedOffUntil = pass.backedOffUntil;
+        return { ...totals, stoppedBecause: "backoff" };
+      }
+      // The next pass started with this one's commit: it runs even if the budget ran
+      // out while the commit travelled, rather than claim rows only to put them back.
+      if (session.claimed) continue;
+      if (pass.claimed === 0 || (options.until === "not-full" && !pass.full)) return totals;
+      if (Date.now() - started >= options.budgetMs) return { ...totals, stoppedBecause: "budget" };
+      if (options.maxPasses !== undefined && totals.passes >= options.maxPasses) {
+        return { ...totals, stoppedBecause: "max-passes" };
+      }
     }
-    if (pass.claimed === 0 || (options.until === "not-full" && !pass.full)) return totals;
-    if (Date.now() - started >= options.budgetMs) return { ...totals, stoppedBecause: "budget" };
-    if (options.maxPasses !== undefined && totals.passes >= options.maxPasses) {
-      return { ...totals, stoppedBecause: "max-passes" };
-    }
+  } finally {
+    await session.close();
   }
 }

@@ -17,6 +17,8 @@ export interface MarkResult {
   poisoned: string[];
   /** The new backoff when `stateSql` recorded a failure; empty when it cleared one. */
   state: DbBackoff[];
+  /** What the statements of `then` answered, one result each, when it was given. */
+  then: unknown[];
 }
 
 /**
@@ -24,7 +26,10 @@ export interface MarkResult {
  * fanned_out_at and fanout; failed rows get attempts + 1, last_error and a due
  * time (RELAY_POLICY.rowRetry), and the last allowed failure poisons the row
  * and raises an alert in the same statement. `stateSql` settles the relay's
- * backoff in the same transaction.
+ * backoff in the same transaction. `then`, statements to run after the COMMIT,
+ * rides the same round trip: a drain's next claim (ADR 0022). If one of them
+ * fails, the query fails as a whole although the COMMIT before it held; the
+ * caller cannot tell which, as when a connection drops during a COMMIT.
  *
  * The outcomes travel as literals because parameters would force the extended
  * protocol, which allows one statement per round trip.
@@ -34,6 +39,7 @@ export async function markAndCommit(
   outcomes: RowOutcome[],
   stateSql: string,
   now: Date | undefined,
+  then = "",
 ): Promise<MarkResult> {
   const NOW = nowSql(now);
   // A batch where every row published (the usual case) takes the compact statement,
@@ -43,7 +49,7 @@ export async function markAndCommit(
   const mark = compact ? fannedOnlySql(outcomes, NOW) : generalSql(outcomes, NOW);
   const raw = await client.query(`${mark}
     ${stateSql};
-    COMMIT;`);
+    COMMIT;${then}`);
   const [counts, state] = results<[{ fanned: number; failed: number; poisoned: string[] }, DbBackoff]>(raw);
   const row = counts?.rows[0];
   return {
@@ -51,6 +57,8 @@ export async function markAndCommit(
     fanned: row?.fanned ?? 0,
     failed: row?.failed ?? 0,
     poisoned: row?.poisoned ?? [],
+    // mark, state, COMMIT, then whatever followed.
+    then: then && Array.isArray(raw) ? raw.slice(3) : [],
   };
 }
 

@@ -5,7 +5,7 @@ import type { Subscription } from "../subscriptions.ts";
 import type { Fanout } from "../schema.ts";
 import type { Job, PublishedJob } from "../types.ts";
 import { clearFailuresSql, recordFailureSql, type DbBackoff } from "./backoff.ts";
-import { claim } from "./claim.ts";
+import { claim, claimText, readClaim, type Claim } from "./claim.ts";
 import { markAndCommit, type RowOutcome } from "./mark.ts";
 import { planBatch, type RowPlan } from "./plan.ts";
 import { RELAY_POLICY, type ExponentialBackoff } from "./policy.ts";
@@ -76,6 +76,31 @@ export interface FannedEvent {
  * publish failures are classified and recorded, never thrown.
  */
 export async function runPass(options: RelayOptions): Promise<PassResult> {
+  const session = await openPasses(options);
+  try {
+    return await session.run();
+  } finally {
+    await session.close();
+  }
+}
+
+/** Passes one after another on one connection: what drain() runs. */
+export interface PassSession {
+  /**
+   * One pass, on the claim the previous pass sent with its commit or on one of its
+   * own. `another(full)` is asked just before the pass commits, after its publish:
+   * true sends the next pass's claim after the COMMIT in the same round trip, so a
+   * drain costs one round trip per pass instead of two (ADR 0022). A pass that
+   * rolls back (nothing claimed, a failed publish) or records an outage asks nothing.
+   */
+  run(another?: (full: boolean) => boolean): Promise<PassResult>;
+  /** The next pass is claimed already, its rows locked: run it, or close() rolls it back. */
+  readonly claimed: boolean;
+  /** Rolls back a claim no pass ran, and gives the connection back (dropped after an error). */
+  close(): Promise<void>;
+}
+
+export async function openPasses(options: RelayOptions): Promise<PassSession> {
   const batchSize = positiveInt(options.batchSize ?? RELAY_POLICY.batchSize, "batchSize");
   const client = await options.pool.connect();
   let destroy = false;
@@ -85,42 +110,75 @@ export async function runPass(options: RelayOptions): Promise<PassResult> {
     destroy = true;
   };
   client.on?.("error", onError);
-  let passTimer: ReturnType<typeof setTimeout> | undefined;
-  try {
-    const { state, events, at } = await claim(client, batchSize, options.now);
-    if (events.length === 0) {
-      await client.query("ROLLBACK");
-      return {
-        ...emptyResult(state.backedOff ? "backed-off" : "empty"),
-        backedOffUntil: state.backedOff ? state.backoffUntil : null,
-      };
+  let next: Claim | undefined;
+  let closed = false;
+
+  async function run(another: (full: boolean) => boolean = () => false): Promise<PassResult> {
+    if (closed) throw new Error("the relay's pass session is closed");
+    let passTimer: ReturnType<typeof setTimeout> | undefined;
+    try {
+      const claimed = next ?? (await claim(client, batchSize, options.now));
+      next = undefined;
+      const { state, events, at } = claimed;
+      if (events.length === 0) {
+        await client.query("ROLLBACK");
+        return {
+          ...emptyResult(state.backedOff ? "backed-off" : "empty"),
+          backedOffUntil: state.backedOff ? state.backoffUntil : null,
+        };
+      }
+      // A timer cleared when the pass ends, not AbortSignal.timeout: those stay armed
+      // (and keep their signals, and AbortSignal.any's, alive) for the whole minute
+      // after a 10 ms pass, which a profile of a long drain showed as garbage
+      // collection work growing with every pass.
+      const deadline = timeoutController(options.passTimeoutMs ?? RELAY_POLICY.passTimeoutMs);
+      passTimer = deadline.timer;
+      const publish = (jobs: Job[]) => publishBounded(options, jobs, deadline.signal);
+      const full = events.length === batchSize;
+      // Called just before the commit is sent, with the pass's own `full`: "" or the
+      // next pass's claim.
+      const then = (passFull: boolean) => (another(passFull) ? claimText(batchSize, options.now) : "");
+      const [result, following] =
+        state.failures === 0
+          ? await batchPass(client, options, events, publish, full, at, then)
+          : await rowsPass(client, options, events, publish, full, at, then);
+      next = following;
+      return result;
+    } catch (error) {
+      // The connection may be gone (that is how a crash looks from here); the
+      // transaction then rolls back on the server, and the rows are claimable again.
+      destroy = true;
+      await client.query("ROLLBACK").catch(() => undefined);
+      throw error;
+    } finally {
+      clearTimeout(passTimer);
     }
-    // A timer cleared when the pass ends, not AbortSignal.timeout: those stay armed
-    // (and keep their signals, and AbortSignal.any's, alive) for the whole minute
-    // after a 10 ms pass, which a profile of a long drain showed as garbage
-    // collection work growing with every pass.
-    const deadline = timeoutController(options.passTimeoutMs ?? RELAY_POLICY.passTimeoutMs);
-    passTimer = deadline.timer;
-    const publish = (jobs: Job[]) => publishBounded(options, jobs, deadline.signal);
-    const full = events.length === batchSize;
-    return state.failures === 0
-      ? await batchPass(client, options, events, publish, full, at)
-      : await rowsPass(client, options, events, publish, full, at);
-  } catch (error) {
-    // The connection may be gone (that is how a crash looks from here); the
-    // transaction then rolls back on the server, and the rows are claimable again.
-    destroy = true;
-    await client.query("ROLLBACK").catch(() => undefined);
-    throw error;
-  } finally {
-    clearTimeout(passTimer);
-    client.off?.("error", onError);
-    client.release(destroy);
   }
+
+  return {
+    run,
+    get claimed() {
+      return next !== undefined;
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      if (next !== undefined && !destroy) {
+        next = undefined;
+        // A claim nobody will run: its rows go back now rather than when the
+        // connection is next used.
+        await client.query("ROLLBACK").catch(() => {
+          destroy = true;
+        });
+      }
+      client.off?.("error", onError);
+      client.release(destroy);
+    },
+  };
 }
 
 type Publish = (jobs: Job[]) => Promise<PublishedJob[]>;
-type Claimed = Awaited<ReturnType<typeof claim>>["events"];
+type Claimed = Claim["events"];
 
 async function batchPass(
   client: SqlClient,
@@ -129,7 +187,8 @@ async function batchPass(
   publish: Publish,
   full: boolean,
   at: Date | null,
-): Promise<PassResult> {
+  then: (full: boolean) => string,
+): Promise<[PassResult, Claim | undefined]> {
   const plans = planBatch(events, options.subscriptions, {
     coalesce: true,
     maxJobBytes: options.maxJobBytes ?? RELAY_POLICY.maxJobBytes,
@@ -147,13 +206,14 @@ async function batchPass(
       await client.query(recordFailureSql(message, options.now, options.passBackoff)),
     );
     const failure = failed?.rows[0];
-    return {
+    const result: PassResult = {
       ...emptyResult("batch"),
       claimed: events.length,
       full,
       error: message,
       backedOffUntil: failure?.backoff_until ?? null,
     };
+    return [result, undefined];
   }
   // Indexed loops: as for-of in this async function they allocated an iterator per
   // row and a result per job, a few percent of what a pass allocated.
@@ -162,8 +222,15 @@ async function batchPass(
     const plan = plans[p]!;
     for (let j = 0; j < plan.jobs.length; j++) recordPublished(plan, plan.jobs[j]!, published[i++]!);
   }
-  const mark = await markAndCommit(client, plans.map(outcome), clearFailuresSql(options.now), options.now);
-  return {
+  const claimNext = then(full);
+  const mark = await markAndCommit(
+    client,
+    plans.map(outcome),
+    clearFailuresSql(options.now),
+    options.now,
+    claimNext,
+  );
+  const result: PassResult = {
     mode: "batch",
     claimed: events.length,
     fanned: mark.fanned,
@@ -174,6 +241,7 @@ async function batchPass(
     full,
     fannedEvents: fannedEvents(plans, at, mark.fanned),
   };
+  return [result, claimNext ? readClaim(mark.then) : undefined];
 }
 
 /**
@@ -188,7 +256,8 @@ async function rowsPass(
   publish: Publish,
   full: boolean,
   at: Date | null,
-): Promise<PassResult> {
+  then: (full: boolean) => string,
+): Promise<[PassResult, Claim | undefined]> {
   const limit = Math.min(events.length, options.rowsPassSize ?? RELAY_POLICY.rowsPassSize);
   const outcomes: RowOutcome[] = [];
   const tried: RowPlan[] = [];
@@ -219,8 +288,10 @@ async function rowsPass(
   const stateSql = outage
     ? recordFailureSql(outage, options.now, options.passBackoff)
     : clearFailuresSql(options.now);
-  const mark = await markAndCommit(client, outcomes, stateSql, options.now);
-  return {
+  // After an outage the relay is backed off: a claim now would find nothing.
+  const claimNext = outage ? "" : then(full || limit < events.length);
+  const mark = await markAndCommit(client, outcomes, stateSql, options.now, claimNext);
+  const result: PassResult = {
     mode: "rows",
     claimed: events.length,
     fanned: mark.fanned,
@@ -232,6 +303,7 @@ async function rowsPass(
     full: full || limit < events.length,
     fannedEvents: fannedEvents(tried, at, mark.fanned),
   };
+  return [result, claimNext ? readClaim(mark.then) : undefined];
 }
 
 /**
