@@ -8,6 +8,7 @@
 import { Pool } from "@neondatabase/serverless";
 import {
   createQStashPublisher,
+  openPasses,
   runPass,
   type Job,
   type PassResult,
@@ -15,6 +16,7 @@ import {
 } from "../../src/outbox/index.ts";
 import { configureNeonForWsProxy, startWsProxy, takesPipelinedConnect } from "../../infra/ws-proxy.ts";
 import type { BenchContext } from "../support/context.ts";
+import { runProductionRelayProcess } from "../support/child.ts";
 import { processCpuMs } from "../support/process-cpu.ts";
 import { incompleteFanouts, resetOutbox, seedBacklog, settle, unfanned } from "../support/db.ts";
 import { log } from "../support/progress.ts";
@@ -25,8 +27,7 @@ import {
   type WsProxyService,
 } from "../support/service.ts";
 import { summarize, type Summary } from "../support/stats.ts";
-import { PUBLIC_URL, benchSubscriptions, drainTogether } from "../support/subscriptions.ts";
-import { countingPublisher } from "./concurrency.ts";
+import { PUBLIC_URL, benchSubscriptions } from "../support/subscriptions.ts";
 import { commitToPublished, summarizeLatency, type LatencyResult, type LatencyRun } from "./latency.ts";
 
 /** Relays draining one backlog together, each on its own connection, against one. */
@@ -55,13 +56,12 @@ export interface ProductionDrain {
   duplicates: number;
   incompleteFanout: number;
   /**
-   * CPU time of this process (all its relays, user + system) over the drain: near
-   * the wall time means one Node thread was the limit, which Workers would not share.
+   * CPU time of the relays' processes (user + system) over the drain, together.
    */
   cpuMs: number;
   /**
-   * Where a pass's work went, CPU ms per pass by process over the drain: the relay
-   * (this process), the Postgres backends of its connections, the ws proxy and the
+   * Where a pass's work went, CPU ms per pass by process over the drain: the relays'
+   * processes, the Postgres backends of its connections, the ws proxy and the
    * accept-only endpoint. Undefined where /proc does not show the process (a
    * Postgres on another machine).
    */
@@ -77,20 +77,33 @@ export interface CpuPerPass {
 
 export interface ProductionResult {
   delays: { databaseMs: number; qstashMs: number };
-  /** 2 × databaseMs + qstashMs. */
+  /** 2 × databaseMs + qstashMs: a pass's floor as issue 11 set it (claim, commit, publish). */
   floorMs: number;
+  /**
+   * databaseMs + qstashMs: the floor of a drain's pass after the first, whose claim
+   * travelled with the previous pass's commit (ADR 0022).
+   */
+  drainFloorMs: number;
   /** Whether this Postgres took the driver's pipelined connect (password auth, as Neon). */
   pipelinedConnect: boolean;
   /** Round trips before a fresh connection's first query could be sent. */
   connectRoundTrips: number;
   /** Connection set-up and a first `SELECT 1`, at the database delay. */
   connectMs: number;
-  /** Per repetition: median time of a full pass (one relay). */
+  /** Per repetition: median time of a full pass (one relay, passes as drain() runs them). */
   passMs: Summary;
   /** Per repetition: median publish wait inside a full pass. */
   publishMs: Summary;
   /** Per repetition: median pass / floor. */
   passOverFloor: Summary;
+  /** Per repetition: median pass / drainFloorMs, what is left above a drain pass's own floor. */
+  passOverDrainFloor: Summary;
+  /**
+   * The same backlog in passes run alone (runPass: claim and commit each their own
+   * round trip), as every pass ran before ADR 0022: per repetition, median full pass
+   * and its ratio to floorMs.
+   */
+  singlePass: { passMs: Summary; passOverFloor: Summary; roundTripsPerPass: { min: number; max: number } };
   /**
    * The same passes with no delay added (undelayed proxy and endpoint): this
    * machine's own work in a pass (Postgres, the driver, planning, the SDK, the
@@ -113,7 +126,12 @@ export interface ProductionResult {
   incompleteFanout: number;
   /** Commit → published, kicks over the Neon driver, at these delays. */
   latency: LatencyResult;
-  raw: { passes: ProductionPass[][]; undelayedPasses: ProductionPass[][]; drains: ProductionDrain[] };
+  raw: {
+    passes: ProductionPass[][];
+    undelayedPasses: ProductionPass[][];
+    singlePasses: ProductionPass[][];
+    drains: ProductionDrain[];
+  };
 }
 
 const newNeonPool = (url: string, max: number) => {
@@ -127,23 +145,6 @@ async function connectedPool(url: string, max = 1): Promise<Pool> {
   const pool = newNeonPool(url, max);
   await Promise.all(Array.from({ length: max }, () => pool.query("SELECT 1")));
   return pool;
-}
-
-/** The backend process of a connected one-connection pool, for its CPU time. */
-async function backendPid(pool: Pool): Promise<number> {
-  const { rows } = await pool.query<{ pid: number }>("SELECT pg_backend_pid() AS pid");
-  return rows[0]!.pid;
-}
-
-/** CPU ms of several processes together so far; undefined if any is not visible. */
-function cpuOfProcesses(pids: number[]): number | undefined {
-  let sum = 0;
-  for (const pid of pids) {
-    const ms = processCpuMs(pid);
-    if (ms === undefined) return undefined;
-    sum += ms;
-  }
-  return sum;
 }
 
 const publisherFor = (qstash: AcceptOnlyService) =>
@@ -198,14 +199,26 @@ export const fullPasses = (ctx: BenchContext, passes: ProductionPass[]) =>
   passes.filter((p) => p.claimed === ctx.batchSize);
 
 /**
+ * How a pass is run: `drain` as drain() runs its passes, one connection, each pass's
+ * commit carrying the next pass's claim (ADR 0022), so a pass after the first costs
+ * one database round trip; `single` as runPass() runs a pass alone, claim and
+ * commit each a round trip of their own (the shape of every pass before ADR 0022,
+ * and still of a lone pass: the CLI's `relay once`).
+ */
+export type PassShape = "drain" | "single";
+
+/**
  * One relay, pass by pass, with the proxy's and the endpoint's counters read
- * between passes, over a fresh backlog of `events`.
+ * between passes, over a fresh backlog of `events`. A pass's time is its own: in
+ * the `drain` shape the counters are read while the next pass's claim is held,
+ * outside any pass's clock.
  */
 export async function instrumentedDrain(
   ctx: BenchContext,
   proxy: WsProxyService,
   qstash: AcceptOnlyService,
   events = ctx.sizes.productionBacklog,
+  shape: PassShape = "drain",
 ): Promise<ProductionPass[]> {
   await freshBacklog(ctx, events);
   const pool = await connectedPool(ctx.db.url);
@@ -221,18 +234,16 @@ export async function instrumentedDrain(
       }
     },
   };
+  const options = { pool, publisher, subscriptions: benchSubscriptions, batchSize: ctx.batchSize };
+  const session = shape === "drain" ? await openPasses(options) : undefined;
+  const run = (): Promise<PassResult> => (session ? session.run(() => true) : runPass(options));
   const passes: ProductionPass[] = [];
   try {
     for (;;) {
       const [db0, q0] = await Promise.all([proxy.stats(), qstash.stats()]);
       publishMs = 0;
       const started = performance.now();
-      const pass: PassResult = await runPass({
-        pool,
-        publisher,
-        subscriptions: benchSubscriptions,
-        batchSize: ctx.batchSize,
-      });
+      const pass = await run();
       const ms = performance.now() - started;
       const [db1, q1] = await Promise.all([proxy.stats(), qstash.stats()]);
       if (pass.error) throw new Error(`production pass failed: ${pass.error}`);
@@ -246,41 +257,67 @@ export async function instrumentedDrain(
       if (pass.claimed === 0) break;
     }
   } finally {
+    await session?.close();
     await pool.end();
   }
   return passes;
 }
 
-/** `relays` relays drain one backlog together through the same stand-ins, each its own connection. */
+/**
+ * `relays` relays drain one backlog together through the same stand-ins, each in its
+ * own process on its own connection, as concurrent Worker invocations each have
+ * their own isolate: in one Node process the relays took turns on its one thread,
+ * and a pass waited for the others' JavaScript, which a Worker never does.
+ */
 async function concurrentDrain(
   ctx: BenchContext,
   relays: number,
   proxy: WsProxyService,
   qstash: AcceptOnlyService,
+  pipelinedConnect: boolean,
 ): Promise<ProductionDrain> {
   await freshBacklog(ctx);
-  const pools = await Promise.all(Array.from({ length: relays }, () => connectedPool(ctx.db.url)));
-  const backends = await Promise.all(pools.map(backendPid));
-  const { publisher, duplicates } = countingPublisher(publisherFor(qstash));
   const [db0, q0] = await Promise.all([proxy.stats(), qstash.stats()]);
-  // Each process's CPU, read from /proc (10 ms ticks; a drain is hundreds of passes).
-  const others = () => [cpuOfProcesses(backends), processCpuMs(proxy.pid), processCpuMs(qstash.pid)];
+  // Time for every child to start tsx and connect before the drains begin together.
+  const startAt = Date.now() + CHILD_START_MS;
+  const children = Array.from({ length: relays }, () =>
+    runProductionRelayProcess({
+      url: ctx.db.url,
+      proxyAddress: proxy.address,
+      pipelinedConnect,
+      qstash: { url: qstash.url, token: qstash.token },
+      batchSize: ctx.batchSize,
+      startAt,
+    }),
+  );
+  // The stand-ins' CPU from the moment the drains start (10 ms ticks from /proc).
+  await new Promise((resolve) => setTimeout(resolve, Math.max(0, startAt - Date.now())));
+  const others = () => [processCpuMs(proxy.pid), processCpuMs(qstash.pid)];
   const others0 = others();
-  const cpu0 = process.cpuUsage();
-  const started = performance.now();
-  const results = await drainTogether(pools, publisher, ctx.batchSize);
-  const ms = performance.now() - started;
-  const cpu = process.cpuUsage(cpu0);
+  const results = await Promise.all(children);
   const others1 = others();
   const [db1, q1] = await Promise.all([proxy.stats(), qstash.stats()]);
-  await Promise.all(pools.map((p) => p.end()));
+  const lateMs = Math.max(...results.map((r) => r.lateMs));
+  if (lateMs > 0) log(`production: a relay process started its drain ${lateMs} ms late`);
+  const ms = Math.max(...results.map((r) => r.endedAt)) - (startAt + lateMs);
   const events = results.reduce((sum, r) => sum + r.fanned, 0);
   const passes = results.reduce((sum, r) => sum + r.passes, 0);
+  const seen = new Set<string>();
+  let duplicates = 0;
+  for (const id of results.flatMap((r) => r.published)) {
+    if (seen.has(id)) duplicates++;
+    else seen.add(id);
+  }
   const perPass = (i: number) => {
     const [a, b] = [others0[i], others1[i]];
     return a === undefined || b === undefined ? undefined : (b - a) / passes;
   };
-  const [postgres, proxyCpu, qstashCpu] = [0, 1, 2].map(perPass);
+  const [proxyCpu, qstashCpu] = [0, 1].map(perPass);
+  const backends = results.map((r) => r.backendCpuMs);
+  const postgres = backends.every((x): x is number => x !== undefined)
+    ? backends.reduce((a, b) => a + b, 0) / passes
+    : undefined;
+  const cpuMs = results.reduce((sum, r) => sum + r.cpuMs, 0);
   const left = await unfanned(ctx.db.admin);
   if (events !== ctx.sizes.productionBacklog || left !== 0) {
     throw new Error(
@@ -294,11 +331,11 @@ async function concurrentDrain(
     passes,
     roundTrips: db1.roundTrips - db0.roundTrips,
     qstashRequests: q1.requests - q0.requests,
-    duplicates: duplicates(),
+    duplicates,
     incompleteFanout: await incompleteFanouts(ctx.db.admin),
-    cpuMs: (cpu.user + cpu.system) / 1000,
+    cpuMs,
     cpuPerPassMs: {
-      relay: (cpu.user + cpu.system) / 1000 / passes,
+      relay: cpuMs / passes,
       ...(postgres === undefined ? {} : { postgres }),
       ...(proxyCpu === undefined ? {} : { proxy: proxyCpu }),
       ...(qstashCpu === undefined ? {} : { qstash: qstashCpu }),
@@ -306,9 +343,13 @@ async function concurrentDrain(
   };
 }
 
+/** Long enough for a relay process to load tsx and the Neon driver and connect, even on a loaded machine. */
+const CHILD_START_MS = 4000;
+
 export async function production(ctx: BenchContext): Promise<ProductionResult> {
   const { databaseMs, qstashMs } = ctx.delays;
   const floorMs = 2 * databaseMs + qstashMs;
+  const drainFloorMs = databaseMs + qstashMs;
   const proxy = await startWsProxyProcess(databaseMs);
   const qstash = await startAcceptOnlyProcess(qstashMs);
   const undelayedProxy = await startWsProxyProcess(0);
@@ -325,6 +366,7 @@ export async function production(ctx: BenchContext): Promise<ProductionResult> {
 
     const passes: ProductionPass[][] = [];
     const undelayedPasses: ProductionPass[][] = [];
+    const singlePasses: ProductionPass[][] = [];
     const drains: ProductionDrain[] = [];
     const latencies: LatencyRun[] = [];
     for (let rep = 1; rep <= ctx.reps; rep++) {
@@ -334,17 +376,22 @@ export async function production(ctx: BenchContext): Promise<ProductionResult> {
       useProxy(proxy);
       const timed = await instrumentedDrain(ctx, proxy, qstash);
       passes.push(timed);
+      const single = await instrumentedDrain(ctx, proxy, qstash, ctx.sizes.productionBacklog, "single");
+      singlePasses.push(single);
       const full = fullPasses(ctx, timed);
       const median = summarize(full.map((p) => p.ms)).median;
+      const singleMedian = summarize(fullPasses(ctx, single).map((p) => p.ms)).median;
       log(
-        `production rep ${rep}/${ctx.reps}: full pass ${median.toFixed(1)} ms = ${(median / floorMs).toFixed(2)} × floor, ` +
+        `production rep ${rep}/${ctx.reps}: full pass ${median.toFixed(1)} ms = ${(median / floorMs).toFixed(2)} × floor ` +
+          `(${(median / drainFloorMs).toFixed(2)} × a drain pass's ${drainFloorMs} ms), ` +
+          `alone ${singleMedian.toFixed(1)} ms = ${(singleMedian / floorMs).toFixed(2)} × floor, ` +
           `${summarize(fullPasses(ctx, undelayed).map((p) => p.ms)).median.toFixed(1)} ms undelayed ` +
           `(publish ${summarize(full.map((p) => p.publishMs)).median.toFixed(1)} ms), round trips per pass ` +
           `${[...new Set(timed.map((p) => p.roundTrips))].join("/")}, QStash requests per full pass ` +
           `${[...new Set(full.map((p) => p.qstashRequests))].join("/")}`,
       );
       for (const relays of PRODUCTION_RELAY_COUNTS) {
-        const run = await concurrentDrain(ctx, relays, proxy, qstash);
+        const run = await concurrentDrain(ctx, relays, proxy, qstash, pipelinedConnect);
         drains.push(run);
         log(
           `production rep ${rep}/${ctx.reps} ${relays} relay(s): ${Math.round(run.events / (run.ms / 1000))} events/s, ` +
@@ -371,6 +418,8 @@ export async function production(ctx: BenchContext): Promise<ProductionResult> {
     const medians = (pick: (p: ProductionPass) => number, of = passes) =>
       of.map((rep) => summarize(fullPasses(ctx, rep).map(pick)).median);
     const passMs = summarize(medians((p) => p.ms));
+    const singlePassMs = summarize(medians((p) => p.ms, singlePasses));
+    const allSingle = fullPasses(ctx, singlePasses.flat());
     const eventsPerSecond: Record<number, Summary> = {};
     const cpuPerPassMs: ProductionResult["cpuPerPassMs"] = {};
     for (const n of PRODUCTION_RELAY_COUNTS) {
@@ -390,12 +439,22 @@ export async function production(ctx: BenchContext): Promise<ProductionResult> {
     return {
       delays: { databaseMs, qstashMs },
       floorMs,
+      drainFloorMs,
       pipelinedConnect,
       connectRoundTrips,
       connectMs,
       passMs,
       publishMs: summarize(medians((p) => p.publishMs)),
       passOverFloor: summarize(passMs.runs.map((ms) => ms / floorMs)),
+      passOverDrainFloor: summarize(passMs.runs.map((ms) => ms / drainFloorMs)),
+      singlePass: {
+        passMs: singlePassMs,
+        passOverFloor: summarize(singlePassMs.runs.map((ms) => ms / floorMs)),
+        roundTripsPerPass: {
+          min: Math.min(...allSingle.map((p) => p.roundTrips)),
+          max: Math.max(...allSingle.map((p) => p.roundTrips)),
+        },
+      },
       undelayedPassMs: summarize(medians((p) => p.ms, undelayedPasses)),
       roundTripsPerPass: {
         min: Math.min(...allFull.map((p) => p.roundTrips)),
@@ -411,7 +470,7 @@ export async function production(ctx: BenchContext): Promise<ProductionResult> {
       duplicates: drains.reduce((sum, d) => sum + d.duplicates, 0),
       incompleteFanout: drains.reduce((sum, d) => sum + d.incompleteFanout, 0),
       latency: summarizeLatency(latencies),
-      raw: { passes, undelayedPasses, drains },
+      raw: { passes, undelayedPasses, singlePasses, drains },
     };
   } finally {
     await Promise.all([proxy.close(), qstash.close(), undelayedProxy.close()]);
