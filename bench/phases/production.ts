@@ -16,7 +16,6 @@ import {
 } from "../../src/outbox/index.ts";
 import { configureNeonForWsProxy, startWsProxy, takesPipelinedConnect } from "../../infra/ws-proxy.ts";
 import type { BenchContext } from "../support/context.ts";
-import { runProductionRelayProcess } from "../support/child.ts";
 import { processCpuMs } from "../support/process-cpu.ts";
 import { incompleteFanouts, resetOutbox, seedBacklog, settle, unfanned } from "../support/db.ts";
 import { log } from "../support/progress.ts";
@@ -27,7 +26,8 @@ import {
   type WsProxyService,
 } from "../support/service.ts";
 import { summarize, type Summary } from "../support/stats.ts";
-import { PUBLIC_URL, benchSubscriptions } from "../support/subscriptions.ts";
+import { PUBLIC_URL, benchSubscriptions, drainTogether } from "../support/subscriptions.ts";
+import { countingPublisher } from "./concurrency.ts";
 import { commitToPublished, summarizeLatency, type LatencyResult, type LatencyRun } from "./latency.ts";
 
 /** Relays draining one backlog together, each on its own connection, against one. */
@@ -56,12 +56,13 @@ export interface ProductionDrain {
   duplicates: number;
   incompleteFanout: number;
   /**
-   * CPU time of the relays' processes (user + system) over the drain, together.
+   * CPU time of this process (all its relays, user + system) over the drain: near
+   * the wall time means one Node thread was the limit, which Workers would not share.
    */
   cpuMs: number;
   /**
-   * Where a pass's work went, CPU ms per pass by process over the drain: the relays'
-   * processes, the Postgres backends of its connections, the ws proxy and the
+   * Where a pass's work went, CPU ms per pass by process over the drain: the relay
+   * (this process), the Postgres backends of its connections, the ws proxy and the
    * accept-only endpoint. Undefined where /proc does not show the process (a
    * Postgres on another machine).
    */
@@ -145,6 +146,23 @@ async function connectedPool(url: string, max = 1): Promise<Pool> {
   const pool = newNeonPool(url, max);
   await Promise.all(Array.from({ length: max }, () => pool.query("SELECT 1")));
   return pool;
+}
+
+/** The backend process of a connected one-connection pool, for its CPU time. */
+async function backendPid(pool: Pool): Promise<number> {
+  const { rows } = await pool.query<{ pid: number }>("SELECT pg_backend_pid() AS pid");
+  return rows[0]!.pid;
+}
+
+/** CPU ms of several processes together so far; undefined if any is not visible. */
+function cpuOfProcesses(pids: number[]): number | undefined {
+  let sum = 0;
+  for (const pid of pids) {
+    const ms = processCpuMs(pid);
+    if (ms === undefined) return undefined;
+    sum += ms;
+  }
+  return sum;
 }
 
 const publisherFor = (qstash: AcceptOnlyService) =>
@@ -263,61 +281,36 @@ export async function instrumentedDrain(
   return passes;
 }
 
-/**
- * `relays` relays drain one backlog together through the same stand-ins, each in its
- * own process on its own connection, as concurrent Worker invocations each have
- * their own isolate: in one Node process the relays took turns on its one thread,
- * and a pass waited for the others' JavaScript, which a Worker never does.
- */
+/** `relays` relays drain one backlog together through the same stand-ins, each its own connection. */
 async function concurrentDrain(
   ctx: BenchContext,
   relays: number,
   proxy: WsProxyService,
   qstash: AcceptOnlyService,
-  pipelinedConnect: boolean,
 ): Promise<ProductionDrain> {
   await freshBacklog(ctx);
+  const pools = await Promise.all(Array.from({ length: relays }, () => connectedPool(ctx.db.url)));
+  const backends = await Promise.all(pools.map(backendPid));
+  const { publisher, duplicates } = countingPublisher(publisherFor(qstash));
   const [db0, q0] = await Promise.all([proxy.stats(), qstash.stats()]);
-  // Time for every child to start tsx and connect before the drains begin together.
-  const startAt = Date.now() + CHILD_START_MS;
-  const children = Array.from({ length: relays }, () =>
-    runProductionRelayProcess({
-      url: ctx.db.url,
-      proxyAddress: proxy.address,
-      pipelinedConnect,
-      qstash: { url: qstash.url, token: qstash.token },
-      batchSize: ctx.batchSize,
-      startAt,
-    }),
-  );
-  // The stand-ins' CPU from the moment the drains start (10 ms ticks from /proc).
-  await new Promise((resolve) => setTimeout(resolve, Math.max(0, startAt - Date.now())));
-  const others = () => [processCpuMs(proxy.pid), processCpuMs(qstash.pid)];
+  // Each process's CPU, read from /proc (10 ms ticks; a drain is hundreds of passes).
+  const others = () => [cpuOfProcesses(backends), processCpuMs(proxy.pid), processCpuMs(qstash.pid)];
   const others0 = others();
-  const results = await Promise.all(children);
+  const cpu0 = process.cpuUsage();
+  const started = performance.now();
+  const results = await drainTogether(pools, publisher, ctx.batchSize);
+  const ms = performance.now() - started;
+  const cpu = process.cpuUsage(cpu0);
   const others1 = others();
   const [db1, q1] = await Promise.all([proxy.stats(), qstash.stats()]);
-  const lateMs = Math.max(...results.map((r) => r.lateMs));
-  if (lateMs > 0) log(`production: a relay process started its drain ${lateMs} ms late`);
-  const ms = Math.max(...results.map((r) => r.endedAt)) - (startAt + lateMs);
+  await Promise.all(pools.map((p) => p.end()));
   const events = results.reduce((sum, r) => sum + r.fanned, 0);
   const passes = results.reduce((sum, r) => sum + r.passes, 0);
-  const seen = new Set<string>();
-  let duplicates = 0;
-  for (const id of results.flatMap((r) => r.published)) {
-    if (seen.has(id)) duplicates++;
-    else seen.add(id);
-  }
   const perPass = (i: number) => {
     const [a, b] = [others0[i], others1[i]];
     return a === undefined || b === undefined ? undefined : (b - a) / passes;
   };
-  const [proxyCpu, qstashCpu] = [0, 1].map(perPass);
-  const backends = results.map((r) => r.backendCpuMs);
-  const postgres = backends.every((x): x is number => x !== undefined)
-    ? backends.reduce((a, b) => a + b, 0) / passes
-    : undefined;
-  const cpuMs = results.reduce((sum, r) => sum + r.cpuMs, 0);
+  const [postgres, proxyCpu, qstashCpu] = [0, 1, 2].map(perPass);
   const left = await unfanned(ctx.db.admin);
   if (events !== ctx.sizes.productionBacklog || left !== 0) {
     throw new Error(
@@ -331,20 +324,17 @@ async function concurrentDrain(
     passes,
     roundTrips: db1.roundTrips - db0.roundTrips,
     qstashRequests: q1.requests - q0.requests,
-    duplicates,
+    duplicates: duplicates(),
     incompleteFanout: await incompleteFanouts(ctx.db.admin),
-    cpuMs,
+    cpuMs: (cpu.user + cpu.system) / 1000,
     cpuPerPassMs: {
-      relay: cpuMs / passes,
+      relay: (cpu.user + cpu.system) / 1000 / passes,
       ...(postgres === undefined ? {} : { postgres }),
       ...(proxyCpu === undefined ? {} : { proxy: proxyCpu }),
       ...(qstashCpu === undefined ? {} : { qstash: qstashCpu }),
     },
   };
 }
-
-/** Long enough for a relay process to load tsx and the Neon driver and connect, even on a loaded machine. */
-const CHILD_START_MS = 4000;
 
 export async function production(ctx: BenchContext): Promise<ProductionResult> {
   const { databaseMs, qstashMs } = ctx.delays;
@@ -391,7 +381,7 @@ export async function production(ctx: BenchContext): Promise<ProductionResult> {
           `${[...new Set(full.map((p) => p.qstashRequests))].join("/")}`,
       );
       for (const relays of PRODUCTION_RELAY_COUNTS) {
-        const run = await concurrentDrain(ctx, relays, proxy, qstash, pipelinedConnect);
+        const run = await concurrentDrain(ctx, relays, proxy, qstash);
         drains.push(run);
         log(
           `production rep ${rep}/${ctx.reps} ${relays} relay(s): ${Math.round(run.events / (run.ms / 1000))} events/s, ` +

@@ -75,36 +75,3 @@ export function runChild<T>(entry: string, args: string[], onLine?: (line: strin
 export function runRelayProcess(input: RelayProcessInput): Promise<RelayProcessOutput> {
   return runChild<RelayProcessOutput>("./relay-process.ts", [JSON.stringify(input)]);
 }
-
-export interface ProductionRelayInput {
-  url: string;
-  /** The ws proxy's `127.0.0.1:<port>`. */
-  proxyAddress: string;
-  pipelinedConnect: boolean;
-  qstash: { url: string; token: string };
-  batchSize: number;
-  /** Date.now() at which the drain starts, after connecting. */
-  startAt: number;
-}
-
-export interface ProductionRelayOutput {
-  /** Wall time of the drain, from its first claim to its empty one. */
-  ms: number;
-  /** Date.now() when the drain ended. */
-  endedAt: number;
-  /** How late after startAt the drain started (connecting took longer than planned). */
-  lateMs: number;
-  fanned: number;
-  passes: number;
-  /** CPU time of the relay's process over the drain (user + system). */
-  cpuMs: number;
-  /** CPU time of its connection's Postgres backend over the drain; absent for a server elsewhere. */
-  backendCpuMs?: number;
-  /** Every deduplication id it published, in order. */
-  published: string[];
-}
-
-/** One relay of the production-shaped concurrent drain, in its own process: see production-relay-process.ts. */
-export function runProductionRelayProcess(input: ProductionRelayInput): Promise<ProductionRelayOutput> {
-  return runChild<ProductionRelayOutput>("./production-relay-process.ts", [JSON.stringify(input)]);
-}
