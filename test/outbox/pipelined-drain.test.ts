@@ -225,4 +225,25 @@ describe("a claim sent ahead", () => {
     all.accepted.push(...publisher.accepted, ...retry.accepted);
     await fannedOnce(all, 300);
   });
+
+  it("ends its session with the failure: no other pass runs on that connection", async () => {
+    await seedEvents(t.pool, 300);
+    const { pool } = recordingPool(t.newPool(1), (text) =>
+      /COMMIT;\s*BEGIN;/.test(text) ? `${text}\n    SELECT 1 / 0;` : text,
+    );
+    const session = await openPasses({
+      pool,
+      publisher: new RecordingPublisher(),
+      subscriptions: everything,
+    });
+    try {
+      await expect(session.run(() => true)).rejects.toThrow(/division by zero/);
+      expect(session.claimed).toBe(false);
+      await expect(session.run()).rejects.toThrow(/failed; open another/);
+    } finally {
+      await session.close();
+    }
+    // The failed round trip's commit held; its claim did not.
+    expect(await unfannedCount(t.pool)).toBe(100);
+  });
 });

@@ -112,9 +112,12 @@ export async function openPasses(options: RelayOptions): Promise<PassSession> {
   client.on?.("error", onError);
   let next: Claim | undefined;
   let closed = false;
+  let failed = false;
 
   async function run(another: (full: boolean) => boolean = () => false): Promise<PassResult> {
     if (closed) throw new Error("the relay's pass session is closed");
+    // Its connection is about to be dropped: whatever the caller does next needs a new one.
+    if (failed) throw new Error("a pass of this session failed; open another");
     let passTimer: ReturnType<typeof setTimeout> | undefined;
     try {
       const claimed = next ?? (await claim(client, batchSize, options.now));
@@ -148,6 +151,7 @@ export async function openPasses(options: RelayOptions): Promise<PassSession> {
       // The connection may be gone (that is how a crash looks from here); the
       // transaction then rolls back on the server, and the rows are claimable again.
       destroy = true;
+      failed = true;
       await client.query("ROLLBACK").catch(() => undefined);
       throw error;
     } finally {
