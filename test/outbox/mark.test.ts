@@ -116,4 +116,48 @@ describe("the mark", () => {
     for (const [i, [fanout]] of odd.entries()) await mark([{ seq: seqs[i]!, fanout: fanout! }]);
     expect((await eventStates(t.pool)).map((s) => s.fanout)).toEqual(odd.map(([f]) => f));
   });
+
+  it("reads the rows it marks through the primary key, where the join alone scanned the whole table", async () => {
+    // 20,000 rows: below ~25,000 the planner hashed the mark's input and read every
+    // row of events each pass, unless the statement named the seqs as a constant.
+    await t.pool.query(
+      `INSERT INTO events (type, subject, payload) SELECT 't.x', 's' || g, '{}' FROM generate_series(1, 20000) g`,
+    );
+    await t.pool.query("ANALYZE events");
+    const seqs = Array.from({ length: 200 }, (_, i) => 10_001 + i);
+    const stateSql = clearFailuresSql(undefined);
+    // The statement as markAndCommit sends it, captured rather than run.
+    const markStatement = async (outcomes: RowOutcome[]) => {
+      let sent = "";
+      await markAndCommit(
+        {
+          query: async (text: string) => {
+            sent = text;
+            return [];
+          },
+          release: () => undefined,
+        },
+        outcomes,
+        stateSql,
+        undefined,
+      );
+      return sent.slice(0, sent.indexOf(stateSql));
+    };
+    const compact = await markStatement(
+      seqs.map((seq) => ({ seq, fanout: { mail: { messageId: `msg_${seq}` } } })),
+    );
+    const general = await markStatement(
+      seqs.map((seq, i) =>
+        i === 0 ? { seq, error: "boom" } : { seq, fanout: { mail: { messageId: `msg_${seq}` } } },
+      ),
+    );
+    expect(compact).not.toContain("jsonb_to_recordset");
+    expect(general).toContain("jsonb_to_recordset");
+    for (const statement of [compact, general]) {
+      const { rows } = await t.pool.query<{ "QUERY PLAN": string }>(`EXPLAIN ${statement}`);
+      const plan = rows.map((r) => r["QUERY PLAN"]).join("\n");
+      expect(plan).toContain("events_pkey");
+      expect(plan).not.toMatch(/Seq Scan on events\b/);
+    }
+  });
 });
