@@ -484,7 +484,13 @@ export function table(r: Results, meta: { reps: number; note?: string }): string
     rows.push(row("    pass in a drain, no delay added (this machine's own work)", p.undelayedPassMs, n1));
     const counts = (x: { min: number; max: number }) =>
       [String(x.max), String(x.min), String(x.max)] as const;
-    rows.push(["    database round trips per full pass", ...counts(p.roundTripsPerPass)]);
+    rows.push([
+      "    database round trips per full pass in a drain",
+      // Older JSON files have no median.
+      String(p.roundTripsPerPass.median ?? p.roundTripsPerPass.max),
+      String(p.roundTripsPerPass.min),
+      String(p.roundTripsPerPass.max),
+    ]);
     rows.push(["    database round trips, empty pass", String(p.roundTripsPerPass.empty), "", ""]);
     rows.push(["    QStash requests per full pass", ...counts(p.qstashRequestsPerPass)]);
     rows.push([
