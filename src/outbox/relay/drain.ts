@@ -40,12 +40,16 @@ export async function drain(options: DrainOptions): Promise<DrainResult> {
     stoppedBecause: "drained",
     backedOffUntil: null,
   };
-  // Asked just before a pass commits, so the same rules as after it: whether
-  // another pass will start. The pass in hand is not counted in totals yet.
-  const another = (full: boolean) =>
-    !(options.until === "not-full" && !full) &&
-    Date.now() - started < options.budgetMs &&
-    (options.maxPasses === undefined || totals.passes + 1 < options.maxPasses);
+  // Why the drain stops after a pass that claimed rows, or null to go on: asked
+  // twice per pass, just before it commits (to send the next claim with the commit,
+  // `passes` counting the pass in hand) and after it, with the same rules.
+  const stopAfter = (full: boolean, passes: number): DrainResult["stoppedBecause"] | null => {
+    if (options.until === "not-full" && !full) return "drained";
+    if (Date.now() - started >= options.budgetMs) return "budget";
+    if (options.maxPasses !== undefined && passes >= options.maxPasses) return "max-passes";
+    return null;
+  };
+  const another = (full: boolean) => stopAfter(full, totals.passes + 1) === null;
   const session = await openPasses(options);
   try {
     for (;;) {
@@ -64,11 +68,9 @@ export async function drain(options: DrainOptions): Promise<DrainResult> {
       // The next pass started with this one's commit: it runs even if the budget ran
       // out while the commit travelled, rather than claim rows only to put them back.
       if (session.claimed) continue;
-      if (pass.claimed === 0 || (options.until === "not-full" && !pass.full)) return totals;
-      if (Date.now() - started >= options.budgetMs) return { ...totals, stoppedBecause: "budget" };
-      if (options.maxPasses !== undefined && totals.passes >= options.maxPasses) {
-        return { ...totals, stoppedBecause: "max-passes" };
-      }
+      if (pass.claimed === 0) return totals;
+      const stoppedBecause = stopAfter(pass.full, totals.passes);
+      if (stoppedBecause) return { ...totals, stoppedBecause };
     }
   } finally {
     await session.close();
