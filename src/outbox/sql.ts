@@ -49,8 +49,12 @@ export function results<Rows extends unknown[]>(raw: unknown): { [K in keyof Row
  * NUL cannot be stored in text or jsonb; callers strip it from what they embed.
  */
 export function literal(value: string): string {
-  const body = value.replace(/\\/g, "\\\\").replace(/'/g, "''");
-  return `E'${body}'`;
+  return `E'${escapeInLiteral(value)}'`;
+}
+
+/** A string as it goes between the quotes of an E'' literal: backslashes and single quotes doubled. */
+export function escapeInLiteral(value: string): string {
+  return value.replace(/\\/g, "\\\\").replace(/'/g, "''");
 }
 
 /** `now` for a statement: the injected clock in tests, the transaction's clock otherwise. */

@@ -1,5 +1,5 @@
 import type { Fanout, FanoutEntry } from "../schema.ts";
-import { literal, nowSql, results, type SqlClient } from "../sql.ts";
+import { escapeInLiteral, literal, nowSql, results, type SqlClient } from "../sql.ts";
 import type { DbBackoff } from "./backoff.ts";
 import { RELAY_POLICY, backoffSecondsSql } from "./policy.ts";
 
@@ -131,12 +131,13 @@ function fannedOnlySql(outcomes: RowOutcome[], NOW: string): string {
     columns.push(`m${k}`);
     plain &&= unescaped(name) && messageIds.every(unescaped);
     let published = `jsonb_build_object('messageId', i.m${k})`;
-    let publishedText = `${literal(`"${name}":{"messageId":"`)} || i.m${k} || '"}'`;
+    const messageIdText = `${literal(`"${name}":{"messageId":"`)} || i.m${k}`;
+    let publishedText = `${messageIdText} || '"}'`;
     if (of.some(isDeduplicated)) {
       arrays.push(`'{${of.map((e) => (isDeduplicated(e) ? "t" : "f")).join(",")}}'::bool[]`);
       columns.push(`d${k}`);
       published = `CASE WHEN i.d${k} THEN jsonb_build_object('messageId', i.m${k}, 'deduplicated', true) ELSE ${published} END`;
-      publishedText = `${literal(`"${name}":{"messageId":"`)} || i.m${k} || CASE WHEN i.d${k} THEN '","deduplicated":true}' ELSE '"}' END`;
+      publishedText = `${messageIdText} || CASE WHEN i.d${k} THEN '","deduplicated":true}' ELSE '"}' END`;
     }
     let entry = `CASE WHEN i.m${k} IS NOT NULL THEN ${published}`;
     let text = `CASE WHEN i.m${k} IS NOT NULL THEN ${publishedText}`;
@@ -212,8 +213,8 @@ function isDeduplicated(entry: FanoutEntry | undefined): boolean {
 
 /**
  * A text[] value as a SQL string literal (`E'{"a","b",NULL}'`): each element quoted
- * for the array (backslash and double quote escaped), then for SQL (backslash and
- * single quote doubled, as literal() does), NULL for null. Message ids are plain and
+ * for the array (backslash and double quote escaped), then for SQL (escapeInLiteral,
+ * as literal() does), NULL for null. Message ids are plain and
  * present for every row, so the usual array is one join of the values as they are,
  * and only an element that needs it is escaped: as quoted strings joined and then
  * escaped whole by two regex replaces, the mark's arrays were a tenth of what a
@@ -226,7 +227,7 @@ function textArrayLiteral(values: readonly (string | null)[]): string {
   const elements = values.map((v) => {
     if (v === null) return "NULL";
     if (isPlain(v)) return `"${v}"`;
-    return `"${v.replace(/["\\]/g, "\\$&").replace(/\\/g, "\\\\").replace(/'/g, "''")}"`;
+    return `"${escapeInLiteral(v.replace(/["\\]/g, "\\$&"))}"`;
   });
   return `E'{${elements.join(",")}}'`;
 }
