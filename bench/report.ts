@@ -382,15 +382,12 @@ export function table(r: Results, meta: { reps: number; note?: string }): string
       ]);
     }
     rows.push(["   empty pass", String(rt.emptyPass), "", ""]);
-    // Older JSON files have no drain figure.
-    if (rt.drain) {
-      rows.push([
-        `   a drain: ${rt.drain.passes} passes (the last empty), round trips`,
-        String(rt.drain.roundTrips),
-        "",
-        "",
-      ]);
-    }
+    rows.push([
+      `   a drain: ${rt.drain.passes} passes (the last empty), round trips`,
+      String(rt.drain.roundTrips),
+      "",
+      "",
+    ]);
   }
   const l = r.latency;
   if (l) {
@@ -473,21 +470,13 @@ export function table(r: Results, meta: { reps: number; note?: string }): string
     rows.push(row("    pass / its own floor (1 round trip + 1 QStash request)", p.passOverDrainFloor, n2));
     rows.push(row("    full pass alone (runPass: claim and commit apart)", p.singlePass.passMs, n1));
     rows.push(row("    pass alone / floor", p.singlePass.passOverFloor, n2));
-    rows.push([
-      "    database round trips per full pass alone",
-      ...[
-        p.singlePass.roundTripsPerPass.max,
-        p.singlePass.roundTripsPerPass.min,
-        p.singlePass.roundTripsPerPass.max,
-      ].map(String),
-    ] as [string, string, string, string]);
-    rows.push(row("    pass in a drain, no delay added (this machine's own work)", p.undelayedPassMs, n1));
     const counts = (x: { min: number; max: number }) =>
       [String(x.max), String(x.min), String(x.max)] as const;
+    rows.push(["    database round trips per full pass alone", ...counts(p.singlePass.roundTripsPerPass)]);
+    rows.push(row("    pass in a drain, no delay added (this machine's own work)", p.undelayedPassMs, n1));
     rows.push([
       "    database round trips per full pass in a drain",
-      // Older JSON files have no median.
-      String(p.roundTripsPerPass.median ?? p.roundTripsPerPass.max),
+      String(p.roundTripsPerPass.median),
       String(p.roundTripsPerPass.min),
       String(p.roundTripsPerPass.max),
     ]);
