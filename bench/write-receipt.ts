@@ -223,6 +223,40 @@ try {
     return { load: r, summary: summary(r, cpuPer(cpu, cpuSample(), total)) };
   };
 
+  /**
+   * `sequential` `/healthz` requests, then as many writes, one at a time on `o` after
+   * a quiet moment, so every round trip the proxy counts and every CPU tick is that
+   * request's: per request, the counts and CPU of each, and the writes' own load.
+   */
+  const oneAtATime = async (
+    o: WorkerdStack,
+    h: () => Promise<boolean>,
+    w: (i: number) => Promise<boolean>,
+  ) => {
+    await quiet();
+    const before = o.proxy.stats();
+    const cpu0 = cpuSample();
+    await runLoad(sequential, 1, h);
+    const cpu1 = cpuSample();
+    const mid = o.proxy.stats();
+    const writesLoad = await runLoad(sequential, 1, w);
+    const after = o.proxy.stats();
+    const cpu2 = cpuSample();
+    const per = (a: typeof before, b: typeof before) => ({
+      roundTrips: (b.roundTrips - a.roundTrips) / sequential,
+      connections: (b.connections - a.connections) / sequential,
+    });
+    return {
+      writes: writesLoad,
+      healthz: { ...per(before, mid), cpu: cpuPer(cpu0, cpu1, sequential) },
+      write: {
+        ...per(mid, after),
+        clientFrames: (after.clientFrames - mid.clientFrames) / sequential,
+        cpu: cpuPer(cpu1, cpu2, sequential),
+      },
+    };
+  };
+
   /** `/healthz` and the writes under the same loads, and round trips per write one at a time, on the compared Worker. */
   const comparedLoads = async (o: WorkerdStack): Promise<ComparedRepetition> => {
     const oh = healthzOf(o);
@@ -231,29 +265,22 @@ try {
     const before = o.proxy.stats();
     const n = await measured(writes, concurrency, on);
     const mid = o.proxy.stats();
-    await quiet();
-    const cpu0 = cpuSample();
-    await runLoad(sequential, 1, oh);
-    const cpu1 = cpuSample();
-    const counted = o.proxy.stats();
-    const one = await runLoad(sequential, 1, on);
-    const after = o.proxy.stats();
-    const cpu2 = cpuSample();
+    const one = await oneAtATime(o, oh, on);
     o.qstash.reset();
     log(
       `rep ${repetitions.length + 1}: compared Worker: healthz ${h.summary.perSecond.toFixed(1)}/s, ` +
-        `notes ${n.summary.perSecond.toFixed(1)}/s, incomplete ${n.load.failed + one.failed}`,
+        `notes ${n.summary.perSecond.toFixed(1)}/s, incomplete ${n.load.failed + one.writes.failed}`,
     );
     return {
       healthz: h.summary,
       notes: {
         ...n.summary,
-        incomplete: n.load.failed + one.failed,
+        incomplete: n.load.failed + one.writes.failed,
         roundTrips: (mid.roundTrips - before.roundTrips) / writes,
         connections: (mid.connections - before.connections) / writes,
       },
-      roundTripsPerWrite: (after.roundTrips - counted.roundTrips) / sequential,
-      sequentialCpu: { healthz: cpuPer(cpu0, cpu1, sequential), write: cpuPer(cpu1, cpu2, sequential) },
+      roundTripsPerWrite: one.write.roundTrips,
+      sequentialCpu: { healthz: one.healthz.cpu, write: one.write.cpu },
     };
   };
 
@@ -323,27 +350,11 @@ try {
       if (other && !compareFirst) compared.push(await comparedLoads(other));
 
       // Counting: one request at a time, so every round trip is that request's.
-      await quiet();
-      const before = s.proxy.stats();
-      const cpu0 = cpuSample();
-      await runLoad(sequential, 1, healthz);
-      const cpu1 = cpuSample();
-      const mid = s.proxy.stats();
-      const counted = await runLoad(sequential, 1, note);
-      const after = s.proxy.stats();
-      const cpu2 = cpuSample();
+      const one = await oneAtATime(s, healthz, note);
+      const counted = one.writes;
       if (counted.failed > 0) throw new Error(`${counted.failed} receipts incomplete while counting`);
-      perHealthz = {
-        roundTrips: (mid.roundTrips - before.roundTrips) / sequential,
-        connections: (mid.connections - before.connections) / sequential,
-        cpu: cpuPer(cpu0, cpu1, sequential),
-      };
-      perWrite = {
-        roundTrips: (after.roundTrips - mid.roundTrips) / sequential,
-        connections: (after.connections - mid.connections) / sequential,
-        clientFrames: (after.clientFrames - mid.clientFrames) / sequential,
-        cpu: cpuPer(cpu1, cpu2, sequential),
-      };
+      perHealthz = one.healthz;
+      perWrite = one.write;
       sequentialMs = { p50: percentile(counted.latencies, 50), p99: percentile(counted.latencies, 99) };
       log(
         `rep ${rep}: per write ${perWrite.roundTrips} round trips, ${perWrite.connections} connections ` +
