@@ -1,6 +1,6 @@
 import pg from "pg";
 import { migrateDatabase, startEmbeddedPostgres, withDatabase } from "../../src/node/postgres.ts";
-import type { SqlClient, SqlPool } from "../../src/outbox/index.ts";
+import type { QueryCallback, SqlClient, SqlPool } from "../../src/outbox/index.ts";
 import { BARE_TABLE } from "./ceiling.ts";
 import { log } from "./progress.ts";
 
@@ -140,12 +140,15 @@ export class CountingPool implements SqlPool {
   constructor(private readonly inner: SqlPool) {}
   async connect(): Promise<SqlClient> {
     const client = await this.inner.connect();
-    const query = (text: string, values?: unknown[]) => {
+    // Both forms the relay may use, forwarded as they came (send() takes the callback one).
+    const query = (text: string, valuesOrCallback?: unknown[] | QueryCallback) => {
       this.queries++;
-      return client.query(text, values);
+      return typeof valuesOrCallback === "function"
+        ? client.query(text, valuesOrCallback)
+        : client.query(text, valuesOrCallback);
     };
     return {
-      query,
+      query: query as SqlClient["query"],
       release: (destroy) => client.release(destroy),
       ...(client.on ? { on: client.on.bind(client) } : {}),
       ...(client.off ? { off: client.off.bind(client) } : {}),

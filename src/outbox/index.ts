@@ -41,7 +41,7 @@ export {
 export { PublishError, InvalidInputError, type FailureKind } from "./errors.ts";
 
 // The relay.
-export type { Queryable, SqlPool, SqlClient } from "./sql.ts";
+export type { Queryable, QueryCallback, SqlPool, SqlClient } from "./sql.ts";
 export {
   runPass,
   openPasses,

@@ -1,4 +1,4 @@
-import { nowSql, positiveInt, results, type SqlClient } from "../sql.ts";
+import { nowSql, positiveInt, results, send, type SqlClient } from "../sql.ts";
 import type { ClaimedEvent } from "../types.ts";
 import { dueSql } from "../state.ts";
 
@@ -42,7 +42,7 @@ interface DbClaimState {
  * every interpolated value is a number or an ISO timestamp built here.
  */
 export async function claim(client: SqlClient, limit: number, now: Date | undefined): Promise<Claim> {
-  return readClaim(await client.query(claimText(limit, now)));
+  return readClaim(await send(client, claimText(limit, now)));
 }
 
 /**

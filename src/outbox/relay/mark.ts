@@ -1,5 +1,5 @@
 import type { Fanout, FanoutEntry } from "../schema.ts";
-import { escapeInLiteral, literal, nowSql, results, type SqlClient } from "../sql.ts";
+import { escapeInLiteral, literal, nowSql, results, send, type SqlClient } from "../sql.ts";
 import type { DbBackoff } from "./backoff.ts";
 import { RELAY_POLICY, backoffSecondsSql } from "./policy.ts";
 
@@ -47,9 +47,12 @@ export async function markAndCommit(
   // the input, no alert insert to plan. Any failed row takes the general one.
   const compact = outcomes.every((o) => o.error === undefined && o.fanout !== undefined);
   const mark = compact ? fannedOnlySql(outcomes, NOW) : generalSql(outcomes, NOW);
-  const raw = await client.query(`${mark}
+  const raw = await send(
+    client,
+    `${mark}
     ${stateSql};
-    COMMIT;${then}`);
+    COMMIT;${then}`,
+  );
   const [counts, state] = results<[{ fanned: number; failed: number; poisoned: string[] }, DbBackoff]>(raw);
   const row = counts?.rows[0];
   return {

@@ -1,6 +1,6 @@
 import { PublishError, classifyPublishFailure, errorMessage } from "../errors.ts";
 import type { Publisher } from "../publisher.ts";
-import { positiveInt, results, type SqlClient, type SqlPool } from "../sql.ts";
+import { positiveInt, results, send, type SqlClient, type SqlPool } from "../sql.ts";
 import type { Subscription } from "../subscriptions.ts";
 import type { Fanout } from "../schema.ts";
 import type { Job, PublishedJob } from "../types.ts";
@@ -124,7 +124,7 @@ export async function openPasses(options: RelayOptions): Promise<PassSession> {
       next = undefined;
       const { state, events, at } = claimed;
       if (events.length === 0) {
-        await client.query("ROLLBACK");
+        await send(client, "ROLLBACK");
         return {
           ...emptyResult(state.backedOff ? "backed-off" : "empty"),
           backedOffUntil: state.backedOff ? state.backoffUntil : null,
@@ -152,7 +152,7 @@ export async function openPasses(options: RelayOptions): Promise<PassSession> {
       // transaction then rolls back on the server, and the rows are claimable again.
       destroy = true;
       failed = true;
-      await client.query("ROLLBACK").catch(() => undefined);
+      await send(client, "ROLLBACK").catch(() => undefined);
       throw error;
     } finally {
       clearTimeout(passTimer);
@@ -171,7 +171,7 @@ export async function openPasses(options: RelayOptions): Promise<PassSession> {
         next = undefined;
         // A claim nobody will run: its rows go back now rather than when the
         // connection is next used.
-        await client.query("ROLLBACK").catch(() => {
+        await send(client, "ROLLBACK").catch(() => {
           destroy = true;
         });
       }
@@ -205,9 +205,9 @@ async function batchPass(
     // Whoever is at fault, a failed batch says nothing about any one row: roll back,
     // back off, and let the next pass retry these rows one by one to find out.
     const message = errorMessage(error);
-    await client.query("ROLLBACK");
+    await send(client, "ROLLBACK");
     const [failed] = results<[DbBackoff]>(
-      await client.query(recordFailureSql(message, options.now, options.passBackoff)),
+      await send(client, recordFailureSql(message, options.now, options.passBackoff)),
     );
     const failure = failed?.rows[0];
     const result: PassResult = {
