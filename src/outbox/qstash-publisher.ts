@@ -33,6 +33,8 @@ export interface QStashPublisherOptions {
 }
 
 const JSON_HEADERS = { "Content-Type": "application/json" } as const;
+const encoder = new TextEncoder();
+type SdkBody = NonNullable<Parameters<Client["http"]["request"]>[0]["body"]>;
 
 /** Where QStash delivers jobs: `<publicUrl>/jobs/<subscription>`. */
 export const JOBS_PATH = "/jobs";
@@ -127,7 +129,13 @@ export function createQStashPublisher(options: QStashPublisherOptions): Publishe
       body += "]";
       const response = await client.http.request<unknown>({
         path: ["v2", "batch"],
-        body,
+        // Bytes, not the string: fetch would flatten and copy the string while the
+        // request is in flight, on the JS heap, where it outlived young collections;
+        // encoded here it dies at once and the bytes live outside the heap (CPU per
+        // 1,000 events via the SDK 0.87 of the string body's, docs/performance.md).
+        // The SDK hands `body` to fetch unchanged; its type names fewer forms than
+        // fetch takes, hence the cast.
+        body: encoder.encode(body) as unknown as SdkBody,
         headers: JSON_HEADERS,
         method: "POST",
       });
