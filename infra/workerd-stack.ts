@@ -86,6 +86,10 @@ export async function startWorkerdStack(options: WorkerdStackOptions): Promise<W
       MAIL_API_URL: `${sink.url}/mail`,
       ...options.overrides,
     };
+    // A local stack needs no real `request.cf`: without this, miniflare tries to fetch
+    // it from workers.cloudflare.com and prints a stack trace when offline (as
+    // `npm run dev` and CI already say for wrangler dev).
+    process.env.CLOUDFLARE_CF_FETCH_ENABLED ??= "false";
     const worker = await unstable_startWorker({
       // The deployable configuration (entry, compatibility date and flags), with these bindings.
       config: options.config ?? fileURLToPath(new URL("../wrangler.toml", import.meta.url)),
