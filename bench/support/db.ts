@@ -92,16 +92,20 @@ export async function seedBacklog(
     table?: string;
     /** `random`: each run of 4 shares a random-looking subject (a hash), as note or order ids are. */
     subjects?: "sequential" | "random";
+    /** The events' type; a plain identifier-and-dots string (it is written into the SQL). */
+    type?: string;
   } = {},
 ): Promise<void> {
   const table = options.table ?? "events";
   const subject = options.subjects === "random" ? "md5(((g - 1) / 4)::text)" : "'subject-' || ((g - 1) / 4)";
+  const type = options.type ?? "bench.happened";
+  if (!/^[a-z0-9_.]+$/.test(type)) throw new Error(`seedBacklog: type ${JSON.stringify(type)} is not plain`);
   const chunk = 100_000;
   for (let from = 0; from < n; from += chunk) {
     const to = Math.min(n, from + chunk);
     await admin.query(
       `INSERT INTO ${table} (type, subject, scope, payload, fanned_out_at, fanout)
-       SELECT 'bench.happened', ${subject}, 'tenant-' || (((g - 1) / 4) % 10),
+       SELECT '${type}', ${subject}, 'tenant-' || (((g - 1) / 4) % 10),
               jsonb_build_object('n', g, 'at', now(), 'pad', repeat('x', ${PAYLOAD_PAD})),
               ${options.fanned ? "now()" : "NULL"}, ${options.fanned ? `'{"mail":{"messageId":"msg_0"}}'::jsonb` : "NULL"}
          FROM generate_series(${from + 1}::bigint, ${to}::bigint) g`,
