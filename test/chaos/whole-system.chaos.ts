@@ -371,7 +371,10 @@ describe("chaos: the whole system under faults", () => {
 
     // Passes cut between publish and commit: a relay backend idle in its claim
     // transaction is waiting on its publish. Terminating it rolls the pass back
-    // after QStash has (perhaps) accepted its jobs.
+    // after QStash has (perhaps) accepted its jobs. The claim is known by its relay
+    // state read, which opens its text: pg_stat_activity keeps only the first
+    // track_activity_query_size bytes (1 KB by default), and the claim's FOR UPDATE
+    // SKIP LOCKED now ends past them (ADR 0024's condition comes before it).
     const terminator = (async () => {
       while (!stopChaos) {
         await sleep(300 + Math.random() * 400);
@@ -379,7 +382,7 @@ describe("chaos: the whole system under faults", () => {
         try {
           const { rows } = await observe<{ ok: boolean }>(
             `SELECT pg_terminate_backend(pid) AS ok FROM pg_stat_activity
-                WHERE state = 'idle in transaction' AND query LIKE '%FOR UPDATE SKIP LOCKED%'
+                WHERE state = 'idle in transaction' AND query LIKE '%BEGIN;%SELECT failures, backoff_until,%'
                 ORDER BY random() LIMIT 1`,
           );
           if (rows[0]?.ok) c.terminatedPasses++;
