@@ -39,15 +39,14 @@ import { writeFile } from "node:fs/promises";
 import { loadavg } from "node:os";
 import { resolve } from "node:path";
 import { parseArgs } from "node:util";
-import { drizzle } from "drizzle-orm/node-postgres";
-import { migrate } from "drizzle-orm/node-postgres/migrator";
 import pg from "pg";
 import { startWorkerdStack, type WorkerdStack } from "../infra/workerd-stack.ts";
 import { newSecretsKey } from "../src/domain/webhooks/secret-box.ts";
+import { migrateDatabase, withDatabase } from "../src/node/postgres.ts";
 import { openBenchDatabase, resetOutbox, seedBacklog, settle, unfanned } from "./support/db.ts";
 import type { NeonRelayDrain, NeonRelayInput } from "./support/neon-relay-process.ts";
-import { cpuSample } from "./support/process-cpu.ts";
-import { log } from "./support/progress.ts";
+import { cpuMsSince, cpuSample } from "./support/process-cpu.ts";
+import { log, stopOnSignal } from "./support/progress.ts";
 import { startAcceptOnlyProcess, startServiceProcess, type AcceptOnlyService } from "./support/service.ts";
 import { median, summarize, type Summary } from "./support/stats.ts";
 
@@ -110,12 +109,7 @@ const stop = async () => {
   await qstash?.close();
   await db.close();
 };
-for (const signal of ["SIGINT", "SIGTERM"] as const) {
-  process.once(signal, () => {
-    log(`${signal}: stopping the stack and dropping the database`);
-    void stop().finally(() => process.exit(130));
-  });
-}
+stopOnSignal(stop);
 
 /** Nothing left to fan out, and every job reached the endpoint: else the figure is not a drain's. */
 async function checkDrained(expectJobs: number | undefined, admin: pg.Pool = db.admin): Promise<void> {
@@ -167,11 +161,6 @@ async function drainBySweeps(s: WorkerdStack, admin: pg.Pool, emptyCpuMs: number
   };
 }
 
-function cpuMsSince(start: NodeJS.CpuUsage): number {
-  const used = process.cpuUsage(start);
-  return (used.user + used.system) / 1000;
-}
-
 async function emptySweepCpu(s: WorkerdStack, admin: pg.Pool): Promise<Summary> {
   await fresh(1_000, admin);
   await sweep(s);
@@ -191,6 +180,15 @@ async function sweep(s: WorkerdStack): Promise<{ cpuMs: number; ms: number }> {
   // The pool ends in waitUntil; give it a moment so its CPU is counted here, not in the next sweep.
   await new Promise((r) => setTimeout(r, 300));
   return { cpuMs: cpuSample().workerdMs - before.workerdMs, ms };
+}
+
+/** What every Worker this benchmark starts is given beside the stack's own bindings. */
+function workerBindings() {
+  return {
+    ADMIN_TOKEN: `bench_admin_${randomBytes(18).toString("base64url")}`,
+    WEBHOOK_SECRETS_KEY: newSecretsKey(),
+    WEBHOOK_ALLOW_PRIVATE_URLS: "true",
+  };
 }
 
 /** Issue 11 item 4's delays: per database round trip and per QStash request. */
@@ -261,11 +259,7 @@ async function concurrentSweeps(): Promise<RelaysResult> {
     s = await startWorkerdStack({
       databaseUrl: db.url,
       proxy: { delayMs: DATABASE_DELAY_MS },
-      bindings: {
-        ADMIN_TOKEN: `bench_admin_${randomBytes(18).toString("base64url")}`,
-        WEBHOOK_SECRETS_KEY: newSecretsKey(),
-        WEBHOOK_ALLOW_PRIVATE_URLS: "true",
-      },
+      bindings: workerBindings(),
       overrides: { QSTASH_URL: delayed.url, QSTASH_TOKEN: delayed.token },
     });
     log(
@@ -328,11 +322,7 @@ try {
   qstash = await startAcceptOnlyProcess(0);
   stack = await startWorkerdStack({
     databaseUrl: db.url,
-    bindings: {
-      ADMIN_TOKEN: `bench_admin_${randomBytes(18).toString("base64url")}`,
-      WEBHOOK_SECRETS_KEY: newSecretsKey(),
-      WEBHOOK_ALLOW_PRIVATE_URLS: "true",
-    },
+    bindings: workerBindings(),
     // The Worker publishes to the accept-only endpoint: the relay and the SDK, not a stand-in's store.
     overrides: { QSTASH_URL: qstash.url, QSTASH_TOKEN: qstash.token },
   });
@@ -341,26 +331,15 @@ try {
     const name = `edge_outbox_bench_${process.pid}_base`;
     await db.admin.query(`DROP DATABASE IF EXISTS ${name}`);
     await db.admin.query(`CREATE DATABASE ${name}`);
-    const url = new URL(db.url);
-    url.pathname = `/${name}`;
-    const admin = new pg.Pool({ connectionString: url.toString(), max: 2 });
+    const url = withDatabase(db.url, name);
+    const admin = new pg.Pool({ connectionString: url, max: 2 });
     admin.on("error", () => undefined);
-    base = { admin, url: url.toString(), name };
-    const client = await admin.connect();
-    try {
-      await client.query("SET client_min_messages = warning");
-      await migrate(drizzle(client), { migrationsFolder: resolve(checkout, "drizzle") });
-    } finally {
-      client.release();
-    }
+    base = { admin, url, name };
+    await migrateDatabase(url, resolve(checkout, "drizzle"));
     base.stack = await startWorkerdStack({
       databaseUrl: base.url,
       config: resolve(checkout, "wrangler.toml"),
-      bindings: {
-        ADMIN_TOKEN: `bench_admin_${randomBytes(18).toString("base64url")}`,
-        WEBHOOK_SECRETS_KEY: newSecretsKey(),
-        WEBHOOK_ALLOW_PRIVATE_URLS: "true",
-      },
+      bindings: workerBindings(),
       overrides: { QSTASH_URL: qstash.url, QSTASH_TOKEN: qstash.token },
     });
     log(`baseline Worker (${checkout}) at ${base.stack.url}`);

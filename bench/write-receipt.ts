@@ -58,7 +58,7 @@ import {
   type Placement,
 } from "./support/placement.ts";
 import { cpuPer, cpuSample, type CpuSample } from "./support/process-cpu.ts";
-import { log } from "./support/progress.ts";
+import { log, stopOnSignal } from "./support/progress.ts";
 import { percentile, summarize, type Summary } from "./support/stats.ts";
 
 const { values } = parseArgs({
@@ -112,12 +112,7 @@ const stop = async () => {
   await stack?.close();
   await db.close();
 };
-for (const signal of ["SIGINT", "SIGTERM"] as const) {
-  process.once(signal, () => {
-    log(`${signal}: stopping the stack and dropping the database`);
-    void stop().finally(() => process.exit(130));
-  });
-}
+stopOnSignal(stop);
 
 interface Repetition {
   healthz: LoadSummary;

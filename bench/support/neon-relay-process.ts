@@ -11,6 +11,7 @@ import { Pool } from "@neondatabase/serverless";
 import { configureNeonForWsProxy } from "../../infra/ws-proxy.ts";
 import { createNullPublisher, createQStashPublisher, drain, type Publisher } from "../../src/outbox/index.ts";
 import { subscriptions } from "../../src/domain/subscriptions.ts";
+import { cpuMsSince } from "./process-cpu.ts";
 import { serveCommands } from "./service.ts";
 
 export interface NeonRelayInput {
@@ -44,13 +45,13 @@ async function drainWith(publisher: Publisher): Promise<NeonRelayDrain> {
     const result = await drain({ pool, publisher, subscriptions, budgetMs: 10 * 60_000, until: "empty" });
     if (result.stoppedBecause !== "drained") throw new Error(`drain stopped: ${result.stoppedBecause}`);
     await pool.end();
-    const used = process.cpuUsage(cpu);
+    const cpuMs = cpuMsSince(cpu);
     return {
       events: result.fanned,
       jobs: result.jobs,
       passes: result.passes,
       ms: performance.now() - started,
-      cpuMs: (used.user + used.system) / 1000,
+      cpuMs,
     };
   } catch (error) {
     await pool.end().catch(() => undefined);

@@ -95,3 +95,9 @@ export function processCpuMs(pid: number): number | undefined {
   const stat = readStat(String(pid));
   return stat === undefined ? undefined : stat.own * MS_PER_TICK;
 }
+
+/** This process's CPU time (user + system) since `start` (a `process.cpuUsage()`), in ms. */
+export function cpuMsSince(start: NodeJS.CpuUsage): number {
+  const used = process.cpuUsage(start);
+  return (used.user + used.system) / 1000;
+}

@@ -10,14 +10,17 @@ import { migrate } from "drizzle-orm/node-postgres/migrator";
 
 export const migrationsFolder = fileURLToPath(new URL("../../drizzle", import.meta.url));
 
-/** Applies every migration in drizzle/ that the database has not seen yet. */
-export async function migrateDatabase(url: string): Promise<void> {
+/**
+ * Applies every migration in drizzle/ that the database has not seen yet; `folder`,
+ * another checkout's drizzle/, lets a benchmark migrate a database for that code.
+ */
+export async function migrateDatabase(url: string, folder = migrationsFolder): Promise<void> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
     // Migrations print NOTICEs for IF NOT EXISTS objects; they are not news.
     await client.query("SET client_min_messages = warning");
-    await migrate(drizzle(client), { migrationsFolder });
+    await migrate(drizzle(client), { migrationsFolder: folder });
   } finally {
     await client.end();
   }
