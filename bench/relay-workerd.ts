@@ -100,7 +100,7 @@ let stack: WorkerdStack | undefined;
 /** `--baseline`: the other commit's Worker, its database and that database's admin pool. */
 let base: { stack?: WorkerdStack; admin: pg.Pool; url: string; name: string } | undefined;
 let node: Awaited<ReturnType<typeof startServiceProcess<Record<string, never>>>> | undefined;
-const stop = async () => {
+const stopOnce = async () => {
   await node?.close();
   await stack?.close();
   await base?.stack?.close();
@@ -109,7 +109,7 @@ const stop = async () => {
   await qstash?.close();
   await db.close();
 };
-stopOnSignal(stop);
+const stop = stopOnSignal(stopOnce);
 
 /** Nothing left to fan out, and every job reached the endpoint: else the figure is not a drain's. */
 async function checkDrained(expectJobs: number | undefined, admin: pg.Pool = db.admin): Promise<void> {

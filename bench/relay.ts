@@ -24,7 +24,7 @@ import { table, targets, type Results } from "./report.ts";
 import { FULL, QUICK, type BenchContext } from "./support/context.ts";
 import { openBenchDatabase } from "./support/db.ts";
 import { placementOptions, placementRtts } from "./support/placement.ts";
-import { log } from "./support/progress.ts";
+import { log, stopOnSignal } from "./support/progress.ts";
 import { startDevServerProcess } from "./support/qstash.ts";
 import { startAcceptOnlyProcess } from "./support/service.ts";
 
@@ -105,15 +105,9 @@ const { rows } = await db.admin.query<{ version: string; autovacuum: string }>(
 const autovacuum = rows[0]?.autovacuum ?? "unknown";
 
 // Ctrl-C mid-run: drop the benchmark's database rather than leave it on a shared server.
-for (const signal of ["SIGINT", "SIGTERM"] as const) {
-  process.once(signal, () => {
-    log(`${signal}: dropping ${db.url.split("/").pop()} and stopping`);
-    const timeout = new Promise((resolve) => setTimeout(resolve, 10_000).unref());
-    void Promise.race([Promise.allSettled([qstash.close(), acceptOnly.close(), db.close()]), timeout]).then(
-      () => process.exit(130),
-    );
-  });
-}
+const stop = stopOnSignal(async () => {
+  await Promise.allSettled([qstash.close(), acceptOnly.close(), db.close()]);
+}, 10_000);
 
 const results: Results = {};
 try {
@@ -127,9 +121,7 @@ try {
   if (runs("writes")) results.writes = await writes(ctx);
   if (runs("placement")) results.placement = await placement(ctx);
 } finally {
-  await qstash.close();
-  await acceptOnly.close();
-  await db.close();
+  await stop();
 }
 
 const seconds = (performance.now() - started) / 1000;

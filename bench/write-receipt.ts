@@ -107,12 +107,12 @@ log(
 let stack: WorkerdStack | undefined;
 /** `--compare`: another checkout's Worker, in a stack of its own on the same database. */
 let other: WorkerdStack | undefined;
-const stop = async () => {
+const stopOnce = async () => {
   await other?.close();
   await stack?.close();
   await db.close();
 };
-stopOnSignal(stop);
+const stop = stopOnSignal(stopOnce);
 
 interface Repetition {
   healthz: LoadSummary;

@@ -41,14 +41,22 @@ export function startServiceProcess<Info>(entry: string, args: string[] = []): P
           call: <T>(command: string) =>
             new Promise<T>((done, fail) => {
               const id = ++nextId;
+              // Ctrl-C reaches the whole process group, so the service may be gone
+              // already: fail the call (the callback form) rather than crash this process.
+              if (!child.connected) return fail(new Error(`${entry} is gone (${command})`));
               pending.set(id, { resolve: done as (v: unknown) => void, reject: fail });
-              child.send({ id, command });
+              child.send({ id, command }, (error) => {
+                if (!error) return;
+                pending.delete(id);
+                fail(error);
+              });
             }),
           close: () =>
             new Promise<void>((done) => {
-              if (child.exitCode !== null) return done();
+              if (child.exitCode !== null || child.signalCode !== null) return done();
               child.once("exit", () => done());
-              child.send({ id: 0, command: "close" });
+              if (child.connected) child.send({ id: 0, command: "close" }, () => undefined);
+              else child.kill("SIGTERM");
               setTimeout(() => child.kill("SIGKILL"), 5000).unref();
             }),
         });
