@@ -11,16 +11,39 @@ const W = 720;
 const H = 160;
 const PAD = { left: 36, right: 8, top: 10, bottom: 22 };
 
+/** Multiples of a power of ten that an axis may end on: its middle tick is then round too. */
+const NICE = [1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10];
+
+/**
+ * The top of the value axis for a series peaking at `max`: the smallest round number
+ * at or above it whose half is a whole round number, so the three ticks read like
+ * 0 / 3,000 / 6,000 rather than 0 / 3,001 / 6,001.
+ */
+export function axisTop(max: number): number {
+  const half = Math.max(1, max / 2);
+  const power = 10 ** Math.floor(Math.log10(half));
+  const step = NICE.find((m) => m * power >= half - 1e-9) ?? 10;
+  // Below 10 the half must stay a whole count: 1.5 of an event is no tick.
+  return 2 * Math.max(Math.ceil(step * power), 1);
+}
+
+const compact = new Intl.NumberFormat("en", { notation: "compact", maximumFractionDigits: 1 });
+
+/** A tick label that fits the axis' margin: 950, 2.5K, 40K, 1.2M. */
+export function tickLabel(value: number): string {
+  return value < 1000 ? String(value) : compact.format(value);
+}
+
 /**
  * A line chart as inline SVG: no script, no library, and presentation
  * attributes rather than style="", which the CSP forbids. One point per minute.
  */
 export function LineChart({ title, minutes, series }: { title: string; minutes: Date[]; series: Series[] }) {
-  const max = Math.max(1, ...series.flatMap((s) => s.values));
+  const max = axisTop(Math.max(0, ...series.flatMap((s) => s.values)));
   const n = Math.max(1, minutes.length - 1);
   const x = (i: number) => PAD.left + (i / n) * (W - PAD.left - PAD.right);
   const y = (v: number) => PAD.top + (1 - v / max) * (H - PAD.top - PAD.bottom);
-  const ticks = [0, Math.round(max / 2), max];
+  const ticks = [0, max / 2, max];
   const label = (d: Date | undefined) => (d ? d.toISOString().slice(11, 16) : "");
   return (
     <figure class="chart">
@@ -30,7 +53,7 @@ export function LineChart({ title, minutes, series }: { title: string; minutes: 
           <g>
             <line x1={PAD.left} x2={W - PAD.right} y1={y(t)} y2={y(t)} stroke="#e5e7eb" stroke-width="1" />
             <text x={PAD.left - 6} y={y(t) + 4} text-anchor="end" font-size="10" fill="#5d6678">
-              {String(t)}
+              {tickLabel(t)}
             </text>
           </g>
         ))}
