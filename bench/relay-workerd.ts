@@ -34,21 +34,28 @@
  *
  * Progress goes to stderr, the table to stdout, raw figures to --json.
  */
-import { randomBytes } from "node:crypto";
 import { writeFile } from "node:fs/promises";
 import { loadavg } from "node:os";
 import { resolve } from "node:path";
 import { parseArgs } from "node:util";
 import pg from "pg";
 import { startWorkerdStack, type WorkerdStack } from "../infra/workerd-stack.ts";
-import { newSecretsKey } from "../src/domain/webhooks/secret-box.ts";
 import { migrateDatabase, withDatabase } from "../src/node/postgres.ts";
-import { openBenchDatabase, resetOutbox, seedBacklog, settle, unfanned } from "./support/db.ts";
+import { openBenchDatabase, unfanned } from "./support/db.ts";
 import type { NeonRelayDrain, NeonRelayInput } from "./support/neon-relay-process.ts";
 import { cpuMsSince, cpuSample } from "./support/process-cpu.ts";
 import { log, stopOnSignal } from "./support/progress.ts";
 import { startAcceptOnlyProcess, startServiceProcess, type AcceptOnlyService } from "./support/service.ts";
 import { median, summarize, type Summary } from "./support/stats.ts";
+import {
+  SWEEP,
+  freshSweepBacklog,
+  oneAndMany,
+  startDelayedWorker,
+  sweepsAtOnce,
+  workerBindings,
+  type SweepsDrain,
+} from "./support/workerd-sweeps.ts";
 
 const { values } = parseArgs({
   options: {
@@ -71,8 +78,6 @@ if (!Number.isInteger(relayEvents) || relayEvents < 1000) {
   throw new Error(`--relay-events must be ≥ 1000, got ${values["relay-events"]}`);
 }
 
-const EVENT_TYPE = "corpus.note.updated";
-const SWEEP = "/__scheduled?cron=*+*+*+*+*";
 /** Variants in the order the first repetition runs them; later repetitions rotate it. */
 const ALL_VARIANTS = ["workerd", "nodeQStash", "nodeNull", "workerdBaseline"] as const;
 type Variant = (typeof ALL_VARIANTS)[number];
@@ -123,9 +128,7 @@ async function checkDrained(expectJobs: number | undefined, admin: pg.Pool = db.
 }
 
 async function fresh(n: number, admin: pg.Pool = db.admin): Promise<void> {
-  await resetOutbox(admin);
-  await seedBacklog(admin, n, { type: EVENT_TYPE, subjects: "random" });
-  await settle(admin);
+  await freshSweepBacklog(admin, n);
   await qstash!.reset();
 }
 
@@ -182,28 +185,11 @@ async function sweep(s: WorkerdStack): Promise<{ cpuMs: number; ms: number }> {
   return { cpuMs: cpuSample().workerdMs - before.workerdMs, ms };
 }
 
-/** What every Worker this benchmark starts is given beside the stack's own bindings. */
-function workerBindings() {
-  return {
-    ADMIN_TOKEN: `bench_admin_${randomBytes(18).toString("base64url")}`,
-    WEBHOOK_SECRETS_KEY: newSecretsKey(),
-    WEBHOOK_ALLOW_PRIVATE_URLS: "true",
-  };
-}
-
 /** Issue 11 item 4's delays: per database round trip and per QStash request. */
 const DATABASE_DELAY_MS = 10;
 const QSTASH_DELAY_MS = 30;
 /** Sweeps started at once in the concurrent drain. */
 const CONCURRENT_SWEEPS = 4;
-
-interface SweepsDrain {
-  sweeps: number;
-  ms: number;
-  eventsPerSecond: number;
-  /** workerd CPU per 1,000 events over the drain, the sweeps' maintenance included. */
-  workerdCpuPer1k: number;
-}
 
 interface RelaysResult {
   events: number;
@@ -215,69 +201,25 @@ interface RelaysResult {
   workerdCpuPer1k: { one: Summary; four: Summary };
 }
 
-/** Resolves when no claimable row is left: the drain's end, whatever the sweeps do next. */
-async function drainedAt(admin: pg.Pool): Promise<number> {
-  for (;;) {
-    const { rowCount } = await admin.query(
-      "SELECT 1 FROM events WHERE fanned_out_at IS NULL AND poisoned_at IS NULL LIMIT 1",
-    );
-    if (!rowCount) return performance.now();
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
-
-async function sweepsAtOnce(s: WorkerdStack, count: number): Promise<SweepsDrain> {
-  await fresh(relayEvents);
-  const before = cpuSample();
-  const started = performance.now();
-  const done = drainedAt(db.admin);
-  const answers = await Promise.all(
-    Array.from({ length: count }, async () => {
-      const res = await s.fetch(SWEEP);
-      return { ok: res.ok, status: res.status, text: await res.text() };
-    }),
-  );
-  const ended = await done;
-  await new Promise((r) => setTimeout(r, 300));
-  const cpuMs = cpuSample().workerdMs - before.workerdMs;
-  const failed = answers.find((a) => !a.ok);
-  if (failed) throw new Error(`a sweep answered ${failed.status}: ${failed.text}`);
-  await checkDrained(undefined);
-  const ms = ended - started;
-  return {
-    sweeps: count,
-    ms,
-    eventsPerSecond: (relayEvents / ms) * 1000,
-    workerdCpuPer1k: (cpuMs / relayEvents) * 1000,
-  };
-}
-
 async function concurrentSweeps(): Promise<RelaysResult> {
-  const delayed = await startAcceptOnlyProcess(QSTASH_DELAY_MS);
-  let s: WorkerdStack | undefined;
+  const worker = await startDelayedWorker({
+    databaseUrl: db.url,
+    databaseMs: DATABASE_DELAY_MS,
+    qstashMs: QSTASH_DELAY_MS,
+  });
   try {
-    s = await startWorkerdStack({
-      databaseUrl: db.url,
-      proxy: { delayMs: DATABASE_DELAY_MS },
-      bindings: workerBindings(),
-      overrides: { QSTASH_URL: delayed.url, QSTASH_TOKEN: delayed.token },
-    });
     log(
-      `concurrent sweeps: Worker at ${s.url}, +${DATABASE_DELAY_MS} ms per round trip, +${QSTASH_DELAY_MS} ms per request`,
+      `concurrent sweeps: Worker at ${worker.stack.url}, +${DATABASE_DELAY_MS} ms per round trip, +${QSTASH_DELAY_MS} ms per request`,
     );
     // Warm the delayed stack's Worker, uncounted.
-    await sweepsAtOnce(s, CONCURRENT_SWEEPS);
+    await sweepsAtOnce(worker, db.admin, relayEvents, CONCURRENT_SWEEPS);
     const repetitions: RelaysResult["repetitions"] = [];
-    for (let rep = 0; rep < reps; rep++) {
+    for (let rep = 1; rep <= reps; rep++) {
       const load0 = loadavg()[0]!;
-      // Alternate which goes first, so neither always meets a just-vacuumed table.
-      const first = rep % 2 === 0 ? 1 : CONCURRENT_SWEEPS;
-      const a = await sweepsAtOnce(s, first);
-      const b = await sweepsAtOnce(s, first === 1 ? CONCURRENT_SWEEPS : 1);
-      const [one, four] = first === 1 ? [a, b] : [b, a];
+      const { one, many: four } = await oneAndMany(worker, db.admin, relayEvents, CONCURRENT_SWEEPS, rep);
       repetitions.push({ one, four, load: [load0, loadavg()[0]!] });
       log(
-        `rep ${rep + 1}/${reps} sweeps: 1 at ${Math.round(one.eventsPerSecond)} events/s, ` +
+        `rep ${rep}/${reps} sweeps: 1 at ${Math.round(one.eventsPerSecond)} events/s, ` +
           `${CONCURRENT_SWEEPS} at ${Math.round(four.eventsPerSecond)} (${(four.eventsPerSecond / one.eventsPerSecond).toFixed(2)}×)`,
       );
     }
@@ -291,8 +233,7 @@ async function concurrentSweeps(): Promise<RelaysResult> {
       workerdCpuPer1k: { one: pick((r) => r.one.workerdCpuPer1k), four: pick((r) => r.four.workerdCpuPer1k) },
     };
   } finally {
-    await s?.close();
-    await delayed.close();
+    await worker.close();
   }
 }
 

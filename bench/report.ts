@@ -259,9 +259,19 @@ export function targets(r: Results): Target[] {
     out.push(
       pairedTarget(
         "productionFourRelaysOverOne",
-        "production-shaped: 4 relays / 1 relay",
+        "production-shaped: 4 relays / 1 relay (Node, one process)",
         p.eventsPerSecond[4]!,
         p.eventsPerSecond[1]!,
+        "min",
+        3.5,
+      ),
+    );
+    out.push(
+      pairedTarget(
+        "productionWorkerdFourSweepsOverOne",
+        "production-shaped: 4 cron sweeps at once / 1 (the Worker in workerd)",
+        p.workerdSweeps.eventsPerSecond[4]!,
+        p.workerdSweeps.eventsPerSecond[1]!,
         "min",
         3.5,
       ),
@@ -495,6 +505,11 @@ export function table(r: Results, meta: { reps: number; note?: string }): string
         if (s) rows.push(row(`    CPU per pass, ${n} relay(s): ${k}`, s, n1));
       }
     }
+    for (const [n, s] of Object.entries(p.workerdSweeps.eventsPerSecond))
+      rows.push(row(`    workerd, ${n} cron sweep(s) at once, events/s`, s, n0));
+    rows.push(row("    workerd, 4 sweeps / 1", p.workerdSweeps.manyOverOne, n2));
+    for (const [n, s] of Object.entries(p.workerdSweeps.workerdCpuPer1k))
+      rows.push(row(`    workerd CPU per 1,000 events, ${n} sweep(s)`, s, n1));
     rows.push(["    duplicate or missing fan-outs", String(p.duplicates + p.incompleteFanout), "", ""]);
     rows.push(row("    commit → published p50", p.latency.p50, n1));
     rows.push(row("    commit → published p99", p.latency.p99, n1));

@@ -4,7 +4,9 @@
 // the accept-only endpoint, which holds every request `qstashMs`. Both stand-ins run
 // in their own processes, so their timers do not wait for the relay's JavaScript.
 // A pass's floor is what those delays alone cost it: 2 database round trips and
-// 1 QStash request (its batch chunks go out together).
+// 1 QStash request (its batch chunks go out together). Item 4's concurrent relays are
+// also run as a deployment runs them: the Worker's own cron sweeps in workerd, one and
+// four at once, behind the same delays (bench/support/workerd-sweeps.ts).
 import { Pool } from "@neondatabase/serverless";
 import {
   createQStashPublisher,
@@ -27,6 +29,7 @@ import {
 } from "../support/service.ts";
 import { summarize, type Summary } from "../support/stats.ts";
 import { PUBLIC_URL, benchSubscriptions, drainTogether } from "../support/subscriptions.ts";
+import { oneAndMany, startDelayedWorker, sweepsAtOnce, type SweepsDrain } from "../support/workerd-sweeps.ts";
 import { countingPublisher } from "./concurrency.ts";
 import { commitToPublished, summarizeLatency, type LatencyResult, type LatencyRun } from "./latency.ts";
 
@@ -131,7 +134,20 @@ export interface ProductionResult {
   incompleteFanout: number;
   /** Commit → published, kicks over the Neon driver, at these delays. */
   latency: LatencyResult;
+  /**
+   * The same concurrency in workerd, as a deployment runs it: the Worker's cron sweep
+   * drains `events` alone, then PRODUCTION_RELAY_COUNTS' larger count of sweeps
+   * started at once drains the same backlog, behind the same delays; events/s of
+   * each and their ratio per repetition, and workerd's CPU per 1,000 events.
+   */
+  workerdSweeps: {
+    events: number;
+    eventsPerSecond: Record<number, Summary>;
+    manyOverOne: Summary;
+    workerdCpuPer1k: Record<number, Summary>;
+  };
   raw: {
+    workerdSweeps: { one: SweepsDrain; many: SweepsDrain }[];
     passes: ProductionPass[][];
     undelayedPasses: ProductionPass[][];
     singlePasses: ProductionPass[][];
@@ -347,6 +363,9 @@ export async function production(ctx: BenchContext): Promise<ProductionResult> {
   const proxy = await startWsProxyProcess(databaseMs);
   const qstash = await startAcceptOnlyProcess(qstashMs);
   const undelayedProxy = await startWsProxyProcess(0);
+  const worker = await startDelayedWorker({ databaseUrl: ctx.db.url, databaseMs, qstashMs });
+  const manySweeps = PRODUCTION_RELAY_COUNTS.at(-1)!;
+  const sweepEvents = ctx.sizes.workerdSweepBacklog;
   try {
     const pipelinedConnect = await pipelinedConnectOf(ctx.db.url);
     const useProxy = (p: WsProxyService) => configureNeonForWsProxy(p, pipelinedConnect);
@@ -363,6 +382,9 @@ export async function production(ctx: BenchContext): Promise<ProductionResult> {
     const singlePasses: ProductionPass[][] = [];
     const drains: ProductionDrain[] = [];
     const latencies: LatencyRun[] = [];
+    const sweeps: { one: SweepsDrain; many: SweepsDrain }[] = [];
+    // Warm the Worker (its isolate, the SDK's first requests), uncounted.
+    await sweepsAtOnce(worker, ctx.db.admin, Math.min(sweepEvents, 4_000), manySweeps);
     for (let rep = 1; rep <= ctx.reps; rep++) {
       useProxy(undelayedProxy);
       const undelayed = await instrumentedDrain(ctx, undelayedProxy, ctx.acceptOnly);
@@ -396,6 +418,14 @@ export async function production(ctx: BenchContext): Promise<ProductionResult> {
               .join(", "),
         );
       }
+      const swept = await oneAndMany(worker, ctx.db.admin, sweepEvents, manySweeps, rep);
+      sweeps.push(swept);
+      log(
+        `production rep ${rep}/${ctx.reps} workerd cron sweeps: 1 at ${Math.round(swept.one.eventsPerSecond)} events/s, ` +
+          `${manySweeps} at once ${Math.round(swept.many.eventsPerSecond)} ` +
+          `(${(swept.many.eventsPerSecond / swept.one.eventsPerSecond).toFixed(2)}×), workerd CPU per 1,000 events ` +
+          `${swept.one.workerdCpuPer1k.toFixed(1)} / ${swept.many.workerdCpuPer1k.toFixed(1)} ms`,
+      );
       const latency = await commitToPublished(ctx, {
         relays: newNeonPool(ctx.db.url, 8),
         qstash,
@@ -465,9 +495,21 @@ export async function production(ctx: BenchContext): Promise<ProductionResult> {
       duplicates: drains.reduce((sum, d) => sum + d.duplicates, 0),
       incompleteFanout: drains.reduce((sum, d) => sum + d.incompleteFanout, 0),
       latency: summarizeLatency(latencies),
-      raw: { passes, undelayedPasses, singlePasses, drains },
+      workerdSweeps: {
+        events: sweepEvents,
+        eventsPerSecond: {
+          1: summarize(sweeps.map((s) => s.one.eventsPerSecond)),
+          [manySweeps]: summarize(sweeps.map((s) => s.many.eventsPerSecond)),
+        },
+        manyOverOne: summarize(sweeps.map((s) => s.many.eventsPerSecond / s.one.eventsPerSecond)),
+        workerdCpuPer1k: {
+          1: summarize(sweeps.map((s) => s.one.workerdCpuPer1k)),
+          [manySweeps]: summarize(sweeps.map((s) => s.many.workerdCpuPer1k)),
+        },
+      },
+      raw: { passes, undelayedPasses, singlePasses, drains, workerdSweeps: sweeps },
     };
   } finally {
-    await Promise.all([proxy.close(), qstash.close(), undelayedProxy.close()]);
+    await Promise.all([proxy.close(), qstash.close(), undelayedProxy.close(), worker.close()]);
   }
 }

@@ -21,6 +21,8 @@ export interface Sizes {
   productionBacklog: number;
   /** Backlog the placement phase drains at each placement (issue 11 item 8): 20 full passes. */
   placementBacklog: number;
+  /** Backlog the Worker's cron sweeps drain, 1 and 4 at once, in the production phase. */
+  workerdSweepBacklog: number;
 }
 
 export const FULL: Sizes = {
@@ -33,6 +35,7 @@ export const FULL: Sizes = {
   writesPerSecond: 100,
   productionBacklog: 20_000,
   placementBacklog: 4_000,
+  workerdSweepBacklog: 40_000,
 };
 
 export const QUICK: Sizes = {
@@ -45,6 +48,7 @@ export const QUICK: Sizes = {
   writesPerSecond: 100,
   productionBacklog: 4_000,
   placementBacklog: 2_000,
+  workerdSweepBacklog: 8_000,
 };
 
 export interface BenchContext {
