@@ -22,7 +22,7 @@ import { newSecretsKey } from "../src/domain/webhooks/secret-box.ts";
 import { openBenchDatabase } from "./support/db.ts";
 import { runLoad } from "./support/load.ts";
 import { cpuPer, cpuSample } from "./support/process-cpu.ts";
-import { log } from "./support/progress.ts";
+import { log, stopOnSignal } from "./support/progress.ts";
 
 const { values } = parseArgs({
   options: {
@@ -96,7 +96,12 @@ const db = await openBenchDatabase();
 const apiKey = newDevApiKey();
 await ensureDevApiKey(db.url, apiKey);
 const inspectorPort = await freePort();
-const stack = await startWorkerdStack({
+let started: Awaited<ReturnType<typeof startWorkerdStack>> | undefined;
+const stop = stopOnSignal(async () => {
+  await started?.close();
+  await db.close();
+});
+const stack = (started = await startWorkerdStack({
   databaseUrl: db.url,
   inspectorPort,
   ...(values.worker ? { config: resolve(values.worker, "wrangler.toml") } : {}),
@@ -105,7 +110,7 @@ const stack = await startWorkerdStack({
     WEBHOOK_SECRETS_KEY: newSecretsKey(),
     WEBHOOK_ALLOW_PRIVATE_URLS: "true",
   },
-});
+}));
 try {
   const healthz = async () => {
     const res = await stack.fetch("/healthz");
@@ -164,8 +169,7 @@ try {
   inspector.close();
   node.disconnect();
 } finally {
-  await stack.close();
-  await db.close();
+  await stop();
 }
 
 /** Self time per request, grouped by package (node_modules/<name>) or by the function for the rest. */
