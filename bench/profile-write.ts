@@ -13,16 +13,15 @@ import { mkdir, writeFile } from "node:fs/promises";
 import { Session } from "node:inspector/promises";
 import { resolve } from "node:path";
 import { parseArgs } from "node:util";
-import { randomBytes } from "node:crypto";
 import WebSocket from "ws";
 import { ensureDevApiKey, newDevApiKey } from "../infra/dev-api-key.ts";
 import { startWorkerdStack } from "../infra/workerd-stack.ts";
 import { freePort } from "../src/node/postgres.ts";
-import { newSecretsKey } from "../src/domain/webhooks/secret-box.ts";
 import { openBenchDatabase } from "./support/db.ts";
 import { runLoad } from "./support/load.ts";
 import { cpuPer, cpuSample } from "./support/process-cpu.ts";
 import { log, stopOnSignal } from "./support/progress.ts";
+import { workerBindings } from "./support/worker-bindings.ts";
 
 const { values } = parseArgs({
   options: {
@@ -105,11 +104,7 @@ const stack = (started = await startWorkerdStack({
   databaseUrl: db.url,
   inspectorPort,
   ...(values.worker ? { config: resolve(values.worker, "wrangler.toml") } : {}),
-  bindings: {
-    ADMIN_TOKEN: `bench_admin_${randomBytes(18).toString("base64url")}`,
-    WEBHOOK_SECRETS_KEY: newSecretsKey(),
-    WEBHOOK_ALLOW_PRIVATE_URLS: "true",
-  },
+  bindings: workerBindings(),
 }));
 try {
   const healthz = async () => {

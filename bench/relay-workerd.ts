@@ -53,9 +53,9 @@ import {
   oneAndMany,
   startDelayedWorker,
   sweepsAtOnce,
-  workerBindings,
   type SweepsDrain,
 } from "./support/workerd-sweeps.ts";
+import { workerBindings } from "./support/worker-bindings.ts";
 
 const { values } = parseArgs({
   options: {

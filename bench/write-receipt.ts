@@ -40,11 +40,9 @@ import { writeFile } from "node:fs/promises";
 import { arch, cpus, loadavg, platform, totalmem } from "node:os";
 import { resolve } from "node:path";
 import { parseArgs } from "node:util";
-import { randomBytes } from "node:crypto";
 import { DEV_KEY_SCOPE, ensureDevApiKey, newDevApiKey } from "../infra/dev-api-key.ts";
 import { startWorkerdStack, type WorkerdStack } from "../infra/workerd-stack.ts";
 import { startWsProxy, takesPipelinedConnect } from "../infra/ws-proxy.ts";
-import { newSecretsKey } from "../src/domain/webhooks/secret-box.ts";
 import { pairedTarget, target, type Target } from "./report.ts";
 import { openBenchDatabase } from "./support/db.ts";
 import { runLoad, type LoadResult } from "./support/load.ts";
@@ -60,6 +58,7 @@ import {
 import { cpuPer, cpuSample, type CpuSample } from "./support/process-cpu.ts";
 import { log, stopOnSignal } from "./support/progress.ts";
 import { percentile, summarize, type Summary } from "./support/stats.ts";
+import { workerBindings } from "./support/worker-bindings.ts";
 
 const { values } = parseArgs({
   options: {
@@ -174,12 +173,7 @@ try {
       databaseUrl: db.url,
       ...(pooled ? {} : { proxy: { pool: false as const } }),
       ...(checkout ? { config: resolve(checkout, "wrangler.toml") } : {}),
-      bindings: {
-        ADMIN_TOKEN: `bench_admin_${randomBytes(18).toString("base64url")}`,
-        WEBHOOK_SECRETS_KEY: newSecretsKey(),
-        WEBHOOK_ALLOW_PRIVATE_URLS: "true",
-        ...(pipelined ? {} : { NEON_PIPELINE_CONNECT: "off" }),
-      },
+      bindings: { ...workerBindings(), ...(pipelined ? {} : { NEON_PIPELINE_CONNECT: "off" }) },
     });
   stack = await startStack(values.worker);
   if (values.compare) {

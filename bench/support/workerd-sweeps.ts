@@ -13,26 +13,16 @@
  * when no claimable row is left (polled every 25 ms), so the sweeps' maintenance
  * afterwards is not counted.
  */
-import { randomBytes } from "node:crypto";
 import type pg from "pg";
 import type { WorkerdStack } from "../../infra/workerd-stack.ts";
-import { newSecretsKey } from "../../src/domain/webhooks/secret-box.ts";
 import { resetOutbox, seedBacklog, settle, unfanned } from "./db.ts";
 import { cpuSample } from "./process-cpu.ts";
 import { startAcceptOnlyProcess, type AcceptOnlyService } from "./service.ts";
+import { workerBindings } from "./worker-bindings.ts";
 
 export const SWEEP = "/__scheduled?cron=*+*+*+*+*";
 /** The reference app's event type its corpus index coalesces on. */
 export const SWEEP_EVENT_TYPE = "corpus.note.updated";
-
-/** What every Worker a benchmark starts is given beside the stack's own bindings. */
-export function workerBindings() {
-  return {
-    ADMIN_TOKEN: `bench_admin_${randomBytes(18).toString("base64url")}`,
-    WEBHOOK_SECRETS_KEY: newSecretsKey(),
-    WEBHOOK_ALLOW_PRIVATE_URLS: "true",
-  };
-}
 
 /** The outbox emptied, `n` events seeded, vacuumed and checkpointed. */
 export async function freshSweepBacklog(admin: pg.Pool, n: number): Promise<void> {
@@ -52,7 +42,6 @@ export interface SweepsDrain {
 /** A Worker behind production-shaped delays, for sweepsAtOnce. */
 export interface DelayedWorker {
   stack: WorkerdStack;
-  delays: { databaseMs: number; qstashMs: number };
   close(): Promise<void>;
 }
 
@@ -73,7 +62,6 @@ export async function startDelayedWorker(options: {
     });
     return {
       stack,
-      delays: { databaseMs: options.databaseMs, qstashMs: options.qstashMs },
       async close() {
         await stack.close();
         await delayed.close();
