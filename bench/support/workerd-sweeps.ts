@@ -73,9 +73,13 @@ export async function startDelayedWorker(options: {
   }
 }
 
-/** Resolves when no claimable row is left: the drain's end, whatever the sweeps do next. */
-async function drainedAt(admin: pg.Pool): Promise<number> {
+/**
+ * Resolves when no claimable row is left: the drain's end, whatever the sweeps do
+ * next. Rejects once `signal` aborts, so a drain that failed does not poll forever.
+ */
+async function drainedAt(admin: pg.Pool, signal: AbortSignal): Promise<number> {
   for (;;) {
+    signal.throwIfAborted();
     const { rowCount } = await admin.query(
       "SELECT 1 FROM events WHERE fanned_out_at IS NULL AND poisoned_at IS NULL LIMIT 1",
     );
@@ -94,21 +98,30 @@ export async function sweepsAtOnce(
   await freshSweepBacklog(admin, events);
   const before = cpuSample();
   const started = performance.now();
-  const done = drainedAt(admin);
-  const answers = await Promise.all(
-    Array.from({ length: count }, async () => {
-      const res = await worker.stack.fetch(SWEEP);
-      return { ok: res.ok, status: res.status, text: await res.text() };
-    }),
-  );
+  const polling = new AbortController();
+  const done = drainedAt(admin, polling.signal);
+  try {
+    const answers = await Promise.all(
+      Array.from({ length: count }, async () => {
+        const res = await worker.stack.fetch(SWEEP);
+        return { ok: res.ok, status: res.status, text: await res.text() };
+      }),
+    );
+    // Checked before waiting for the drain's end, which would never come: every sweep
+    // has returned, so rows still unfanned (a failed sweep, a publish backing off) stay.
+    const failed = answers.find((a) => !a.ok);
+    if (failed) throw new Error(`a sweep answered ${failed.status}: ${failed.text}`);
+    const left = await unfanned(admin);
+    if (left !== 0) throw new Error(`${count} sweep(s) left ${left} events unfanned`);
+  } catch (error) {
+    polling.abort();
+    await done.catch(() => undefined);
+    throw error;
+  }
   const ended = await done;
   // The pools end in waitUntil; give them a moment so their CPU is counted here.
   await new Promise((r) => setTimeout(r, 300));
   const cpuMs = cpuSample().workerdMs - before.workerdMs;
-  const failed = answers.find((a) => !a.ok);
-  if (failed) throw new Error(`a sweep answered ${failed.status}: ${failed.text}`);
-  const left = await unfanned(admin);
-  if (left !== 0) throw new Error(`${count} sweep(s) left ${left} events unfanned`);
   const ms = ended - started;
   return {
     sweeps: count,
