@@ -12,6 +12,7 @@ export const relayVariables = configSchema.pick({
   QSTASH_TOKEN: true,
   PUBLIC_URL: true,
   RELAY_BACKOFF_CAP_SECONDS: true,
+  QSTASH_BATCH_MESSAGES: true,
 });
 
 /** Reads variables from the environment (and .env), or says which are missing or wrong. */

@@ -1,21 +1,17 @@
 import { subscriptions } from "../domain/subscriptions.ts";
-import { createQStashPublisher, drain, runPass, RELAY_POLICY, type RelayOptions } from "../outbox/index.ts";
+import { drain, runPass, RELAY_POLICY, type RelayOptions } from "../outbox/index.ts";
 import { intOption, UsageError } from "./args.ts";
 import type { Command } from "./command.ts";
 import { readVariables, relayVariables } from "./config.ts";
 import { formatDrain, formatPass } from "./format.ts";
-import { passBackoffFor } from "../worker/relay.ts";
+import { passBackoffFor, publisherFor } from "../worker/relay.ts";
 
 /** `relay once` and `relay drain`: the same pass the Worker runs, from a terminal. */
 export async function relayCommand({ pool, options, sub, print }: Command): Promise<number> {
   const env = readVariables(relayVariables);
   const relay: RelayOptions = {
     pool,
-    publisher: createQStashPublisher({
-      baseUrl: env.QSTASH_URL,
-      token: env.QSTASH_TOKEN,
-      publicUrl: env.PUBLIC_URL,
-    }),
+    publisher: publisherFor(env),
     subscriptions,
     passBackoff: passBackoffFor(env),
     batchSize: intOption(options["batch-size"], "--batch-size", RELAY_POLICY.batchSize),

@@ -32,6 +32,7 @@ export {
 export { createNullPublisher, type Publisher } from "./publisher.ts";
 export {
   createQStashPublisher,
+  QSTASH_BATCH_LIMITS,
   jobUrl,
   failureCallbackUrl,
   flowControlFor,

@@ -4,7 +4,7 @@ import type { Db } from "../domain/db.ts";
 import { DEFAULT_DISABLE_AFTER_DAYS } from "../domain/webhooks/auto-disable.ts";
 import { parseRetrySchedule, WEBHOOK_RETRY_SCHEDULE_SECONDS } from "../domain/webhooks/retry-schedule.ts";
 import { DEFAULT_MAX_BODY_BYTES } from "./body-limit.ts";
-import { RELAY_POLICY, type Queryable, type SqlPool } from "../outbox/index.ts";
+import { QSTASH_BATCH_LIMITS, RELAY_POLICY, type Queryable, type SqlPool } from "../outbox/index.ts";
 
 /** What wrangler hands the Worker: vars and secrets, all strings, any of them possibly absent. */
 export interface Bindings {
@@ -45,6 +45,11 @@ export interface Bindings {
    * shortens it to time-scale its outage.
    */
   RELAY_BACKOFF_CAP_SECONDS?: string;
+  /**
+   * Messages per QStash batch request, at most, 1–1000; default 500 (ADR 0025). Lower
+   * it if your QStash refuses large batches.
+   */
+  QSTASH_BATCH_MESSAGES?: string;
 }
 
 // wrangler passes an unset var as "" when it is declared empty; that means unset.
@@ -126,6 +131,13 @@ export const configSchema = z.object({
       .min(1, "must be at least 1 second")
       .max(3600, "must be at most 3600 seconds (an hour)"),
   ).transform((v) => v ?? RELAY_POLICY.passBackoff.capSeconds),
+  QSTASH_BATCH_MESSAGES: optional(
+    z.coerce
+      .number({ error: "must be a whole number of messages" })
+      .int("must be a whole number of messages")
+      .min(1, "must be at least 1 message")
+      .max(1000, "must be at most 1000 messages"),
+  ).transform((v) => v ?? QSTASH_BATCH_LIMITS.messages),
 });
 
 /** Bindings after validation: what handlers read, via `c.var.config`. */

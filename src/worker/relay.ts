@@ -24,11 +24,15 @@ export const KICK_BUDGET_MS = 20_000;
  */
 export const SWEEP_BUDGET_MS = 25_000;
 
-export function publisherFor(config: Config): Publisher {
+/** The relay's publisher, for the Worker and the CLI alike. */
+export function publisherFor(
+  config: Pick<Config, "QSTASH_URL" | "QSTASH_TOKEN" | "PUBLIC_URL" | "QSTASH_BATCH_MESSAGES">,
+): Publisher {
   return createQStashPublisher({
     baseUrl: config.QSTASH_URL,
     token: config.QSTASH_TOKEN,
     publicUrl: config.PUBLIC_URL,
+    chunkSize: config.QSTASH_BATCH_MESSAGES,
   });
 }
 

@@ -8,5 +8,6 @@ export function deliverQueueFor(config: Config): DeliverQueue {
     token: config.QSTASH_TOKEN,
     publicUrl: config.PUBLIC_URL,
     retries: config.WEBHOOK_RETRY_SCHEDULE.length,
+    batchMessages: config.QSTASH_BATCH_MESSAGES,
   });
 }

@@ -202,6 +202,21 @@ describe("a pass's chunks, sent concurrently", () => {
     }
   });
 
+  it("sends a pass of 200 events with two subscriptions (250 jobs) as one request by default", async () => {
+    await seedEvents(t.pool, 200, {
+      type: "supplier.created",
+      subject: (i) => `sup-${Math.floor((i - 1) / 4)}`,
+    });
+    const publisher = createQStashPublisher({
+      baseUrl: accept.url,
+      token: accept.token,
+      publicUrl: receiver.base,
+    });
+    const pass = await runPass({ pool: t.pool, publisher, subscriptions, batchSize: 200 });
+    expect(pass).toMatchObject({ fanned: 200, jobs: 250 });
+    expect(accept.stats()).toMatchObject({ requests: 1, messages: 250 });
+  });
+
   it("has at most `concurrency` batch requests in flight, 3 by default", async () => {
     await seedEvents(t.pool, 9);
     // 9 jobs in chunks of 2: five requests, each held 200 ms by the endpoint.
@@ -350,6 +365,67 @@ describe("what a batch request carries", () => {
         "upstash-retries": "2",
       },
     });
+  });
+
+  it("splits a batch where the next message would pass `chunkBytes` (UTF-8) or `chunkSize`, each request valid alone", async () => {
+    // Twelve jobs, non-ASCII in their bodies, each message about 480 bytes.
+    const many: Job[] = Array.from({ length: 12 }, (_, i) => ({
+      ...jobs[i % 3]!,
+      deduplicationId: `0190b6d2-7a1e-7cc0-8000-0000000000${String(i).padStart(2, "0")}:notify.mail`,
+    }));
+    // Each message's id comes back from its own deduplication id, so the order is checked.
+    const reset = () => {
+      api.reset();
+      api.state.respond = (r) => ({
+        status: 200,
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(
+          (JSON.parse(r.body) as { headers: Record<string, string> }[]).map((m) => ({
+            messageId: `msg_${m.headers["upstash-deduplication-id"]}`,
+          })),
+        ),
+      });
+    };
+    reset();
+    const whole = createQStashPublisher({ baseUrl: api.base, token, publicUrl });
+    await whole.publish(many, new AbortController().signal);
+    expect(api.received).toHaveLength(1);
+    const all = JSON.parse(api.received[0]!.body) as unknown[];
+    const sizes = all.map((m) => Buffer.byteLength(JSON.stringify(m)));
+
+    for (const chunkBytes of [1_300, 2_000, 4_000]) {
+      reset();
+      const split = createQStashPublisher({
+        baseUrl: api.base,
+        token,
+        publicUrl,
+        chunkBytes,
+        concurrency: 1,
+      });
+      const published = await split.publish(many, new AbortController().signal);
+      expect(published.map((p) => p.messageId)).toEqual(many.map((j) => `msg_${j.deduplicationId}`));
+      const bodies = api.received.map((r) => r.body);
+      for (const body of bodies) expect(Buffer.byteLength(body)).toBeLessThanOrEqual(chunkBytes);
+      // Together the same messages, in order; and no request could have taken its successor's first.
+      expect(bodies.flatMap((b) => JSON.parse(b) as unknown[])).toEqual(all);
+      let first = 0;
+      for (const body of bodies.slice(0, -1)) {
+        first += (JSON.parse(body) as unknown[]).length;
+        expect(Buffer.byteLength(body) + 1 + sizes[first]!).toBeGreaterThan(chunkBytes);
+      }
+    }
+
+    reset();
+    const byCount = createQStashPublisher({ baseUrl: api.base, token, publicUrl, chunkSize: 5 });
+    await byCount.publish(many, new AbortController().signal);
+    expect(api.received.map((r) => (JSON.parse(r.body) as unknown[]).length).sort()).toEqual([2, 5, 5]);
+  });
+
+  it("sends a message larger than `chunkBytes` alone rather than refusing it", async () => {
+    const publisher = createQStashPublisher({ baseUrl: api.base, token, publicUrl, chunkBytes: 100 });
+    const published = await publisher.publish(jobs, new AbortController().signal);
+    expect(published).toHaveLength(3);
+    expect(api.received.map((r) => (JSON.parse(r.body) as unknown[]).length)).toEqual([1, 1, 1]);
   });
 
   it("refuses a deduplication id that is no plain header value as the job's own error, sending nothing", async () => {

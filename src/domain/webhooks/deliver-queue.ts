@@ -1,5 +1,6 @@
 import { Client } from "@upstash/qstash";
-import { failureCallbackUrl, flowControlFor, jobUrl } from "../../outbox/index.ts";
+import { failureCallbackUrl, flowControlFor, jobUrl, QSTASH_BATCH_LIMITS } from "../../outbox/index.ts";
+import { positiveInt } from "../../outbox/sql.ts";
 
 /** The job route QStash calls for each delivery (not a subscription: its body is a delivery, not an event). */
 export const DELIVER_JOB = "webhook.deliver";
@@ -32,6 +33,8 @@ export interface QStashDeliverQueueOptions {
   retries: number;
   /** Deliveries in flight at once (QStash flow control); default 10. */
   parallelism?: number;
+  /** Messages per batch request, at most; default QSTASH_BATCH_LIMITS.messages (ADR 0025). */
+  batchMessages?: number;
 }
 
 /**
@@ -52,6 +55,8 @@ export function createQStashDeliverQueue(options: QStashDeliverQueueOptions): De
     enableTelemetry: false,
   });
   const url = jobUrl(options.publicUrl, DELIVER_JOB);
+  // A deliver job's message is a few hundred bytes, so the count, not the bytes, bounds a request.
+  const perRequest = positiveInt(options.batchMessages ?? QSTASH_BATCH_LIMITS.messages, "batchMessages");
   const failureCallback = failureCallbackUrl(options.publicUrl);
   const flowControl = flowControlFor(
     options.publicUrl,
@@ -62,9 +67,8 @@ export function createQStashDeliverQueue(options: QStashDeliverQueueOptions): De
     async enqueue(jobs) {
       if (jobs.length === 0) return [];
       const ids: string[] = [];
-      // QStash's batch API takes up to 100 messages a request.
-      for (let i = 0; i < jobs.length; i += 100) {
-        const chunk = jobs.slice(i, i + 100);
+      for (let i = 0; i < jobs.length; i += perRequest) {
+        const chunk = jobs.slice(i, i + perRequest);
         const answers = await client.batchJSON(
           chunk.map((job) => ({
             url,
