@@ -18,7 +18,8 @@ options:
   --batch-size <n>                rows per relay pass (default ${RELAY_POLICY.batchSize})
 
 environment (or .env): DATABASE_URL; for relay commands also QSTASH_TOKEN, PUBLIC_URL,
-and QSTASH_URL (default https://qstash.upstash.io), checked as the Worker checks its bindings`;
+QSTASH_URL (default https://qstash.upstash.io) and optionally RELAY_BACKOFF_CAP_SECONDS and
+QSTASH_BATCH_MESSAGES, checked as the Worker checks its bindings`;
 
 /** Wrong arguments or environment: the CLI prints the usage and exits 2. */
 export class UsageError extends Error {}

@@ -111,8 +111,10 @@ describe("outbox CLI", () => {
       QSTASH_URL: "ftp://127.0.0.1:1",
       QSTASH_TOKEN: "t",
       PUBLIC_URL: "127.0.0.1:8787",
+      QSTASH_BATCH_MESSAGES: "0",
     });
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/QSTASH_URL must be an http\(s\) URL; PUBLIC_URL must be an http\(s\) URL/);
+    expect(r.stderr).toMatch(/QSTASH_BATCH_MESSAGES must be at least 1 message/);
   });
 });
