@@ -58,6 +58,11 @@ const optional = <T extends z.ZodType>(schema: T) =>
 
 const httpUrl = z.url({ protocol: /^https?$/, error: "must be an http(s) URL" });
 const secret = z.string().trim().min(1, "must not be empty");
+/** A var that must be a whole number of `unit` (plural): the same message whether it is not a number or a fraction. */
+const wholeNumberOf = (unit: string) => {
+  const message = `must be a whole number of ${unit}`;
+  return z.coerce.number({ error: message }).int(message);
+};
 
 export const configSchema = z.object({
   DATABASE_URL: z
@@ -78,18 +83,10 @@ export const configSchema = z.object({
   MAIL_API_URL: optional(httpUrl),
   MAIL_TO: optional(z.email({ error: "must be an e-mail address" })).transform((v) => v ?? "ops@example.com"),
   // Vars are strings; a fractional or zero retention is a typo, not a policy.
-  RETENTION_DAYS: optional(
-    z.coerce
-      .number({ error: "must be a whole number of days" })
-      .int("must be a whole number of days")
-      .min(1, "must be at least 1 day"),
-  ).transform((v) => v ?? 30),
-  MAX_BODY_BYTES: optional(
-    z.coerce
-      .number({ error: "must be a whole number of bytes" })
-      .int("must be a whole number of bytes")
-      .min(1024, "must be at least 1024 bytes"),
-  ).transform((v) => v ?? DEFAULT_MAX_BODY_BYTES),
+  RETENTION_DAYS: optional(wholeNumberOf("days").min(1, "must be at least 1 day")).transform((v) => v ?? 30),
+  MAX_BODY_BYTES: optional(wholeNumberOf("bytes").min(1024, "must be at least 1024 bytes")).transform(
+    (v) => v ?? DEFAULT_MAX_BODY_BYTES,
+  ),
   NEON_WS_PROXY: optional(z.string().regex(/^[\w.-]+:\d{1,5}$/, "must be host:port, e.g. 127.0.0.1:5433")),
   NEON_PIPELINE_CONNECT: optional(
     z.enum(["password", "off"], { error: 'must be "password" (the default) or "off"' }),
@@ -104,9 +101,7 @@ export const configSchema = z.object({
     z.enum(["true", "false"], { error: 'must be "true" or "false"' }),
   ).transform((v) => v === "true"),
   WEBHOOK_SECRET_ROTATION_HOURS: optional(
-    z.coerce
-      .number({ error: "must be a whole number of hours" })
-      .int("must be a whole number of hours")
+    wholeNumberOf("hours")
       .min(0, "must be 0 (the old secret stops at once) or more")
       .max(24 * 30, "must be at most 720 hours (30 days)"),
   ).transform((v) => v ?? 24),
@@ -117,26 +112,17 @@ export const configSchema = z.object({
     ctx.addIssue({ code: "custom", message: parsed.message });
     return z.NEVER;
   }),
-  WEBHOOK_DISABLE_AFTER_DAYS: optional(
-    z.coerce
-      .number({ error: "must be a whole number of days" })
-      .int("must be a whole number of days")
-      .min(1, "must be at least 1 day"),
-  ).transform((v) => v ?? DEFAULT_DISABLE_AFTER_DAYS),
+  WEBHOOK_DISABLE_AFTER_DAYS: optional(wholeNumberOf("days").min(1, "must be at least 1 day")).transform(
+    (v) => v ?? DEFAULT_DISABLE_AFTER_DAYS,
+  ),
   // Longer than an hour only delays recovery after an outage; the cron sweep runs every minute anyway.
   RELAY_BACKOFF_CAP_SECONDS: optional(
-    z.coerce
-      .number({ error: "must be a whole number of seconds" })
-      .int("must be a whole number of seconds")
+    wholeNumberOf("seconds")
       .min(1, "must be at least 1 second")
       .max(3600, "must be at most 3600 seconds (an hour)"),
   ).transform((v) => v ?? RELAY_POLICY.passBackoff.capSeconds),
   QSTASH_BATCH_MESSAGES: optional(
-    z.coerce
-      .number({ error: "must be a whole number of messages" })
-      .int("must be a whole number of messages")
-      .min(1, "must be at least 1 message")
-      .max(1000, "must be at most 1000 messages"),
+    wholeNumberOf("messages").min(1, "must be at least 1 message").max(1000, "must be at most 1000 messages"),
   ).transform((v) => v ?? QSTASH_BATCH_LIMITS.messages),
 });
 
