@@ -1,5 +1,6 @@
 import { fork, type ChildProcess } from "node:child_process";
 import { fileURLToPath } from "node:url";
+import { childNodeArgs } from "./child.ts";
 import type { AcceptOnlyStats } from "../../infra/qstash-accept-only.ts";
 import type { WsProxyStats } from "../../infra/ws-proxy.ts";
 
@@ -22,7 +23,9 @@ type Reply = { id: number; result?: unknown; error?: string };
 
 export function startServiceProcess<Info>(entry: string, args: string[] = []): Promise<ServiceProcess<Info>> {
   const child: ChildProcess = fork(fileURLToPath(new URL(entry, import.meta.url)), args, {
-    execArgv: ["--import", "tsx"],
+    // BENCH_CHILD_NODE_ARGS reaches the stand-ins too (child.ts), so the proxy and the
+    // accept-only endpoint can be profiled under the load the bench puts on them.
+    execArgv: [...childNodeArgs(), "--import", "tsx"],
     stdio: ["ignore", "inherit", "inherit", "ipc"],
   });
   let nextId = 0;
