@@ -161,12 +161,11 @@ let scratch = Buffer.allocUnsafe(256 * 1024);
  * message passes; a body with unbalanced nesting or an unterminated string does not.
  */
 export function batchDestinations(bytes: Buffer): string[] | undefined {
-  const destinations: string[] = [];
-  let depth: number;
   let i = skipSpace(bytes, 0);
   if (bytes[i] !== OPEN_BRACKET) return undefined;
-  depth = 1;
   i++;
+  const destinations: string[] = [];
+  let depth = 1;
   // Inside a message (depth 2): whether the last string was its `destination` key,
   // and whether the next string is that key's value.
   let key = false;

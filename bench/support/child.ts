@@ -42,7 +42,12 @@ export interface RelayProcessOutput {
 
 const here = (file: string) => fileURLToPath(new URL(file, import.meta.url));
 
-/** Node options for every child the bench starts: BENCH_CHILD_NODE_ARGS, split on spaces. */
+/**
+ * Node options for every child the bench starts (relay processes and stand-in
+ * services): BENCH_CHILD_NODE_ARGS, split on spaces, e.g. "--cpu-prof
+ * --cpu-prof-dir=/tmp/p" to profile a drain exactly as the bench runs it
+ * (docs/performance.md).
+ */
 export function childNodeArgs(): string[] {
   return process.env.BENCH_CHILD_NODE_ARGS?.split(" ").filter(Boolean) ?? [];
 }
@@ -50,8 +55,6 @@ export function childNodeArgs(): string[] {
 /** Runs a TypeScript entry point in a fresh Node process (through tsx) and returns its last stdout line as JSON. */
 export function runChild<T>(entry: string, args: string[], onLine?: (line: string) => void): Promise<T> {
   return new Promise((resolve, reject) => {
-    // BENCH_CHILD_NODE_ARGS: Node options for every child, e.g. "--cpu-prof --cpu-prof-dir=/tmp/p"
-    // to profile a drain exactly as the bench runs it (docs/performance.md).
     const child = spawn(process.execPath, [...childNodeArgs(), "--import", "tsx", here(entry), ...args], {
       stdio: ["ignore", "pipe", "pipe"],
     });
