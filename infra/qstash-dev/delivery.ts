@@ -31,6 +31,14 @@ const MAX_RESPONSE_BYTES = 1024 * 1024;
  * suite's thousands of deliveries), the agent is destroyed on close() so nothing
  * lingers, and a slow destination still occupies only the socket of its attempt.
  * Without an agent each attempt has a fresh socket (`agent: false`).
+ *
+ * A kept-alive socket can be closed by the destination just as a request goes out
+ * on it: wrangler dev closes one idle for 5 s, which is exactly the Worker's first
+ * webhook retry delay, and the attempt failed with "socket hang up" before the
+ * Worker saw it, costing the message one of its retries (seen under `npm run dev`).
+ * Real QStash does not fail that way, so such an attempt is sent once more on a
+ * fresh socket: only when the socket was a reused one and it was reset before any
+ * answer arrived, the case Node's documentation gives for retrying (`reusedSocket`).
  */
 export function deliver(request: OutgoingRequest): Promise<DeliveryResult> {
   return new Promise((resolve) => {
@@ -42,11 +50,12 @@ export function deliver(request: OutgoingRequest): Promise<DeliveryResult> {
       return;
     }
     let settled = false;
-    // Both only ever fire after `req` below exists.
+    let req: http.ClientRequest | undefined;
+    // Both only ever fire once a request exists; they act on the current one.
     const timer = setTimeout(() => {
-      req.destroy(new Error(`timed out after ${request.timeoutMs} ms`));
+      req?.destroy(new Error(`timed out after ${request.timeoutMs} ms`));
     }, request.timeoutMs);
-    const onAbort = () => req.destroy(new Error("cancelled: server closing"));
+    const onAbort = () => req?.destroy(new Error("cancelled: server closing"));
     const finish = (result: DeliveryResult) => {
       if (settled) return;
       settled = true;
@@ -58,39 +67,60 @@ export function deliver(request: OutgoingRequest): Promise<DeliveryResult> {
 
     const client = url.protocol === "https:" ? https : http;
     const sendBody = request.body.length > 0 && request.method !== "GET" && request.method !== "HEAD";
-    let req: http.ClientRequest;
-    try {
-      req = client.request(url, {
-        method: request.method,
-        agent: url.protocol === "http:" && request.agent ? request.agent : false,
-        headers: {
-          ...request.headers,
-          ...(sendBody ? { "content-length": String(request.body.length) } : {}),
-        },
-      });
-    } catch (error) {
-      // e.g. a forwarded header value Node refuses to send
-      fail(error instanceof Error ? error.message : String(error));
-      return;
-    }
+    const pooled = url.protocol === "http:" && request.agent ? request.agent : false;
 
+    const send = (agent: http.Agent | false) => {
+      let current: http.ClientRequest;
+      try {
+        current = client.request(url, {
+          method: request.method,
+          agent,
+          headers: {
+            ...request.headers,
+            ...(sendBody ? { "content-length": String(request.body.length) } : {}),
+          },
+        });
+      } catch (error) {
+        // e.g. a forwarded header value Node refuses to send
+        fail(error instanceof Error ? error.message : String(error));
+        return;
+      }
+      req = current;
+      let answered = false;
+      current.on("error", (error: NodeJS.ErrnoException) => {
+        if (current !== req) return;
+        if (
+          !answered &&
+          !settled &&
+          current.reusedSocket &&
+          error.code === "ECONNRESET" &&
+          !request.signal.aborted
+        ) {
+          send(false);
+          return;
+        }
+        fail(error.message);
+      });
+      current.on("response", (res) => {
+        answered = true;
+        const chunks: Buffer[] = [];
+        let size = 0;
+        res.on("data", (chunk: Buffer) => {
+          size += chunk.length;
+          if (size <= MAX_RESPONSE_BYTES) chunks.push(chunk);
+        });
+        res.on("end", () =>
+          finish({ status: res.statusCode ?? 0, headers: responseHeaders(res), body: Buffer.concat(chunks) }),
+        );
+        res.on("error", (error) => fail(error.message));
+      });
+      current.end(sendBody ? request.body : undefined);
+    };
+
+    send(pooled);
+    if (settled) return;
     if (request.signal.aborted) onAbort();
     else request.signal.addEventListener("abort", onAbort);
-
-    req.on("error", (error) => fail(error.message));
-    req.on("response", (res) => {
-      const chunks: Buffer[] = [];
-      let size = 0;
-      res.on("data", (chunk: Buffer) => {
-        size += chunk.length;
-        if (size <= MAX_RESPONSE_BYTES) chunks.push(chunk);
-      });
-      res.on("end", () =>
-        finish({ status: res.statusCode ?? 0, headers: responseHeaders(res), body: Buffer.concat(chunks) }),
-      );
-      res.on("error", (error) => fail(error.message));
-    });
-    req.end(sendBody ? request.body : undefined);
   });
 }
 
