@@ -261,6 +261,12 @@ describe("cross-site posts and headers", () => {
     const css = await browser.get("/dashboard/assets/dashboard.css");
     expect(css.status).toBe(200);
     expect(css.headers.get("content-type")).toMatch(/^text\/css/);
+    // The icon every page names, served without a session, so no page asks for /favicon.ico.
+    expect(login.text).toContain('<link rel="icon" href="/dashboard/assets/icon.svg"');
+    const icon = await browser.get("/dashboard/assets/icon.svg");
+    expect(icon.status).toBe(200);
+    expect(icon.headers.get("content-type")).toBe("image/svg+xml");
+    expect(icon.text).toMatch(/^<svg xmlns="http:\/\/www.w3.org\/2000\/svg"/);
   });
 });
 

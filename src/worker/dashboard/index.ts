@@ -12,11 +12,11 @@ import { registerWebhookDeliveries } from "./pages/webhook-deliveries.tsx";
 import { registerWebhooks } from "./pages/webhooks.tsx";
 import { dashboardHeaders, noStore, sameOriginForms } from "./security.ts";
 import { requireSession } from "./session.ts";
-import { DASHBOARD_CSS } from "./styles.ts";
+import { DASHBOARD_CSS, DASHBOARD_ICON } from "./styles.ts";
 
 /**
  * The operator dashboard, mounted at /dashboard. Order is the security model:
- * headers on everything; the stylesheet is public (the login page needs it);
+ * headers on everything; the stylesheet and icon are public (the login page needs them);
  * from there on nothing is cached and cross-site form posts are refused; the
  * login routes are open; everything after them needs a session.
  */
@@ -26,6 +26,10 @@ export function dashboardApp(): Hono<DashboardEnv> {
   dashboard.get("/assets/dashboard.css", (c) => {
     c.header("Cache-Control", "public, max-age=300");
     return c.body(DASHBOARD_CSS, 200, { "Content-Type": "text/css; charset=utf-8" });
+  });
+  dashboard.get("/assets/icon.svg", (c) => {
+    c.header("Cache-Control", "public, max-age=86400");
+    return c.body(DASHBOARD_ICON, 200, { "Content-Type": "image/svg+xml" });
   });
   dashboard.use(noStore, sameOriginForms);
   registerLogin(dashboard);

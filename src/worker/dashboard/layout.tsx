@@ -43,6 +43,7 @@ function Page({ title, section, nonce, refresh, children }: PageProps) {
         {refresh ? <meta http-equiv="refresh" content={String(refresh)} /> : null}
         <title>{`${title} · edge-outbox`}</title>
         <link rel="stylesheet" href="/dashboard/assets/dashboard.css" />
+        <link rel="icon" href="/dashboard/assets/icon.svg" type="image/svg+xml" />
       </head>
       <body>
         {section === "none" ? null : (

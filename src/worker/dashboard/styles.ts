@@ -68,3 +68,10 @@ figure.chart{margin:0}
 .timeline{list-style:none;padding:0;margin:0}
 .timeline li{padding:.35rem 0 .35rem 1rem;border-left:2px solid var(--line);position:relative}
 `;
+
+/**
+ * The tab icon: an arrow leaving a box. Served beside the stylesheet and named by
+ * every page, so browsers stop asking for /favicon.ico, which is a 404 in the
+ * Worker's error envelope and a console error on every dashboard page.
+ */
+export const DASHBOARD_ICON = `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" height="16" rx="3" fill="#111827"/><path d="M4 8h7M8.5 5l3 3-3 3" fill="none" stroke="#34d399" stroke-width="2" stroke-linecap="round" stroke-linejoin="round"/></svg>`;
