@@ -138,6 +138,7 @@ async function main() {
   stops.push({ name: "wrangler dev", stop: () => stopProcessGroup(wrangler) });
   await waitForWorker(wrangler);
 
+  const cliDatabaseUrl = env.DATABASE_URL ? "<your DATABASE_URL>" : databaseUrl;
   console.log(`
 edge-outbox is running — Ctrl-C stops everything.
 
@@ -162,8 +163,10 @@ edge-outbox is running — Ctrl-C stops everything.
       -H 'content-type: application/json' -d '{"url":"${sink.url}/webhooks","types":["*"],"scope":"${DEV_KEY_SCOPE}"}'
     curl -s ${sink.url}/__received      # what the sink got, with the webhook-* headers
 
-  Operator CLI in another terminal:
-    DATABASE_URL='${env.DATABASE_URL ? "<your DATABASE_URL>" : databaseUrl}' npm run outbox -- events list
+  Operator CLI in another terminal (relay commands publish to this stack's QStash):
+    DATABASE_URL='${cliDatabaseUrl}' npm run outbox -- events list
+    DATABASE_URL='${cliDatabaseUrl}' QSTASH_URL='${vars.QSTASH_URL}' \\
+      QSTASH_TOKEN='${vars.QSTASH_TOKEN}' PUBLIC_URL='${vars.PUBLIC_URL}' npm run outbox -- relay drain
 `);
 }
 

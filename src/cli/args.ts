@@ -24,6 +24,9 @@ QSTASH_BATCH_MESSAGES, checked as the Worker checks its bindings`;
 /** Wrong arguments or environment: the CLI prints the usage and exits 2. */
 export class UsageError extends Error {}
 
+/** A variable missing or wrong: said in one line, without the usage text, which cannot help. */
+export class ConfigError extends Error {}
+
 export function parseCommandLine(argv: string[]) {
   try {
     return parseArgs({

@@ -1,6 +1,6 @@
 import type { z } from "zod";
 import { configSchema, parseVariables } from "../worker/env.ts";
-import { UsageError } from "./args.ts";
+import { ConfigError } from "./args.ts";
 
 /** What every command needs; the Worker's rule for it. */
 export const databaseVariables = configSchema.pick({ DATABASE_URL: true });
@@ -20,5 +20,5 @@ export function readVariables<T extends z.ZodType>(schema: T, env = process.env)
   const parsed = parseVariables(schema, env);
   if (parsed.ok) return parsed.config;
   const problems = parsed.problems.map((p) => `${p.name} ${p.missing ? "is not set" : p.message}`);
-  throw new UsageError(`${problems.join("; ")} (environment or .env)`);
+  throw new ConfigError(`${problems.join("; ")} (environment or .env)`);
 }

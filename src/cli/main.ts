@@ -3,7 +3,7 @@ import { existsSync } from "node:fs";
 import pg from "pg";
 import { migrateDatabase } from "../node/postgres.ts";
 import { InvalidInputError } from "../outbox/index.ts";
-import { parseCommandLine, usage, UsageError } from "./args.ts";
+import { ConfigError, parseCommandLine, usage, UsageError } from "./args.ts";
 import type { Command } from "./command.ts";
 import { databaseVariables, readVariables } from "./config.ts";
 import { eventsCommand } from "./events.ts";
@@ -55,7 +55,7 @@ main(process.argv.slice(2)).then(
       console.error(`edge-outbox: ${error.message}\n\n${usage}`);
       process.exit(2);
     }
-    if (error instanceof InvalidInputError) {
+    if (error instanceof InvalidInputError || error instanceof ConfigError) {
       console.error(`edge-outbox: ${error.message}`);
       process.exit(2);
     }

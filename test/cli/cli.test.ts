@@ -102,7 +102,10 @@ describe("outbox CLI", () => {
   it("relay commands name the missing variable", async () => {
     const r = await runCli(["relay", "once"], env());
     expect(r.code).toBe(2);
-    expect(r.stderr).toMatch(/QSTASH_TOKEN is not set/);
+    // One line naming what is missing; the usage text would bury it and says nothing about it.
+    expect(r.stderr.trim()).toBe(
+      "edge-outbox: QSTASH_TOKEN is not set; PUBLIC_URL is not set (environment or .env)",
+    );
   });
 
   it("relay commands check the variables as the Worker checks its bindings", async () => {
