@@ -43,7 +43,8 @@ process.on("SIGTERM", () => void stopAll(0));
 try {
   await main();
 } catch (error) {
-  console.error(`[dev] ${(error as Error).message}`);
+  // Not everything thrown is an Error (a package may reject with nothing).
+  console.error(`[dev] ${error instanceof Error ? error.message : `failed: ${String(error)}`}`);
   await stopAll(1);
 }
 

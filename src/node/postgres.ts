@@ -81,6 +81,13 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions = {}): Prom
   }
   const port = options.port ?? (await freePort());
   const password = "postgres";
+  // The package rejects with nothing when the server exits before it is ready (a
+  // second `npm run dev` on the same data, a port in use): its own messages say why.
+  const messages: string[] = [];
+  const remember = (text: string) => {
+    for (const line of text.split("\n")) if (line.trim()) messages.push(line.trim());
+    messages.splice(0, Math.max(0, messages.length - 50));
+  };
   const server = new EmbeddedPostgres({
     databaseDir: dataDir,
     port,
@@ -93,12 +100,23 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions = {}): Prom
     createPostgresUser: isRoot,
     // TCP only: the socket directory (/tmp) is not always writable by the postgres user.
     postgresFlags: ["-c", "unix_socket_directories="],
-    onLog: (message) => options.log?.(String(message)),
-    onError: (error) => options.log?.(String(error)),
+    onLog: (message) => {
+      remember(String(message));
+      options.log?.(String(message));
+    },
+    onError: (error) => {
+      remember(String(error));
+      options.log?.(String(error));
+    },
   });
   const { existsSync } = await import("node:fs");
   if (!existsSync(path.join(dataDir, "PG_VERSION"))) await server.initialise();
-  await server.start();
+  try {
+    await server.start();
+  } catch (error) {
+    if (error instanceof Error) throw error;
+    throw new Error(startFailure(dataDir, port, messages));
+  }
   return {
     url: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`,
     stop: async () => {
@@ -107,6 +125,25 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions = {}): Prom
       if (ownDir) await rm(ownDir, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * Why Postgres did not start, from its own FATAL/ERROR/HINT lines (all of its last
+ * lines when it printed none of those), with what to do about the two usual causes.
+ */
+export function startFailure(dataDir: string, port: number, messages: readonly string[]): string {
+  // A port in use is said at LOG level ("could not bind …"), the rest by its FATAL.
+  const said = messages.filter((m) => /\b(FATAL|ERROR|PANIC|HINT):|could not bind/.test(m));
+  const why = (said.length > 0 ? said : messages.slice(-5)).join(" / ") || "no message";
+  let advice = "";
+  // Port first: its HINT also asks about "another postmaster".
+  if (/could not bind|could not create any TCP\/IP sockets|address already in use/i.test(why)) {
+    advice = ` Port ${port} is taken: stop what listens there, or use another port (\`npm run dev\`: DEV_PG_PORT).`;
+  } else if (/postmaster\.pid/.test(why)) {
+    advice = ` Another Postgres is running on this data directory (an \`npm run dev\` still running?): stop it first, or use another folder (\`npm run dev\`: DEV_PG_DIR).`;
+  }
+  // Its HINTs end in "?": no full stop after one.
+  return `Postgres did not start (data ${dataDir}, port ${port}): ${why}${/[.?!]$/.test(why) ? "" : "."}${advice}`;
 }
 
 /** Same server, another database. */

@@ -1,0 +1,70 @@
+import { chmod, mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { describe, expect, it } from "vitest";
+import { startEmbeddedPostgres, startFailure } from "../../src/node/postgres.ts";
+
+describe("embedded Postgres that cannot start", () => {
+  it("says why from Postgres's own lines, with what to do", () => {
+    const lock = startFailure("/d", 54329, [
+      "2026-12-05 02:21:00 LOG:  starting PostgreSQL 18",
+      '2026-12-05 02:21:00 FATAL:  lock file "postmaster.pid" already exists',
+      '2026-12-05 02:21:00 HINT:  Is another postmaster (PID 42) running in data directory "/d"?',
+    ]);
+    expect(lock).toMatch(/^Postgres did not start \(data \/d, port 54329\): .*FATAL: {2}lock file/);
+    expect(lock).toContain("HINT:  Is another postmaster (PID 42)");
+    expect(lock).not.toContain("starting PostgreSQL 18");
+    expect(lock).toContain("Another Postgres is running on this data directory");
+
+    const port = startFailure("/d", 5432, [
+      'LOG:  could not bind IPv4 address "127.0.0.1": Address already in use',
+      "HINT:  Is another postmaster already running on port 5432? If not, wait a few seconds and retry.",
+      'WARNING:  could not create listen socket for "127.0.0.1"',
+      "FATAL:  could not create any TCP/IP sockets",
+    ]);
+    expect(port).toContain("could not bind IPv4 address");
+    expect(port).toContain("Port 5432 is taken");
+    // Its HINT asks about "another postmaster" too: not the data-directory advice.
+    expect(port).not.toContain("on this data directory");
+
+    // Nothing recognisable: its last lines, as they came.
+    expect(startFailure("/d", 1, ["one", "two"])).toBe(
+      "Postgres did not start (data /d, port 1): one / two.",
+    );
+    expect(startFailure("/d", 1, [])).toBe("Postgres did not start (data /d, port 1): no message.");
+  });
+
+  it("a second server on the same data fails with that message, and the first keeps running", async () => {
+    // Walkable by the postgres user when the tests run as root (see startEmbeddedPostgres).
+    const own = await mkdtemp(path.join(tmpdir(), "edge-outbox-pg-twice-"));
+    await chmod(own, 0o755);
+    const dataDir = path.join(own, "data");
+    const first = await startEmbeddedPostgres({ dataDir });
+    try {
+      // Caught by hand: `rejects.toThrow(regex)` passes when the promise rejects with
+      // undefined, which is exactly what the package does on its own.
+      const failure = await startEmbeddedPostgres({ dataDir }).then(
+        async (second) => {
+          await second.stop();
+          return undefined;
+        },
+        (error: unknown) => error,
+      );
+      expect(failure).toBeInstanceOf(Error);
+      expect((failure as Error).message).toMatch(
+        /^Postgres did not start .*lock file "postmaster\.pid" already exists.*Another Postgres is running on this data directory/,
+      );
+      const pg = (await import("pg")).default;
+      const client = new pg.Client({ connectionString: first.url });
+      await client.connect();
+      try {
+        expect((await client.query("SELECT 1 AS one")).rows).toEqual([{ one: 1 }]);
+      } finally {
+        await client.end();
+      }
+    } finally {
+      await first.stop();
+      await rm(own, { recursive: true, force: true });
+    }
+  }, 120_000);
+});
