@@ -6,6 +6,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { chmodSync, existsSync, mkdirSync, readFileSync, statSync } from "node:fs";
 import { mkdir, writeFile } from "node:fs/promises";
+import { createServer } from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { DEV_KEY_SCOPE, ensureDevApiKey, newDevApiKey } from "./dev-api-key.ts";
@@ -49,6 +50,9 @@ try {
 }
 
 async function main() {
+  // Checked before anything starts: otherwise Postgres, the proxy and QStash come up
+  // and only wrangler fails, naming a --port flag this command does not take.
+  await ensurePortFree(port);
   const secrets = await localSecrets();
 
   let databaseUrl = env.DATABASE_URL;
@@ -331,6 +335,23 @@ function stopProcessGroup(child: ChildProcess): Promise<void> {
       resolve();
     });
     killGroup("SIGTERM");
+  });
+}
+
+/** Fails with what to do when something already listens on the Worker's port. */
+async function ensurePortFree(wanted: number): Promise<void> {
+  const probe = createServer();
+  await new Promise<void>((resolve, reject) => {
+    probe.once("error", (error: NodeJS.ErrnoException) =>
+      reject(
+        error.code === "EADDRINUSE"
+          ? new Error(
+              `port ${wanted} on 127.0.0.1 is taken (another npm run dev, or another server): stop it, or choose another port, e.g. PORT=${wanted === 8787 ? 8788 : 8787} npm run dev`,
+            )
+          : error,
+      ),
+    );
+    probe.listen(wanted, "127.0.0.1", () => probe.close(() => resolve()));
   });
 }
 
