@@ -15,6 +15,7 @@ import { startQStashDev, type QStashDev } from "./qstash-dev/server.ts";
 import { startWsProxy, type WsProxy } from "./ws-proxy.ts";
 import { migrateDatabase, startEmbeddedPostgres, type EmbeddedServer } from "../src/node/postgres.ts";
 import { newSecretsKey } from "../src/domain/webhooks/secret-box.ts";
+import { describeFailure } from "../src/cli/failure.ts";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const env = process.env;
@@ -69,7 +70,10 @@ async function main() {
   }
 
   step("migrations: applying…");
-  await migrateDatabase(databaseUrl);
+  // The first thing to reach the database: its failure is said as the CLI says it.
+  await migrateDatabase(databaseUrl).catch((error: unknown) => {
+    throw new Error(`migrations: ${describeFailure(error)}`, { cause: error });
+  });
   step("migrations: up to date");
 
   const keyState = await ensureDevApiKey(databaseUrl, secrets.DEV_API_KEY);
