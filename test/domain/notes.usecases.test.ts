@@ -46,11 +46,22 @@ describe("notes use cases", () => {
     const { note } = await createNote(t.db, { title: "Draft" });
     const changed = await updateNote(t.db, note.id, { title: "Final", tags: ["x"] });
     expect(changed.note).toMatchObject({ title: "Final", tags: ["x"] });
-    const same = await updateNote(t.db, note.id, { title: "Final" });
+    const same = await updateNote(t.db, note.id, { title: "Final", tags: ["x"] });
     expect(same.eventIds).toEqual([]);
+    // Nothing changed, so nothing was written: updatedAt is the changing update's.
+    expect(same.note).toEqual(changed.note);
+    const { rows } = await t.pool.query(`SELECT updated_at FROM corpus_notes WHERE id = $1`, [note.id]);
+    expect(rows[0].updated_at).toEqual(changed.note.updatedAt);
     const recorded = await eventsAbout(t.pool, note.id);
     expect(recorded.map((e) => e.type)).toEqual(["corpus.note.created", "corpus.note.changed"]);
     expect(changed.eventIds).toEqual([recorded[1]!.id]);
+
+    // The same tags in another order are a change, as the trigger sees it.
+    const reordered = await updateNote(t.db, note.id, { tags: ["y", "x"] });
+    const back = await updateNote(t.db, note.id, { tags: ["x", "y"] });
+    expect(reordered.eventIds).toHaveLength(1);
+    expect(back.eventIds).toHaveLength(1);
+    expect(back.note.updatedAt.getTime()).toBeGreaterThanOrEqual(reordered.note.updatedAt.getTime());
   });
 
   it("delete returns the deleted event; get then answers not found", async () => {

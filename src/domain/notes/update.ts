@@ -8,7 +8,8 @@ import { notePatch, type Note, type NotePatch } from "./schemas.ts";
 
 /**
  * Changes a note. The trigger records `corpus.note.changed` only when a watched
- * column actually changed, so a patch that changes nothing returns no event ids.
+ * column actually changed; a patch that changes nothing is not written at all, so
+ * it returns no event ids and leaves `updatedAt` as it was.
  */
 export async function updateNote(
   db: Db,
@@ -18,7 +19,8 @@ export async function updateNote(
 ): Promise<{ note: Note; eventIds: string[] }> {
   const values = notePatch.parse(patch);
   return db.transaction(async (tx) => {
-    await lockNote(tx, id, within);
+    const current = await lockNote(tx, id, within);
+    if (!changes(current, values)) return { note: current, eventIds: [] };
     const highWater = await eventsHighWater(tx);
     const [note] = await tx
       .update(corpusNotes)
@@ -28,4 +30,20 @@ export async function updateNote(
     if (!note) throw new Error("updateNote: the locked row vanished");
     return { note, eventIds: await eventsRecordedSince(tx, highWater, [id]) };
   });
+}
+
+/**
+ * Whether the patch differs from the row, as the trigger's IS DISTINCT FROM judges
+ * it: text compares by its characters (the database's collation is deterministic),
+ * tags element by element, a null scope only equals null.
+ */
+function changes(note: Note, patch: NotePatch): boolean {
+  if (patch.title !== undefined && patch.title !== note.title) return true;
+  if (patch.body !== undefined && patch.body !== note.body) return true;
+  if (patch.scope !== undefined && patch.scope !== note.scope) return true;
+  if (patch.tags !== undefined) {
+    const tags = note.tags;
+    if (patch.tags.length !== tags.length || patch.tags.some((tag, i) => tag !== tags[i])) return true;
+  }
+  return false;
 }
