@@ -5,41 +5,51 @@ import { expect, it } from "vitest";
 
 const root = fileURLToPath(new URL("../..", import.meta.url));
 
-it("npm run dev stops at once, naming the port and PORT, when the Worker's port is taken", async () => {
-  const taken = createServer();
-  await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve));
-  const port = (taken.address() as AddressInfo).port;
-  try {
-    const env: NodeJS.ProcessEnv = { ...process.env, PORT: String(port) };
-    // Whatever the test run uses, the script must fail before it would start or reach Postgres.
-    delete env.DATABASE_URL;
-    const child = spawn(process.execPath, ["--import", "tsx", "infra/dev.ts"], { cwd: root, env });
-    let output = "";
-    child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
-    child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString()));
-    const code = await new Promise<number | null>((resolve) => child.on("exit", resolve));
-    expect(code).toBe(1);
-    expect(output).toContain(`[dev] port ${port} on 127.0.0.1 is taken`);
-    expect(output).toContain("PORT=8787 npm run dev");
-    // Nothing was started before the check.
-    expect(output).not.toContain("Postgres:");
-  } finally {
-    await new Promise<void>((resolve) => taken.close(() => resolve()));
-  }
-}, 60_000);
-
-it("npm run dev says in one line when DATABASE_URL cannot be reached", async () => {
-  const free = createServer();
-  await new Promise<void>((resolve) => free.listen(0, "127.0.0.1", resolve));
-  const port = (free.address() as AddressInfo).port;
-  await new Promise<void>((resolve) => free.close(() => resolve()));
-  // Port 1 on loopback: nothing listens there. (Reads or makes .dev/secrets.json, as any run does.)
-  const env = { ...process.env, PORT: String(port), DATABASE_URL: "postgres://postgres@127.0.0.1:1/none" };
+/** Runs `npm run dev`'s script until it exits, with stdout and stderr together. */
+async function runDev(env: NodeJS.ProcessEnv): Promise<{ code: number | null; output: string }> {
   const child = spawn(process.execPath, ["--import", "tsx", "infra/dev.ts"], { cwd: root, env });
   let output = "";
   child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
   child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString()));
   const code = await new Promise<number | null>((resolve) => child.on("exit", resolve));
+  return { code, output };
+}
+
+async function listening(): Promise<{ port: number; close: () => Promise<void> }> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    port: (server.address() as AddressInfo).port,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+it("npm run dev stops at once, naming the port and PORT, when the Worker's port is taken", async () => {
+  const taken = await listening();
+  try {
+    const env: NodeJS.ProcessEnv = { ...process.env, PORT: String(taken.port) };
+    // Whatever the test run uses, the script must fail before it would start or reach Postgres.
+    delete env.DATABASE_URL;
+    const { code, output } = await runDev(env);
+    expect(code).toBe(1);
+    expect(output).toContain(`[dev] port ${taken.port} on 127.0.0.1 is taken`);
+    expect(output).toContain("PORT=8787 npm run dev");
+    // Nothing was started before the check.
+    expect(output).not.toContain("Postgres:");
+  } finally {
+    await taken.close();
+  }
+}, 60_000);
+
+it("npm run dev says in one line when DATABASE_URL cannot be reached", async () => {
+  const free = await listening();
+  await free.close();
+  // Port 1 on loopback: nothing listens there. (Reads or makes .dev/secrets.json, as any run does.)
+  const { code, output } = await runDev({
+    ...process.env,
+    PORT: String(free.port),
+    DATABASE_URL: "postgres://postgres@127.0.0.1:1/none",
+  });
   expect(code).toBe(1);
   expect(output).toContain(
     "[dev] migrations: cannot reach the database (ECONNREFUSED): check DATABASE_URL and that Postgres is running",
