@@ -2,7 +2,7 @@ import { eq, sql } from "drizzle-orm";
 import { corpusNotes } from "../schema.ts";
 import type { Db } from "../db.ts";
 import { eventsHighWater, eventsRecordedSince } from "./recorded-events.ts";
-import { lockNote } from "./lock.ts";
+import { lockNoteRow } from "./lock.ts";
 import type { Within } from "../scope.ts";
 import { notePatch, type Note, type NotePatch } from "./schemas.ts";
 
@@ -19,7 +19,7 @@ export async function updateNote(
 ): Promise<{ note: Note; eventIds: string[] }> {
   const values = notePatch.parse(patch);
   return db.transaction(async (tx) => {
-    const current = await lockNote(tx, id, within);
+    const current = await lockNoteRow(tx, id, within);
     if (!changes(current, values)) return { note: current, eventIds: [] };
     const highWater = await eventsHighWater(tx);
     const [note] = await tx
