@@ -84,9 +84,11 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions = {}): Prom
   // The package rejects with nothing when the server exits before it is ready (a
   // second `npm run dev` on the same data, a port in use): its own messages say why.
   const messages: string[] = [];
-  const remember = (text: string) => {
+  const hear = (said: unknown) => {
+    const text = String(said);
     for (const line of text.split("\n")) if (line.trim()) messages.push(line.trim());
     messages.splice(0, Math.max(0, messages.length - 50));
+    options.log?.(text);
   };
   const server = new EmbeddedPostgres({
     databaseDir: dataDir,
@@ -100,14 +102,8 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions = {}): Prom
     createPostgresUser: isRoot,
     // TCP only: the socket directory (/tmp) is not always writable by the postgres user.
     postgresFlags: ["-c", "unix_socket_directories="],
-    onLog: (message) => {
-      remember(String(message));
-      options.log?.(String(message));
-    },
-    onError: (error) => {
-      remember(String(error));
-      options.log?.(String(error));
-    },
+    onLog: hear,
+    onError: hear,
   });
   const { existsSync } = await import("node:fs");
   if (!existsSync(path.join(dataDir, "PG_VERSION"))) await server.initialise();
