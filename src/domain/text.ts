@@ -44,5 +44,5 @@ export function wholeNumber(min: number, max: number) {
     .transform((v) => String(v))
     .pipe(z.string().regex(/^\d{1,9}$/, "must be a whole number"))
     .transform(Number)
-    .pipe(z.number().int().min(min).max(max));
+    .pipe(z.number().int().min(min, `must be at least ${min}`).max(max, `must be at most ${max}`));
 }

@@ -359,7 +359,7 @@ function queryCases(): Case[] {
   q("admin events: type CR/LF", `/admin/events?type=${enc("a\r\nb")}`, "admin");
   for (const state of ["done", "POISONED", "poisoned' OR '1'='1", "*", "%", ""])
     q(`admin events: state ${state}`, `/admin/events?state=${enc(state)}`, "admin");
-  for (const limit of ["abc", "0", "-5", "1001", "2.5", "1e3"]) {
+  for (const limit of ["abc", "0", "-5", "1001", "2.5", "1e3", "0x10", "%205"]) {
     q(`admin events: limit ${limit}`, `/admin/events?limit=${limit}`, "admin");
     q(`admin alerts: limit ${limit}`, `/admin/alerts?limit=${limit}`, "admin");
     q(`admin job failures: limit ${limit}`, `/admin/job-failures?limit=${limit}`, "admin");
@@ -390,7 +390,7 @@ function queryCases(): Case[] {
     ["webhook deliveries", `/admin/webhooks/endpoints/${UNKNOWN}/deliveries?`],
   ]) {
     q(`${name}: an unknown parameter`, `${path}colour=red`, "admin");
-    for (const limit of ["abc", "0", "-5", "201", "2.5"])
+    for (const limit of ["abc", "0", "-5", "201", "2.5", "1e1", "0x10", "%205", ""])
       q(`${name}: limit ${limit}`, `${path}limit=${limit}`, "admin");
     for (const cursor of ["x", "' OR 1=1", enc(NUL), btoa("2020|x"), "%"])
       q(`${name}: cursor ${cursor}`, `${path}cursor=${cursor}`, "admin");

@@ -2,7 +2,7 @@ import { z } from "zod";
 import { isTypeGlob } from "../../outbox/index.ts";
 import type { webhookAttempts, webhookDeliveries, webhookEndpoints } from "../schema.ts";
 import { webhookDeliveryStatuses } from "../schema.ts";
-import { multiLine, singleLine } from "../text.ts";
+import { multiLine, singleLine, wholeNumber } from "../text.ts";
 import { checkWebhookUrl, type UrlPolicy } from "./url-safety.ts";
 
 export type EndpointRow = typeof webhookEndpoints.$inferSelect;
@@ -71,12 +71,8 @@ export type UpdateEndpointInput = z.input<ReturnType<typeof updateEndpointInput>
 
 /** Keyset pages: newest first, by (created_at, id), so a page never shifts as rows arrive. */
 export const pageQuery = {
-  limit: z.coerce
-    .number({ error: "must be a number" })
-    .int("must be a whole number")
-    .min(1, "must be at least 1")
-    .max(200, "must be at most 200")
-    .default(50),
+  // Digits only, as every other listing's `limit`: z.coerce would read `0x10`, `1e1` and ` 5`.
+  limit: wholeNumber(1, 200).default(50),
   cursor: z
     .string()
     .optional()
