@@ -7,7 +7,10 @@
 //   npx tsx bench/webhook-latency.ts [writes]    # default 200
 //
 // WORKER_URL (default http://127.0.0.1:8787) and ADMIN_TOKEN (default: the one
-// `npm run dev` keeps in .dev/secrets.json) name the stack.
+// `npm run dev` keeps in .dev/secrets.json) name the stack. With the operator token
+// it makes an API key of a scope of its own for the writes (domain routes take only
+// API keys) and a webhook endpoint in that scope, and revokes and deletes both at
+// the end.
 import { readFileSync } from "node:fs";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
@@ -55,10 +58,10 @@ const receiver = http.createServer((req, res) => {
 await new Promise<void>((resolve) => receiver.listen(0, "127.0.0.1", resolve));
 const receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/bench`;
 
-async function api(method: string, path: string, body?: unknown) {
+async function api(method: string, path: string, body?: unknown, token = adminToken) {
   const res = await fetch(`${worker}${path}`, {
     method,
-    headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
+    headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
     ...(body === undefined ? {} : { body: JSON.stringify(body) }),
   });
   const text = await res.text();
@@ -68,6 +71,8 @@ async function api(method: string, path: string, body?: unknown) {
 
 // Its own scope, so only this run's notes reach the endpoint and no other endpoint gets them.
 const scope = `bench-${crypto.randomUUID()}`;
+const minted = await api("POST", "/admin/api-keys", { scope, name: "bench/webhook-latency.ts" });
+const apiKey: string = minted.key;
 const created = await api("POST", "/admin/webhooks/endpoints", {
   url: receiverUrl,
   types: ["corpus.note.created"],
@@ -83,7 +88,7 @@ let lost = 0;
 try {
   for (let i = 0; i < writes; i++) {
     const started = performance.now();
-    const note = await api("POST", "/notes", { title: `latency ${i}`, scope });
+    const note = await api("POST", "/notes", { title: `latency ${i}` }, apiKey);
     writeOnly.push(performance.now() - started);
     const eventId: string = note.events[0].id;
     const got = await new Promise<boolean>((resolve) => {
@@ -102,6 +107,9 @@ try {
 } finally {
   await api("DELETE", `/admin/webhooks/endpoints/${endpointId}`).catch((e: Error) =>
     console.error(`could not delete the bench endpoint ${endpointId}: ${e.message}`),
+  );
+  await api("DELETE", `/admin/api-keys/${minted.apiKey.id}`).catch((e: Error) =>
+    console.error(`could not revoke the bench API key ${minted.apiKey.id}: ${e.message}`),
   );
   receiver.close();
 }
