@@ -8,7 +8,7 @@ commands:
   relay once                      run one relay pass
   relay drain [--budget <s>]      run passes until nothing is claimable (default budget 300 s)
   events list [--state ${EVENT_STATES.join("|")}] [--type <glob>] [--limit <n>]
-  events show <id>                an event with its fan-out and alerts
+  events show <id>                an event: fan-out, last error, payload, alerts
   events requeue <id>...          put poisoned events back in line
   alerts [--open]                 recent alerts
   stats                           backlog, oldest pending age, poisoned count, relay backoff
@@ -50,9 +50,13 @@ export function parseCommandLine(argv: string[]) {
 
 export type Options = ReturnType<typeof parseCommandLine>["values"];
 
-export function intOption(raw: string | undefined, name: string, fallback: number): number {
+/** A whole-number option, digits only (`1e3`, `0x10` and ` 5` are not numbers here). */
+export function intOption(raw: string | undefined, name: string, fallback: number, max = Infinity): number {
   if (raw === undefined) return fallback;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < 1) throw new UsageError(`${name} must be a positive integer, got "${raw}"`);
+  const n = /^\d{1,9}$/.test(raw) ? Number(raw) : NaN;
+  if (!(n >= 1 && n <= max)) {
+    const range = max === Infinity ? "a positive integer" : `an integer from 1 to ${max}`;
+    throw new UsageError(`${name} must be ${range}, got "${raw}"`);
+  }
   return n;
 }

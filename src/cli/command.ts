@@ -1,12 +1,24 @@
 import type pg from "pg";
 import type { Options } from "./args.ts";
 
-/** What each command gets: its arguments, a database pool, and one way to print. */
-export interface Command {
-  pool: pg.Pool;
+/** What a command is given to read: its options, its sub-command and the words after it. */
+export interface CommandLine {
   options: Options;
   sub: string | undefined;
   rest: string[];
+}
+
+/** What a command runs with: a database pool (and its URL), and one way to print. */
+export interface CommandIo {
+  pool: pg.Pool;
+  databaseUrl: string;
   /** JSON with --json, the human form otherwise. */
   print: (data: unknown, human: () => string) => void;
 }
+
+/**
+ * A command checks its whole command line first, throwing UsageError, and only
+ * then is given the database: a mistyped command is told so, not that
+ * DATABASE_URL is missing or the database unreachable.
+ */
+export type Command = (line: CommandLine) => (io: CommandIo) => Promise<number>;

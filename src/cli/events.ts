@@ -1,10 +1,17 @@
-import { EVENT_STATES, getEvent, isEventState, listEvents, requeue } from "../outbox/index.ts";
+import {
+  EVENT_STATES,
+  getEvent,
+  isEventState,
+  listEvents,
+  MAX_LIST_LIMIT,
+  requeue,
+} from "../outbox/index.ts";
 import { intOption, UsageError } from "./args.ts";
 import type { Command } from "./command.ts";
 import { formatEvent, formatEventTable } from "./format.ts";
 
 /** `events list|show|requeue`: what an operator looks at, and the one fix they apply. */
-export async function eventsCommand({ pool, options, sub, rest, print }: Command): Promise<number> {
+export const eventsCommand: Command = ({ options, sub, rest }) => {
   if (sub === "list") {
     const state = options.state;
     if (state !== undefined && !isEventState(state)) {
@@ -12,36 +19,50 @@ export async function eventsCommand({ pool, options, sub, rest, print }: Command
         `--state must be ${EVENT_STATES.join(", ").replace(/, (\w+)$/, " or $1")}, got "${state}"`,
       );
     }
-    const found = await listEvents(pool, {
-      ...(state ? { state } : {}),
-      ...(options.type ? { type: options.type } : {}),
-      limit: intOption(options.limit, "--limit", 50),
-    });
-    print(found, () => formatEventTable(found));
-    return 0;
+    if (rest.length > 0) throw new UsageError(`events list takes no argument, got "${rest[0]}"`);
+    const limit = intOption(options.limit, "--limit", 50, MAX_LIST_LIMIT);
+    return async ({ pool, print }) => {
+      const found = await listEvents(pool, {
+        ...(state ? { state } : {}),
+        ...(options.type ? { type: options.type } : {}),
+        limit,
+      });
+      print(found, () => formatEventTable(found));
+      return 0;
+    };
   }
   if (sub === "show") {
     const [id] = rest;
     if (!id || rest.length > 1) throw new UsageError("events show takes one event id");
-    const event = await getEvent(pool, id);
-    if (!event) {
-      console.error(`edge-outbox: no event ${id}`);
-      return 1;
-    }
-    print(event, () => formatEvent(event));
-    return 0;
+    return async ({ pool, print }) => {
+      const event = await getEvent(pool, id);
+      if (!event) {
+        console.error(`edge-outbox: no event ${id}`);
+        return 1;
+      }
+      print(event, () => formatEvent(event));
+      return 0;
+    };
   }
   if (sub === "requeue") {
     if (rest.length === 0) throw new UsageError("events requeue takes one or more event ids");
-    const result = await requeue(pool, rest);
-    print(result, () =>
-      [
-        `requeued: ${result.requeued.length ? result.requeued.join(", ") : "none"}`,
-        ...(result.notPoisoned.length ? [`not poisoned (left alone): ${result.notPoisoned.join(", ")}`] : []),
-        ...(result.unknown.length ? [`unknown: ${result.unknown.join(", ")}`] : []),
-      ].join("\n"),
-    );
-    return result.unknown.length > 0 ? 1 : 0;
+    return async ({ pool, print }) => {
+      const result = await requeue(pool, rest);
+      print(result, () =>
+        [
+          `requeued: ${result.requeued.length ? result.requeued.join(", ") : "none"}`,
+          ...(result.notPoisoned.length
+            ? [`not poisoned (left alone): ${result.notPoisoned.join(", ")}`]
+            : []),
+          ...(result.unknown.length ? [`unknown: ${result.unknown.join(", ")}`] : []),
+        ].join("\n"),
+      );
+      return result.unknown.length > 0 ? 1 : 0;
+    };
   }
-  throw new UsageError(`unknown events command "${sub ?? ""}" (list, show, requeue)`);
-}
+  throw new UsageError(
+    sub === undefined
+      ? "events needs a command: list, show or requeue"
+      : `unknown events command "${sub}" (list, show, requeue)`,
+  );
+};

@@ -28,6 +28,14 @@ export function formatEventTable(events: EventRow[]): string {
   );
 }
 
+/** Characters of a payload the human form shows: a terminal is not the place for a megabyte. */
+export const PAYLOAD_SHOWN = 2000;
+
+function clip(json: string): string {
+  if (json.length <= PAYLOAD_SHOWN) return json;
+  return `${json.slice(0, PAYLOAD_SHOWN)}… (${json.length} characters in all; --json prints it whole)`;
+}
+
 export function formatEvent(event: EventRow & { alerts: AlertRow[] }): string {
   const lines = [
     `event ${event.id} (seq ${event.seq})`,
@@ -51,7 +59,7 @@ export function formatEvent(event: EventRow & { alerts: AlertRow[] }): string {
         : `    ${sub}: ${entry.messageId}${entry.deduplicated ? " (deduplicated)" : ""}`,
     );
   }
-  lines.push(`  payload    ${JSON.stringify(event.payload)}`);
+  lines.push(`  payload    ${clip(JSON.stringify(event.payload))}`);
   for (const a of event.alerts) lines.push(`  alert      ${when(a.createdAt)} ${a.kind}: ${a.message}`);
   return lines.join("\n");
 }

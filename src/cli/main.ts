@@ -1,17 +1,18 @@
 // Operator CLI: `npm run outbox -- <command>`. See `usage` in args.ts.
 import { existsSync } from "node:fs";
 import pg from "pg";
-import { migrateDatabase } from "../node/postgres.ts";
 import { InvalidInputError } from "../outbox/index.ts";
 import { ConfigError, parseCommandLine, usage, UsageError } from "./args.ts";
 import type { Command } from "./command.ts";
 import { databaseVariables, readVariables } from "./config.ts";
 import { eventsCommand } from "./events.ts";
+import { migrateCommand } from "./migrate.ts";
 import { describeFailure } from "./failure.ts";
 import { relayCommand } from "./relay.ts";
 import { alertsCommand, statsCommand } from "./status.ts";
 
-const commands: Record<string, (command: Command) => Promise<number>> = {
+const commands: Record<string, Command> = {
+  migrate: migrateCommand,
   relay: relayCommand,
   events: eventsCommand,
   alerts: alertsCommand,
@@ -27,22 +28,18 @@ async function main(argv: string[]): Promise<number> {
   }
   const [command, sub, ...rest] = positionals;
   if (command === undefined) throw new UsageError("no command given");
+  const parse = Object.hasOwn(commands, command) ? commands[command] : undefined;
+  if (!parse) throw new UsageError(`unknown command "${command}"`);
+  // The whole command line is checked before the environment and the database.
+  const run = parse({ options, sub, rest });
   const print = (data: unknown, human: () => string) =>
     console.log(options.json ? JSON.stringify(data, null, 2) : human());
 
   const { DATABASE_URL } = readVariables(databaseVariables);
-  if (command === "migrate") {
-    await migrateDatabase(DATABASE_URL);
-    print({ migrated: true }, () => "migrations applied");
-    return 0;
-  }
-  const run = Object.hasOwn(commands, command) ? commands[command] : undefined;
-  if (!run) throw new UsageError(`unknown command "${command}"`);
-
   const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 2, connectionTimeoutMillis: 10_000 });
   pool.on("error", () => undefined);
   try {
-    return await run({ pool, options, sub, rest, print });
+    return await run({ pool, databaseUrl: DATABASE_URL, print });
   } finally {
     await pool.end();
   }

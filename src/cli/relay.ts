@@ -7,22 +7,32 @@ import { formatDrain, formatPass } from "./format.ts";
 import { passBackoffFor, publisherFor } from "../worker/relay.ts";
 
 /** `relay once` and `relay drain`: the same pass the Worker runs, from a terminal. */
-export async function relayCommand({ pool, options, sub, print }: Command): Promise<number> {
-  const env = readVariables(relayVariables);
-  const relay: RelayOptions = {
-    pool,
-    publisher: publisherFor(env),
-    subscriptions,
-    passBackoff: passBackoffFor(env),
-    batchSize: intOption(options["batch-size"], "--batch-size", RELAY_POLICY.batchSize),
-  };
-  if (sub === "once") {
-    const pass = await runPass(relay);
-    print(pass, () => formatPass(pass));
-    return pass.error ? 1 : 0;
+export const relayCommand: Command = ({ options, sub, rest }) => {
+  if (sub !== "once" && sub !== "drain") {
+    throw new UsageError(
+      sub === undefined
+        ? "relay needs a command: once or drain"
+        : `unknown relay command "${sub}" (once, drain)`,
+    );
   }
-  if (sub === "drain") {
-    const budgetMs = intOption(options.budget, "--budget", 300) * 1000;
+  if (rest.length > 0) throw new UsageError(`relay ${sub} takes no argument, got "${rest[0]}"`);
+  if (sub === "once" && options.budget !== undefined) throw new UsageError("--budget is for relay drain");
+  const batchSize = intOption(options["batch-size"], "--batch-size", RELAY_POLICY.batchSize);
+  const budgetMs = intOption(options.budget, "--budget", 300) * 1000;
+  return async ({ pool, print }) => {
+    const env = readVariables(relayVariables);
+    const relay: RelayOptions = {
+      pool,
+      publisher: publisherFor(env),
+      subscriptions,
+      passBackoff: passBackoffFor(env),
+      batchSize,
+    };
+    if (sub === "once") {
+      const pass = await runPass(relay);
+      print(pass, () => formatPass(pass));
+      return pass.error ? 1 : 0;
+    }
     const progress = process.stderr.isTTY && !options.json;
     const started = Date.now();
     const result = await drain({
@@ -37,6 +47,5 @@ export async function relayCommand({ pool, options, sub, print }: Command): Prom
     if (progress) process.stderr.write("\n");
     print(result, () => formatDrain(result));
     return result.stoppedBecause === "backoff" ? 1 : 0;
-  }
-  throw new UsageError(`unknown relay command "${sub ?? ""}" (once, drain)`);
-}
+  };
+};

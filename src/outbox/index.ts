@@ -70,6 +70,7 @@ export {
 export {
   getEvent,
   listEvents,
+  MAX_LIST_LIMIT,
   listAlerts,
   requeue,
   stats,

@@ -57,6 +57,9 @@ export interface ListOptions {
   limit?: number;
 }
 
+/** The most events one listing returns. */
+export const MAX_LIST_LIMIT = 10_000;
+
 /** Newest first: an operator looks at what just happened, or what is stuck. */
 export async function listEvents(db: Queryable, options: ListOptions = {}): Promise<EventRow[]> {
   const where: string[] = [];
@@ -67,8 +70,8 @@ export async function listEvents(db: Queryable, options: ListOptions = {}): Prom
     where.push(`type LIKE $${values.length}`);
   }
   const limit = options.limit ?? 50;
-  if (!Number.isInteger(limit) || limit < 1 || limit > 10_000) {
-    throw new InvalidInputError("limit must be an integer from 1 to 10000");
+  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIST_LIMIT) {
+    throw new InvalidInputError(`limit must be an integer from 1 to ${MAX_LIST_LIMIT}`);
   }
   values.push(limit);
   const { rows } = await query<DbEvent>(

@@ -27,6 +27,37 @@ describe("outbox CLI", () => {
     expect(unknownFlag.stderr).toMatch(/Unknown option '--verbose'/);
   });
 
+  it("checks the whole command line before the environment and the database", async () => {
+    // No DATABASE_URL at all: a mistyped command must hear about its mistake, not about that.
+    const cases: [string[], RegExp][] = [
+      [["bogus"], /unknown command "bogus"/],
+      [["events"], /events needs a command: list, show or requeue/],
+      [["events", "frob"], /unknown events command "frob"/],
+      [["events", "list", "--limit", "abc"], /--limit must be an integer from 1 to 10000, got "abc"/],
+      [["events", "list", "--limit", "100000"], /--limit must be an integer from 1 to 10000, got "100000"/],
+      [["events", "list", "--limit", "1e3"], /--limit must be an integer from 1 to 10000, got "1e3"/],
+      [["events", "list", "extra"], /events list takes no argument, got "extra"/],
+      [["events", "show"], /events show takes one event id/],
+      [["relay"], /relay needs a command: once or drain/],
+      [["relay", "drain", "--budget", "0"], /--budget must be a positive integer, got "0"/],
+      [["relay", "once", "--budget", "5"], /--budget is for relay drain/],
+      [["migrate", "now"], /migrate takes no argument, got "now"/],
+      [["stats", "x"], /stats takes no argument, got "x"/],
+    ];
+    const results = await Promise.all(cases.map(([args]) => runCli(args)));
+    results.forEach((r, i) => {
+      const [args, message] = cases[i]!;
+      expect(r.code, args.join(" ")).toBe(2);
+      expect(r.stderr, args.join(" ")).toMatch(message);
+      expect(r.stderr, args.join(" ")).toMatch(/usage: npm run outbox/);
+      expect(r.stderr, args.join(" ")).not.toMatch(/DATABASE_URL is not set/);
+    });
+    // A right command line without the variable: then it is named, in one line.
+    const stats = await runCli(["stats"]);
+    expect(stats.code).toBe(2);
+    expect(stats.stderr.trim()).toBe("edge-outbox: DATABASE_URL is not set (environment or .env)");
+  });
+
   it("says in one line when the database cannot be reached", async () => {
     const r = await runCli(["stats"], { DATABASE_URL: "postgres://postgres@127.0.0.1:1/none" });
     expect(r.code).toBe(1);
@@ -62,6 +93,17 @@ describe("outbox CLI", () => {
 
     const missing = await runCli(["events", "show", "00000000-0000-0000-0000-000000000000"], env());
     expect(missing.code).toBe(1);
+  });
+
+  it("shows a large payload's first characters, and --json all of it", async () => {
+    const [id] = await seedEvents(t.pool, 1, { payloadBytes: 50_000 });
+    const text = await runCli(["events", "show", id!], env());
+    expect(text.code).toBe(0);
+    const line = text.stdout.split("\n").find((l) => l.startsWith("  payload"))!;
+    expect(line).toMatch(/… \(50016 characters in all; --json prints it whole\)$/);
+    expect(line.length).toBeLessThan(2100);
+    const json = await runCli(["events", "show", id!, "--json"], env());
+    expect(JSON.parse(json.stdout).payload.pad).toHaveLength(50_000);
   });
 
   it("requeues poisoned events and reports the others", async () => {

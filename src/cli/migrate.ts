@@ -1,0 +1,13 @@
+import { migrateDatabase } from "../node/postgres.ts";
+import { UsageError } from "./args.ts";
+import type { Command } from "./command.ts";
+
+/** `migrate`: on its own connection (session features; no pool needed). */
+export const migrateCommand: Command = ({ sub }) => {
+  if (sub) throw new UsageError(`migrate takes no argument, got "${sub}"`);
+  return async ({ databaseUrl, print }) => {
+    await migrateDatabase(databaseUrl);
+    print({ migrated: true }, () => "migrations applied");
+    return 0;
+  };
+};
