@@ -8,7 +8,8 @@ export const MAX_WAIT_SECONDS = 10;
 /**
  * Reads `wait=N` from the Prefer header (RFC 7240 §4.3: N is delta-seconds).
  * - absent: undefined (answer at once, without waiting);
- * - N above MAX_WAIT_SECONDS: clamped, and Preference-Applied says the value used;
+ * - N above MAX_WAIT_SECONDS, however many digits: clamped, and Preference-Applied
+ *   says the value used;
  * - N that is not delta-seconds (`wait=soon`, `wait=-1`, `wait=1.5`): a 400. RFC 7240
  *   lets a server ignore a preference it does not understand, but a caller that asked
  *   to wait and silently got an immediate answer would read a missing receipt as
@@ -23,13 +24,14 @@ export function parseWait(header: string | undefined): number | undefined {
     const match = token.trim().match(/^wait\s*=\s*(.*)$/i);
     if (!match) continue;
     const value = match[1]!.trim().replace(/^"(.*)"$/, "$1");
-    if (!/^\d{1,9}$/.test(value)) {
+    if (!/^\d+$/.test(value)) {
       throw new ApiError(
         "BAD_REQUEST",
-        `Prefer: wait must be a whole number of seconds (0 to ${MAX_WAIT_SECONDS}), got "${value}"`,
+        `Prefer: wait must be a whole number of seconds (more than ${MAX_WAIT_SECONDS} waits ${MAX_WAIT_SECONDS}), got "${value.slice(0, 40)}"`,
         [{ path: "header.prefer", message: "wait must be a whole number of seconds" }],
       );
     }
+    // Leading zeros and any length are delta-seconds too; Number() of a long run is just large.
     return Math.min(Number(value), MAX_WAIT_SECONDS);
   }
   return undefined;
