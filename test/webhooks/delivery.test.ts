@@ -365,7 +365,7 @@ describe("deliver", () => {
       const rows = await deliveriesOf(e.id);
       const byEndpoint = (id: string) => rows.find((r) => r.endpoint_id === id)!.id as string;
 
-      const timedOut = await deliverWebhook(await deps({ timeoutMs: 200 }), byEndpoint(hang.id), 0);
+      const timedOut = await deliverWebhook(await deps({ timeoutMs: 800 }), byEndpoint(hang.id), 0);
       expect(timedOut).toMatchObject({ kind: "retry", reason: "no answer: timeout" });
       const noListener = await deliverWebhook(await deps(), byEndpoint(refused.id), 0);
       expect(noListener).toMatchObject({ kind: "retry", reason: "no answer: refused" });
@@ -373,6 +373,14 @@ describe("deliver", () => {
         expect.objectContaining({ status: null, error: "timeout", duration_ms: expect.any(Number) }),
       ]);
       expect((await attemptsOf(byEndpoint(refused.id)))[0]).toMatchObject({ status: null, error: "refused" });
+      // The attempt is dated when its POST went out (the delivery's last attempt), not when it timed out.
+      const { rows: times } = await t.pool.query<{ duration_ms: number; gap_ms: number }>(
+        `SELECT a.duration_ms, abs(extract(epoch FROM a.attempted_at - d.last_attempt_at) * 1000)::float8 AS gap_ms
+           FROM webhook_attempts a JOIN webhook_deliveries d ON d.id = a.delivery_id WHERE d.id = $1`,
+        [byEndpoint(hang.id)],
+      );
+      expect(times[0]!.duration_ms).toBeGreaterThanOrEqual(750);
+      expect(times[0]!.gap_ms).toBeLessThan(400);
     } finally {
       silent.closeAllConnections();
       silent.close();

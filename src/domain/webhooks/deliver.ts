@@ -220,10 +220,16 @@ export function classify(error: unknown): AttemptError {
   return "network";
 }
 
-/** The attempt-log row every outcome writes first, as a CTE body of its one statement. */
+/**
+ * The attempt-log row every outcome writes first, as a CTE body of its one statement.
+ * It is written once the answer is in, so the attempt's time is taken back by its
+ * duration: when the POST went out, as the delivery's last_attempt_at says, not
+ * when a 15 s timeout ended.
+ */
 function insertAttempt(deliveryId: string, a: Attempt) {
-  return sql`INSERT INTO webhook_attempts (delivery_id, duration_ms, status, error, response_headers, response_body)
-      VALUES (${deliveryId}, ${a.durationMs}, ${a.status}, ${a.error}, ${JSON.stringify(a.headers)}::jsonb, ${a.body})`;
+  return sql`INSERT INTO webhook_attempts (delivery_id, attempted_at, duration_ms, status, error, response_headers, response_body)
+      VALUES (${deliveryId}, now() - make_interval(secs => ${a.durationMs}::float8 / 1000), ${a.durationMs},
+              ${a.status}, ${a.error}, ${JSON.stringify(a.headers)}::jsonb, ${a.body})`;
 }
 
 async function recordDelivered(db: Db, d: Leased, a: Attempt): Promise<void> {
