@@ -10,6 +10,7 @@ import { createServer } from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { DEV_KEY_SCOPE, ensureDevApiKey, newDevApiKey } from "./dev-api-key.ts";
+import { devVars } from "./dev-vars.ts";
 import { startMailSink, type MailSink } from "./mail-sink.ts";
 import { startQStashDev, type QStashDev } from "./qstash-dev/server.ts";
 import { startWsProxy, type WsProxy } from "./ws-proxy.ts";
@@ -109,30 +110,25 @@ async function main() {
   step(`mail/webhook sink: ${sink.url}`);
 
   // Values already in the environment win over generated ones.
-  const vars: Record<string, string> = {
-    // The Worker reaches this (TCP) Postgres the way it reaches Neon: over WebSockets,
-    // with the pooled connection string (the pooler checks its password).
-    DATABASE_URL: proxy.pooledUrl!,
-    NEON_WS_PROXY: proxy.address,
-    QSTASH_URL: qstash.url,
-    QSTASH_TOKEN: qstash.token,
-    QSTASH_CURRENT_SIGNING_KEY: qstash.currentSigningKey,
-    QSTASH_NEXT_SIGNING_KEY: qstash.nextSigningKey,
-    PUBLIC_URL: env.PUBLIC_URL || publicUrl,
-    ADMIN_TOKEN: env.ADMIN_TOKEN || secrets.ADMIN_TOKEN,
-    MAIL_API_URL: env.MAIL_API_URL || `${sink.url}/mail`,
-    WEBHOOK_SECRETS_KEY: env.WEBHOOK_SECRETS_KEY || secrets.WEBHOOK_SECRETS_KEY,
-    // Local receivers (the sink) are http on 127.0.0.1, which a deployment refuses.
-    WEBHOOK_ALLOW_PRIVATE_URLS: env.WEBHOOK_ALLOW_PRIVATE_URLS || "true",
-    ...(env.MAIL_TO ? { MAIL_TO: env.MAIL_TO } : {}),
-    ...(env.RETENTION_DAYS ? { RETENTION_DAYS: env.RETENTION_DAYS } : {}),
-    ...(env.WEBHOOK_SECRET_ROTATION_HOURS
-      ? { WEBHOOK_SECRET_ROTATION_HOURS: env.WEBHOOK_SECRET_ROTATION_HOURS }
-      : {}),
-    // e.g. WEBHOOK_RETRY_SCHEDULE=1,1,1 to watch retries run out in seconds.
-    ...(env.WEBHOOK_RETRY_SCHEDULE ? { WEBHOOK_RETRY_SCHEDULE: env.WEBHOOK_RETRY_SCHEDULE } : {}),
-    ...(env.WEBHOOK_DISABLE_AFTER_DAYS ? { WEBHOOK_DISABLE_AFTER_DAYS: env.WEBHOOK_DISABLE_AFTER_DAYS } : {}),
-  };
+  const vars = devVars(
+    {
+      // The Worker reaches this (TCP) Postgres the way it reaches Neon: over WebSockets,
+      // with the pooled connection string (the pooler checks its password).
+      DATABASE_URL: proxy.pooledUrl!,
+      NEON_WS_PROXY: proxy.address,
+      QSTASH_URL: qstash.url,
+      QSTASH_TOKEN: qstash.token,
+      QSTASH_CURRENT_SIGNING_KEY: qstash.currentSigningKey,
+      QSTASH_NEXT_SIGNING_KEY: qstash.nextSigningKey,
+      PUBLIC_URL: env.PUBLIC_URL || publicUrl,
+      ADMIN_TOKEN: env.ADMIN_TOKEN || secrets.ADMIN_TOKEN,
+      MAIL_API_URL: env.MAIL_API_URL || `${sink.url}/mail`,
+      WEBHOOK_SECRETS_KEY: env.WEBHOOK_SECRETS_KEY || secrets.WEBHOOK_SECRETS_KEY,
+      // Local receivers (the sink) are http on 127.0.0.1, which a deployment refuses.
+      WEBHOOK_ALLOW_PRIVATE_URLS: env.WEBHOOK_ALLOW_PRIVATE_URLS || "true",
+    },
+    env,
+  );
   // Read by `wrangler dev` at start; git-ignored, rewritten on every run.
   await writeFile(
     path.join(root, ".dev.vars"),
