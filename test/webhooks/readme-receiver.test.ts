@@ -62,7 +62,7 @@ describe("the README's receiver", () => {
   it("accepts a real delivery, logs it once, and refuses a forged one", async () => {
     const event = {
       id: crypto.randomUUID(),
-      type: "corpus.note.updated",
+      type: "corpus.note.changed",
       subject: "note-1",
       scope: "readme",
       payload: {},
@@ -72,7 +72,7 @@ describe("the README's receiver", () => {
     const { rows } = await t.pool.query("SELECT id FROM webhook_deliveries WHERE event_id = $1", [event.id]);
     const deps = { db: t.db as unknown as Db, secretsKey: await secrets.key, schedule: [1] };
     expect(await deliverWebhook(deps, rows[0].id, 0)).toEqual({ kind: "delivered", status: 204 });
-    await waitFor(() => output.join("").includes(`corpus.note.updated note-1`), 5_000);
+    await waitFor(() => output.join("").includes(`corpus.note.changed note-1`), 5_000);
 
     const forged = await fetch(`http://127.0.0.1:${port}/hook`, {
       method: "POST",
