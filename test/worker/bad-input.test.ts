@@ -251,7 +251,7 @@ function jsonCases(route: JsonRoute): Case[] {
   add("an oversized body, Content-Length declared", big);
   add("an oversized body, chunked", chunked(big));
   if (route.write)
-    for (const prefer of ["wait=soon", "wait=-1", "wait=1.5", "wait=", "wait=1e3", "wait=99999999999"])
+    for (const prefer of ["wait=soon", "wait=-1", "wait=1.5", "wait=", "wait=1e3", "wait=0x10"])
       add(`Prefer: ${prefer}`, route.valid(), { prefer });
   return cases;
 }
@@ -356,6 +356,7 @@ function queryCases(): Case[] {
   q("admin events: an unknown parameter", "/admin/events?colour=red", "admin");
   q("admin events: type over-long", `/admin/events?type=${"x".repeat(201)}`, "admin");
   q("admin events: type NUL", `/admin/events?type=${enc(NUL)}`, "admin");
+  q("admin events: type no event type can match", `/admin/events?type=${enc("Bad Type")}`, "admin");
   q("admin events: type CR/LF", `/admin/events?type=${enc("a\r\nb")}`, "admin");
   for (const state of ["done", "POISONED", "poisoned' OR '1'='1", "*", "%", ""])
     q(`admin events: state ${state}`, `/admin/events?state=${enc(state)}`, "admin");
