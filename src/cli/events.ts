@@ -2,9 +2,11 @@ import {
   EVENT_STATES,
   getEvent,
   isEventState,
+  isTypeGlob,
   listEvents,
   MAX_LIST_LIMIT,
   requeue,
+  TYPE_GLOB_RULE,
 } from "../outbox/index.ts";
 import { intOption, UsageError } from "./args.ts";
 import type { Command } from "./command.ts";
@@ -18,6 +20,9 @@ export const eventsCommand: Command = ({ options, sub, rest }) => {
       throw new UsageError(
         `--state must be ${EVENT_STATES.join(", ").replace(/, (\w+)$/, " or $1")}, got "${state}"`,
       );
+    }
+    if (options.type !== undefined && !isTypeGlob(options.type)) {
+      throw new UsageError(`--type ${TYPE_GLOB_RULE}, got "${options.type}"`);
     }
     if (rest.length > 0) throw new UsageError(`events list takes no argument, got "${rest[0]}"`);
     const limit = intOption(options.limit, "--limit", 50, MAX_LIST_LIMIT);

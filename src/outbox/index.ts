@@ -12,6 +12,7 @@ export {
   defineSubscriptions,
   findSubscription,
   isTypeGlob,
+  TYPE_GLOB_RULE,
   matchesGlob,
   SUBSCRIPTION_NAME,
   type Subscription,

@@ -21,7 +21,14 @@ export const SUBSCRIPTION_NAME = "[a-z][a-z0-9_.-]*";
 const NAME = new RegExp(`^${SUBSCRIPTION_NAME}$`);
 const TYPE_GLOB = /^[A-Za-z0-9_.*-]+$/;
 
-/** Whether a string is an event-type glob (`supplier.*`, `*`): the one rule for subscriptions and webhook endpoints. */
+/** What a type glob may hold, said where one is refused. */
+export const TYPE_GLOB_RULE =
+  "must be an event-type glob: letters, digits, `_`, `.`, `-` and `*`, e.g. `supplier.*`";
+
+/**
+ * Whether a string is an event-type glob (`supplier.*`, `*`): the one rule for
+ * subscriptions, webhook endpoints and the filters of event listings.
+ */
 export function isTypeGlob(glob: string): boolean {
   return TYPE_GLOB.test(glob);
 }

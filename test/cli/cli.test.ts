@@ -37,6 +37,7 @@ describe("outbox CLI", () => {
       [["events", "list", "--limit", "100000"], /--limit must be an integer from 1 to 10000, got "100000"/],
       [["events", "list", "--limit", "1e3"], /--limit must be an integer from 1 to 10000, got "1e3"/],
       [["events", "list", "extra"], /events list takes no argument, got "extra"/],
+      [["events", "list", "--type", "Bad Type"], /--type must be an event-type glob: .*, got "Bad Type"/],
       [["events", "show"], /events show takes one event id/],
       [["relay"], /relay needs a command: once or drain/],
       [["relay", "drain", "--budget", "0"], /--budget must be a positive integer, got "0"/],

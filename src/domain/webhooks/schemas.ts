@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { isTypeGlob } from "../../outbox/index.ts";
+import { isTypeGlob, TYPE_GLOB_RULE } from "../../outbox/index.ts";
 import type { webhookAttempts, webhookDeliveries, webhookEndpoints } from "../schema.ts";
 import { webhookDeliveryStatuses } from "../schema.ts";
 import { multiLine, singleLine, wholeNumber } from "../text.ts";
@@ -25,16 +25,7 @@ export function webhookUrl(policy: UrlPolicy) {
 // The same glob rule as subscriptions (isTypeGlob) and the same matcher at
 // fan-out (matchesGlob), so an endpoint's types mean what a subscription's do.
 const typeGlobs = z
-  .array(
-    z
-      .string()
-      .trim()
-      .max(200, "must be at most 200 characters")
-      .refine(
-        isTypeGlob,
-        "must be an event-type glob: letters, digits, `_`, `.`, `-` and `*`, e.g. `supplier.*`",
-      ),
-  )
+  .array(z.string().trim().max(200, "must be at most 200 characters").refine(isTypeGlob, TYPE_GLOB_RULE))
   .min(1, "must list at least one event-type glob (`*` for every event)")
   .max(100, "must list at most 100 globs")
   .transform((globs) => [...new Set(globs)]);

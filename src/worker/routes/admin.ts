@@ -1,6 +1,15 @@
 import { z } from "zod";
 import { listJobFailures } from "../../domain/job-failures/record.ts";
-import { EVENT_STATES, getEvent, listAlerts, listEvents, requeue, stats } from "../../outbox/index.ts";
+import {
+  EVENT_STATES,
+  getEvent,
+  isTypeGlob,
+  listAlerts,
+  listEvents,
+  requeue,
+  stats,
+  TYPE_GLOB_RULE,
+} from "../../outbox/index.ts";
 import { singleLine, wholeNumber } from "../../domain/text.ts";
 import { adminAuth } from "../admin-auth.ts";
 import type { App } from "../new-app.ts";
@@ -12,8 +21,9 @@ const limit = wholeNumber(1, 1000).default(50);
 
 const eventsQuery = z.strictObject({
   state: z.enum(EVENT_STATES).optional(),
-  // The same type globs subscriptions use, e.g. `supplier.*`.
-  type: singleLine(200).optional(),
+  // The same type globs subscriptions use, e.g. `supplier.*`: a filter no event type
+  // can match (`Bad Type`) is a mistake to say, not an empty list.
+  type: singleLine(200).refine(isTypeGlob, TYPE_GLOB_RULE).optional(),
   limit,
 });
 
