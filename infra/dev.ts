@@ -67,6 +67,11 @@ async function main() {
     step(`Postgres: ${fresh ? "initialising" : "starting"} embedded server in ${dataDir} on port ${pgPort}…`);
     const pg: EmbeddedServer = await startEmbeddedPostgres({ dataDir, port: pgPort });
     stops.push({ name: "Postgres", stop: () => pg.stop() });
+    // Without it every request would answer 503 while the banner says all is well.
+    pg.onUnexpectedExit((how) => {
+      console.error(`[dev] Postgres exited (${how}); stopping the rest`);
+      void stopAll(1);
+    });
     databaseUrl = pg.url;
   }
 

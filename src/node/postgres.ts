@@ -1,4 +1,5 @@
 // Node-only helpers: migrations and an embedded Postgres for machines that have none.
+import type { ChildProcess } from "node:child_process";
 import { mkdtemp, mkdir, chmod, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -43,7 +44,13 @@ export async function freePort(): Promise<number> {
 
 export interface EmbeddedServer {
   url: string;
+  /** Stops the server; at once when it has already exited. */
   stop(): Promise<void>;
+  /**
+   * Called once if the server exits without stop() (killed, out of memory, its
+   * data directory gone): a caller that depends on it can say so and stop too.
+   */
+  onUnexpectedExit(listener: (how: string) => void): void;
 }
 
 export interface EmbeddedOptions {
@@ -113,13 +120,31 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions = {}): Prom
     if (error instanceof Error) throw error;
     throw new Error(startFailure(dataDir, port, messages));
   }
+  // The package keeps the postmaster's process in a field it does not declare public.
+  // Its stop() waits for that process's 'exit' event, which never comes again once
+  // the server has died: watched here, a dead server's stop() returns at once.
+  const postmaster = (server as unknown as { process?: ChildProcess }).process;
+  let stopping = false;
+  const unexpected: ((how: string) => void)[] = [];
+  const exited = new Promise<void>((resolve) => {
+    if (!postmaster) return resolve();
+    postmaster.once("exit", (code, signal) => {
+      resolve();
+      if (stopping) return;
+      const how = signal ? `killed by ${signal}` : `exit code ${code}`;
+      for (const listener of unexpected) listener(how);
+    });
+  });
   return {
     url: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`,
     stop: async () => {
-      await server.stop();
+      stopping = true;
+      // Whichever comes first: the package's stop, or the exit it may wait for in vain.
+      await Promise.race([server.stop(), exited]);
       // A temporary cluster's data is gone with stop(); its folder goes too.
       if (ownDir) await rm(ownDir, { recursive: true, force: true });
     },
+    onUnexpectedExit: (listener) => void unexpected.push(listener),
   };
 }
 

@@ -1,4 +1,4 @@
-import { chmod, mkdtemp, rm } from "node:fs/promises";
+import { chmod, mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
@@ -66,5 +66,36 @@ describe("embedded Postgres that cannot start", () => {
       await first.stop();
       await rm(own, { recursive: true, force: true });
     }
+  }, 120_000);
+
+  it("a server that died is said to have, and stopping it returns at once", async () => {
+    const own = await mkdtemp(path.join(tmpdir(), "edge-outbox-pg-died-"));
+    await chmod(own, 0o755);
+    const dataDir = path.join(own, "data");
+    const server = await startEmbeddedPostgres({ dataDir });
+    try {
+      const died = new Promise<string>((resolve) => server.onUnexpectedExit(resolve));
+      // The postmaster's pid is the first line of its lock file.
+      const pid = Number((await readFile(path.join(dataDir, "postmaster.pid"), "utf8")).split("\n")[0]);
+      process.kill(pid, "SIGKILL");
+      expect(await died).toBe("killed by SIGKILL");
+      // Before, stop() waited for an exit event that had already come: for ever.
+      const stopped = await Promise.race([
+        server.stop().then(() => "stopped"),
+        new Promise((resolve) => setTimeout(() => resolve("still waiting"), 10_000)),
+      ]);
+      expect(stopped).toBe("stopped");
+    } finally {
+      await rm(own, { recursive: true, force: true });
+    }
+  }, 120_000);
+
+  it("a server stopped on purpose is not reported as having died", async () => {
+    const server = await startEmbeddedPostgres();
+    const heard: string[] = [];
+    server.onUnexpectedExit((how) => heard.push(how));
+    await server.stop();
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(heard).toEqual([]);
   }, 120_000);
 });
