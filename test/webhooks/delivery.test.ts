@@ -65,6 +65,8 @@ const deps = async (overrides: Partial<DeliverDeps> = {}): Promise<DeliverDeps> 
   db: db(),
   secretsKey: await secrets.key,
   schedule: SCHEDULE,
+  // The receivers here are http on 127.0.0.1, as under `npm run dev`.
+  urlPolicy: { allowPrivate: true },
   ...overrides,
 });
 
@@ -431,6 +433,38 @@ describe("deliver", () => {
     expect(await deliverWebhook(await deps(), delivery.id, 1)).toEqual({ kind: "endpoint_disabled" });
     expect(receiver.received.length).toBe(before);
     expect((await deliveriesOf(e.id))[0]).toMatchObject({ status: "failed" });
+  });
+});
+
+describe("an endpoint whose URL today's rules refuse", () => {
+  it("gets no POST: the delivery fails and the endpoint is disabled naming the rule, with an alert", async () => {
+    // Saved while private URLs were allowed (a local stack), delivered once they are not.
+    const { endpoint, delivery, event: e } = await oneDelivery("/was-allowed");
+    const before = receiver.received.length;
+    const outcome = await deliverWebhook(await deps({ urlPolicy: { allowPrivate: false } }), delivery.id, 0);
+    expect(outcome).toEqual({
+      kind: "url_refused",
+      reason: "url refused: must use https (http is allowed only with WEBHOOK_ALLOW_PRIVATE_URLS=true)",
+    });
+    expect(receiver.received.length).toBe(before);
+    expect(await attemptsOf(delivery.id)).toEqual([]);
+    expect((await deliveriesOf(e.id))[0]).toMatchObject({
+      status: "failed",
+      last_error: outcome.kind === "url_refused" ? outcome.reason : "",
+    });
+    const { rows } = await t.pool.query(
+      "SELECT enabled, disabled_reason FROM webhook_endpoints WHERE id = $1",
+      [endpoint.id],
+    );
+    expect(rows[0]).toEqual({
+      enabled: false,
+      disabled_reason: expect.stringMatching(/^url refused: must use https/),
+    });
+    const alerts = await t.pool.query(
+      "SELECT details->>'reason' AS reason FROM outbox_alerts WHERE kind = 'webhook.endpoint_disabled' AND details->>'endpointId' = $1",
+      [endpoint.id],
+    );
+    expect(alerts.rows).toEqual([{ reason: expect.stringMatching(/^url refused: must use https/) }]);
   });
 });
 

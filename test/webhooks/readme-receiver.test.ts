@@ -70,7 +70,12 @@ describe("the README's receiver", () => {
     };
     await fanOutWebhook(t.db as unknown as Db, queue, event);
     const { rows } = await t.pool.query("SELECT id FROM webhook_deliveries WHERE event_id = $1", [event.id]);
-    const deps = { db: t.db as unknown as Db, secretsKey: await secrets.key, schedule: [1] };
+    const deps = {
+      db: t.db as unknown as Db,
+      secretsKey: await secrets.key,
+      schedule: [1],
+      urlPolicy: { allowPrivate: true },
+    };
     expect(await deliverWebhook(deps, rows[0].id, 0)).toEqual({ kind: "delivered", status: 204 });
     await waitFor(() => output.join("").includes(`corpus.note.changed note-1`), 5_000);
 

@@ -4,6 +4,7 @@ import { nextRetryDelaySeconds, parseRetryAfter } from "./retry-schedule.ts";
 import { queryRows } from "./rows.ts";
 import { signingSecrets } from "./secrets.ts";
 import { signHeaders } from "./signing.ts";
+import { checkWebhookUrl, type UrlPolicy } from "./url-safety.ts";
 
 /** A POST to an endpoint may take this long; then it is a `timeout` attempt and retried. */
 export const DELIVERY_TIMEOUT_MS = 15_000;
@@ -24,6 +25,12 @@ export interface DeliverDeps {
   secretsKey: CryptoKey;
   /** Seconds before each retry (retry-schedule.ts, or the binding's override). */
   schedule: readonly number[];
+  /**
+   * The URL rules of today's bindings, checked again before every POST: an endpoint
+   * saved under other rules (WEBHOOK_ALLOW_PRIVATE_URLS on, an older release's
+   * ranges) must not be posted to under these.
+   */
+  urlPolicy: UrlPolicy;
   fetch?: typeof fetch;
   timeoutMs?: number;
 }
@@ -43,6 +50,8 @@ export type DeliverOutcome =
   | { kind: "endpoint_disabled" }
   /** 410 Gone: the endpoint is disabled, the delivery failed, nothing is retried. */
   | { kind: "gone" }
+  /** Its URL breaks today's URL rules: no POST; the endpoint is disabled and the delivery failed, as for 410. */
+  | { kind: "url_refused"; reason: string }
   /** Anything else: QStash must come back after `retryAfterSeconds` (null: its retries are spent). */
   | { kind: "retry"; reason: string; retryAfterSeconds: number | null };
 
@@ -101,6 +110,12 @@ export async function deliverWebhook(
 }
 
 async function attemptDelivery(deps: DeliverDeps, leased: Leased, retried: number): Promise<DeliverOutcome> {
+  const verdict = checkWebhookUrl(leased.url, deps.urlPolicy);
+  if (!verdict.ok) {
+    const reason = `url refused: ${verdict.reason}`;
+    await recordDisabled(deps.db, leased, reason, null);
+    return { kind: "url_refused", reason };
+  }
   const now = new Date();
   const secrets = await signingSecrets(
     deps.secretsKey,
@@ -127,7 +142,7 @@ async function attemptDelivery(deps: DeliverDeps, leased: Leased, retried: numbe
     return { kind: "delivered", status: attempt.status };
   }
   if (attempt.status === 410) {
-    await recordGone(deps.db, leased, attempt);
+    await recordDisabled(deps.db, leased, "endpoint answered 410 Gone", attempt);
     return { kind: "gone" };
   }
   const reason =
@@ -244,11 +259,14 @@ async function recordDelivered(db: Db, d: Leased, a: Attempt): Promise<void> {
     UPDATE webhook_endpoints SET last_success_at = now(), failing_since = NULL WHERE id = ${d.endpoint_id}`);
 }
 
-async function recordGone(db: Db, d: Leased, a: Attempt): Promise<void> {
-  const reason = "endpoint answered 410 Gone";
+/**
+ * The delivery failed for good and its endpoint disabled, with an alert: after a
+ * 410 (its attempt logged) or a URL today's rules refuse (no attempt was made).
+ */
+async function recordDisabled(db: Db, d: Leased, reason: string, a: Attempt | null): Promise<void> {
   await db.execute(sql`
     WITH attempt AS (
-      ${insertAttempt(d.id, a)}
+      ${a ? insertAttempt(d.id, a) : sql`SELECT 1`}
     ), delivery AS (
       UPDATE webhook_deliveries
          SET status = 'failed', failed_at = now(), lease_until = NULL, next_attempt_at = NULL, last_error = ${reason}

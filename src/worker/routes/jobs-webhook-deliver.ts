@@ -31,7 +31,12 @@ export function registerJobsWebhookDeliver(app: App) {
     if (!parsed.success) throw new ApiError("job_rejected", "job body is not a webhook delivery");
     const retried = Number(c.req.header("upstash-retried") ?? 0) || 0;
     const outcome = await deliverWebhook(
-      { db: c.var.db, secretsKey: await webhookSecretsKey(config), schedule: config.WEBHOOK_RETRY_SCHEDULE },
+      {
+        db: c.var.db,
+        secretsKey: await webhookSecretsKey(config),
+        schedule: config.WEBHOOK_RETRY_SCHEDULE,
+        urlPolicy: { allowPrivate: config.WEBHOOK_ALLOW_PRIVATE_URLS },
+      },
       parsed.data.deliveryId,
       retried,
     );
@@ -49,6 +54,7 @@ function toAnswer(outcome: DeliverOutcome): {
     case "delivered":
     case "settled":
     case "gone":
+    case "url_refused":
     case "endpoint_disabled":
       return { status: 200, headers: {}, body: { ok: true } };
     case "busy":
