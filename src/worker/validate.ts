@@ -1,6 +1,6 @@
-import type { Context, ValidationTargets } from "hono";
+import type { Context, MiddlewareHandler, ValidationTargets } from "hono";
 import { validator } from "hono/validator";
-import type { z } from "zod";
+import { z } from "zod";
 import type { Config, HonoEnv } from "./env.ts";
 import { ApiError, type FieldIssue } from "./errors.ts";
 
@@ -14,6 +14,17 @@ export function valid<Target extends keyof ValidationTargets, Schema extends z.Z
 ) {
   return validator(target, (value, c: Context<HonoEnv>) => parseOrThrow(c, target, schema, value));
 }
+
+/**
+ * For actions that take no body (activate, connect, rotate-secret, test,
+ * redeliver): none, or `{}`. A field is refused as every route refuses one it does
+ * not know, so a caller who thought the action took options hears it does not
+ * before it runs, not after.
+ */
+export const noBody: MiddlewareHandler<HonoEnv> = async (c, next) => {
+  if ((await c.req.text()).trim() === "") return next();
+  return valid("json", z.strictObject({}))(c, next);
+};
 
 /** `valid` for a schema that depends on the bindings (e.g. what URLs a deployment accepts). */
 export function validFor<Target extends keyof ValidationTargets, Schema extends z.ZodType>(

@@ -63,3 +63,27 @@ describe("content types", () => {
     expect((await post("application/json; charset=utf-8")).status).toBe(201);
   });
 });
+
+describe("actions that take no body", () => {
+  const as = (init: RequestInit = {}) => withKey(key, init);
+
+  it("refuse a field before they run, and take no body or {}", async () => {
+    const created = await call(app, env(), "POST", "/suppliers", { name: "Quiet Ltd" }, as());
+    const id = created.body.supplier.id as string;
+    const connect = `/suppliers/${id}/connect`;
+
+    const refused = await call(app, env(), "POST", connect, { force: true }, as());
+    expect(refused.status).toBe(400);
+    expect(refused.body.error).toMatchObject({ code: "BAD_REQUEST", issues: [{ path: "force" }] });
+    // It did not run: the supplier is still where it was.
+    expect((await call(app, env(), "GET", `/suppliers/${id}`, undefined, as())).body.supplier.status).toBe(
+      created.body.supplier.status,
+    );
+
+    expect((await call(app, env(), "POST", connect, {}, as())).status).toBe(200);
+    expect((await call(app, env(), "POST", `/suppliers/${id}/activate`, undefined, as())).status).toBe(200);
+    // Text that is not JSON is not "no body".
+    const text = await call(app, env(), "POST", `/suppliers/${id}/activate`, "now please", as());
+    expect(text.status).toBe(400);
+  });
+});

@@ -3,7 +3,7 @@ import { recoverFailed } from "../../domain/webhooks/recover.ts";
 import { redeliver } from "../../domain/webhooks/redeliver.ts";
 import { sendTestEvent } from "../../domain/webhooks/send-test.ts";
 import type { App } from "../new-app.ts";
-import { valid } from "../validate.ts";
+import { noBody, valid } from "../validate.ts";
 import { deliverQueueFor } from "../webhooks.ts";
 import { ID } from "./params.ts";
 
@@ -19,12 +19,12 @@ const recoverBody = z.strictObject({
  * delivery's attempts. A disabled endpoint answers 409; enable it first.
  */
 export function registerAdminWebhooksActions(app: App) {
-  app.post(`/admin/webhooks/endpoints/${ID}/test`, async (c) => {
+  app.post(`/admin/webhooks/endpoints/${ID}/test`, noBody, async (c) => {
     const sent = await sendTestEvent(c.var.db, deliverQueueFor(c.var.config), c.req.param("id"));
     return c.json(sent, 202);
   });
 
-  app.post(`/admin/webhooks/deliveries/${ID}/redeliver`, async (c) => {
+  app.post(`/admin/webhooks/deliveries/${ID}/redeliver`, noBody, async (c) => {
     const queued = await redeliver(c.var.db, deliverQueueFor(c.var.config), c.req.param("id"));
     return c.json(queued, 202);
   });

@@ -12,7 +12,7 @@ import { updateEndpoint } from "../../domain/webhooks/update.ts";
 import type { UrlPolicy } from "../../domain/webhooks/url-safety.ts";
 import type { App } from "../new-app.ts";
 import type { Config } from "../env.ts";
-import { valid, validFor } from "../validate.ts";
+import { noBody, valid, validFor } from "../validate.ts";
 import { requireSecretsKey, webhookSecretsKey } from "../webhook-secrets-key.ts";
 import { ID } from "./params.ts";
 
@@ -65,7 +65,7 @@ export function registerWebhookEndpoints(app: App) {
     return c.json({ deleted: id });
   });
 
-  app.post(`/admin/webhooks/endpoints/${ID}/rotate-secret`, requireSecretsKey, async (c) => {
+  app.post(`/admin/webhooks/endpoints/${ID}/rotate-secret`, noBody, requireSecretsKey, async (c) => {
     const key = await webhookSecretsKey(c.var.config);
     const rotated = await rotateSecret(c.var.db, key, c.req.param("id"), {
       windowHours: c.var.config.WEBHOOK_SECRET_ROTATION_HOURS,
