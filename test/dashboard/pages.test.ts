@@ -9,6 +9,9 @@ import { bindings } from "../support/worker.ts";
 import { clearFailuresSql } from "../../src/outbox/relay/backoff.ts";
 import { markAndCommit } from "../../src/outbox/relay/mark.ts";
 import { importSecretsKey, newSecretsKey, openSecret } from "../../src/domain/webhooks/secret-box.ts";
+import { signingSecrets } from "../../src/domain/webhooks/secrets.ts";
+import { waitFor } from "../support/helpers.ts";
+import { insertEndpoint } from "../support/webhooks.ts";
 
 // Every page and action, signed in, through the app as the Worker runs it.
 const t = useTestDatabase();
@@ -397,6 +400,35 @@ describe("webhook endpoints", () => {
 });
 
 describe("webhook endpoint actions", () => {
+  const secretsKey = () => importSecretsKey(env.WEBHOOK_SECRETS_KEY!);
+  const shownSecret = (text: string) => /<pre id="secret">([^<]+)<\/pre>/.exec(text)?.[1];
+
+  /** The rotate form's fields as the endpoint page renders them. */
+  async function rotateForm(id: string): Promise<{ version: string }> {
+    const page = await browser.get(`/dashboard/webhooks/${id}`);
+    const form = new RegExp(
+      `<form class="inline" method="post" action="/dashboard/webhooks/${id}/rotate-secret"><input type="hidden" name="version" value="([^"]+)"/>`,
+    ).exec(page.text);
+    expect(form, "the rotate form and its version").not.toBeNull();
+    return { version: form![1]! };
+  }
+
+  async function secretColumns(id: string) {
+    const { rows } = await t.pool.query(
+      `SELECT id, secret_box AS "secretBox", previous_secret_box AS "previousSecretBox",
+              previous_secret_expires_at AS "previousSecretExpiresAt", updated_at AS "updatedAt"
+         FROM webhook_endpoints WHERE id = $1`,
+      [id],
+    );
+    return rows[0] as {
+      id: string;
+      secretBox: string;
+      previousSecretBox: string | null;
+      previousSecretExpiresAt: Date | null;
+      updatedAt: Date;
+    };
+  }
+
   it("disables and enables an endpoint, and refuses a cross-site post", async () => {
     const id = await endpoint("https://receiver.example/toggle");
     const enabled = async () =>
@@ -431,7 +463,8 @@ describe("webhook endpoint actions", () => {
 
   it("rotates the secret and shows the new one once, and on no other page", async () => {
     const id = await endpoint("https://receiver.example/rotate");
-    const rotated = await browser.post(`/dashboard/webhooks/${id}/rotate-secret`, {});
+    const form = await rotateForm(id);
+    const rotated = await browser.post(`/dashboard/webhooks/${id}/rotate-secret`, form);
     expect(rotated.status).toBe(200);
     expect(rotated.headers.get("cache-control")).toBe("no-store");
     const secret = /<pre id="secret">([^<]+)<\/pre>/.exec(rotated.text)![1]!;
@@ -444,16 +477,95 @@ describe("webhook endpoint actions", () => {
     for (const path of [`/dashboard/webhooks/${id}`, "/dashboard/webhooks", "/dashboard"]) {
       expect((await browser.get(path)).text, path).not.toContain(secret);
     }
-    const forged = await browser.post(
-      `/dashboard/webhooks/${id}/rotate-secret`,
-      {},
-      { Origin: "https://evil.example" },
-    );
+    const forged = await browser.post(`/dashboard/webhooks/${id}/rotate-secret`, await rotateForm(id), {
+      Origin: "https://evil.example",
+    });
     expect(forged.status).toBe(403);
     const { rows: still } = await t.pool.query(`SELECT secret_box FROM webhook_endpoints WHERE id = $1`, [
       id,
     ]);
     expect(still[0].secret_box).toBe(rows[0].secret_box);
+  });
+
+  it("a resubmitted rotate form (a reload of the new secret's page) is refused and rotates nothing", async () => {
+    const { id, secret: original } = await insertEndpoint(t.pool, secretsKey(), {
+      url: "https://receiver.example/reload",
+    });
+    const form = await rotateForm(id);
+    const first = await browser.post(`/dashboard/webhooks/${id}/rotate-secret`, form);
+    expect(first.status).toBe(200);
+    const copied = shownSecret(first.text)!;
+    const afterFirst = await secretColumns(id);
+    expect(await signingSecrets(await secretsKey(), afterFirst, new Date())).toEqual([copied, original]);
+
+    const again = await browser.post(`/dashboard/webhooks/${id}/rotate-secret`, form);
+    expect(again.status).toBe(409);
+    expect(again.headers.get("cache-control")).toBe("no-store");
+    expect(again.text).toContain("<h1>Secret already rotated</h1>");
+    expect(again.text).toMatch(
+      /was already rotated \(the endpoint last changed at \d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ\)/,
+    );
+    expect(again.text).toContain(
+      `<a href="/dashboard/webhooks/${id}">Rotate again from the endpoint page</a>`,
+    );
+    expect(shownSecret(again.text)).toBeUndefined();
+    expect(again.text).not.toContain("whsec_");
+    // Not a second rotation: the receiver keeps the secret it has, beside the one just copied.
+    expect(await secretColumns(id)).toEqual(afterFirst);
+
+    // The endpoint page carries the new version, so a deliberate second rotation still works.
+    const fresh = await rotateForm(id);
+    expect(fresh.version).not.toBe(form.version);
+    const second = await browser.post(`/dashboard/webhooks/${id}/rotate-secret`, fresh);
+    expect(second.status).toBe(200);
+    expect(await signingSecrets(await secretsKey(), await secretColumns(id), new Date())).toEqual([
+      shownSecret(second.text),
+      copied,
+    ]);
+
+    for (const version of [undefined, "not-a-version", form.version.toUpperCase()]) {
+      const bad = await browser.post(`/dashboard/webhooks/${id}/rotate-secret`, version ? { version } : {});
+      expect(bad.status, version).toBe(400);
+      expect(bad.text, version).toContain("version");
+    }
+    const unknown = "00000000-0000-4000-8000-000000000000";
+    expect((await browser.post(`/dashboard/webhooks/${unknown}/rotate-secret`, form)).status).toBe(404);
+  });
+
+  it("two submits of one rendered rotate form at once: one rotates, the other is refused", async () => {
+    const { id, secret: original } = await insertEndpoint(t.pool, secretsKey(), {
+      url: "https://receiver.example/double-click",
+    });
+    const form = await rotateForm(id);
+    // Both UPDATEs queue behind this row lock, so they really meet at the row
+    // rather than one finishing before the other starts.
+    const holder = await t.pool.connect();
+    let submits: Promise<Awaited<ReturnType<typeof browser.post>>[]>;
+    try {
+      await holder.query("BEGIN");
+      await holder.query(`SELECT 1 FROM webhook_endpoints WHERE id = $1 FOR UPDATE`, [id]);
+      submits = Promise.all([
+        browser.post(`/dashboard/webhooks/${id}/rotate-secret`, form),
+        browser.post(`/dashboard/webhooks/${id}/rotate-secret`, form),
+      ]);
+      await waitFor(async () => {
+        const { rows } = await t.pool.query(
+          `SELECT count(*)::int AS n FROM pg_stat_activity
+            WHERE datname = current_database() AND wait_event_type = 'Lock' AND query ILIKE 'update %webhook_endpoints%'`,
+        );
+        return rows[0].n === 2;
+      }, 10_000);
+      await holder.query("COMMIT");
+    } finally {
+      holder.release();
+    }
+    const answers = await submits;
+    expect(answers.map((a) => a.status).sort()).toEqual([200, 409]);
+    const won = answers.find((a) => a.status === 200)!;
+    expect(await signingSecrets(await secretsKey(), await secretColumns(id), new Date())).toEqual([
+      shownSecret(won.text),
+      original,
+    ]);
   });
 });
 

@@ -1,6 +1,6 @@
-import { eq, sql } from "drizzle-orm";
+import { and, eq, sql } from "drizzle-orm";
 import type { Db } from "../db.ts";
-import { NotFoundError } from "../errors.ts";
+import { DomainError, NotFoundError } from "../errors.ts";
 import { webhookEndpoints } from "../schema.ts";
 import { endpointView, type EndpointView } from "./schemas.ts";
 import { sealSecret } from "./secret-box.ts";
@@ -10,6 +10,40 @@ export interface RotateOptions {
   /** How long the outgoing secret keeps signing beside the new one (WEBHOOK_SECRET_ROTATION_HOURS); 0: not at all. */
   windowHours: number;
   now?: Date;
+  /**
+   * Rotate only while the current secret is still this one (a `secretVersion`
+   * read earlier); otherwise throw SecretAlreadyRotatedError and change nothing.
+   * Without it the rotation is unconditional, as the admin API's is.
+   */
+  ifVersion?: string;
+}
+
+/**
+ * Names the endpoint's current secret without revealing it: a digest of the
+ * sealed box, which has a fresh random IV at every rotation, so the version
+ * changes with each rotation and with nothing else. A digest of ciphertext says
+ * nothing about the secret, so it may sit in a page.
+ */
+const secretVersionSql = sql<string>`md5(${webhookEndpoints.secretBox})`;
+
+/** The version of the endpoint's current secret, for `ifVersion`; undefined when there is no such endpoint. */
+export async function secretVersion(db: Db, id: string): Promise<string | undefined> {
+  const [row] = await db
+    .select({ version: secretVersionSql })
+    .from(webhookEndpoints)
+    .where(eq(webhookEndpoints.id, id));
+  return row?.version;
+}
+
+/** A rotation asked for against a secret that another rotation has already replaced. */
+export class SecretAlreadyRotatedError extends DomainError {
+  constructor(
+    id: string,
+    /** When the endpoint last changed: the later rotation, unless something else changed it since. */
+    readonly changedAt: Date,
+  ) {
+    super("illegal_transition", `webhook endpoint ${id}: that secret was already rotated; nothing changed`);
+  }
 }
 
 /**
@@ -19,7 +53,11 @@ export interface RotateOptions {
  * already in its window is dropped: only the two newest secrets ever sign.
  *
  * One UPDATE moves current → previous, so two rotations at once cannot both
- * keep the same outgoing secret or lose the one in between.
+ * keep the same outgoing secret or lose the one in between. With `ifVersion`
+ * the same UPDATE is the compare-and-set: of two rotations of one version, the
+ * second re-reads the row the first committed, no longer matches, and rotates
+ * nothing; so a form sent twice (a reload of its answer) cannot retire the
+ * secret the receiver still uses.
  */
 export async function rotateSecret(
   db: Db,
@@ -40,8 +78,17 @@ export async function rotateSecret(
       previousSecretExpiresAt: keep ? new Date(now.getTime() + options.windowHours * 3_600_000) : null,
       updatedAt: sql`now()`,
     })
-    .where(eq(t.id, id))
+    .where(
+      and(
+        eq(t.id, id),
+        options.ifVersion === undefined ? undefined : eq(secretVersionSql, options.ifVersion),
+      ),
+    )
     .returning();
-  if (!row) throw new NotFoundError("webhook endpoint", id);
-  return { secret, endpoint: endpointView(row, now) };
+  if (row) return { secret, endpoint: endpointView(row, now) };
+  if (options.ifVersion !== undefined) {
+    const [current] = await db.select({ updatedAt: t.updatedAt }).from(t).where(eq(t.id, id));
+    if (current) throw new SecretAlreadyRotatedError(id, current.updatedAt);
+  }
+  throw new NotFoundError("webhook endpoint", id);
 }

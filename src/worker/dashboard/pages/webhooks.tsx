@@ -1,8 +1,13 @@
-import type { Hono } from "hono";
+import type { Context, Hono } from "hono";
 import { z } from "zod";
 import { recoverFailed } from "../../../domain/webhooks/recover.ts";
-import { rotateSecret } from "../../../domain/webhooks/rotate-secret.ts";
+import {
+  SecretAlreadyRotatedError,
+  rotateSecret,
+  secretVersion,
+} from "../../../domain/webhooks/rotate-secret.ts";
 import { sendTestEvent } from "../../../domain/webhooks/send-test.ts";
+import type { EndpointView } from "../../../domain/webhooks/schemas.ts";
 import { updateEndpoint } from "../../../domain/webhooks/update.ts";
 import {
   endpointDeliveries,
@@ -27,6 +32,18 @@ import { RedeliverForm, deliveryEventHref, deliveryHref } from "./webhook-delive
  */
 
 const enabledForm = z.object({ enabled: z.enum(["true", "false"]).transform((v) => v === "true") });
+
+/**
+ * The secret the rotate form was shown with (rotate-secret.ts's secretVersion).
+ * The answer to a rotation is that POST's own page, and reloading it sends the
+ * form again: without this, the reload rotated a second time, retiring the secret
+ * the receiver still used and leaving the one just copied to expire.
+ */
+const rotateForm = z.object({
+  version: z
+    .string()
+    .regex(/^[0-9a-f]{32}$/, "must come from the endpoint page's rotate form: rotate from there"),
+});
 
 /** `<input type="datetime-local">` sends no zone; the dashboard shows UTC everywhere, so it is read as UTC. */
 const recoverForm = z.object({
@@ -75,6 +92,52 @@ function health(e: EndpointHealth): { label: string; tone: string } {
   if (!e.enabled) return { label: "disabled", tone: "failed" };
   if (e.failingSince) return { label: "failing", tone: "failed" };
   return { label: "healthy", tone: "delivered" };
+}
+
+/** The answer to a rotation: the only place the new secret is ever shown. */
+function newSecretPage(c: Context<DashboardEnv>, id: string, secret: string, endpoint: EndpointView) {
+  return render(
+    c,
+    { title: "New signing secret", section: "webhooks" },
+    <div class="panel">
+      <h1>New signing secret</h1>
+      <p>
+        {"For "}
+        <span class="mono">{endpoint.url}</span>
+        {". Copy it now: it is not shown again."}
+      </p>
+      <pre id="secret">{secret}</pre>
+      <p class="muted">
+        {endpoint.previousSecretExpiresAt
+          ? `The previous secret keeps signing beside it until ${time(endpoint.previousSecretExpiresAt)}.`
+          : "The previous secret no longer signs."}
+      </p>
+      <p>
+        <a href={`/dashboard/webhooks/${id}`}>Back to the endpoint</a>
+      </p>
+    </div>,
+  );
+}
+
+/** A rotate form whose secret was already replaced: nothing changed, and no secret is shown. */
+function alreadyRotatedPage(c: Context<DashboardEnv>, id: string, changedAt: Date) {
+  return render(
+    c,
+    { title: "Secret already rotated", section: "webhooks" },
+    <div class="panel">
+      <h1>Secret already rotated</h1>
+      <p class="alert-box" role="alert">
+        {`The secret this form was shown with was already rotated (the endpoint last changed at ${time(changedAt)}). `}
+        {"Nothing was rotated now, and no secret is shown."}
+      </p>
+      <p>
+        {"A reload of the new secret's page sends its form again; this did not replace that secret. "}
+        <a href={`/dashboard/webhooks/${id}`}>Rotate again from the endpoint page</a>
+        {" if you meant to."}
+      </p>
+    </div>,
+    409,
+  );
 }
 
 export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
@@ -131,8 +194,12 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
   dashboard.get("/webhooks/:id", idParam("webhook endpoint"), valid("query", endpointQuery), async (c) => {
     const id = c.req.valid("param").id;
     const q = c.req.valid("query");
-    const [endpoint] = await endpointHealth(c.var.db, id);
-    if (!endpoint) throw new ApiError("NOT_FOUND", `webhook endpoint ${id} not found`);
+    const [[endpoint], version] = await Promise.all([
+      endpointHealth(c.var.db, id),
+      secretVersion(c.var.db, id),
+    ]);
+    if (!endpoint || version === undefined)
+      throw new ApiError("NOT_FOUND", `webhook endpoint ${id} not found`);
     const { deliveries, next } = await endpointDeliveries(c.var.db, id, { before: q.before });
     const h = health(endpoint);
     return render(
@@ -158,6 +225,7 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
             </button>
           </form>
           <form class="inline" method="post" action={`/dashboard/webhooks/${endpoint.id}/rotate-secret`}>
+            <input type="hidden" name="version" value={version} />
             <button class="btn secondary" type="submit">
               Rotate secret
             </button>
@@ -289,34 +357,27 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
   );
 
   // Answered with a page, not a redirect: the new secret is in this one response and nowhere else.
-  dashboard.post("/webhooks/:id/rotate-secret", idParam("webhook endpoint"), requireSecretsKey, async (c) => {
-    const id = c.req.valid("param").id;
-    const key = await webhookSecretsKey(c.var.config);
-    const { secret, endpoint } = await rotateSecret(c.var.db, key, id, {
-      windowHours: c.var.config.WEBHOOK_SECRET_ROTATION_HOURS,
-    });
-    return render(
-      c,
-      { title: "New signing secret", section: "webhooks" },
-      <div class="panel">
-        <h1>New signing secret</h1>
-        <p>
-          {"For "}
-          <span class="mono">{endpoint.url}</span>
-          {". Copy it now: it is not shown again."}
-        </p>
-        <pre id="secret">{secret}</pre>
-        <p class="muted">
-          {endpoint.previousSecretExpiresAt
-            ? `The previous secret keeps signing beside it until ${time(endpoint.previousSecretExpiresAt)}.`
-            : "The previous secret no longer signs."}
-        </p>
-        <p>
-          <a href={`/dashboard/webhooks/${id}`}>Back to the endpoint</a>
-        </p>
-      </div>,
-    );
-  });
+  // A stale form (a reload of that page, or a second tab) is refused with 409 and shows no secret.
+  dashboard.post(
+    "/webhooks/:id/rotate-secret",
+    idParam("webhook endpoint"),
+    valid("form", rotateForm),
+    requireSecretsKey,
+    async (c) => {
+      const id = c.req.valid("param").id;
+      const key = await webhookSecretsKey(c.var.config);
+      try {
+        const { secret, endpoint } = await rotateSecret(c.var.db, key, id, {
+          windowHours: c.var.config.WEBHOOK_SECRET_ROTATION_HOURS,
+          ifVersion: c.req.valid("form").version,
+        });
+        return newSecretPage(c, id, secret, endpoint);
+      } catch (e) {
+        if (e instanceof SecretAlreadyRotatedError) return alreadyRotatedPage(c, id, e.changedAt);
+        throw e;
+      }
+    },
+  );
 
   dashboard.post("/webhooks/:id/test", idParam("webhook endpoint"), async (c) => {
     const id = c.req.valid("param").id;
