@@ -2,6 +2,7 @@ import { mkdir } from "node:fs/promises";
 import { chromium, type Browser, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { importSecretsKey } from "../../src/domain/webhooks/secret-box.ts";
+import { signingSecrets } from "../../src/domain/webhooks/secrets.ts";
 import { startReceiver } from "../qstash-dev/receiver.ts";
 import { newApiKey } from "../support/api-keys.ts";
 import { poison } from "../support/dashboard.ts";
@@ -54,6 +55,15 @@ afterAll(async () => {
 
 const shot = (name: string) =>
   page.screenshot({ path: new URL(`${name}.png`, SHOTS).pathname, fullPage: true });
+
+/** Signs in afresh, whatever the tests before left behind. */
+async function signIn() {
+  await page.context().clearCookies();
+  await page.goto(`${stack.url}/dashboard/login`);
+  await page.fill("#password", stack.env.ADMIN_TOKEN!);
+  await page.click("button[type=submit]");
+  await page.waitForURL(`${stack.url}/dashboard`);
+}
 
 async function stateCounts(ids: string[]) {
   const { rows } = await t.pool.query(
@@ -283,4 +293,118 @@ describe("the dashboard in Chromium", () => {
     await page.goto(`${stack.url}/dashboard`);
     expect(new URL(page.url()).pathname).toBe("/dashboard/login");
   }, 120_000);
+
+  it("long unbroken text (a receiver's 2 KB body, URLs, errors, subjects) wraps instead of widening the page", async () => {
+    // A receiver once answered 503 with 2 KB and no spaces: the delivery page was 15,007 px wide.
+    const unbroken = (prefix: string, bytes: number) =>
+      (prefix + "Zm9vYmFyYmF6cXV4".repeat(Math.ceil(bytes / 16))).slice(0, bytes);
+    const secretsKey = importSecretsKey(TEST_WEBHOOK_SECRETS_KEY);
+    const endpoint = await insertEndpoint(t.pool, secretsKey, {
+      url: unbroken("https://hooks.acme.example/outbox/v2/receive?token=", 300),
+      types: ["ledger.*"],
+    });
+    // Already fanned and of a type only that endpoint takes: the relay leaves these rows alone.
+    const [eventId] = await seedEvents(t.pool, 1, {
+      type: "ledger.posted",
+      subject: () => unbroken("ledger-", 300),
+      fanned: true,
+    });
+    await t.pool.query(`UPDATE events SET payload = jsonb_build_object('blob', $2::text) WHERE id = $1`, [
+      eventId,
+      unbroken("", 2048),
+    ]);
+    const [delivery] = (
+      await t.pool.query(
+        `INSERT INTO webhook_deliveries (endpoint_id, event_id, event_type, body, status, attempts, failed_at, last_error)
+         VALUES ($1, $2, 'ledger.posted', '{}', 'failed', 2, now(), $3) RETURNING id`,
+        [endpoint.id, eventId, `endpoint answered 503: ${unbroken("", 400)}`],
+      )
+    ).rows;
+    await t.pool.query(
+      `INSERT INTO webhook_attempts (delivery_id, attempted_at, duration_ms, status, error, response_body)
+       VALUES ($1, now() - interval '1 minute', 10000, NULL, 'timeout', NULL),
+              ($1, now(), 212, 503, NULL, $2)`,
+      [delivery.id, unbroken("upstream_unavailable:", 2048)],
+    );
+    await poison(t.pool, `QStash 400: ${unbroken("rejected:", 600)}`, "ledger.posted");
+
+    await signIn();
+
+    const overflow = () =>
+      page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+    const wide: Record<string, number> = {};
+    for (const path of [
+      `/dashboard/webhooks/deliveries/${delivery.id}`,
+      `/dashboard/events/${eventId}`,
+      `/dashboard/webhooks/${endpoint.id}`,
+      "/dashboard/webhooks",
+      "/dashboard/events",
+      "/dashboard/poisoned",
+      "/dashboard",
+    ]) {
+      await page.goto(`${stack.url}${path}`);
+      const px = await overflow();
+      if (px > 1) wide[path] = px;
+    }
+    expect(wide, "pages wider than the window, by px").toEqual({});
+
+    await page.goto(`${stack.url}/dashboard/webhooks/deliveries/${delivery.id}`);
+    const cell = page.locator("table.attempts td.mono").filter({ hasText: "upstream_unavailable:" });
+    // Wrapped, not cut: all 2 KB are on the page, inside the table's width.
+    expect((await cell.textContent())!.length).toBe(2048);
+    const [table, body] = await Promise.all([
+      page.locator("table.attempts").boundingBox(),
+      cell.boundingBox(),
+    ]);
+    expect(body!.x + body!.width).toBeLessThanOrEqual(table!.x + table!.width + 1);
+    // The other columns keep a readable width beside it: a short error stays on one line.
+    const errorLines = await page
+      .locator("table.attempts td.error")
+      .filter({ hasText: "timeout" })
+      .evaluate((td) => {
+        const text = document.createRange();
+        text.selectNodeContents(td);
+        return text.getClientRects().length;
+      });
+    expect(errorLines).toBe(1);
+    await shot("webhook-delivery-long-body");
+    await page.goto(`${stack.url}/dashboard/events/${eventId}`);
+    await shot("event-detail-long-text");
+    expect(problems).toEqual([]);
+  }, 60_000);
+
+  it("reloading the page that shows a new secret does not rotate it again", async () => {
+    const secretsKey = importSecretsKey(TEST_WEBHOOK_SECRETS_KEY);
+    const endpoint = await insertEndpoint(t.pool, secretsKey, {
+      url: "https://hooks.acme.example/rotate",
+      types: ["ledger.*"],
+    });
+    const secrets = async () => {
+      const { rows } = await t.pool.query(
+        `SELECT id, secret_box AS "secretBox", previous_secret_box AS "previousSecretBox",
+                previous_secret_expires_at AS "previousSecretExpiresAt"
+           FROM webhook_endpoints WHERE id = $1`,
+        [endpoint.id],
+      );
+      return signingSecrets(await secretsKey, rows[0], new Date());
+    };
+    await signIn();
+    await page.goto(`${stack.url}/dashboard/webhooks/${endpoint.id}`);
+    await page.getByRole("button", { name: "Rotate secret" }).click();
+    await page.waitForURL(`${stack.url}/dashboard/webhooks/${endpoint.id}/rotate-secret`);
+    const copied = (await page.textContent("#secret"))!;
+    expect(await secrets()).toEqual([copied, endpoint.secret]);
+
+    // What the operator did: reload, and let the browser send the form again.
+    const reloaded = await page.reload();
+    expect(reloaded!.request().method()).toBe("POST");
+    expect(reloaded!.status()).toBe(409);
+    expect(await page.textContent("h1")).toBe("Secret already rotated");
+    expect(await page.locator("#secret").count()).toBe(0);
+    expect(await secrets()).toEqual([copied, endpoint.secret]);
+    await shot("webhook-secret-already-rotated");
+    // The 409 is the one console error this page is expected to have.
+    problems.splice(0, problems.length, ...problems.filter((p) => !p.includes("status of 409")));
+    expect(problems).toEqual([]);
+  }, 60_000);
 });

@@ -1,6 +1,12 @@
 /**
  * The stylesheet, served from /dashboard/assets/dashboard.css: the CSP allows
  * styles from 'self' only, so there is no inline <style> or style="" anywhere.
+ *
+ * Text from outside (a receiver's body, URLs, subjects, errors, payloads) can be
+ * one unbroken run of any length: a 2 KB 503 body made a delivery page 15,000 px
+ * wide. `.mono`, `pre` and `.error` may break it anywhere; `overflow-wrap:
+ * anywhere` (unlike `break-word`) also shrinks the width a table sizes the column
+ * by. Such a column would then take all the room, so an error cell keeps 10rem.
  */
 export const DASHBOARD_CSS = `
 :root{--fg:#1d2330;--muted:#5d6678;--line:#dde1e8;--bg:#f6f7f9;--card:#fff;--accent:#2557d6;--bad:#b42318;--ok:#067647;--warn:#b54708}
@@ -33,9 +39,10 @@ table.kv th{width:12rem;text-transform:none;font-size:.9rem;letter-spacing:0}
 td.num,th.num{text-align:right}
 td.time{white-space:nowrap}
 th.pick,td.pick{width:2rem}
-code,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:.85em}
+code,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:.85em;overflow-wrap:anywhere}
 .error{color:var(--bad);white-space:pre-wrap;word-break:break-word}
-pre{background:#0f172a;color:#e2e8f0;padding:.8rem;border-radius:6px;overflow:auto;max-height:28rem}
+td.error{min-width:10rem}
+pre{background:#0f172a;color:#e2e8f0;padding:.8rem;border-radius:6px;overflow:auto;max-height:28rem;white-space:pre-wrap;overflow-wrap:anywhere}
 .notice{background:#ecfdf3;border:1px solid #abefc6;padding:.5rem .8rem;border-radius:6px}
 .alert-box{background:#fef3f2;border:1px solid #fecdca;padding:.5rem .8rem;border-radius:6px}
 .state{display:inline-block;padding:0 .45rem;border-radius:999px;font-size:.8rem;font-weight:600}
