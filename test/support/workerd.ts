@@ -32,7 +32,9 @@ export function useWorkerd(
     });
     // The object handed out already: tests hold it from before their beforeAll ran.
     Object.assign(stack, started);
-  });
+    // Bundling and booting a Worker, five files at once beside the rest of the suite on
+    // two cores, once took longer than the 60 s default: a start-up budget, not a test.
+  }, 150_000);
 
   afterAll(async () => {
     await stack.close?.();
