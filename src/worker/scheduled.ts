@@ -1,7 +1,12 @@
 import { deleteOldFannedEvents, drain, evaluateAlerts, vacuumEventsIfNeeded } from "../outbox/index.ts";
 import { subscriptions } from "../domain/subscriptions.ts";
 import { disableFailingEndpoints } from "../domain/webhooks/auto-disable.ts";
-import { deleteOldDeliveries, publishUnpublished } from "../domain/webhooks/sweep.ts";
+import {
+  deleteOldDeliveries,
+  OVERDUE_AFTER_MINUTES,
+  publishOverdue,
+  publishUnpublished,
+} from "../domain/webhooks/sweep.ts";
 import { openNeonDatabase, type OpenDatabase } from "./database.ts";
 import { parseConfig, type Bindings } from "./env.ts";
 import { passBackoffFor, publisherFor, SWEEP_BUDGET_MS } from "./relay.ts";
@@ -14,7 +19,8 @@ import { deliverQueueFor } from "./webhooks.ts";
  * enough of it is dead, alert evaluation, disabling webhook endpoints that have
  * only failed for WEBHOOK_DISABLE_AFTER_DAYS, deleting finished webhook
  * deliveries past RETENTION_DAYS, and publishing deliveries whose publish was
- * lost (last: it needs QStash, whose outage should not stop the rest). One log line
+ * lost or whose job is long overdue (last: they need QStash, whose outage should
+ * not stop the rest). One log line
  * says what it did. Throws (the invocation shows as failed) on misconfiguration
  * or a database error; the next sweep simply tries again.
  */
@@ -54,6 +60,7 @@ export function createScheduled(
         now: now(),
       });
       const republished = await publishUnpublished(db, deliverQueueFor(config), now());
+      const overdue = await publishOverdue(db, deliverQueueFor(config), now());
       console.log(
         `sweep: fanned ${relay.fanned} of ${relay.claimed} claimed in ${relay.passes} passes (${relay.jobs} jobs, ` +
           `${relay.failed} failed, ${relay.poisoned} poisoned, stopped: ${relay.stoppedBecause}); ` +
@@ -62,7 +69,8 @@ export function createScheduled(
           `alerts raised: ${raised.length ? raised.join(", ") : "none"}; ` +
           `webhook endpoints disabled: ${disabled.length ? disabled.join(", ") : "none"}; ` +
           `deleted ${deliveriesDeleted} webhook deliveries older than ${config.RETENTION_DAYS} d; ` +
-          `re-published ${republished} webhook deliveries whose publish was lost; ${Date.now() - started} ms`,
+          `re-published ${republished} webhook deliveries whose publish was lost and ${overdue} whose job was ` +
+          `overdue by ${OVERDUE_AFTER_MINUTES} min; ${Date.now() - started} ms`,
       );
     } catch (error) {
       console.error(`sweep failed after ${Date.now() - started} ms:`, (error as Error).message);

@@ -17,8 +17,10 @@ import { recoverFailed } from "../../src/domain/webhooks/recover.ts";
 import { redeliver } from "../../src/domain/webhooks/redeliver.ts";
 import { sendTestEvent } from "../../src/domain/webhooks/send-test.ts";
 import {
+  OVERDUE_AFTER_MINUTES,
   UNPUBLISHED_AFTER_MINUTES,
   deleteOldDeliveries,
+  publishOverdue,
   publishUnpublished,
 } from "../../src/domain/webhooks/sweep.ts";
 import { importSecretsKey, newSecretsKey } from "../../src/domain/webhooks/secret-box.ts";
@@ -849,5 +851,70 @@ describe("lost publishes and retention (the cron sweep's share)", () => {
     }
     expect(publishedFor(orphan.id)).toHaveLength(1);
     expect((await deliveriesOf(e.id))[0].message_id).toEqual(expect.any(String));
+  });
+});
+
+describe("lost jobs (the cron sweep's share)", () => {
+  const minutes = (n: number) => new Date(Date.now() + n * 60_000);
+  // Other deliveries of this file may be swept too: each case looks at its own rows.
+
+  it("a retry QStash no longer holds is published again half an hour after it was due, once", async () => {
+    const { delivery, event: e, endpoint } = await oneDelivery("/overdue");
+    receiver.state.respond = () => ({ status: 503 });
+    expect(await deliverWebhook(await deps(), delivery.id, 0)).toMatchObject({
+      kind: "retry",
+      retryAfterSeconds: SCHEDULE[0],
+    });
+    const [first] = await deliveriesOf(e.id);
+    const before = publishedFor(delivery.id).length;
+
+    // Due in 5 s. Late by less than OVERDUE_AFTER_MINUTES, QStash may yet come.
+    await publishOverdue(db(), queue, minutes(OVERDUE_AFTER_MINUTES - 1));
+    expect(publishedFor(delivery.id)).toHaveLength(before);
+    // Later than that, its job is taken for lost: a new one.
+    expect(await publishOverdue(db(), queue, minutes(OVERDUE_AFTER_MINUTES + 1))).toBeGreaterThanOrEqual(1);
+    expect(publishedFor(delivery.id)).toHaveLength(before + 1);
+    const [again] = await deliveriesOf(e.id);
+    expect(again.message_id).toEqual(expect.any(String));
+    expect(again.message_id).not.toBe(first.message_id);
+    // Once: the next sweeps leave it to the new job.
+    await publishOverdue(db(), queue, minutes(OVERDUE_AFTER_MINUTES + 2));
+    expect(publishedFor(delivery.id)).toHaveLength(before + 1);
+
+    // Which delivers it, signed as ever, under the same webhook-id.
+    receiver.state.respond = () => ({ status: 204 });
+    expect(await deliverWebhook(await deps(), delivery.id, 0)).toMatchObject({ kind: "delivered" });
+    const posts = receiver.received.filter((r) => r.path === "/overdue");
+    expect(posts.map((p) => p.headers["webhook-id"])).toEqual([e.id, e.id]);
+    verifyWebhook(endpoint.secret, posts[1]!.body, posts[1]!.headers);
+  });
+
+  it("a job lost before its first attempt is published again too", async () => {
+    const { delivery } = await oneDelivery("/never-tried");
+    const before = publishedFor(delivery.id).length;
+    await publishOverdue(db(), queue, minutes(OVERDUE_AFTER_MINUTES - 1));
+    expect(publishedFor(delivery.id)).toHaveLength(before);
+    await publishOverdue(db(), queue, minutes(OVERDUE_AFTER_MINUTES + 1));
+    expect(publishedFor(delivery.id)).toHaveLength(before + 1);
+  });
+
+  it("leaves a delivery whose retries are spent, and one whose attempt is under way", async () => {
+    // Spent: attempted, no retry due. QStash's failure callback fails it; a new job
+    // would give it a whole new schedule.
+    const spent = await oneDelivery("/spent");
+    receiver.state.respond = () => ({ status: 503 });
+    expect(await deliverWebhook(await deps(), spent.delivery.id, SCHEDULE.length)).toMatchObject({
+      kind: "retry",
+      retryAfterSeconds: null,
+    });
+    // Under way: another delivery of its job holds the lease.
+    const leased = await oneDelivery("/leased");
+    await t.pool.query(
+      "UPDATE webhook_deliveries SET lease_until = now() + interval '2 hours' WHERE id = $1",
+      [leased.delivery.id],
+    );
+    const before = [publishedFor(spent.delivery.id).length, publishedFor(leased.delivery.id).length];
+    await publishOverdue(db(), queue, minutes(OVERDUE_AFTER_MINUTES + 10));
+    expect([publishedFor(spent.delivery.id).length, publishedFor(leased.delivery.id).length]).toEqual(before);
   });
 });

@@ -50,6 +50,54 @@ export async function publishUnpublished(db: Db, queue: DeliverQueue, now: Date)
 }
 
 /**
+ * Minutes past its due time after which a pending delivery's job is taken to be
+ * lost. QStash comes back when the deliver job asked it to (its Retry-After), give or
+ * take seconds; half an hour later the job is gone: a QStash dev server restarted
+ * (it keeps its queue in memory), a message deleted from QStash's console.
+ */
+export const OVERDUE_AFTER_MINUTES = 30;
+
+/**
+ * The cron sweep's repair for a lost job, as publishUnpublished's for a lost
+ * publish: pending deliveries that have a job, are not leased, and are overdue by
+ * OVERDUE_AFTER_MINUTES get a new job each. Overdue: a retry due before then
+ * (`next_attempt_at`), or no attempt at all since the job was published before then
+ * (`requested_at`). A delivery whose retries are spent (attempted since its publish,
+ * no retry due) is not: QStash's failure callback fails it, and a new job would
+ * give it a fresh schedule. A new job's retries start over, as an operator's
+ * redeliver's do. Taken and stamped like publishUnpublished's rows (the due retry
+ * cleared), so a publish that fails is tried again by a sweep half an hour later; a
+ * job that was only late after all finds the lease or the delivered row, and a
+ * failure callback of the old job no longer matches the row's message id.
+ */
+export async function publishOverdue(db: Db, queue: DeliverQueue, now: Date): Promise<number> {
+  const rows = await queryRows<{ id: string; event_id: string; endpoint_id: string }>(
+    db,
+    sql`UPDATE webhook_deliveries d SET requested_at = ${now}, next_attempt_at = NULL
+          FROM (SELECT id FROM webhook_deliveries
+                 WHERE status = 'pending' AND message_id IS NOT NULL
+                   AND (lease_until IS NULL OR lease_until < ${now})
+                   AND (next_attempt_at < ${now}::timestamptz - make_interval(mins => ${OVERDUE_AFTER_MINUTES})
+                        OR (next_attempt_at IS NULL
+                            AND requested_at < ${now}::timestamptz - make_interval(mins => ${OVERDUE_AFTER_MINUTES})
+                            AND (last_attempt_at IS NULL OR last_attempt_at < requested_at)))
+                 ORDER BY requested_at
+                 LIMIT ${SWEEP_BATCH}
+                 FOR UPDATE SKIP LOCKED) due
+         WHERE d.id = due.id
+        RETURNING d.id, d.event_id, d.endpoint_id`,
+  );
+  if (rows.length === 0) return 0;
+  const messageIds = await enqueueAgain(queue, rows, "sweep");
+  await recordMessageIds(
+    db,
+    rows.map((r) => r.id),
+    messageIds,
+  );
+  return rows.length;
+}
+
+/**
  * Retention for the delivery log, with the events' RETENTION_DAYS: finished
  * deliveries (delivered or failed) created before the cut-off go, their attempts
  * with them (ON DELETE CASCADE). Pending ones stay whatever their age. Bounded
