@@ -378,6 +378,7 @@ function queryCases(): Case[] {
     // Pages, like any web page, ignore parameters they do not know; bad values of known ones are errors.
     q(`${name}: NUL`, `${path}type=${enc(NUL)}`, "basic");
   }
+  q("dashboard events: type no event type can match", `/dashboard/events?type=${enc("Bad Type")}`, "basic");
   for (const before of ["5", "' OR 1=1", "2026-01-01T00:00:00Z,x", NUL])
     q(
       `dashboard webhook deliveries: before ${before}`,
