@@ -1,4 +1,4 @@
-import { sql } from "drizzle-orm";
+import { sql, type SQL } from "drizzle-orm";
 import type { Db } from "../db.ts";
 import type { DeliverQueue } from "./deliver-queue.ts";
 import { recordMessageIds } from "./fanout.ts";
@@ -27,12 +27,27 @@ export const SWEEP_BATCH = 500;
  * delivered row is not sent again.
  */
 export async function publishUnpublished(db: Db, queue: DeliverQueue, now: Date): Promise<number> {
+  return takeAndPublish(
+    db,
+    queue,
+    now,
+    sql`message_id IS NULL
+        AND requested_at < ${now}::timestamptz - make_interval(mins => ${UNPUBLISHED_AFTER_MINUTES})`,
+  );
+}
+
+/**
+ * Takes up to SWEEP_BATCH pending deliveries that match `where` (SKIP LOCKED, so
+ * two sweeps share them out), stamps them `requested_at = now` with no retry due,
+ * and gives each a new deliver job. The stamp comes first, so a publish that
+ * fails leaves the rows to a later sweep.
+ */
+async function takeAndPublish(db: Db, queue: DeliverQueue, now: Date, where: SQL): Promise<number> {
   const rows = await queryRows<{ id: string; event_id: string; endpoint_id: string }>(
     db,
-    sql`UPDATE webhook_deliveries d SET requested_at = ${now}
+    sql`UPDATE webhook_deliveries d SET requested_at = ${now}, next_attempt_at = NULL
           FROM (SELECT id FROM webhook_deliveries
-                 WHERE status = 'pending' AND message_id IS NULL
-                   AND requested_at < ${now}::timestamptz - make_interval(mins => ${UNPUBLISHED_AFTER_MINUTES})
+                 WHERE status = 'pending' AND ${where}
                  ORDER BY requested_at
                  LIMIT ${SWEEP_BATCH}
                  FOR UPDATE SKIP LOCKED) due
@@ -71,30 +86,17 @@ export const OVERDUE_AFTER_MINUTES = 30;
  * failure callback of the old job no longer matches the row's message id.
  */
 export async function publishOverdue(db: Db, queue: DeliverQueue, now: Date): Promise<number> {
-  const rows = await queryRows<{ id: string; event_id: string; endpoint_id: string }>(
+  const late = sql`${now}::timestamptz - make_interval(mins => ${OVERDUE_AFTER_MINUTES})`;
+  return takeAndPublish(
     db,
-    sql`UPDATE webhook_deliveries d SET requested_at = ${now}, next_attempt_at = NULL
-          FROM (SELECT id FROM webhook_deliveries
-                 WHERE status = 'pending' AND message_id IS NOT NULL
-                   AND (lease_until IS NULL OR lease_until < ${now})
-                   AND (next_attempt_at < ${now}::timestamptz - make_interval(mins => ${OVERDUE_AFTER_MINUTES})
-                        OR (next_attempt_at IS NULL
-                            AND requested_at < ${now}::timestamptz - make_interval(mins => ${OVERDUE_AFTER_MINUTES})
-                            AND (last_attempt_at IS NULL OR last_attempt_at < requested_at)))
-                 ORDER BY requested_at
-                 LIMIT ${SWEEP_BATCH}
-                 FOR UPDATE SKIP LOCKED) due
-         WHERE d.id = due.id
-        RETURNING d.id, d.event_id, d.endpoint_id`,
+    queue,
+    now,
+    sql`message_id IS NOT NULL
+        AND (lease_until IS NULL OR lease_until < ${now})
+        AND (next_attempt_at < ${late}
+             OR (next_attempt_at IS NULL AND requested_at < ${late}
+                 AND (last_attempt_at IS NULL OR last_attempt_at < requested_at)))`,
   );
-  if (rows.length === 0) return 0;
-  const messageIds = await enqueueAgain(queue, rows, "sweep");
-  await recordMessageIds(
-    db,
-    rows.map((r) => r.id),
-    messageIds,
-  );
-  return rows.length;
 }
 
 /**
