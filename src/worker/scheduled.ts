@@ -10,7 +10,7 @@ import {
 import { openNeonDatabase, type OpenDatabase } from "./database.ts";
 import { parseConfig, type Bindings } from "./env.ts";
 import { passBackoffFor, publisherFor, SWEEP_BUDGET_MS } from "./relay.ts";
-import { deliverQueueFor } from "./webhooks.ts";
+import { deliverQueueFor, qstashMessagesFor } from "./webhooks.ts";
 
 /**
  * The every-minute cron sweep (wrangler.toml `crons`). It is what makes a lost
@@ -60,7 +60,7 @@ export function createScheduled(
         now: now(),
       });
       const republished = await publishUnpublished(db, deliverQueueFor(config), now());
-      const overdue = await publishOverdue(db, deliverQueueFor(config), now());
+      const overdue = await publishOverdue(db, deliverQueueFor(config), qstashMessagesFor(config), now());
       console.log(
         `sweep: fanned ${relay.fanned} of ${relay.claimed} claimed in ${relay.passes} passes (${relay.jobs} jobs, ` +
           `${relay.failed} failed, ${relay.poisoned} poisoned, stopped: ${relay.stoppedBecause}); ` +
@@ -69,8 +69,8 @@ export function createScheduled(
           `alerts raised: ${raised.length ? raised.join(", ") : "none"}; ` +
           `webhook endpoints disabled: ${disabled.length ? disabled.join(", ") : "none"}; ` +
           `deleted ${deliveriesDeleted} webhook deliveries older than ${config.RETENTION_DAYS} d; ` +
-          `re-published ${republished} webhook deliveries whose publish was lost and ${overdue} whose job was ` +
-          `overdue by ${OVERDUE_AFTER_MINUTES} min; ${Date.now() - started} ms`,
+          `re-published ${republished} webhook deliveries whose publish was lost and ${overdue} whose job ` +
+          `QStash no longer held ${OVERDUE_AFTER_MINUTES} min after it was due; ${Date.now() - started} ms`,
       );
     } catch (error) {
       console.error(`sweep failed after ${Date.now() - started} ms:`, (error as Error).message);

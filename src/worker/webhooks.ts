@@ -1,4 +1,9 @@
-import { createQStashDeliverQueue, type DeliverQueue } from "../domain/webhooks/deliver-queue.ts";
+import {
+  createQStashDeliverQueue,
+  createQStashMessages,
+  type DeliverQueue,
+  type QStashMessages,
+} from "../domain/webhooks/deliver-queue.ts";
 import type { Config } from "./env.ts";
 
 /** Deliver jobs published through the same QStash as the relay's, to this Worker's `/jobs/webhook.deliver`. */
@@ -10,4 +15,9 @@ export function deliverQueueFor(config: Config): DeliverQueue {
     retries: config.WEBHOOK_RETRY_SCHEDULE.length,
     batchMessages: config.QSTASH_BATCH_MESSAGES,
   });
+}
+
+/** The same QStash, asked whether it still holds a deliver job (the sweep's check before republishing). */
+export function qstashMessagesFor(config: Config): QStashMessages {
+  return createQStashMessages({ baseUrl: config.QSTASH_URL, token: config.QSTASH_TOKEN });
 }

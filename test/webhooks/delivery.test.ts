@@ -8,6 +8,7 @@ import { deliverWebhook, type DeliverDeps } from "../../src/domain/webhooks/deli
 import {
   DELIVER_PARALLELISM,
   createQStashDeliverQueue,
+  createQStashMessages,
   type DeliverQueue,
 } from "../../src/domain/webhooks/deliver-queue.ts";
 import { markDeliveryFailed } from "../../src/domain/webhooks/delivery-failed.ts";
@@ -856,6 +857,16 @@ describe("lost publishes and retention (the cron sweep's share)", () => {
 
 describe("lost jobs (the cron sweep's share)", () => {
   const minutes = (n: number) => new Date(Date.now() + n * 60_000);
+  // The dev server, asked as QStash would be. Its delivery is paused in this file, so
+  // every job it was given is still held: a case loses one by deleting it.
+  const messages = () => createQStashMessages({ baseUrl: qstash.url, token: qstash.token });
+  const lose = async (messageId: string) => {
+    const res = await fetch(`${qstash.url}/v2/messages/${messageId}`, {
+      method: "DELETE",
+      headers: { authorization: `Bearer ${qstash.token}` },
+    });
+    expect(res.status).toBe(202);
+  };
   // Other deliveries of this file may be swept too: each case looks at its own rows.
 
   it("a retry QStash no longer holds is published again half an hour after it was due, once", async () => {
@@ -866,19 +877,22 @@ describe("lost jobs (the cron sweep's share)", () => {
       retryAfterSeconds: SCHEDULE[0],
     });
     const [first] = await deliveriesOf(e.id);
+    await lose(first.message_id);
     const before = publishedFor(delivery.id).length;
 
     // Due in 5 s. Late by less than OVERDUE_AFTER_MINUTES, QStash may yet come.
-    await publishOverdue(db(), queue, minutes(OVERDUE_AFTER_MINUTES - 1));
+    await publishOverdue(db(), queue, messages(), minutes(OVERDUE_AFTER_MINUTES - 1));
     expect(publishedFor(delivery.id)).toHaveLength(before);
-    // Later than that, its job is taken for lost: a new one.
-    expect(await publishOverdue(db(), queue, minutes(OVERDUE_AFTER_MINUTES + 1))).toBeGreaterThanOrEqual(1);
+    // Later than that, and QStash no longer has it: a new job.
+    expect(
+      await publishOverdue(db(), queue, messages(), minutes(OVERDUE_AFTER_MINUTES + 1)),
+    ).toBeGreaterThanOrEqual(1);
     expect(publishedFor(delivery.id)).toHaveLength(before + 1);
     const [again] = await deliveriesOf(e.id);
     expect(again.message_id).toEqual(expect.any(String));
     expect(again.message_id).not.toBe(first.message_id);
     // Once: the next sweeps leave it to the new job.
-    await publishOverdue(db(), queue, minutes(OVERDUE_AFTER_MINUTES + 2));
+    await publishOverdue(db(), queue, messages(), minutes(OVERDUE_AFTER_MINUTES + 2));
     expect(publishedFor(delivery.id)).toHaveLength(before + 1);
 
     // Which delivers it, signed as ever, under the same webhook-id.
@@ -891,14 +905,39 @@ describe("lost jobs (the cron sweep's share)", () => {
 
   it("a job lost before its first attempt is published again too", async () => {
     const { delivery } = await oneDelivery("/never-tried");
+    await lose(delivery.message_id);
     const before = publishedFor(delivery.id).length;
-    await publishOverdue(db(), queue, minutes(OVERDUE_AFTER_MINUTES - 1));
+    await publishOverdue(db(), queue, messages(), minutes(OVERDUE_AFTER_MINUTES - 1));
     expect(publishedFor(delivery.id)).toHaveLength(before);
-    await publishOverdue(db(), queue, minutes(OVERDUE_AFTER_MINUTES + 1));
+    await publishOverdue(db(), queue, messages(), minutes(OVERDUE_AFTER_MINUTES + 1));
     expect(publishedFor(delivery.id)).toHaveLength(before + 1);
   });
 
-  it("leaves a delivery whose retries are spent, and one whose attempt is under way", async () => {
+  it("a job QStash still holds (late behind flow control) is left to it, and asked about again later", async () => {
+    const { delivery, event: e } = await oneDelivery("/queued");
+    const before = publishedFor(delivery.id).length;
+    const asked: string[] = [];
+    const counting = {
+      holds: (id: string) => {
+        asked.push(id);
+        return messages().holds(id);
+      },
+    };
+    await publishOverdue(db(), queue, counting, minutes(OVERDUE_AFTER_MINUTES + 1));
+    expect(asked).toContain(delivery.message_id);
+    expect(publishedFor(delivery.id)).toHaveLength(before);
+    expect((await deliveriesOf(e.id))[0].message_id).toBe(delivery.message_id);
+    // Stamped: a sweep soon after does not ask again; one half an hour after that does.
+    asked.length = 0;
+    await publishOverdue(db(), queue, counting, minutes(OVERDUE_AFTER_MINUTES + 5));
+    expect(asked).not.toContain(delivery.message_id);
+    await lose(delivery.message_id);
+    await publishOverdue(db(), queue, counting, minutes(2 * OVERDUE_AFTER_MINUTES + 2));
+    expect(asked).toContain(delivery.message_id);
+    expect(publishedFor(delivery.id)).toHaveLength(before + 1);
+  });
+
+  it("leaves a delivery whose retries are spent, and one whose attempt is under way, without asking", async () => {
     // Spent: attempted, no retry due. QStash's failure callback fails it; a new job
     // would give it a whole new schedule.
     const spent = await oneDelivery("/spent");
@@ -913,8 +952,18 @@ describe("lost jobs (the cron sweep's share)", () => {
       "UPDATE webhook_deliveries SET lease_until = now() + interval '2 hours' WHERE id = $1",
       [leased.delivery.id],
     );
+    await lose(spent.delivery.message_id);
+    await lose(leased.delivery.message_id);
     const before = [publishedFor(spent.delivery.id).length, publishedFor(leased.delivery.id).length];
-    await publishOverdue(db(), queue, minutes(OVERDUE_AFTER_MINUTES + 10));
+    const asked: string[] = [];
+    await publishOverdue(
+      db(),
+      queue,
+      { holds: async (id) => (asked.push(id), false) },
+      minutes(OVERDUE_AFTER_MINUTES + 10),
+    );
+    expect(asked).not.toContain(spent.delivery.message_id);
+    expect(asked).not.toContain(leased.delivery.message_id);
     expect([publishedFor(spent.delivery.id).length, publishedFor(leased.delivery.id).length]).toEqual(before);
   });
 });

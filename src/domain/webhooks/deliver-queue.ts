@@ -89,3 +89,42 @@ export function createQStashDeliverQueue(options: QStashDeliverQueueOptions): De
     },
   };
 }
+
+/** Whether QStash still holds a message to deliver: the sweep asks before taking a job for lost. */
+export interface QStashMessages {
+  holds(messageId: string): Promise<boolean>;
+}
+
+/** States in which a message is still to be delivered (or being delivered, or retried). */
+const LIVE_STATES = new Set(["CREATED", "ACTIVE", "RETRY"]);
+
+/**
+ * QStash keeps a message while it is being delivered or retried, and removes it
+ * shortly after (GET /v2/messages/{id} is 404 then). A message waiting behind flow
+ * control is held, however late, so an overdue delivery is taken for lost only
+ * when QStash answers 404, or names a finished state (the dev server keeps finished
+ * messages and says so). Any other answer throws: the sweep then republishes nothing.
+ * A plain fetch, not the SDK's messages.get: the SDK logs every non-2xx answer as
+ * an error, and here a 404 is the expected answer for a lost job.
+ */
+export function createQStashMessages(options: {
+  baseUrl: string;
+  token: string;
+  fetch?: typeof fetch;
+}): QStashMessages {
+  const base = options.baseUrl.replace(/\/+$/, "");
+  return {
+    async holds(messageId) {
+      const res = await (options.fetch ?? fetch)(`${base}/v2/messages/${encodeURIComponent(messageId)}`, {
+        headers: { authorization: `Bearer ${options.token}` },
+      });
+      if (res.status === 404) {
+        await res.body?.cancel();
+        return false;
+      }
+      if (!res.ok) throw new Error(`QStash answered ${res.status} to GET /v2/messages/${messageId}`);
+      const message = (await res.json()) as { state?: string };
+      return message.state === undefined || LIVE_STATES.has(message.state);
+    },
+  };
+}

@@ -1,6 +1,6 @@
 import { sql, type SQL } from "drizzle-orm";
 import type { Db } from "../db.ts";
-import type { DeliverQueue } from "./deliver-queue.ts";
+import type { DeliverQueue, QStashMessages } from "./deliver-queue.ts";
 import { recordMessageIds } from "./fanout.ts";
 import { enqueueAgain } from "./republish.ts";
 import { queryRows } from "./rows.ts";
@@ -72,32 +72,58 @@ async function takeAndPublish(db: Db, queue: DeliverQueue, now: Date, where: SQL
  */
 export const OVERDUE_AFTER_MINUTES = 30;
 
+/** Overdue deliveries one sweep asks QStash about: a request each, within a sweep's subrequests. */
+export const OVERDUE_CHECKS_PER_SWEEP = 50;
+
 /**
  * The cron sweep's repair for a lost job, as publishUnpublished's for a lost
- * publish: pending deliveries that have a job, are not leased, and are overdue by
- * OVERDUE_AFTER_MINUTES get a new job each. Overdue: a retry due before then
- * (`next_attempt_at`), or no attempt at all since the job was published before then
- * (`requested_at`). A delivery whose retries are spent (attempted since its publish,
- * no retry due) is not: QStash's failure callback fails it, and a new job would
- * give it a fresh schedule. A new job's retries start over, as an operator's
- * redeliver's do. Taken and stamped like publishUnpublished's rows (the due retry
- * cleared), so a publish that fails is tried again by a sweep half an hour later; a
- * job that was only late after all finds the lease or the delivered row, and a
- * failure callback of the old job no longer matches the row's message id.
+ * publish. Overdue: a pending, unleased delivery with a job whose retry was due
+ * (`next_attempt_at`), or whose job was published with no attempt since
+ * (`requested_at`), more than OVERDUE_AFTER_MINUTES ago. A delivery whose retries
+ * are spent (attempted since its publish, no retry due) is not overdue: QStash's
+ * failure callback fails it. Late is not lost: a recover of thousands to a slow
+ * receiver waits behind flow control for hours, and a new job each would double
+ * that queue. So QStash is asked about each overdue job (up to
+ * OVERDUE_CHECKS_PER_SWEEP, oldest first). One it still holds is left to it, and
+ * looked at again OVERDUE_AFTER_MINUTES later; one it no longer holds (a message
+ * deleted in its console, a restarted dev server) gets a new job, taken and stamped
+ * like publishUnpublished's rows. The new job's retries start over, as an
+ * operator's redeliver's do; the old job's failure callback no longer matches the
+ * row's message id. Answers how many got a new job.
  */
-export async function publishOverdue(db: Db, queue: DeliverQueue, now: Date): Promise<number> {
+export async function publishOverdue(
+  db: Db,
+  queue: DeliverQueue,
+  messages: QStashMessages,
+  now: Date,
+): Promise<number> {
   const late = sql`${now}::timestamptz - make_interval(mins => ${OVERDUE_AFTER_MINUTES})`;
-  return takeAndPublish(
-    db,
-    queue,
-    now,
-    sql`message_id IS NOT NULL
+  const overdue = sql`message_id IS NOT NULL
         AND (lease_until IS NULL OR lease_until < ${now})
         AND (next_attempt_at < ${late}
              OR (next_attempt_at IS NULL AND requested_at < ${late}
-                 AND (last_attempt_at IS NULL OR last_attempt_at < requested_at)))`,
+                 AND (last_attempt_at IS NULL OR last_attempt_at < requested_at)))`;
+  const candidates = await queryRows<{ id: string; message_id: string }>(
+    db,
+    sql`SELECT id, message_id FROM webhook_deliveries
+         WHERE status = 'pending' AND ${overdue}
+         ORDER BY requested_at LIMIT ${OVERDUE_CHECKS_PER_SWEEP}`,
   );
+  const held: string[] = [];
+  const lost: string[] = [];
+  for (const c of candidates) ((await messages.holds(c.message_id)) ? held : lost).push(c.id);
+  if (held.length > 0) {
+    await db.execute(sql`
+      UPDATE webhook_deliveries
+         SET next_attempt_at = CASE WHEN next_attempt_at IS NULL THEN NULL ELSE ${now}::timestamptz END,
+             requested_at = CASE WHEN next_attempt_at IS NULL THEN ${now}::timestamptz ELSE requested_at END
+       WHERE id = ANY(${uuidArray(held)}::uuid[]) AND status = 'pending'`);
+  }
+  if (lost.length === 0) return 0;
+  return takeAndPublish(db, queue, now, sql`id = ANY(${uuidArray(lost)}::uuid[]) AND ${overdue}`);
 }
+
+const uuidArray = (ids: string[]) => `{${ids.join(",")}}`;
 
 /**
  * Retention for the delivery log, with the events' RETENTION_DAYS: finished
