@@ -412,6 +412,23 @@ describe("deliver", () => {
     expect(await deliverWebhook(await deps(), delivery.id, 1)).toMatchObject({ kind: "delivered" });
   });
 
+  it("records an answer whose body holds a NUL, which Postgres text cannot: delivered once, not resent", async () => {
+    const { delivery, event: e } = await oneDelivery("/nul");
+    receiver.state.respond = () => ({ status: 200, body: "ok\u0000done" });
+    expect(await deliverWebhook(await deps(), delivery.id, 0)).toMatchObject({ kind: "delivered" });
+    expect((await deliveriesOf(e.id))[0]).toMatchObject({ status: "delivered" });
+    expect(await attemptsOf(delivery.id)).toEqual([
+      expect.objectContaining({ status: 200, response_body: "ok\uFFFDdone" }),
+    ]);
+
+    const failing = await oneDelivery("/nul-503");
+    receiver.state.respond = () => ({ status: 503, body: "\u0000".repeat(10) });
+    expect(await deliverWebhook(await deps(), failing.delivery.id, 0)).toMatchObject({ kind: "retry" });
+    expect(await attemptsOf(failing.delivery.id)).toEqual([
+      expect.objectContaining({ status: 503, response_body: "\uFFFD".repeat(10) }),
+    ]);
+  });
+
   it("410 Gone disables the endpoint with the reason and an alert; its later events are not delivered", async () => {
     const { endpoint, delivery, event: e } = await oneDelivery("/gone");
     receiver.state.respond = () => ({ status: 410 });

@@ -101,7 +101,7 @@ export async function deliverWebhook(
     // gone): give the lease back so QStash's retry need not wait it out.
     await deps.db
       .execute(
-        sql`UPDATE webhook_deliveries SET lease_until = NULL, last_error = ${`delivery failed: ${(error as Error).message}`}
+        sql`UPDATE webhook_deliveries SET lease_until = NULL, last_error = ${withoutNul(`delivery failed: ${(error as Error).message}`)}
              WHERE id = ${leased.id}`,
       )
       .catch(() => undefined);
@@ -220,8 +220,15 @@ async function readPrefix(res: Response, limit: number): Promise<string | null> 
     at += part.length;
     if (at >= bytes.length) break;
   }
-  // A cut through a multi-byte character becomes U+FFFD: the log is for people.
-  return new TextDecoder().decode(bytes);
+  // A cut through a multi-byte character becomes U+FFFD: the log is for people. So
+  // does a NUL, which Postgres text cannot hold: kept, it failed the attempt's
+  // record, and a delivered webhook was sent again and again.
+  return withoutNul(new TextDecoder().decode(bytes));
+}
+
+/** Text from outside (a receiver's answer, an error naming it) as Postgres text can hold it. */
+function withoutNul(text: string): string {
+  return text.replaceAll("\u0000", "\uFFFD");
 }
 
 /** Sorts a failed fetch into the attempt log's error classes (Node's undici and workerd word them differently). */
