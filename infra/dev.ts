@@ -54,7 +54,7 @@ try {
 async function main() {
   // Checked before anything starts: otherwise Postgres, the proxy and QStash come up
   // and only wrangler fails, naming a --port flag this command does not take.
-  await ensurePortFree(port);
+  await ensurePortFree(port, "PORT");
   const secrets = await localSecrets();
 
   let databaseUrl = env.DATABASE_URL;
@@ -110,7 +110,11 @@ async function main() {
   stops.push({ name: "QStash dev server", stop: () => qstash.close() });
   step(`QStash dev server: ${qstash.url}`);
 
-  const sink: MailSink = await startMailSink({ port: numberFrom("MAIL_SINK_PORT", 0) });
+  // A fixed port, as Postgres': an endpoint made from the banner's curl names it, and
+  // must reach the sink again after a restart.
+  const sinkPort = numberFrom("MAIL_SINK_PORT", DEFAULT_SINK_PORT);
+  await ensurePortFree(sinkPort, "MAIL_SINK_PORT");
+  const sink: MailSink = await startMailSink({ port: sinkPort });
   stops.push({ name: "mail/webhook sink", stop: () => sink.close() });
   step(`mail/webhook sink: ${sink.url}`);
 
@@ -322,16 +326,21 @@ async function waitForWorker(child: ChildProcess): Promise<void> {
 }
 
 function stopProcessGroup(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null || child.pid === undefined)
+  if (child.pid === undefined) return Promise.resolve();
+  const killGroup = (signal: NodeJS.Signals) => {
+    try {
+      process.kill(-child.pid!, signal);
+    } catch {
+      // Already gone.
+    }
+  };
+  if (child.exitCode !== null || child.signalCode !== null) {
+    // The leader is gone (wrangler killed, or exited on its own), not necessarily what
+    // it started: workerd left behind kept the port, took connections and answered none.
+    killGroup("SIGKILL");
     return Promise.resolve();
+  }
   return new Promise((resolve) => {
-    const killGroup = (signal: NodeJS.Signals) => {
-      try {
-        process.kill(-child.pid!, signal);
-      } catch {
-        // Already gone.
-      }
-    };
     const force = setTimeout(() => killGroup("SIGKILL"), 5_000);
     child.once("exit", () => {
       clearTimeout(force);
@@ -343,15 +352,15 @@ function stopProcessGroup(child: ChildProcess): Promise<void> {
   });
 }
 
-/** Fails with what to do when something already listens on the Worker's port. */
-async function ensurePortFree(wanted: number): Promise<void> {
+/** Fails with what to do when something already listens on a port the stack needs. */
+async function ensurePortFree(wanted: number, variable: string): Promise<void> {
   const probe = createServer();
   await new Promise<void>((resolve, reject) => {
     probe.once("error", (error: NodeJS.ErrnoException) =>
       reject(
         error.code === "EADDRINUSE"
           ? new Error(
-              `port ${wanted} on 127.0.0.1 is taken (another npm run dev, or another server): stop it, or choose another port, e.g. PORT=${wanted === 8787 ? 8788 : 8787} npm run dev`,
+              `port ${wanted} on 127.0.0.1 is taken (another npm run dev, or another server): stop it, or choose another port, e.g. ${variable}=${wanted + 1} npm run dev`,
             )
           : error,
       ),
@@ -359,6 +368,9 @@ async function ensurePortFree(wanted: number): Promise<void> {
     probe.listen(wanted, "127.0.0.1", () => probe.close(() => resolve()));
   });
 }
+
+/** The mail/webhook sink's port unless MAIL_SINK_PORT says otherwise. */
+const DEFAULT_SINK_PORT = 54330;
 
 function numberFrom(name: string, fallback: number): number {
   const raw = env[name];

@@ -33,7 +33,7 @@ it("npm run dev stops at once, naming the port and PORT, when the Worker's port 
     const { code, output } = await runDev(env);
     expect(code).toBe(1);
     expect(output).toContain(`[dev] port ${taken.port} on 127.0.0.1 is taken`);
-    expect(output).toContain("PORT=8787 npm run dev");
+    expect(output).toContain(`PORT=${taken.port + 1} npm run dev`);
     // Nothing was started before the check.
     expect(output).not.toContain("Postgres:");
   } finally {
