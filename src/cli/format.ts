@@ -44,7 +44,13 @@ export function formatEvent(event: EventRow & { alerts: AlertRow[] }): string {
     `  state      ${event.state}`,
     `  created    ${when(event.createdAt)}`,
     `  fanned out ${when(event.fannedOutAt)}`,
-    `  attempts   ${event.attempts}${event.nextAttemptAt ? `, next ${when(event.nextAttemptAt)}` : ""}`,
+    `  attempts   ${event.attempts}${
+      event.poisonedAt
+        ? ", no further attempts until requeued"
+        : event.nextAttemptAt
+          ? `, next ${when(event.nextAttemptAt)}`
+          : ""
+    }`,
   ];
   if (event.poisonedAt) lines.push(`  poisoned   ${when(event.poisonedAt)}`);
   if (event.lastError) lines.push(`  last error ${event.lastError}`);
@@ -81,10 +87,14 @@ export function formatAlerts(alerts: AlertRow[]): string {
 
 export function formatStats(s: Stats): string {
   const age = s.oldestPendingAgeSeconds === null ? "-" : `${s.oldestPendingAgeSeconds.toFixed(1)} s`;
+  // As the dashboard's overview says it: a backoff that has run out is no longer one.
+  const backingOff = s.relay.backoffUntil !== null && new Date(s.relay.backoffUntil).getTime() > Date.now();
   const relay =
     s.relay.failures === 0
       ? "healthy"
-      : `backing off after ${s.relay.failures} failed passes until ${when(s.relay.backoffUntil)}: ${s.relay.lastError ?? ""}`;
+      : backingOff
+        ? `backing off after ${s.relay.failures} failed passes until ${when(s.relay.backoffUntil)}: ${s.relay.lastError ?? ""}`
+        : `failing (${s.relay.failures} failed passes in a row; the next pass may run now): ${s.relay.lastError ?? ""}`;
   return [
     `backlog            ${s.backlog} (${s.due} due now)`,
     `oldest pending     ${age}`,

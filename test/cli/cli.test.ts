@@ -107,6 +107,31 @@ describe("outbox CLI", () => {
     expect(JSON.parse(json.stdout).payload.pad).toHaveLength(50_000);
   });
 
+  it("says a backoff that has run out is over, and a poisoned event has no next attempt", async () => {
+    await t.pool.query(
+      `UPDATE outbox_relay_state SET failures = 3, backoff_until = now() - interval '2 minutes',
+              last_error = 'QStash unreachable', last_failure_at = now() - interval '3 minutes'`,
+    );
+    const over = await runCli(["stats"], env());
+    expect(over.stdout).toMatch(
+      /relay\s+failing \(3 failed passes in a row; the next pass may run now\): QStash unreachable/,
+    );
+    await t.pool.query(`UPDATE outbox_relay_state SET backoff_until = now() + interval '5 minutes'`);
+    expect((await runCli(["stats"], env())).stdout).toMatch(
+      /relay\s+backing off after 3 failed passes until /,
+    );
+
+    const [id] = await seedEvents(t.pool, 1);
+    await t.pool.query(
+      `UPDATE events SET poisoned_at = now(), attempts = 5, next_attempt_at = now() + interval '1 hour', last_error = 'boom'
+        WHERE id = $1`,
+      [id],
+    );
+    const show = await runCli(["events", "show", id!], env());
+    expect(show.stdout).toMatch(/attempts\s+5, no further attempts until requeued/);
+    expect(show.stdout).not.toMatch(/, next /);
+  });
+
   it("requeues poisoned events and reports the others", async () => {
     const [poisoned, pending] = await seedEvents(t.pool, 2);
     await t.pool.query(`UPDATE events SET poisoned_at = now(), attempts = 5 WHERE id = $1`, [poisoned]);
