@@ -592,6 +592,19 @@ describe("notices", () => {
 });
 
 describe("alerts", () => {
+  it("tells each alert's event apart by the end of its id, the whole id on hover", async () => {
+    // Two events of one burst: UUIDv7s whose first (time) digits are the same.
+    const [burstA, burstB] = await seedEvents(t.pool, 2);
+    for (const id of [burstA!, burstB!])
+      await t.pool.query(
+        `INSERT INTO outbox_alerts (kind, event_id, message) VALUES ('webhook.delivery_failed', $1, 'burst')`,
+        [id],
+      );
+    const page = await browser.get("/dashboard/alerts");
+    for (const id of [burstA!, burstB!]) expect(page.text).toContain(`title="${id}">…${id.slice(-12)}</a>`);
+    await t.pool.query(`UPDATE outbox_alerts SET resolved_at = now() WHERE message = 'burst'`);
+  });
+
   it("lists open alerts, resolves one, then all of a kind", async () => {
     const insert = async (kind: string, message: string) =>
       (
@@ -604,7 +617,6 @@ describe("alerts", () => {
     await insert("job.failed", "job two");
     await insert("job.failed", "job three");
     const poisonedAlert = await insert("event.poisoned", "row");
-
     const page = await browser.get("/dashboard/alerts");
     expect(page.status).toBe(200);
     expect(page.text).toContain(`job one ${ESCAPED}`);

@@ -69,7 +69,15 @@ export function registerAlerts(dashboard: Hono<DashboardEnv>) {
                 <td class="time">{time(a.createdAt)}</td>
                 <td>{a.kind}</td>
                 <td class="mono">
-                  {a.eventId ? <a href={`/dashboard/events/${a.eventId}`}>{a.eventId.slice(0, 8)}</a> : "–"}
+                  {/* The id's end: a UUIDv7 begins with its time, the same for a whole burst of alerts. */}
+                  {a.eventId ? (
+                    <a
+                      href={`/dashboard/events/${a.eventId}`}
+                      title={a.eventId}
+                    >{`…${a.eventId.slice(-12)}`}</a>
+                  ) : (
+                    "–"
+                  )}
                 </td>
                 <td class="error">{a.message}</td>
                 <td>
