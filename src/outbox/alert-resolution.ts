@@ -1,28 +1,34 @@
 import { query, type Queryable } from "./sql.ts";
 
 /**
- * Acknowledges open alerts: one by id, or every open alert of a kind. Resolving
- * records that someone has looked; it changes no event (requeue does that).
- * Returns how many were open and are now resolved.
+ * Acknowledges open alerts: one by id, or every open alert of a kind up to the
+ * newest the operator was shown (`upTo`, an alert id), so an alert raised after
+ * the page was drawn is not resolved unseen. Resolving records that someone has
+ * looked; it changes no event (requeue does that). Returns how many were open and
+ * are now resolved.
  */
 export async function resolveAlerts(
   db: Queryable,
-  target: { id: number } | { kind: string },
+  target: { id: number } | { kind: string; upTo: number },
 ): Promise<number> {
-  const [where, value] = "id" in target ? ["id = $1", target.id] : ["kind = $1", target.kind];
+  const [where, values] =
+    "id" in target ? ["id = $1", [target.id]] : ["kind = $1 AND id <= $2", [target.kind, target.upTo]];
   const { rows } = await query<{ id: string }>(
     db,
     `UPDATE outbox_alerts SET resolved_at = now() WHERE ${where} AND resolved_at IS NULL RETURNING id`,
-    [value],
+    values,
   );
   return rows.length;
 }
 
-/** Open alerts counted by kind, for the "resolve all of a kind" buttons. */
-export async function openAlertKinds(db: Queryable): Promise<{ kind: string; count: number }[]> {
-  const { rows } = await query<{ kind: string; count: number }>(
+/** Open alerts counted by kind, with the newest one's id, for the "resolve all of a kind" buttons. */
+export async function openAlertKinds(
+  db: Queryable,
+): Promise<{ kind: string; count: number; upTo: number }[]> {
+  const { rows } = await query<{ kind: string; count: number; up_to: string }>(
     db,
-    `SELECT kind, count(*)::int AS count FROM outbox_alerts WHERE resolved_at IS NULL GROUP BY kind ORDER BY kind`,
+    `SELECT kind, count(*)::int AS count, max(id)::text AS up_to
+       FROM outbox_alerts WHERE resolved_at IS NULL GROUP BY kind ORDER BY kind`,
   );
-  return rows;
+  return rows.map((r) => ({ kind: r.kind, count: r.count, upTo: Number(r.up_to) }));
 }

@@ -7,7 +7,8 @@ import { Notice, render, time } from "../layout.tsx";
 
 export const resolveForm = z.union([
   z.object({ id: z.coerce.number().int().positive() }),
-  z.object({ kind: z.string().min(1).max(200) }),
+  // upTo: the newest alert of the kind the page showed; a later one is not resolved unseen.
+  z.object({ kind: z.string().min(1).max(200), upTo: z.coerce.number().int().positive() }),
 ]);
 
 const alertsQuery = z.object({
@@ -46,6 +47,7 @@ export function registerAlerts(dashboard: Hono<DashboardEnv>) {
             {kinds.map((k) => (
               <form class="inline" method="post" action="/dashboard/alerts/resolve">
                 <input type="hidden" name="kind" value={k.kind} />
+                <input type="hidden" name="upTo" value={String(k.upTo)} />
                 <button class="btn secondary" type="submit">
                   {`Resolve all ${k.count} ${k.kind}`}
                 </button>
@@ -102,7 +104,10 @@ export function registerAlerts(dashboard: Hono<DashboardEnv>) {
 
   dashboard.post("/alerts/resolve", valid("form", resolveForm), async (c) => {
     const form = c.req.valid("form");
-    const n = await resolveAlerts(c.var.pool, "id" in form ? { id: form.id } : { kind: form.kind });
+    const n = await resolveAlerts(
+      c.var.pool,
+      "id" in form ? { id: form.id } : { kind: form.kind, upTo: form.upTo },
+    );
     return c.redirect(`/dashboard/alerts?resolved=${n}`, 303);
   });
 }
