@@ -1,10 +1,12 @@
-import { Hono } from "hono";
+import { Hono, type Context } from "hono";
 import { requestId } from "hono/request-id";
 import { limitBodies } from "./body-limit.ts";
 import { validateBindings } from "./config.ts";
 import { database, type OpenDatabase } from "./database.ts";
 import type { HonoEnv } from "./env.ts";
-import { handleError, handleNotFound } from "./errors.ts";
+import type { DashboardEnv } from "./dashboard/env.ts";
+import { dashboardError } from "./dashboard/errors.tsx";
+import { ApiError, handleError, handleNotFound } from "./errors.ts";
 import { preferWait } from "./prefer.ts";
 import { requireSignatureHeader } from "./signature.ts";
 import { tenantAuth } from "./tenant-auth.ts";
@@ -32,7 +34,15 @@ export function newApp(options: AppOptions = {}) {
   // Before Prefer: an unauthenticated write learns nothing, not even that its Prefer was malformed.
   app.use(tenantAuth);
   app.use(preferWait);
-  app.notFound(handleNotFound);
+  // A page that does not exist under /dashboard is a page saying so, as its other errors are.
+  app.notFound((c) =>
+    c.req.path === "/dashboard" || c.req.path.startsWith("/dashboard/")
+      ? dashboardError(
+          new ApiError("NOT_FOUND", `no page ${c.req.path}`),
+          c as unknown as Context<DashboardEnv>,
+        )
+      : handleNotFound(c),
+  );
   app.onError(handleError);
   return app;
 }

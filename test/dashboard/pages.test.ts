@@ -75,6 +75,17 @@ async function markFannedAt(id: string, at: Date) {
   }
 }
 
+describe("a page that does not exist", () => {
+  it("is a 404 page, like the dashboard's other errors, not the API's JSON", async () => {
+    const res = await browser.get("/dashboard/nothing/here");
+    expect(res.status).toBe(404);
+    expect(res.headers.get("content-type")).toMatch(/^text\/html/);
+    expect(res.text).toContain("404 NOT_FOUND");
+    expect(res.text).toContain("no page /dashboard/nothing/here");
+    expect(res.text).toContain('href="/dashboard"');
+  });
+});
+
 describe("overview", () => {
   it("shows backlog, lag, poisoned, relay state, alerts, failed jobs and deliveries, charts, and refreshes", async () => {
     await seedEvents(t.pool, 3);
