@@ -225,6 +225,15 @@ describe("events", () => {
 });
 
 describe("event detail", () => {
+  it("shows a large payload's beginning and says where the whole of it is", async () => {
+    const [id] = await seedEvents(t.pool, 1, { payloadBytes: 1_000_000 });
+    const page = await browser.get(`/dashboard/events/${id}`);
+    expect(page.status).toBe(200);
+    expect(page.text.length).toBeLessThan(60_000);
+    expect(page.text).toMatch(/The first 20,000 of 1,000,0\d\d characters\. The whole payload: /);
+    expect(page.text).toContain(`GET /admin/events/${id}`);
+  });
+
   it("follows an event from write to receiver: payload, fan-out, deliveries and every attempt, escaped", async () => {
     const [id, later] = await seedEvents(t.pool, 2);
     await t.pool.query(

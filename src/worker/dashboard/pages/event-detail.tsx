@@ -146,7 +146,7 @@ export function registerEventDetail(dashboard: Hono<DashboardEnv>) {
         <Deliveries deliveries={deliveries} />
 
         <h2>Payload</h2>
-        <pre>{JSON.stringify(event.payload, null, 2)}</pre>
+        <Payload json={JSON.stringify(event.payload, null, 2)} id={event.id} />
 
         <h2>Alerts</h2>
         {event.alerts.length === 0 ? (
@@ -172,4 +172,22 @@ export function registerEventDetail(dashboard: Hono<DashboardEnv>) {
       </>,
     );
   });
+}
+
+/** Characters of a payload the page shows: an event may carry a megabyte, a page should not. */
+export const PAYLOAD_SHOWN = 20_000;
+
+function Payload({ json, id }: { json: string; id: string }) {
+  if (json.length <= PAYLOAD_SHOWN) return <pre>{json}</pre>;
+  return (
+    <>
+      <pre>{`${json.slice(0, PAYLOAD_SHOWN)}…`}</pre>
+      <p class="muted">
+        {`The first ${PAYLOAD_SHOWN.toLocaleString("en")} of ${json.length.toLocaleString("en")} characters. The whole payload: `}
+        <code>{`GET /admin/events/${id}`}</code>
+        {" or "}
+        <code>{`npm run outbox -- events show ${id} --json`}</code>.
+      </p>
+    </>
+  );
 }
