@@ -20,6 +20,8 @@ import { describeFailure } from "../src/cli/failure.ts";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const env = process.env;
+/** The mail/webhook sink's port unless MAIL_SINK_PORT says otherwise (above main(), which runs at load). */
+const DEFAULT_SINK_PORT = 54330;
 const port = numberFrom("PORT", 8787);
 const publicUrl = `http://127.0.0.1:${port}`;
 
@@ -368,9 +370,6 @@ async function ensurePortFree(wanted: number, variable: string): Promise<void> {
     probe.listen(wanted, "127.0.0.1", () => probe.close(() => resolve()));
   });
 }
-
-/** The mail/webhook sink's port unless MAIL_SINK_PORT says otherwise. */
-const DEFAULT_SINK_PORT = 54330;
 
 function numberFrom(name: string, fallback: number): number {
   const raw = env[name];
