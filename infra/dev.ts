@@ -20,9 +20,10 @@ import { describeFailure } from "../src/cli/failure.ts";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const env = process.env;
-/** The mail/webhook sink's port unless MAIL_SINK_PORT says otherwise (above main(), which runs at load). */
-const DEFAULT_SINK_PORT = 54330;
 const port = numberFrom("PORT", 8787);
+// A fixed port, as Postgres': an endpoint made from the banner's curl names the sink,
+// and must reach it again after a restart.
+const sinkPort = numberFrom("MAIL_SINK_PORT", 54330);
 const publicUrl = `http://127.0.0.1:${port}`;
 
 const step = (line: string) => console.log(`[dev] ${line}`);
@@ -57,6 +58,7 @@ async function main() {
   // Checked before anything starts: otherwise Postgres, the proxy and QStash come up
   // and only wrangler fails, naming a --port flag this command does not take.
   await ensurePortFree(port, "PORT");
+  await ensurePortFree(sinkPort, "MAIL_SINK_PORT");
   const secrets = await localSecrets();
 
   let databaseUrl = env.DATABASE_URL;
@@ -112,10 +114,6 @@ async function main() {
   stops.push({ name: "QStash dev server", stop: () => qstash.close() });
   step(`QStash dev server: ${qstash.url}`);
 
-  // A fixed port, as Postgres': an endpoint made from the banner's curl names it, and
-  // must reach the sink again after a restart.
-  const sinkPort = numberFrom("MAIL_SINK_PORT", DEFAULT_SINK_PORT);
-  await ensurePortFree(sinkPort, "MAIL_SINK_PORT");
   const sink: MailSink = await startMailSink({ port: sinkPort });
   stops.push({ name: "mail/webhook sink", stop: () => sink.close() });
   step(`mail/webhook sink: ${sink.url}`);

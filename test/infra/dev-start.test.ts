@@ -27,7 +27,7 @@ async function listening(): Promise<{ port: number; close: () => Promise<void> }
 it("npm run dev stops at once, naming the port and PORT, when the Worker's port is taken", async () => {
   const taken = await listening();
   try {
-    const env: NodeJS.ProcessEnv = { ...process.env, PORT: String(taken.port) };
+    const env: NodeJS.ProcessEnv = { ...process.env, PORT: String(taken.port), MAIL_SINK_PORT: "0" };
     // Whatever the test run uses, the script must fail before it would start or reach Postgres.
     delete env.DATABASE_URL;
     const { code, output } = await runDev(env);
@@ -41,6 +41,27 @@ it("npm run dev stops at once, naming the port and PORT, when the Worker's port 
   }
 }, 60_000);
 
+it("npm run dev stops at once, naming MAIL_SINK_PORT, when the sink's port is taken", async () => {
+  const taken = await listening();
+  const free = await listening();
+  await free.close();
+  try {
+    const env: NodeJS.ProcessEnv = {
+      ...process.env,
+      PORT: String(free.port),
+      MAIL_SINK_PORT: String(taken.port),
+    };
+    delete env.DATABASE_URL;
+    const { code, output } = await runDev(env);
+    expect(code).toBe(1);
+    expect(output).toContain(`[dev] port ${taken.port} on 127.0.0.1 is taken`);
+    expect(output).toContain(`MAIL_SINK_PORT=${taken.port + 1} npm run dev`);
+    expect(output).not.toContain("Postgres:");
+  } finally {
+    await taken.close();
+  }
+}, 60_000);
+
 it("npm run dev says in one line when DATABASE_URL cannot be reached", async () => {
   const free = await listening();
   await free.close();
@@ -48,6 +69,8 @@ it("npm run dev says in one line when DATABASE_URL cannot be reached", async () 
   const { code, output } = await runDev({
     ...process.env,
     PORT: String(free.port),
+    // Not the default: a running npm run dev holds it.
+    MAIL_SINK_PORT: "0",
     DATABASE_URL: "postgres://postgres@127.0.0.1:1/none",
   });
   expect(code).toBe(1);
