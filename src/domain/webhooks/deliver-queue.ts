@@ -107,15 +107,11 @@ const LIVE_STATES = new Set(["CREATED", "ACTIVE", "RETRY"]);
  * A plain fetch, not the SDK's messages.get: the SDK logs every non-2xx answer as
  * an error, and here a 404 is the expected answer for a lost job.
  */
-export function createQStashMessages(options: {
-  baseUrl: string;
-  token: string;
-  fetch?: typeof fetch;
-}): QStashMessages {
+export function createQStashMessages(options: { baseUrl: string; token: string }): QStashMessages {
   const base = options.baseUrl.replace(/\/+$/, "");
   return {
     async holds(messageId) {
-      const res = await (options.fetch ?? fetch)(`${base}/v2/messages/${encodeURIComponent(messageId)}`, {
+      const res = await fetch(`${base}/v2/messages/${encodeURIComponent(messageId)}`, {
         headers: { authorization: `Bearer ${options.token}` },
       });
       if (res.status === 404) {

@@ -3,7 +3,7 @@ import { matchesGlob } from "../../outbox/index.ts";
 import type { Db } from "../db.ts";
 import type { DeliverQueue } from "./deliver-queue.ts";
 import { webhookBody, type WebhookEvent } from "./payload.ts";
-import { queryRows } from "./rows.ts";
+import { queryRows, uuidArray } from "./rows.ts";
 
 export interface FanoutResult {
   /** Enabled endpoints of the event's scope whose globs match its type. */
@@ -42,7 +42,7 @@ export async function fanOutWebhook(db: Db, queue: DeliverQueue, event: WebhookE
     sql`WITH created AS (
           INSERT INTO webhook_deliveries (endpoint_id, event_id, event_type, scope, body)
           SELECT endpoint_id, ${event.id}, ${event.type}, ${event.scope}, ${webhookBody(event)}
-            FROM unnest(${`{${ids.join(",")}}`}::uuid[]) AS endpoint_id
+            FROM unnest(${uuidArray(ids)}::uuid[]) AS endpoint_id
           ON CONFLICT (endpoint_id, event_id) DO NOTHING
           RETURNING id, endpoint_id
         )
@@ -72,7 +72,7 @@ export async function fanOutWebhook(db: Db, queue: DeliverQueue, event: WebhookE
 export async function recordMessageIds(db: Db, deliveryIds: string[], messageIds: string[]): Promise<void> {
   await db.execute(sql`
     UPDATE webhook_deliveries d SET message_id = m.message_id
-      FROM unnest(${`{${deliveryIds.join(",")}}`}::uuid[], ${pgTextArray(messageIds)}::text[])
+      FROM unnest(${uuidArray(deliveryIds)}::uuid[], ${pgTextArray(messageIds)}::text[])
            AS m(id, message_id)
      WHERE d.id = m.id`);
 }

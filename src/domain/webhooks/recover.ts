@@ -3,7 +3,7 @@ import type { Db } from "../db.ts";
 import type { DeliverQueue } from "./deliver-queue.ts";
 import { enabledEndpoint } from "./endpoint-state.ts";
 import { republish, type Resend } from "./republish.ts";
-import { queryRows } from "./rows.ts";
+import { queryRows, uuidArray } from "./rows.ts";
 
 /** One request re-sends at most this many deliveries; `more` says to ask again. */
 export const RECOVER_BATCH = 500;
@@ -38,7 +38,7 @@ export async function recoverFailed(
         UPDATE webhook_deliveries
            SET status = 'pending', failed_at = NULL, lease_until = NULL, next_attempt_at = NULL,
                last_error = NULL, message_id = NULL, requested_at = now()
-         WHERE id = ANY(${`{${batch.map((r) => r.id).join(",")}}`}::uuid[])`);
+         WHERE id = ANY(${uuidArray(batch.map((r) => r.id))}::uuid[])`);
     }
     return { batch, more: failed.length > RECOVER_BATCH };
   });

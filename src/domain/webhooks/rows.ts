@@ -8,3 +8,12 @@ import type { Db } from "../db.ts";
 export async function queryRows<Row>(db: Db, query: SQL): Promise<Row[]> {
   return ((await db.execute(query)) as unknown as { rows: Row[] }).rows;
 }
+
+/**
+ * Uuids as a Postgres array literal, one parameter for `$n::uuid[]` however many
+ * there are. Each is a uuid already (from a row or a validated id), so none needs
+ * quoting; the cast refuses anything else.
+ */
+export function uuidArray(ids: readonly string[]): string {
+  return `{${ids.join(",")}}`;
+}

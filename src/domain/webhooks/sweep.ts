@@ -3,7 +3,7 @@ import type { Db } from "../db.ts";
 import type { DeliverQueue, QStashMessages } from "./deliver-queue.ts";
 import { recordMessageIds } from "./fanout.ts";
 import { enqueueAgain } from "./republish.ts";
-import { queryRows } from "./rows.ts";
+import { queryRows, uuidArray } from "./rows.ts";
 
 /**
  * Minutes a delivery may stay pending without a job before the sweep publishes
@@ -122,8 +122,6 @@ export async function publishOverdue(
   if (lost.length === 0) return 0;
   return takeAndPublish(db, queue, now, sql`id = ANY(${uuidArray(lost)}::uuid[]) AND ${overdue}`);
 }
-
-const uuidArray = (ids: string[]) => `{${ids.join(",")}}`;
 
 /**
  * Retention for the delivery log, with the events' RETENTION_DAYS: finished
