@@ -1,5 +1,14 @@
-import { deleteOldFannedEvents, drain, evaluateAlerts, vacuumEventsIfNeeded } from "../outbox/index.ts";
+import {
+  deleteOldFannedEvents,
+  drain,
+  evaluateAlerts,
+  failureCallbackUrl,
+  jobUrl,
+  vacuumEventsIfNeeded,
+} from "../outbox/index.ts";
+import { collectDeadLetters, type DeadLetterUrls } from "../domain/job-failures/dead-letters.ts";
 import { subscriptions } from "../domain/subscriptions.ts";
+import { DELIVER_JOB } from "../domain/webhooks/deliver-queue.ts";
 import { disableFailingEndpoints } from "../domain/webhooks/auto-disable.ts";
 import {
   deleteOldDeliveries,
@@ -10,7 +19,7 @@ import {
 import { openNeonDatabase, type OpenDatabase } from "./database.ts";
 import { parseConfig, type Bindings } from "./env.ts";
 import { passBackoffFor, publisherFor, SWEEP_BUDGET_MS } from "./relay.ts";
-import { deliverQueueFor, qstashMessagesFor } from "./webhooks.ts";
+import { deadLettersFor, deliverQueueFor, qstashMessagesFor } from "./webhooks.ts";
 
 /**
  * The every-minute cron sweep (wrangler.toml `crons`). It is what makes a lost
@@ -18,9 +27,10 @@ import { deliverQueueFor, qstashMessagesFor } from "./webhooks.ts";
  * then maintenance — retention in bounded deletes, a VACUUM of `events` once
  * enough of it is dead, alert evaluation, disabling webhook endpoints that have
  * only failed for WEBHOOK_DISABLE_AFTER_DAYS, deleting finished webhook
- * deliveries past RETENTION_DAYS, and publishing deliveries whose publish was
- * lost or whose job is long overdue (last: they need QStash, whose outage should
- * not stop the rest). One log line
+ * deliveries past RETENTION_DAYS, and, last because they need QStash (whose
+ * outage should not stop the rest), recording the jobs QStash dead-lettered
+ * without reaching our failure callback and publishing deliveries whose publish
+ * was lost or whose job is long overdue. One log line
  * says what it did. Throws (the invocation shows as failed) on misconfiguration
  * or a database error; the next sweep simply tries again.
  */
@@ -59,6 +69,11 @@ export function createScheduled(
         olderThanDays: config.RETENTION_DAYS,
         now: now(),
       });
+      const deadLetters = await collectDeadLetters(
+        db,
+        deadLettersFor(config),
+        deadLetterUrls(config.PUBLIC_URL),
+      );
       const republished = await publishUnpublished(db, deliverQueueFor(config), now());
       const overdue = await publishOverdue(db, deliverQueueFor(config), qstashMessagesFor(config), now());
       console.log(
@@ -69,6 +84,7 @@ export function createScheduled(
           `alerts raised: ${raised.length ? raised.join(", ") : "none"}; ` +
           `webhook endpoints disabled: ${disabled.length ? disabled.join(", ") : "none"}; ` +
           `deleted ${deliveriesDeleted} webhook deliveries older than ${config.RETENTION_DAYS} d; ` +
+          `dead letters: ${deadLetters.removed} taken from QStash, ${deadLetters.recorded} of them new failures; ` +
           `re-published ${republished} webhook deliveries whose publish was lost and ${overdue} whose job ` +
           `QStash no longer held ${OVERDUE_AFTER_MINUTES} min after it was due; ${Date.now() - started} ms`,
       );
@@ -78,5 +94,13 @@ export function createScheduled(
     } finally {
       ctx.waitUntil(close().catch((e) => console.error("database close:", e)));
     }
+  };
+}
+
+/** Every URL this deployment publishes jobs to, whose dead letters the sweep records. */
+export function deadLetterUrls(publicUrl: string): DeadLetterUrls {
+  return {
+    jobs: [...subscriptions.map((s) => jobUrl(publicUrl, s.name)), jobUrl(publicUrl, DELIVER_JOB)],
+    failureCallback: failureCallbackUrl(publicUrl),
   };
 }

@@ -4,6 +4,7 @@ import {
   type DeliverQueue,
   type QStashMessages,
 } from "../domain/webhooks/deliver-queue.ts";
+import { createQStashDeadLetters, type DeadLetterQueue } from "../domain/job-failures/dead-letters.ts";
 import type { Config } from "./env.ts";
 
 /** Deliver jobs published through the same QStash as the relay's, to this Worker's `/jobs/webhook.deliver`. */
@@ -20,4 +21,9 @@ export function deliverQueueFor(config: Config): DeliverQueue {
 /** The same QStash, asked whether it still holds a deliver job (the sweep's check before republishing). */
 export function qstashMessagesFor(config: Config): QStashMessages {
   return createQStashMessages({ baseUrl: config.QSTASH_URL, token: config.QSTASH_TOKEN });
+}
+
+/** The same QStash's dead-letter queue, where the sweep finds jobs whose failure callback never reached us. */
+export function deadLettersFor(config: Config): DeadLetterQueue {
+  return createQStashDeadLetters({ baseUrl: config.QSTASH_URL, token: config.QSTASH_TOKEN });
 }

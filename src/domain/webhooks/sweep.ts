@@ -81,7 +81,8 @@ export const OVERDUE_CHECKS_PER_SWEEP = 50;
  * (`next_attempt_at`), or whose job was published with no attempt since
  * (`requested_at`), more than OVERDUE_AFTER_MINUTES ago. A delivery whose retries
  * are spent (attempted since its publish, no retry due) is not overdue: QStash's
- * failure callback fails it. Late is not lost: a recover of thousands to a slow
+ * failure callback fails it, or, when the callback never reached us, the sweep's
+ * reading of the dead-letter queue (collectDeadLetters). Late is not lost: a recover of thousands to a slow
  * receiver waits behind flow control for hours, and a new job each would double
  * that queue. So QStash is asked about each overdue job (up to
  * OVERDUE_CHECKS_PER_SWEEP, oldest first). One it still holds is left to it, and

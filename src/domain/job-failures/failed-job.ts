@@ -1,0 +1,146 @@
+import { z } from "zod";
+import { JOBS_PATH } from "../../outbox/index.ts";
+import type { Db } from "../db.ts";
+import { DELIVER_JOB } from "../webhooks/deliver-queue.ts";
+import { markDeliveryFailed } from "../webhooks/delivery-failed.ts";
+import { recordJobFailure } from "./record.ts";
+
+/**
+ * A job QStash gave up on, however we learnt of it: its failure callback
+ * (`POST /jobs/_failed`) or its entry in QStash's dead-letter queue, which the
+ * cron sweep reads for the callbacks that never reached us (dead-letters.ts).
+ */
+export interface FailedJob {
+  /** QStash's id of the job that ran out of retries. */
+  messageId: string;
+  /** Where it was published: `<PUBLIC_URL>/jobs/<name>`. */
+  url: string;
+  /** The job body as published. */
+  body: string;
+  /** The job route's last answer. */
+  status: number | null;
+  responseBody: string | null;
+  /** Retries QStash made, when it said. */
+  retried: number | null;
+  dlqId: string | null;
+}
+
+/**
+ * Records a failed job once, whichever way it arrived and however often: a
+ * `webhook.deliver` job fails its delivery (with its own alert), any other job
+ * becomes a `job_failures` row with a `job.failed` alert. Both are idempotent on
+ * QStash's message id, so the callback and the dead letter of the same job
+ * record it once between them. Answers whether this call recorded it.
+ */
+export async function recordFailedJob(db: Db, f: FailedJob): Promise<{ recorded: boolean }> {
+  const name = jobNameOf(f.url);
+  // A webhook delivery that ran out of retries is failed on its own row, with its own alert.
+  const deliveryId = name === DELIVER_JOB ? deliveryIdOf(f.body) : null;
+  if (deliveryId) {
+    const { failed } = await markDeliveryFailed(db, {
+      deliveryId,
+      messageId: f.messageId,
+      status: f.status,
+      retried: f.retried,
+      dlqId: f.dlqId,
+    });
+    return { recorded: failed };
+  }
+  return recordJobFailure(db, {
+    messageId: clean(f.messageId),
+    subscription: clean(name),
+    eventId: eventIdOf(f.body),
+    status: within(f.status, 0, 999),
+    body: clean(f.body),
+    responseBody: f.responseBody === null ? null : clean(f.responseBody.slice(0, 4000)),
+    dlqId: f.dlqId === null ? null : clean(f.dlqId),
+    retried: within(f.retried, 0, 2 ** 31 - 1),
+  });
+}
+
+// The record is for people, and QStash retries any 5xx: a value Postgres cannot
+// store (NUL in text, an integer past int4) is cleaned rather than failing the
+// record. NUL becomes U+FFFD, as undecodable bytes already do.
+function clean(text: string): string {
+  return text.replaceAll("\u0000", "\uFFFD");
+}
+
+function within(n: number | null, min: number, max: number): number | null {
+  return n !== null && Number.isInteger(n) && n >= min && n <= max ? n : null;
+}
+
+export function safeJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
+const JOBS_PREFIX = `${JOBS_PATH}/`;
+const uuid = z.guid();
+
+/** `https://x/jobs/notify.mail` → `notify.mail`; the whole URL when it is not one of ours. */
+export function jobNameOf(url: string): string {
+  const path = URL.canParse(url) ? new URL(url).pathname : url;
+  const at = path.lastIndexOf(JOBS_PREFIX);
+  if (at === -1) return url;
+  const name = path.slice(at + JOBS_PREFIX.length);
+  try {
+    return decodeURIComponent(name);
+  } catch {
+    // A malformed escape (`%E0%A4%A`): keep the name as it came.
+    return name;
+  }
+}
+
+function eventIdOf(jobBody: string): string | null {
+  const id = (safeJson(jobBody) as { event?: { id?: unknown } } | undefined)?.event?.id;
+  return uuid.safeParse(id).success ? (id as string) : null;
+}
+
+function deliveryIdOf(jobBody: string): string | null {
+  const id = (safeJson(jobBody) as { deliveryId?: unknown } | undefined)?.deliveryId;
+  return uuid.safeParse(id).success ? (id as string) : null;
+}
+
+// The failure callback QStash sends once a job has exhausted its retries
+// (QStash callbacks docs). `body` and `sourceBody` are base64.
+const failureCallback = z.looseObject({
+  status: z.number().int().optional(),
+  body: z.string().optional(),
+  retried: z.number().int().optional(),
+  dlqId: z.string().optional(),
+  sourceMessageId: z.string().min(1),
+  url: z.string(),
+  sourceBody: z.string().optional(),
+});
+
+/**
+ * The failed job a failure callback's body describes, or null when the body is
+ * not QStash's callback shape. The same body reaches us from the route, or from
+ * the dead-letter queue when the callback itself ran out of retries.
+ */
+export function failedJobFromCallback(raw: string): FailedJob | null {
+  const parsed = failureCallback.safeParse(safeJson(raw));
+  if (!parsed.success) return null;
+  const f = parsed.data;
+  return {
+    messageId: f.sourceMessageId,
+    url: f.url,
+    body: f.sourceBody === undefined ? "" : fromBase64(f.sourceBody),
+    status: f.status ?? null,
+    responseBody: f.body === undefined ? null : fromBase64(f.body),
+    retried: f.retried ?? null,
+    dlqId: f.dlqId ?? null,
+  };
+}
+
+// Invalid UTF-8 is kept readable (U+FFFD) rather than rejected: the record is for people.
+export function fromBase64(value: string): string {
+  try {
+    return new TextDecoder().decode(Uint8Array.from(atob(value), (ch) => ch.charCodeAt(0)));
+  } catch {
+    return value;
+  }
+}

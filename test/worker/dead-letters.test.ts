@@ -1,0 +1,260 @@
+import { Client } from "@upstash/qstash";
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
+import { startQStashDev, type QStashDev } from "../../infra/qstash-dev/server.ts";
+import type { Db } from "../../src/domain/db.ts";
+import {
+  collectDeadLetters,
+  createQStashDeadLetters,
+  DEAD_LETTER_PAGE,
+} from "../../src/domain/job-failures/dead-letters.ts";
+import { failedJobFromCallback, recordFailedJob } from "../../src/domain/job-failures/failed-job.ts";
+import { createQStashDeliverQueue } from "../../src/domain/webhooks/deliver-queue.ts";
+import { fanOutWebhook } from "../../src/domain/webhooks/fanout.ts";
+import { freePort } from "../../src/node/postgres.ts";
+import { createQStashPublisher, jobUrl, type Job } from "../../src/outbox/index.ts";
+import { createScheduled, deadLetterUrls } from "../../src/worker/scheduled.ts";
+import { useTestDatabase } from "../support/db.ts";
+import { insertEndpoint, useSecretsKey } from "../support/webhooks.ts";
+import { bindings, executionContext, openTestPool } from "../support/worker.ts";
+
+// A Worker that is down for the whole of a job's retries is down for its failure
+// callback's retries too, so QStash's dead-letter queue holds the only trace of the
+// job. Here the Worker's PUBLIC_URL is a port nothing listens on, QStash is the dev
+// server (retry delays scaled to milliseconds), and the sweep runs once the Worker
+// is "back": the sweep must find the dead letters, record each failure once, and
+// take ours, and only ours, out of QStash.
+const t = useTestDatabase();
+const secrets = useSecretsKey();
+let qstash: QStashDev;
+let publicUrl: string;
+let client: Client;
+
+beforeAll(async () => {
+  qstash = await startQStashDev({ log: () => undefined, timeScale: 0.001 });
+  publicUrl = `http://127.0.0.1:${await freePort()}`;
+  client = new Client({ baseUrl: qstash.url, token: qstash.token, retry: false, devMode: false });
+});
+afterAll(async () => {
+  await qstash?.close();
+});
+beforeEach(async () => {
+  qstash.reset();
+  await t.pool.query("TRUNCATE job_failures, outbox_alerts");
+});
+
+const db = () => t.db as unknown as Db;
+const env = () =>
+  bindings({
+    QSTASH_URL: qstash.url,
+    QSTASH_TOKEN: qstash.token,
+    PUBLIC_URL: publicUrl,
+    DATABASE_URL: t.url,
+  });
+
+async function sweep(): Promise<string> {
+  const log = vi.spyOn(console, "log").mockImplementation(() => undefined);
+  try {
+    await createScheduled(openTestPool(t.pool))({} as ScheduledController, env(), executionContext().ctx);
+    return String(log.mock.calls.find((c) => String(c[0]).startsWith("sweep:"))?.[0]);
+  } finally {
+    log.mockRestore();
+  }
+}
+
+/** Publishes subscriber jobs the way the relay does, with one retry each so they fail fast. */
+async function publishJobs(subscription: string, count: number): Promise<{ ids: string[]; jobs: Job[] }> {
+  const publisher = createQStashPublisher({ baseUrl: qstash.url, token: qstash.token, publicUrl });
+  const jobs: Job[] = Array.from({ length: count }, () => {
+    const id = crypto.randomUUID();
+    return {
+      subscription,
+      deduplicationId: `${id}:${subscription}`,
+      body: {
+        subscription,
+        event: {
+          id,
+          seq: 1,
+          type: "corpus.note.updated",
+          subject: crypto.randomUUID(),
+          scope: null,
+          payload: { title: "lost while the Worker was down" },
+          createdAt: new Date().toISOString(),
+        },
+        coalesced: [],
+      },
+      retries: 1,
+    };
+  });
+  const published = await publisher.publish(jobs, new AbortController().signal);
+  return { ids: published.map((p) => p.messageId), jobs };
+}
+
+/** Waits until `count` messages of `kind` have been dead-lettered. */
+async function deadLettered(kind: "publish" | "failure-callback", count: number) {
+  return qstash.waitFor((all) => {
+    const dead = all.filter((m) => m.kind === kind && m.state === "ERROR");
+    return dead.length >= count ? dead : undefined;
+  }, 30_000);
+}
+
+async function dlqUrls(): Promise<string[]> {
+  const urls: string[] = [];
+  let cursor: string | undefined;
+  do {
+    const page = await client.dlq.listMessages(cursor ? { cursor } : {});
+    urls.push(...page.messages.map((m) => m.url));
+    cursor = page.cursor;
+  } while (cursor);
+  return urls.sort();
+}
+
+async function failures() {
+  const { rows } = await t.pool.query(
+    'SELECT message_id, subscription, event_id, status, body FROM job_failures ORDER BY message_id COLLATE "C"',
+  );
+  return rows;
+}
+
+describe("the sweep records jobs whose failure callback never reached us", () => {
+  it("finds them in QStash's dead-letter queue, records each once, and leaves other destinations' letters", async () => {
+    const { ids, jobs } = await publishJobs("corpus.index", 2);
+    // Someone else's message on the same QStash account, dead-lettered too.
+    const foreign = `${publicUrl}/elsewhere`;
+    await client.publishJSON({ url: foreign, body: { not: "ours" }, retries: 0 });
+    await deadLettered("publish", 3);
+    // The job and its failure callback both ran out of retries against the dead Worker.
+    await deadLettered("failure-callback", 2);
+    expect(await failures()).toEqual([]);
+
+    const line = await sweep();
+    expect(line).toContain("dead letters: 4 taken from QStash, 2 of them new failures");
+    const recorded = await failures();
+    expect(recorded).toEqual(
+      ids
+        .map((messageId, i) => ({
+          message_id: messageId,
+          subscription: "corpus.index",
+          event_id: jobs[i]!.body.event.id,
+          // Nothing answered: the connection was refused.
+          status: null,
+          body: JSON.stringify(jobs[i]!.body),
+        }))
+        .sort((a, b) => (a.message_id < b.message_id ? -1 : 1)),
+    );
+    const { rows: alerts } = await t.pool.query(
+      "SELECT kind, event_id, subscription FROM outbox_alerts ORDER BY event_id",
+    );
+    expect(alerts).toEqual(
+      jobs
+        .map((j) => ({ kind: "job.failed", event_id: j.body.event.id, subscription: "corpus.index" }))
+        .sort((a, b) => (a.event_id < b.event_id ? -1 : 1)),
+    );
+    // Ours are gone from QStash; the other destination's letter is untouched.
+    expect(await dlqUrls()).toEqual([foreign]);
+
+    // Nothing twice: not from a second sweep, nor from the callback arriving late after all.
+    expect(await sweep()).toContain("dead letters: 0 taken from QStash, 0 of them new failures");
+    const callback = qstash.messages().find((m) => m.kind === "failure-callback");
+    const late = failedJobFromCallback(callback!.body);
+    expect(late?.messageId).toBe(callback!.sourceMessageId);
+    expect(await recordFailedJob(db(), late!)).toEqual({ recorded: false });
+    expect(await failures()).toHaveLength(2);
+  });
+
+  it("a callback that arrived records the job; its dead letters then add nothing and are taken out", async () => {
+    const { ids } = await publishJobs("notify.mail", 1);
+    const [callback] = await deadLettered("failure-callback", 1);
+    // The callback as the route would have recorded it, had the Worker been up.
+    expect(await recordFailedJob(db(), failedJobFromCallback(callback!.body)!)).toEqual({ recorded: true });
+    expect(await sweep()).toContain("dead letters: 2 taken from QStash, 0 of them new failures");
+    expect((await failures()).map((f) => f.message_id)).toEqual(ids);
+    expect(await dlqUrls()).toEqual([]);
+  });
+
+  it("fails a webhook delivery whose deliver job dead-lettered, with its alert", async () => {
+    const endpoint = await insertEndpoint(t.pool, secrets.key, { url: "https://receiver.example/hook" });
+    const queue = createQStashDeliverQueue({
+      baseUrl: qstash.url,
+      token: qstash.token,
+      publicUrl,
+      retries: 1,
+    });
+    const event = {
+      id: crypto.randomUUID(),
+      type: "corpus.note.updated",
+      subject: crypto.randomUUID(),
+      scope: null,
+      payload: { title: "hello" },
+      createdAt: new Date().toISOString(),
+    };
+    await fanOutWebhook(db(), queue, event);
+    const { rows: before } = await t.pool.query(
+      "SELECT id, status, message_id FROM webhook_deliveries WHERE event_id = $1",
+      [event.id],
+    );
+    expect(before).toEqual([expect.objectContaining({ status: "pending" })]);
+    await deadLettered("failure-callback", 1);
+
+    await sweep();
+    const { rows: after } = await t.pool.query(
+      "SELECT status, failed_at FROM webhook_deliveries WHERE id = $1",
+      [before[0].id],
+    );
+    expect(after).toEqual([{ status: "failed", failed_at: expect.any(Date) }]);
+    const { rows: alerts } = await t.pool.query(
+      "SELECT kind, details->>'deliveryId' AS delivery, details->>'endpointId' AS endpoint, details->>'messageId' AS message FROM outbox_alerts",
+    );
+    expect(alerts).toEqual([
+      {
+        kind: "webhook.delivery_failed",
+        delivery: before[0].id,
+        endpoint: endpoint.id,
+        message: before[0].message_id,
+      },
+    ]);
+    // A dead delivery is not a subscriber job: job_failures stays empty.
+    expect(await failures()).toEqual([]);
+    expect(await dlqUrls()).toEqual([]);
+  });
+
+  it("a record that fails deletes nothing: the letters wait in QStash for the next sweep", async () => {
+    const { ids } = await publishJobs("corpus.index", 1);
+    await deadLettered("failure-callback", 1);
+    await t.pool.query(`
+      CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN RAISE EXCEPTION 'job_failures is refusing rows'; END $$;
+      CREATE TRIGGER refuse BEFORE INSERT ON job_failures FOR EACH ROW EXECUTE FUNCTION refuse();`);
+    try {
+      const error = vi.spyOn(console, "error").mockImplementation(() => undefined);
+      await expect(sweep()).rejects.toMatchObject({
+        cause: expect.objectContaining({ message: "job_failures is refusing rows" }),
+      });
+      error.mockRestore();
+      expect(await dlqUrls()).toEqual([jobUrl(publicUrl, "_failed"), jobUrl(publicUrl, "corpus.index")]);
+    } finally {
+      await t.pool.query("DROP TRIGGER refuse ON job_failures; DROP FUNCTION refuse()");
+    }
+    await sweep();
+    expect((await failures()).map((f) => f.message_id)).toEqual(ids);
+    expect(await dlqUrls()).toEqual([]);
+  });
+
+  it("works off a backlog a bounded number of pages per sweep", async () => {
+    const count = DEAD_LETTER_PAGE + 30;
+    await publishJobs("corpus.index", count);
+    await deadLettered("failure-callback", count);
+    const dlq = createQStashDeadLetters({ baseUrl: qstash.url, token: qstash.token });
+    const urls = deadLetterUrls(publicUrl);
+    // One page: the oldest hundred of the first URL (corpus.index's).
+    expect(await collectDeadLetters(db(), dlq, urls, { pages: 1 })).toEqual({
+      recorded: DEAD_LETTER_PAGE,
+      removed: DEAD_LETTER_PAGE,
+    });
+    expect(await failures()).toHaveLength(DEAD_LETTER_PAGE);
+    // A sweep's budget: each of the five URLs once, then more pages of those with more.
+    // The rest of the jobs, and every callback's letter (already recorded from the jobs' own).
+    expect(await collectDeadLetters(db(), dlq, urls)).toEqual({ recorded: 30, removed: 30 + count });
+    expect(await failures()).toHaveLength(count);
+    expect(await dlqUrls()).toEqual([]);
+  });
+});
