@@ -36,6 +36,7 @@ export {
   QSTASH_BATCH_LIMITS,
   jobUrl,
   failureCallbackUrl,
+  qstashClient,
   flowControlFor,
   JOBS_PATH,
   FAILURE_CALLBACK_PATH,

@@ -51,6 +51,21 @@ const JSON_HEADERS = { "Content-Type": "application/json" } as const;
 const encoder = new TextEncoder();
 type SdkBody = NonNullable<Parameters<Client["http"]["request"]>[0]["body"]>;
 
+/**
+ * The SDK's client as every part of this project uses it: the client's own retries
+ * off (the caller owns when to try again: a relay pass's backoff, the next sweep, an
+ * operator asking again), never Upstash's downloadable dev server, no telemetry.
+ */
+export function qstashClient(options: { baseUrl: string; token: string }): Client {
+  return new Client({
+    baseUrl: options.baseUrl,
+    token: options.token,
+    retry: false,
+    devMode: false,
+    enableTelemetry: false,
+  });
+}
+
 /** Where QStash delivers jobs: `<publicUrl>/jobs/<subscription>`. */
 export const JOBS_PATH = "/jobs";
 /** Where QStash reports a job that exhausted its retries; `_` keeps it apart from subscription names. */
@@ -99,14 +114,7 @@ function stripSlash(url: string): string {
  * (test/outbox/qstash-publisher.test.ts compares them with the installed SDK's).
  */
 export function createQStashPublisher(options: QStashPublisherOptions): Publisher {
-  const client = new Client({
-    baseUrl: options.baseUrl,
-    token: options.token,
-    retry: false,
-    // Never let an environment variable start Upstash's downloadable dev server.
-    devMode: false,
-    enableTelemetry: false,
-  });
+  const client = qstashClient(options);
   const chunkSize = positiveInt(options.chunkSize ?? QSTASH_BATCH_LIMITS.messages, "chunkSize");
   const chunkBytes = positiveInt(options.chunkBytes ?? QSTASH_BATCH_LIMITS.bytes, "chunkBytes");
   const concurrency = positiveInt(options.concurrency ?? 3, "concurrency");

@@ -84,7 +84,8 @@ export function createScheduled(
           `alerts raised: ${raised.length ? raised.join(", ") : "none"}; ` +
           `webhook endpoints disabled: ${disabled.length ? disabled.join(", ") : "none"}; ` +
           `deleted ${deliveriesDeleted} webhook deliveries older than ${config.RETENTION_DAYS} d; ` +
-          `dead letters: ${deadLetters.removed} taken from QStash, ${deadLetters.recorded} of them new failures; ` +
+          `dead letters: ${deadLetters.removed} taken from QStash, ${deadLetters.recorded} of them new failures` +
+          `${deadLetters.qstashError ? ` (stopped: ${deadLetters.qstashError})` : ""}; ` +
           `re-published ${republished} webhook deliveries whose publish was lost and ${overdue} whose job ` +
           `QStash no longer held ${OVERDUE_AFTER_MINUTES} min after it was due; ${Date.now() - started} ms`,
       );

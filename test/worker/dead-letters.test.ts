@@ -51,10 +51,14 @@ const env = () =>
     DATABASE_URL: t.url,
   });
 
-async function sweep(): Promise<string> {
+async function sweep(overrides: Partial<ReturnType<typeof env>> = {}): Promise<string> {
   const log = vi.spyOn(console, "log").mockImplementation(() => undefined);
   try {
-    await createScheduled(openTestPool(t.pool))({} as ScheduledController, env(), executionContext().ctx);
+    await createScheduled(openTestPool(t.pool))(
+      {} as ScheduledController,
+      { ...env(), ...overrides },
+      executionContext().ctx,
+    );
     return String(log.mock.calls.find((c) => String(c[0]).startsWith("sweep:"))?.[0]);
   } finally {
     log.mockRestore();
@@ -237,6 +241,19 @@ describe("the sweep records jobs whose failure callback never reached us", () =>
     await sweep();
     expect((await failures()).map((f) => f.message_id)).toEqual(ids);
     expect(await dlqUrls()).toEqual([]);
+  });
+
+  it("QStash out of reach stops only the reading: the sweep ends well and says so", async () => {
+    const { ids } = await publishJobs("corpus.index", 1);
+    await deadLettered("failure-callback", 1);
+    const line = await sweep({ QSTASH_URL: `http://127.0.0.1:${await freePort()}` });
+    expect(line).toMatch(/dead letters: 0 taken from QStash, 0 of them new failures \(stopped: fetch failed/);
+    // The rest of the sweep ran, to its log line's end.
+    expect(line).toMatch(/re-published 0 webhook deliveries .* ms$/);
+    expect(await failures()).toEqual([]);
+    // Back: the letters were waiting.
+    expect(await sweep()).toContain("dead letters: 2 taken from QStash, 1 of them new failures;");
+    expect((await failures()).map((f) => f.message_id)).toEqual(ids);
   });
 
   it("works off a backlog a bounded number of pages per sweep", async () => {

@@ -1,4 +1,4 @@
-import { Client } from "@upstash/qstash";
+import { qstashClient } from "../../outbox/index.ts";
 import type { Db } from "../db.ts";
 import { failedJobFromCallback, fromBase64, recordFailedJob, type FailedJob } from "./failed-job.ts";
 
@@ -32,13 +32,7 @@ export const DEAD_LETTER_PAGE = 100;
 export const DEAD_LETTER_PAGES_PER_SWEEP = 10;
 
 export function createQStashDeadLetters(options: { baseUrl: string; token: string }): DeadLetterQueue {
-  const client = new Client({
-    baseUrl: options.baseUrl,
-    token: options.token,
-    retry: false,
-    devMode: false,
-    enableTelemetry: false,
-  });
+  const client = qstashClient(options);
   return {
     async list(url, count) {
       const { messages } = await client.dlq.listMessages({ filter: { url }, count });
@@ -78,14 +72,25 @@ export interface DeadLetterUrls {
  * sweep's reading to the new ones. A dead letter of the failure callback itself
  * carries the callback's body and is recorded from it. Entries of other
  * destinations on the same QStash account are never touched. A record that
- * fails throws before anything is deleted; the next sweep tries again.
+ * fails throws before anything is deleted; the next sweep tries again. QStash out
+ * of reach (or refusing) stops the reading and is answered, not thrown: the sweep's
+ * other work does not wait on QStash, and the letters wait for a later sweep.
  */
+export interface DeadLettersCollected {
+  /** Dead letters that were new failures (the rest had been recorded from their callback). */
+  recorded: number;
+  /** Dead letters of ours taken out of QStash's queue. */
+  removed: number;
+  /** Why reading stopped early: QStash's error, when it could not be asked. */
+  qstashError?: string;
+}
+
 export async function collectDeadLetters(
   db: Db,
   dlq: DeadLetterQueue,
   urls: DeadLetterUrls,
   options: { pages?: number } = {},
-): Promise<{ recorded: number; removed: number }> {
+): Promise<DeadLettersCollected> {
   let pages = options.pages ?? DEAD_LETTER_PAGES_PER_SWEEP;
   const ours = new Set(urls.jobs);
   let recorded = 0;
@@ -97,7 +102,12 @@ export async function collectDeadLetters(
     for (const url of open) {
       if (pages === 0) break;
       pages--;
-      const page = await dlq.list(url, DEAD_LETTER_PAGE);
+      let page: DeadLetter[];
+      try {
+        page = await dlq.list(url, DEAD_LETTER_PAGE);
+      } catch (error) {
+        return { recorded, removed, qstashError: messageOf(error) };
+      }
       const done: string[] = [];
       for (const letter of page) {
         let failed: FailedJob | null;
@@ -110,7 +120,12 @@ export async function collectDeadLetters(
         if (failed && (await recordFailedJob(db, failed)).recorded) recorded++;
         done.push(letter.dlqId);
       }
-      await dlq.remove(done);
+      try {
+        await dlq.remove(done);
+      } catch (error) {
+        // Recorded all the same: the next sweep finds them again and adds nothing.
+        return { recorded, removed, qstashError: messageOf(error) };
+      }
       removed += done.length;
       // A full page may have more behind it; a page of nothing ours would come back the same.
       if (page.length === DEAD_LETTER_PAGE && done.length > 0) more.push(url);
@@ -131,4 +146,9 @@ function fromDeadLetter(letter: DeadLetter): FailedJob {
     retried: null,
     dlqId: letter.dlqId,
   };
+}
+
+function messageOf(error: unknown): string {
+  const cause = error instanceof Error && error.cause instanceof Error ? ` (${error.cause.message})` : "";
+  return error instanceof Error ? `${error.message}${cause}` : String(error);
 }

@@ -1,5 +1,10 @@
-import { Client } from "@upstash/qstash";
-import { failureCallbackUrl, flowControlFor, jobUrl, QSTASH_BATCH_LIMITS } from "../../outbox/index.ts";
+import {
+  failureCallbackUrl,
+  flowControlFor,
+  jobUrl,
+  QSTASH_BATCH_LIMITS,
+  qstashClient,
+} from "../../outbox/index.ts";
 import { positiveInt } from "../../outbox/sql.ts";
 
 /** The job route QStash calls for each delivery (not a subscription: its body is a delivery, not an event). */
@@ -46,14 +51,8 @@ export interface QStashDeliverQueueOptions {
 export const DELIVER_PARALLELISM = 10;
 
 export function createQStashDeliverQueue(options: QStashDeliverQueueOptions): DeliverQueue {
-  const client = new Client({
-    baseUrl: options.baseUrl,
-    token: options.token,
-    // A failed publish fails the caller (a fan-out job QStash retries, an operator's request).
-    retry: false,
-    devMode: false,
-    enableTelemetry: false,
-  });
+  // A failed publish fails the caller (a fan-out job QStash retries, an operator's request).
+  const client = qstashClient(options);
   const url = jobUrl(options.publicUrl, DELIVER_JOB);
   // A deliver job's message is a few hundred bytes, so the count, not the bytes, bounds a request.
   const perRequest = positiveInt(options.batchMessages ?? QSTASH_BATCH_LIMITS.messages, "batchMessages");
