@@ -10,6 +10,9 @@ commands:
   events list [--state ${EVENT_STATES.join("|")}] [--type <glob>] [--limit <n>]
   events show <id>                an event: fan-out, last error, payload, alerts
   events requeue <id>...          put poisoned events back in line
+  job-failures list [--limit <n>]
+                                  jobs that exhausted their QStash retries, newest first
+  job-failures retry <id>         publish a failed job again as a new job, once
   alerts [--open]                 recent alerts
   stats                           backlog, oldest pending age, poisoned count, relay backoff
 
@@ -17,9 +20,10 @@ options:
   --json                          machine-readable output
   --batch-size <n>                rows per relay pass (default ${RELAY_POLICY.batchSize})
 
-environment (or .env): DATABASE_URL; for relay commands also QSTASH_TOKEN, PUBLIC_URL,
-QSTASH_URL (default https://qstash.upstash.io) and optionally RELAY_BACKOFF_CAP_SECONDS and
-QSTASH_BATCH_MESSAGES, checked as the Worker checks its bindings`;
+environment (or .env): DATABASE_URL; for relay commands and job-failures retry also
+QSTASH_TOKEN, PUBLIC_URL, QSTASH_URL (default https://qstash.upstash.io) and optionally
+QSTASH_BATCH_MESSAGES (and for relay RELAY_BACKOFF_CAP_SECONDS), checked as the Worker checks
+its bindings`;
 
 /** Wrong arguments or environment: the CLI prints the usage and exits 2. */
 export class UsageError extends Error {}

@@ -15,6 +15,15 @@ export const relayVariables = configSchema.pick({
   QSTASH_BATCH_MESSAGES: true,
 });
 
+/** What publishing a job needs (`job-failures retry`): the relay's publisher, no more. */
+export const publishVariables = configSchema.pick({
+  DATABASE_URL: true,
+  QSTASH_URL: true,
+  QSTASH_TOKEN: true,
+  PUBLIC_URL: true,
+  QSTASH_BATCH_MESSAGES: true,
+});
+
 /** Reads variables from the environment (and .env), or says which are missing or wrong. */
 export function readVariables<T extends z.ZodType>(schema: T, env = process.env): z.output<T> {
   const parsed = parseVariables(schema, env);

@@ -1,3 +1,4 @@
+import type { listJobFailures } from "../domain/job-failures/record.ts";
 import type { AlertRow, DrainResult, EventRow, PassResult, Stats } from "../outbox/index.ts";
 
 const when = (d: Date | null) => (d ? d.toISOString() : "-");
@@ -81,6 +82,22 @@ export function formatAlerts(alerts: AlertRow[]): string {
       when(a.createdAt),
       when(a.resolvedAt),
       a.message,
+    ]),
+  );
+}
+
+export function formatJobFailures(failures: Awaited<ReturnType<typeof listJobFailures>>): string {
+  if (failures.length === 0) return "no job failures";
+  return table(
+    ["ID", "RECEIVED", "SUBSCRIPTION", "EVENT", "STATUS", "MESSAGE", "RETRIED"],
+    failures.map((f) => [
+      String(f.id),
+      when(f.receivedAt),
+      f.subscription,
+      f.eventId ?? "-",
+      f.status === null ? "-" : String(f.status),
+      f.messageId,
+      f.retriedAt ? `${when(f.retriedAt)} as ${f.retryMessageId ?? "(publish not recorded)"}` : "-",
     ]),
   );
 }

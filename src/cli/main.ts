@@ -6,6 +6,7 @@ import { ConfigError, parseCommandLine, usage, UsageError } from "./args.ts";
 import type { Command } from "./command.ts";
 import { databaseVariables, readVariables } from "./config.ts";
 import { eventsCommand } from "./events.ts";
+import { jobFailuresCommand } from "./job-failures.ts";
 import { migrateCommand } from "./migrate.ts";
 import { describeFailure } from "./failure.ts";
 import { relayCommand } from "./relay.ts";
@@ -15,6 +16,7 @@ const commands: Record<string, Command> = {
   migrate: migrateCommand,
   relay: relayCommand,
   events: eventsCommand,
+  "job-failures": jobFailuresCommand,
   alerts: alertsCommand,
   stats: statsCommand,
 };

@@ -98,7 +98,10 @@ export const mailSends = pgTable(
 /**
  * Jobs that exhausted their QStash retries, as reported by the failure callback.
  * Keyed by QStash message id because the callback itself is delivered at least
- * once. `event_id` is null when the job body was not one of ours.
+ * once. `event_id` is null when the job body was not one of ours. An operator may
+ * retry a failure once (job-failures/retry.ts): `retried_at` is claimed before the
+ * new job is published (and cleared again if the publish fails), then
+ * `retry_message_id` names the new job.
  */
 export const jobFailures = pgTable(
   "job_failures",
@@ -111,6 +114,8 @@ export const jobFailures = pgTable(
     body: text("body").notNull(),
     responseBody: text("response_body"),
     receivedAt: timestamp("received_at", tz).notNull().defaultNow(),
+    retriedAt: timestamp("retried_at", tz),
+    retryMessageId: text("retry_message_id"),
   },
   (t) => [index("job_failures_received_at_idx").on(t.receivedAt)],
 );

@@ -1,5 +1,6 @@
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
+import { expect } from "vitest";
 
 const cli = fileURLToPath(new URL("../../src/cli/main.ts", import.meta.url));
 
@@ -25,4 +26,19 @@ export function runCli(args: string[], env: Record<string, string> = {}): Promis
     child.on("error", reject);
     child.on("exit", (code) => resolve({ code, stdout, stderr }));
   });
+}
+
+/**
+ * Runs each bad command line (at once) and expects exit 2 with its message and the
+ * usage, on stderr. Answers the results, in order, for anything more to check.
+ */
+export async function expectUsageErrors(cases: [string[], RegExp][]): Promise<CliResult[]> {
+  const results = await Promise.all(cases.map(([args]) => runCli(args)));
+  results.forEach((r, i) => {
+    const [args, message] = cases[i]!;
+    expect(r.code, args.join(" ")).toBe(2);
+    expect(r.stderr, args.join(" ")).toMatch(message);
+    expect(r.stderr, args.join(" ")).toMatch(/usage: npm run outbox/);
+  });
+  return results;
 }

@@ -1,21 +1,32 @@
 import { z } from "zod";
+import type { Db } from "../../domain/db.ts";
 import { listJobFailures } from "../../domain/job-failures/record.ts";
+import { retryJobFailure } from "../../domain/job-failures/retry.ts";
 import {
   EVENT_STATES,
   getEvent,
   isTypeGlob,
   listAlerts,
   listEvents,
+  PublishError,
   requeue,
   stats,
   TYPE_GLOB_RULE,
 } from "../../outbox/index.ts";
 import { singleLine, wholeNumber } from "../../domain/text.ts";
 import { adminAuth } from "../admin-auth.ts";
+import type { Config } from "../env.ts";
 import type { App } from "../new-app.ts";
 import { ApiError } from "../errors.ts";
-import { valid } from "../validate.ts";
+import { publisherFor } from "../relay.ts";
+import { noBody, valid } from "../validate.ts";
 import { ID } from "./params.ts";
+
+/**
+ * A job failure's id (a bigint identity) as a path segment: digits, at most 15 so it
+ * is exact as a JS number. Anything else is no route, a 404, as with ID.
+ */
+export const JOB_FAILURE_ID = ":id{[1-9][0-9]{0,14}}" as const;
 
 const limit = wholeNumber(1, 1000).default(50);
 
@@ -34,7 +45,8 @@ const requeueBody = z.strictObject({
 /**
  * Operator routes (JSON), the HTTP face of what `npm run outbox` does from a
  * terminal: backlog and relay state, events with their fan-out and errors,
- * requeueing poisoned events, alerts, and jobs that exhausted their retries.
+ * requeueing poisoned events, alerts, and jobs that exhausted their retries
+ * (and retrying one of them).
  */
 export function registerAdmin(app: App) {
   app.use("/admin/*", adminAuth);
@@ -68,4 +80,35 @@ export function registerAdmin(app: App) {
   app.get("/admin/job-failures", valid("query", z.strictObject({ limit })), async (c) => {
     return c.json({ jobFailures: await listJobFailures(c.var.db, c.req.valid("query")) });
   });
+
+  app.post(`/admin/job-failures/${JOB_FAILURE_ID}/retry`, noBody, async (c) => {
+    const retried = await retryOrRefuse(c.var.db, c.var.config, Number(c.req.param("id")));
+    return c.json(retried);
+  });
+}
+
+/**
+ * Retries a recorded job failure (src/domain/job-failures/retry.ts), or throws the
+ * answer an operator gets instead: 404 unknown, 409 already retried or not a job of
+ * ours, 503 when QStash did not take the job (the failure is left un-retried, so
+ * asking again works). The admin route and the dashboard's form share it.
+ */
+export async function retryOrRefuse(
+  db: Db,
+  config: Config,
+  id: number,
+): Promise<{ id: number; retriedAt: Date; retryMessageId: string }> {
+  let result;
+  try {
+    result = await retryJobFailure(db, publisherFor(config), id);
+  } catch (error) {
+    if (!(error instanceof PublishError)) throw error;
+    throw new ApiError(
+      "SERVICE_UNAVAILABLE",
+      `QStash did not take the retry of job failure ${id} (${error.message}); ` +
+        "the failure is left un-retried: try again",
+    );
+  }
+  if (result.retried) return { id, retriedAt: result.retriedAt, retryMessageId: result.retryMessageId };
+  throw new ApiError(result.refused === "not_found" ? "NOT_FOUND" : "CONFLICT", result.message);
 }

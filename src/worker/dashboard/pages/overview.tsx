@@ -1,10 +1,12 @@
 import type { Hono } from "hono";
 import { listJobFailures } from "../../../domain/job-failures/record.ts";
+import { ABANDONED_CLAIM_MS, jobToRetry } from "../../../domain/job-failures/retry.ts";
 import { attemptsPerMinute, failedDeliveries } from "../../../domain/webhooks/delivery-log.ts";
 import { eventsPerMinute, listAlerts, stats } from "../../../outbox/index.ts";
+import { JOB_FAILURE_ID, retryOrRefuse } from "../../routes/admin.ts";
 import { LineChart } from "../chart.tsx";
 import type { DashboardEnv } from "../env.ts";
-import { age, render, time } from "../layout.tsx";
+import { age, Notice, render, time } from "../layout.tsx";
 import { deliveryEventHref } from "./webhook-deliveries.tsx";
 
 /** Seconds between reloads of the overview: live enough to watch a backlog drain. */
@@ -16,6 +18,37 @@ function Card({ label, value, tone, href }: { label: string; value: string; tone
       <div class="label">{label}</div>
       <div class="value">{href ? <a href={href}>{value}</a> : value}</div>
     </div>
+  );
+}
+
+type JobFailureRow = Awaited<ReturnType<typeof listJobFailures>>[number];
+
+/**
+ * What the overview offers for a job failure: its retry, once it was made; a Retry
+ * button while it can be made; or why it cannot (not a job of ours).
+ */
+function RetryCell({ failure: f }: { failure: JobFailureRow }) {
+  const abandoned =
+    f.retriedAt !== null &&
+    f.retryMessageId === null &&
+    Date.now() - f.retriedAt.getTime() > ABANDONED_CLAIM_MS;
+  if (f.retriedAt && !abandoned) {
+    return <span>{`retried ${time(f.retriedAt)} as ${f.retryMessageId ?? "(publish not recorded)"}`}</span>;
+  }
+  const planned = jobToRetry(f);
+  if ("refused" in planned) {
+    return (
+      <span class="muted" title={planned.message}>
+        not retryable
+      </span>
+    );
+  }
+  return (
+    <form class="inline" method="post" action={`/dashboard/job-failures/${f.id}/retry`}>
+      <button class="btn secondary small" type="submit">
+        {abandoned ? "Retry (the last one did not finish)" : "Retry"}
+      </button>
+    </form>
   );
 }
 
@@ -34,10 +67,20 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
     const minutes = perMinute.map((m) => m.minute);
     const attemptAt = new Map(attempts.map((a) => [+a.minute, a]));
     const backingOff = s.relay.backoffUntil !== null && s.relay.backoffUntil > new Date();
+    // After a retry: said from the row itself, so a link cannot put words on the page.
+    const retriedId = Number(c.req.query("retried"));
+    const retried = jobs.find((f) => f.id === retriedId && f.retryMessageId !== null);
     return render(
       c,
       { title: "Overview", section: "overview", refresh: OVERVIEW_REFRESH_SECONDS },
       <>
+        <Notice
+          text={
+            retried
+              ? `Job failure ${retried.id} retried: QStash took a new job, ${retried.retryMessageId}.`
+              : undefined
+          }
+        />
         <h1>Overview</h1>
         <div class="cards">
           <Card label="Backlog" value={String(s.backlog)} tone={s.backlog > 0 ? "warn" : "ok"} />
@@ -130,6 +173,7 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
               <th>event</th>
               <th>last status</th>
               <th>QStash message</th>
+              <th>retry</th>
             </tr>
             {jobs.map((f) => (
               <tr>
@@ -140,6 +184,9 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
                 </td>
                 <td>{f.status === null ? "–" : String(f.status)}</td>
                 <td class="mono">{f.messageId}</td>
+                <td class="mono">
+                  <RetryCell failure={f} />
+                </td>
               </tr>
             ))}
           </table>
@@ -174,5 +221,12 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
         )}
       </>,
     );
+  });
+
+  // Once per failure (a second post, a reload offering to resubmit, is 409); the
+  // same use case and answers as POST /admin/job-failures/:id/retry.
+  dashboard.post(`/job-failures/${JOB_FAILURE_ID}/retry`, async (c) => {
+    const { id } = await retryOrRefuse(c.var.db, c.var.config, Number(c.req.param("id")));
+    return c.redirect(`/dashboard?retried=${id}`, 303);
   });
 }

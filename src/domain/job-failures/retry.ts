@@ -1,0 +1,204 @@
+import { sql } from "drizzle-orm";
+import {
+  findSubscription,
+  parseJobBody,
+  PublishError,
+  RELAY_POLICY,
+  type Job,
+  type JobBody,
+  type Publisher,
+} from "../../outbox/index.ts";
+import type { Db } from "../db.ts";
+import { subscriptions } from "../subscriptions.ts";
+import { queryRows } from "../webhooks/rows.ts";
+
+/**
+ * A claim older than this without a message id was abandoned: its request was cut
+ * off between the claim and the publish (a publish gives up after
+ * RELAY_POLICY.publishTimeoutMs, 15 s, and then undoes its claim). A later retry
+ * takes it over rather than be refused for ever.
+ */
+export const ABANDONED_CLAIM_MS = 60_000;
+
+/** Why a recorded job failure cannot be retried: each is an answer for the operator, not a fault. */
+export type RetryRefusal =
+  | { refused: "not_found"; message: string }
+  | { refused: "already_retried"; message: string; retriedAt: Date; retryMessageId: string | null }
+  | { refused: "not_retryable"; message: string };
+
+export type RetryResult =
+  | { retried: true; id: number; retriedAt: Date; retryMessageId: string }
+  | ({ retried: false } & RetryRefusal);
+
+/** The columns of a job failure that decide whether it can be retried, and into what. */
+export interface RetryableRow {
+  id: number;
+  messageId: string;
+  subscription: string;
+  body: string;
+}
+
+/**
+ * Whether a recorded failure is a job of ours that can be published again as it
+ * was: its subscription is in the registry (the failure callback records a whole
+ * URL when the job was not sent to one of our routes) and its body is an
+ * edge-outbox job for that subscription. Answers the job to publish, or why not.
+ * Pure: the dashboard asks it per row to decide whether to offer a Retry button.
+ */
+export function jobToRetry(row: RetryableRow): { job: Job } | { refused: "not_retryable"; message: string } {
+  const refuse = (why: string) => ({
+    refused: "not_retryable" as const,
+    message: `job failure ${row.id} cannot be retried: ${why}`,
+  });
+  const subscription = findSubscription(subscriptions, row.subscription);
+  if (!subscription) return refuse(`"${row.subscription}" is not one of this app's subscriptions`);
+  let body: JobBody;
+  try {
+    body = parseJobBody(row.body);
+  } catch (error) {
+    return refuse(messageOf(error));
+  }
+  // The job route refuses a body naming another subscription (489): it would fail again at once.
+  if (body.subscription !== subscription.name) {
+    return refuse(`its body is a job for "${body.subscription}", not for "${subscription.name}"`);
+  }
+  return {
+    job: {
+      subscription: subscription.name,
+      // A fresh id: QStash would drop the original's (or an earlier retry's) as a duplicate.
+      deduplicationId: `${row.messageId}:retry-${crypto.randomUUID()}`,
+      body,
+      // The bytes that failed, exactly: the subscriber gets what it got before.
+      json: row.body,
+      ...(subscription.retries === undefined ? {} : { retries: subscription.retries }),
+    },
+  };
+}
+
+interface FailureRow {
+  id: string;
+  message_id: string;
+  subscription: string;
+  body: string;
+  retried_at: Date | null;
+  retry_message_id: string | null;
+}
+
+/**
+ * An operator's retry of a job that exhausted its QStash retries: the recorded
+ * body, published again to its subscription as a new job (the relay's publisher,
+ * its retries and failure callback), once. If it fails again, the failure
+ * callback records it as a failure of its own (a new message id), which can be
+ * retried in turn.
+ *
+ * Once per failure, whoever asks: the row is claimed (`retried_at`, compare-and-set)
+ * before anything is published, so of two concurrent retries one publishes and the
+ * other is refused. If the publish fails, the claim is undone and the error
+ * rethrown, as a PublishError, so the operator can ask again. A request cut off
+ * between the claim and the publish leaves the row claimed without a message id;
+ * after ABANDONED_CLAIM_MS a retry takes that claim over. If the cut-off request's
+ * publish did reach QStash, the job then runs twice, as any QStash job may.
+ */
+export async function retryJobFailure(
+  db: Db,
+  publisher: Publisher,
+  id: number,
+  now: Date = new Date(),
+): Promise<RetryResult> {
+  const row = await readFailure(db, id);
+  if (!row) return notFound(id);
+  const planned = jobToRetry({
+    id,
+    messageId: row.message_id,
+    subscription: row.subscription,
+    body: row.body,
+  });
+  if ("refused" in planned) return { retried: false, ...planned };
+  const abandonedBefore = new Date(now.getTime() - ABANDONED_CLAIM_MS);
+  const open = (r: FailureRow) =>
+    r.retried_at === null || (r.retry_message_id === null && new Date(r.retried_at) < abandonedBefore);
+  if (!open(row)) return alreadyRetried(id, row);
+
+  const claimed = await queryRows<{ id: string }>(
+    db,
+    sql`UPDATE job_failures SET retried_at = ${now}
+         WHERE id = ${id}
+           AND (retried_at IS NULL OR (retry_message_id IS NULL AND retried_at < ${abandonedBefore}))
+     RETURNING id`,
+  );
+  if (claimed.length === 0) {
+    // Another retry claimed it since the read (or the row is gone).
+    const current = await readFailure(db, id);
+    return current?.retried_at ? alreadyRetried(id, current) : notFound(id);
+  }
+
+  let messageId: string;
+  try {
+    messageId = await publishOne(publisher, planned.job);
+  } catch (error) {
+    // Only this claim: the row is left alone if anything else touched it since.
+    await db.execute(sql`
+      UPDATE job_failures SET retried_at = NULL
+       WHERE id = ${id} AND retried_at = ${now} AND retry_message_id IS NULL`);
+    throw error instanceof PublishError
+      ? error
+      : new PublishError(`publish failed: ${messageOf(error)}`, "outage", undefined, { cause: error });
+  }
+  await db.execute(sql`UPDATE job_failures SET retry_message_id = ${messageId} WHERE id = ${id}`);
+  return { retried: true, id, retriedAt: now, retryMessageId: messageId };
+}
+
+async function readFailure(db: Db, id: number): Promise<FailureRow | undefined> {
+  const [row] = await queryRows<FailureRow>(
+    db,
+    sql`SELECT id, message_id, subscription, body, retried_at, retry_message_id
+          FROM job_failures WHERE id = ${id}`,
+  );
+  return row;
+}
+
+function notFound(id: number): RetryResult {
+  return { retried: false, refused: "not_found", message: `job failure ${id} not found` };
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+function alreadyRetried(id: number, row: FailureRow): RetryResult {
+  const retriedAt = new Date(row.retried_at!);
+  return {
+    retried: false,
+    refused: "already_retried",
+    message:
+      `job failure ${id} was already retried at ${retriedAt.toISOString()}` +
+      (row.retry_message_id ? ` as ${row.retry_message_id}` : " (its publish has not been recorded)"),
+    retriedAt,
+    retryMessageId: row.retry_message_id,
+  };
+}
+
+/**
+ * One publish, bounded as a relay pass bounds its own (RELAY_POLICY.publishTimeoutMs):
+ * an operator's request must end either way, so the claim is kept or undone.
+ */
+async function publishOne(publisher: Publisher, job: Job): Promise<string> {
+  const controller = new AbortController();
+  const ms = RELAY_POLICY.publishTimeoutMs;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timedOut = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      const reason = new DOMException(`signal timed out after ${ms} ms`, "TimeoutError");
+      controller.abort(reason);
+      reject(new PublishError(`publish gave up: ${reason.message}`, "outage", undefined, { cause: reason }));
+    }, ms);
+  });
+  try {
+    const published = await Promise.race([publisher.publish([job], controller.signal), timedOut]);
+    const messageId = published.length === 1 ? published[0]?.messageId : undefined;
+    if (!messageId) throw new PublishError(`the publisher answered no message id for the job`, "outage");
+    return messageId;
+  } finally {
+    clearTimeout(timer);
+  }
+}

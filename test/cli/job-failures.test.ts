@@ -1,0 +1,112 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { startQStashDev, type QStashDev } from "../../infra/qstash-dev/server.ts";
+import { expectUsageErrors, runCli } from "../support/cli.ts";
+import { useTestDatabase } from "../support/db.ts";
+import { insertJobFailure, jobFailureRow, relayJobBody } from "../support/job-failures.ts";
+
+// `job-failures list|retry` as an operator runs them, against the QStash dev server
+// with delivery paused.
+const t = useTestDatabase();
+let qstash: QStashDev;
+const PUBLIC_URL = "http://127.0.0.1:8787";
+
+beforeAll(async () => {
+  qstash = await startQStashDev({ log: () => undefined });
+});
+afterAll(() => qstash?.close());
+beforeEach(async () => {
+  await t.pool.query("TRUNCATE job_failures");
+  qstash.reset();
+  qstash.pauseDelivery();
+});
+
+const env = () => ({
+  DATABASE_URL: t.url,
+  QSTASH_URL: qstash.url,
+  QSTASH_TOKEN: qstash.token,
+  PUBLIC_URL,
+});
+const jobsInQStash = () => qstash.messages().filter((m) => m.kind !== "failure-callback");
+
+describe("outbox job-failures", () => {
+  it("retries a failure once, and the list shows it", async () => {
+    const body = relayJobBody("notify.mail");
+    const id = await insertJobFailure(t.pool, { body, messageId: "msg_listed" });
+
+    const retried = await runCli(["job-failures", "retry", String(id), "--json"], env());
+
+    expect(retried.code).toBe(0);
+    const answer = JSON.parse(retried.stdout);
+    expect(answer).toEqual({
+      id,
+      retriedAt: expect.any(String),
+      retryMessageId: expect.stringMatching(/^msg_/),
+    });
+    expect(jobsInQStash()).toEqual([
+      expect.objectContaining({
+        messageId: answer.retryMessageId,
+        url: `${PUBLIC_URL}/jobs/notify.mail`,
+        body,
+      }),
+    ]);
+
+    const again = await runCli(["job-failures", "retry", String(id)], env());
+    expect(again.code).toBe(1);
+    expect(again.stderr.trim()).toBe(
+      `edge-outbox: job failure ${id} was already retried at ${answer.retriedAt} as ${answer.retryMessageId}`,
+    );
+    expect(jobsInQStash()).toHaveLength(1);
+
+    const listed = await runCli(["job-failures", "list"], { DATABASE_URL: t.url });
+    expect(listed.code).toBe(0);
+    const [header, line] = listed.stdout.trim().split("\n");
+    expect(header).toMatch(/^ID\s+RECEIVED\s+SUBSCRIPTION\s+EVENT\s+STATUS\s+MESSAGE\s+RETRIED$/);
+    expect(line).toMatch(
+      new RegExp(
+        `^${id}\\s.*notify\\.mail\\s.*msg_listed\\s+${answer.retriedAt} as ${answer.retryMessageId}$`,
+      ),
+    );
+  });
+
+  it("says why a failure cannot be retried, and exits 1", async () => {
+    const foreign = await insertJobFailure(t.pool, { subscription: "https://elsewhere.example/hook" });
+    const cases: [string, RegExp][] = [
+      [String(foreign), /is not one of this app's subscriptions/],
+      ["424242", /job failure 424242 not found/],
+    ];
+    for (const [id, message] of cases) {
+      const r = await runCli(["job-failures", "retry", id], env());
+      expect(r.code, id).toBe(1);
+      expect(r.stderr, id).toMatch(message);
+    }
+    expect(jobsInQStash()).toHaveLength(0);
+  });
+
+  it("a publish QStash refuses exits 1 and leaves the failure un-retried", async () => {
+    const id = await insertJobFailure(t.pool);
+    qstash.failNextPublishes(1, 500);
+    const r = await runCli(["job-failures", "retry", String(id)], env());
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(
+      /QStash did not take the retry of job failure \d+ \(QStash 500: .*\); the failure is left un-retried: try again/,
+    );
+    expect(await jobFailureRow(t.pool, id)).toEqual({ retried_at: null, retry_message_id: null });
+  });
+
+  it("checks the command line first, then the QStash variables", async () => {
+    const cases: [string[], RegExp][] = [
+      [["job-failures"], /job-failures needs a command: list or retry/],
+      [["job-failures", "redo"], /unknown job-failures command "redo"/],
+      [["job-failures", "retry"], /job-failures retry takes one job failure id/],
+      [["job-failures", "retry", "1", "2"], /job-failures retry takes one job failure id/],
+      [["job-failures", "retry", "abc"], /"abc" is not a job failure id/],
+      [["job-failures", "list", "x"], /job-failures list takes no argument, got "x"/],
+    ];
+    await expectUsageErrors(cases);
+    const id = await insertJobFailure(t.pool);
+    const noQStash = await runCli(["job-failures", "retry", String(id)], { DATABASE_URL: t.url });
+    expect(noQStash.code).toBe(2);
+    expect(noQStash.stderr).toMatch(/QSTASH_TOKEN is not set/);
+    expect(await jobFailureRow(t.pool, id)).toEqual({ retried_at: null, retry_message_id: null });
+  });
+});

@@ -1,0 +1,139 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { startQStashDev, type QStashDev } from "../../infra/qstash-dev/server.ts";
+import { configureNeonForWsProxy, startWsProxy, type WsProxy } from "../../infra/ws-proxy.ts";
+import type { Bindings } from "../../src/worker/env.ts";
+import { dashboardClient } from "../support/dashboard.ts";
+import { useTestDatabase } from "../support/db.ts";
+import { insertJobFailure, jobFailureRow, relayJobBody } from "../support/job-failures.ts";
+import { bindings } from "../support/worker.ts";
+
+// The overview's Retry button for jobs that exhausted their retries, through the app
+// as the Worker runs it, to the QStash dev server with delivery paused.
+const t = useTestDatabase();
+let proxy: WsProxy;
+let qstash: QStashDev;
+let env: Bindings;
+let browser: ReturnType<typeof dashboardClient>;
+
+beforeAll(async () => {
+  proxy = await startWsProxy();
+  configureNeonForWsProxy(proxy);
+  qstash = await startQStashDev({ log: () => undefined });
+  env = bindings({
+    DATABASE_URL: t.url,
+    NEON_WS_PROXY: proxy.address,
+    QSTASH_URL: qstash.url,
+    QSTASH_TOKEN: qstash.token,
+  });
+  browser = dashboardClient(() => env);
+  expect((await browser.login()).status).toBe(303);
+});
+afterAll(async () => {
+  await Promise.all([proxy?.close(), qstash?.close()]);
+});
+beforeEach(async () => {
+  await t.pool.query("TRUNCATE job_failures");
+  qstash.reset();
+  qstash.pauseDelivery();
+});
+
+const jobsInQStash = () => qstash.messages().filter((m) => m.kind !== "failure-callback");
+const retryForm = (id: number) =>
+  `<form class="inline" method="post" action="/dashboard/job-failures/${id}/retry"><button class="btn secondary small" type="submit">Retry</button></form>`;
+
+describe("retrying a job failure from the overview", () => {
+  it("offers Retry for a job of ours, retries it once, then shows the retry instead", async () => {
+    const ours = await insertJobFailure(t.pool, { messageId: "msg_ours" });
+    const foreign = await insertJobFailure(t.pool, {
+      messageId: "msg_foreign",
+      subscription: "https://elsewhere.example/hook",
+      body: relayJobBody("notify.mail"),
+    });
+    const before = await browser.get("/dashboard");
+    expect(before.text).toContain(retryForm(ours));
+    expect(before.text).not.toContain(`/dashboard/job-failures/${foreign}/retry`);
+    expect(before.text).toContain("not retryable");
+
+    const posted = await browser.post(`/dashboard/job-failures/${ours}/retry`, {});
+
+    expect(posted.status).toBe(303);
+    expect(posted.headers.get("location")).toBe(`/dashboard?retried=${ours}`);
+    const [job] = jobsInQStash();
+    expect(jobsInQStash()).toHaveLength(1);
+    expect(job).toMatchObject({ url: `${env.PUBLIC_URL}/jobs/notify.mail` });
+    const row = await jobFailureRow(t.pool, ours);
+    expect(row.retry_message_id).toBe(job!.messageId);
+
+    const after = await browser.get(posted.headers.get("location")!);
+    expect(after.status).toBe(200);
+    expect(after.text).toContain(`Job failure ${ours} retried: QStash took a new job, ${job!.messageId}.`);
+    const shownAt = `${row.retried_at!.toISOString().slice(0, 19).replace("T", " ")}Z`;
+    expect(after.text).toContain(`retried ${shownAt} as ${job!.messageId}`);
+    expect(after.text).not.toContain(retryForm(ours));
+
+    // The form sent again (a reload offering to resubmit): refused, nothing published.
+    const again = await browser.post(`/dashboard/job-failures/${ours}/retry`, {});
+    expect(again.status).toBe(409);
+    expect(again.text).toContain(`job failure ${ours} was already retried`);
+    expect(jobsInQStash()).toHaveLength(1);
+  });
+
+  it("offers Retry again for a retry whose request was cut off before its publish", async () => {
+    const id = await insertJobFailure(t.pool);
+    await t.pool.query("UPDATE job_failures SET retried_at = now() - interval '10 seconds' WHERE id = $1", [
+      id,
+    ]);
+    // Maybe still publishing: shown as such, no button.
+    const soon = await browser.get("/dashboard");
+    expect(soon.text).toContain("(publish not recorded)");
+    expect(soon.text).not.toContain(`/dashboard/job-failures/${id}/retry`);
+    // Long past any publish's time: abandoned, and offered again.
+    await t.pool.query("UPDATE job_failures SET retried_at = now() - interval '2 minutes' WHERE id = $1", [
+      id,
+    ]);
+    const later = await browser.get("/dashboard");
+    expect(later.text).toContain("Retry (the last one did not finish)");
+    const posted = await browser.post(`/dashboard/job-failures/${id}/retry`, {});
+    expect(posted.status).toBe(303);
+    expect(jobsInQStash()).toHaveLength(1);
+    expect((await jobFailureRow(t.pool, id)).retry_message_id).toBe(jobsInQStash()[0]!.messageId);
+  });
+
+  it("a notice comes from the row, never from the link", async () => {
+    const id = await insertJobFailure(t.pool);
+    const page = await browser.get(`/dashboard?retried=${id}`);
+    expect(page.status).toBe(200);
+    expect(page.text).not.toContain('class="notice"');
+  });
+
+  it("refuses a cross-site post, and one without a session, and changes nothing", async () => {
+    const id = await insertJobFailure(t.pool);
+    for (const headers of [{ Origin: "https://evil.example" }, { Origin: "null" }]) {
+      const forged = await browser.post(`/dashboard/job-failures/${id}/retry`, {}, headers);
+      expect(forged.status).toBe(403);
+      expect(forged.text).toContain("cross-site request refused");
+    }
+    const anonymous = await dashboardClient(() => env).post(`/dashboard/job-failures/${id}/retry`, {});
+    expect(anonymous.status).toBe(401);
+    expect(jobsInQStash()).toHaveLength(0);
+    expect(await jobFailureRow(t.pool, id)).toEqual({ retried_at: null, retry_message_id: null });
+  });
+
+  it("QStash refusing shows a 503 page and leaves the Retry button", async () => {
+    const id = await insertJobFailure(t.pool);
+    qstash.failNextPublishes(1, 500);
+
+    const refused = await browser.post(`/dashboard/job-failures/${id}/retry`, {});
+
+    expect(refused.status).toBe(503);
+    expect(refused.text).toContain("the failure is left un-retried: try again");
+    expect(await jobFailureRow(t.pool, id)).toEqual({ retried_at: null, retry_message_id: null });
+    expect((await browser.get("/dashboard")).text).toContain(retryForm(id));
+  });
+
+  it("an unknown failure is a 404 page", async () => {
+    const res = await browser.post("/dashboard/job-failures/999999/retry", {});
+    expect(res.status).toBe(404);
+    expect(res.text).toContain("job failure 999999 not found");
+  });
+});

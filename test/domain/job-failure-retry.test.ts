@@ -1,0 +1,244 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { startQStashDev, type QStashDev } from "../../infra/qstash-dev/server.ts";
+import type { Db } from "../../src/domain/db.ts";
+import { ABANDONED_CLAIM_MS, retryJobFailure } from "../../src/domain/job-failures/retry.ts";
+import { PublishError, type Job, type Publisher } from "../../src/outbox/index.ts";
+import { publisherFor } from "../../src/worker/relay.ts";
+import { freePort } from "../../src/node/postgres.ts";
+import { useTestDatabase } from "../support/db.ts";
+import { waitFor } from "../support/helpers.ts";
+import { insertJobFailure, jobFailureRow, relayJobBody } from "../support/job-failures.ts";
+
+// The retry use case against real Postgres and the QStash dev server, whose
+// delivery is paused: what it publishes stays there to be looked at.
+const t = useTestDatabase();
+const PUBLIC_URL = "http://127.0.0.1:8787";
+let qstash: QStashDev;
+let published: Job[];
+let publisher: Publisher;
+const db = () => t.db as unknown as Db;
+
+beforeAll(async () => {
+  qstash = await startQStashDev({ log: () => undefined });
+});
+afterAll(() => qstash?.close());
+beforeEach(async () => {
+  await t.pool.query("TRUNCATE job_failures");
+  qstash.reset();
+  qstash.pauseDelivery();
+  published = [];
+  const real = publisherFor({
+    QSTASH_URL: qstash.url,
+    QSTASH_TOKEN: qstash.token,
+    PUBLIC_URL,
+    QSTASH_BATCH_MESSAGES: 500,
+  });
+  // The relay's own QStash publisher, with the jobs it was handed kept for the test.
+  publisher = {
+    publish(jobs, signal) {
+      published.push(...jobs);
+      return real.publish(jobs, signal);
+    },
+  };
+});
+
+const jobsInQStash = () => qstash.messages().filter((m) => m.kind !== "failure-callback");
+
+describe("retryJobFailure", () => {
+  it("publishes the stored body once, as a new job for its subscription, and records it", async () => {
+    const body = relayJobBody("notify.mail");
+    const id = await insertJobFailure(t.pool, { body, messageId: "msg_original" });
+    const now = new Date("2026-12-05T08:00:00.123Z");
+
+    const result = await retryJobFailure(db(), publisher, id, now);
+
+    expect(result).toEqual({
+      retried: true,
+      id,
+      retriedAt: now,
+      retryMessageId: expect.stringMatching(/^msg_/),
+    });
+    const retryMessageId = result.retried ? result.retryMessageId : "";
+    expect(await jobFailureRow(t.pool, id)).toEqual({ retried_at: now, retry_message_id: retryMessageId });
+    // What QStash holds: one message, to the subscription's route, the bytes that failed,
+    // with the subscription's retries.
+    expect(jobsInQStash()).toEqual([
+      expect.objectContaining({
+        messageId: retryMessageId,
+        url: `${PUBLIC_URL}/jobs/notify.mail`,
+        body,
+        maxRetries: 5,
+      }),
+    ]);
+    expect(published).toHaveLength(1);
+    expect(published[0]).toMatchObject({ subscription: "notify.mail", json: body, retries: 5 });
+    expect(published[0]!.deduplicationId).toMatch(/^msg_original:retry-[0-9a-f-]{36}$/);
+  });
+
+  it("refuses a second retry and publishes nothing", async () => {
+    const id = await insertJobFailure(t.pool);
+    const first = await retryJobFailure(db(), publisher, id);
+    expect(first.retried).toBe(true);
+    const before = await jobFailureRow(t.pool, id);
+
+    const second = await retryJobFailure(db(), publisher, id);
+
+    expect(second).toMatchObject({
+      retried: false,
+      refused: "already_retried",
+      retryMessageId: before.retry_message_id,
+      message: expect.stringContaining(`as ${before.retry_message_id}`),
+    });
+    expect(jobsInQStash()).toHaveLength(1);
+    expect(await jobFailureRow(t.pool, id)).toEqual(before);
+  });
+
+  it("of concurrent retries, exactly one publishes", async () => {
+    const id = await insertJobFailure(t.pool);
+    // Every retry reads the row un-retried, then all claim it at once: a lock taken
+    // here holds their claims until all of them are waiting, then lets them go.
+    const holder = await t.newPool(1).connect();
+    await holder.query("BEGIN");
+    await holder.query("SELECT 1 FROM job_failures WHERE id = $1 FOR UPDATE", [id]);
+    const retries = Array.from({ length: 5 }, () => retryJobFailure(db(), publisher, id));
+    await waitFor(async () => {
+      const { rows } = await t.pool.query(
+        `SELECT count(*)::int AS n FROM pg_stat_activity
+          WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'UPDATE job_failures%'`,
+      );
+      return rows[0].n === 5;
+    });
+    await holder.query("COMMIT");
+    holder.release();
+
+    const results = await Promise.all(retries);
+
+    expect(results.filter((r) => r.retried)).toHaveLength(1);
+    expect(results.filter((r) => !r.retried && r.refused === "already_retried")).toHaveLength(4);
+    expect(published).toHaveLength(1);
+    expect(jobsInQStash()).toHaveLength(1);
+    expect((await jobFailureRow(t.pool, id)).retry_message_id).toBe(jobsInQStash()[0]!.messageId);
+  });
+
+  it("a retry that arrives while another's publish is in flight is refused", async () => {
+    const id = await insertJobFailure(t.pool);
+    qstash.setPublishLatency(300);
+    try {
+      const first = retryJobFailure(db(), publisher, id);
+      await waitFor(() => published.length === 1);
+      const second = await retryJobFailure(db(), publisher, id);
+      expect(second).toMatchObject({ refused: "already_retried", retryMessageId: null });
+      expect(second.retried ? "" : second.message).toMatch(/its publish has not been recorded/);
+      expect((await first).retried).toBe(true);
+    } finally {
+      qstash.setPublishLatency(0);
+    }
+    expect(jobsInQStash()).toHaveLength(1);
+  });
+
+  it("a claim abandoned by a request cut off before its publish is taken over a minute later", async () => {
+    const id = await insertJobFailure(t.pool);
+    // What a request killed between its claim and its publish leaves behind.
+    await t.pool.query("UPDATE job_failures SET retried_at = now() WHERE id = $1", [id]);
+    const soon = await retryJobFailure(db(), publisher, id, new Date(Date.now() + 5_000));
+    expect(soon).toMatchObject({ refused: "already_retried", retryMessageId: null });
+    expect(jobsInQStash()).toHaveLength(0);
+    const later = await retryJobFailure(
+      db(),
+      publisher,
+      id,
+      new Date(Date.now() + ABANDONED_CLAIM_MS + 5_000),
+    );
+    expect(later).toMatchObject({ retried: true, retryMessageId: expect.any(String) });
+    expect(jobsInQStash()).toHaveLength(1);
+    // Once taken over and recorded, it is retried: no further takeover.
+    const after = await retryJobFailure(db(), publisher, id, new Date(Date.now() + 10 * ABANDONED_CLAIM_MS));
+    expect(after).toMatchObject({ refused: "already_retried" });
+    expect(jobsInQStash()).toHaveLength(1);
+  });
+
+  it("a publish QStash refuses leaves the failure un-retried, and a later retry works", async () => {
+    const id = await insertJobFailure(t.pool);
+    qstash.failNextPublishes(1, 503);
+
+    const error = await retryJobFailure(db(), publisher, id).catch((e: unknown) => e);
+
+    expect(error).toBeInstanceOf(PublishError);
+    expect((error as PublishError).status).toBe(503);
+    expect(await jobFailureRow(t.pool, id)).toEqual({ retried_at: null, retry_message_id: null });
+    expect(jobsInQStash()).toHaveLength(0);
+
+    const again = await retryJobFailure(db(), publisher, id);
+    expect(again.retried).toBe(true);
+    expect(jobsInQStash()).toHaveLength(1);
+    // Each attempt had a deduplication id of its own.
+    expect(new Set(published.map((j) => j.deduplicationId)).size).toBe(2);
+  });
+
+  it("an unreachable QStash leaves the failure un-retried", async () => {
+    const id = await insertJobFailure(t.pool);
+    const unreachable = publisherFor({
+      // Nothing listens there: the connection is refused.
+      QSTASH_URL: `http://127.0.0.1:${await freePort()}`,
+      QSTASH_TOKEN: "token",
+      PUBLIC_URL,
+      QSTASH_BATCH_MESSAGES: 500,
+    });
+
+    await expect(retryJobFailure(db(), unreachable, id)).rejects.toThrow(/QStash unreachable/);
+
+    expect(await jobFailureRow(t.pool, id)).toEqual({ retried_at: null, retry_message_id: null });
+    expect((await retryJobFailure(db(), publisher, id)).retried).toBe(true);
+  });
+
+  it("a publisher that throws something else is an outage too, and the claim is undone", async () => {
+    const id = await insertJobFailure(t.pool);
+    const broken: Publisher = { publish: () => Promise.reject(new TypeError("fetch failed")) };
+
+    const error = await retryJobFailure(db(), broken, id).catch((e: unknown) => e);
+
+    expect(error).toBeInstanceOf(PublishError);
+    expect(error).toMatchObject({ kind: "outage", message: "publish failed: fetch failed" });
+    expect(await jobFailureRow(t.pool, id)).toEqual({ retried_at: null, retry_message_id: null });
+  });
+
+  it("an unknown id is not found", async () => {
+    expect(await retryJobFailure(db(), publisher, 987_654)).toEqual({
+      retried: false,
+      refused: "not_found",
+      message: "job failure 987654 not found",
+    });
+    expect(published).toHaveLength(0);
+  });
+
+  it("refuses what is not a job of ours, and publishes nothing", async () => {
+    const cases: [string, { subscription?: string; body?: string }, RegExp][] = [
+      [
+        "a subscription that is a whole URL (the job was not sent to one of our routes)",
+        { subscription: "https://elsewhere.example/hook", body: relayJobBody("notify.mail") },
+        /"https:\/\/elsewhere\.example\/hook" is not one of this app's subscriptions/,
+      ],
+      [
+        "a subscription that is not in the registry",
+        { subscription: "old.subscription", body: relayJobBody("old.subscription") },
+        /"old\.subscription" is not one of this app's subscriptions/,
+      ],
+      ["a body that is not JSON", { body: "not json" }, /job body is not JSON/],
+      ["a body that is not a job", { body: '{"hello":"world"}' }, /not an edge-outbox job/],
+      [
+        "a body for another subscription",
+        { subscription: "notify.mail", body: relayJobBody("corpus.index") },
+        /a job for "corpus\.index", not for "notify\.mail"/,
+      ],
+    ];
+    for (const [what, fields, message] of cases) {
+      const id = await insertJobFailure(t.pool, fields);
+      const result = await retryJobFailure(db(), publisher, id);
+      expect(result, what).toEqual({ retried: false, refused: "not_retryable", message: expect.any(String) });
+      expect(result.retried ? "" : result.message, what).toMatch(message);
+      expect(await jobFailureRow(t.pool, id), what).toEqual({ retried_at: null, retry_message_id: null });
+    }
+    expect(published).toHaveLength(0);
+    expect(jobsInQStash()).toHaveLength(0);
+  });
+});

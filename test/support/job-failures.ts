@@ -1,0 +1,45 @@
+import { randomUUID } from "node:crypto";
+import type pg from "pg";
+
+/** A job body exactly as the relay writes one (JobBody's key order), for `subscription`. */
+export function relayJobBody(subscription: string, event: Record<string, unknown> = {}): string {
+  return JSON.stringify({
+    subscription,
+    event: {
+      id: randomUUID(),
+      seq: 1,
+      type: "supplier.connected",
+      subject: randomUUID(),
+      scope: null,
+      payload: { name: "Retried Ltd", status: "connected" },
+      createdAt: new Date().toISOString(),
+      ...event,
+    },
+    coalesced: [],
+  });
+}
+
+/**
+ * A job failure as the failure callback records one: by default a `notify.mail` job
+ * of ours. Returns its id.
+ */
+export async function insertJobFailure(
+  pool: pg.Pool,
+  fields: { subscription?: string; body?: string; messageId?: string } = {},
+): Promise<number> {
+  const subscription = fields.subscription ?? "notify.mail";
+  const body = fields.body ?? relayJobBody(subscription);
+  const { rows } = await pool.query(
+    `INSERT INTO job_failures (message_id, subscription, event_id, status, body, response_body)
+     VALUES ($1, $2, NULL, 500, $3, 'mail API down') RETURNING id`,
+    [fields.messageId ?? `msg_${randomUUID().replaceAll("-", "")}`, subscription, body],
+  );
+  return Number(rows[0].id);
+}
+
+export async function jobFailureRow(pool: pg.Pool, id: number) {
+  const { rows } = await pool.query(`SELECT retried_at, retry_message_id FROM job_failures WHERE id = $1`, [
+    id,
+  ]);
+  return rows[0] as { retried_at: Date | null; retry_message_id: string | null };
+}
