@@ -13,6 +13,7 @@ commands:
   job-failures list [--limit <n>]
                                   jobs that exhausted their QStash retries, newest first
   job-failures retry <id>         publish a failed job again as a new job, once
+  job-failures retry --all        the same for every failure not yet retried (after an outage)
   alerts [--open]                 recent alerts
   stats                           backlog, oldest pending age, poisoned count, relay backoff
 
@@ -44,6 +45,7 @@ export function parseCommandLine(argv: string[]) {
         budget: { type: "string" },
         "batch-size": { type: "string" },
         open: { type: "boolean", default: false },
+        all: { type: "boolean", default: false },
         help: { type: "boolean", short: "h", default: false },
       },
     });

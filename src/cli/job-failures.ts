@@ -1,7 +1,7 @@
 import { drizzle } from "drizzle-orm/node-postgres";
 import type { Db } from "../domain/db.ts";
 import { listJobFailures } from "../domain/job-failures/record.ts";
-import { retryJobFailure } from "../domain/job-failures/retry.ts";
+import { retryAllJobFailures, retryJobFailure } from "../domain/job-failures/retry.ts";
 import { MAX_LIST_LIMIT, PublishError } from "../outbox/index.ts";
 import { publisherFor } from "../worker/relay.ts";
 import { intOption, UsageError } from "./args.ts";
@@ -25,6 +25,10 @@ export const jobFailuresCommand: Command = ({ options, sub, rest }) => {
       print(found, () => formatJobFailures(found));
       return 0;
     };
+  }
+  if (sub === "retry" && options.all) {
+    if (rest.length > 0) throw new UsageError("job-failures retry --all takes no id");
+    return retryAll;
   }
   if (sub === "retry") {
     const [id] = rest;
@@ -60,4 +64,41 @@ export const jobFailuresCommand: Command = ({ options, sub, rest }) => {
       ? "job-failures needs a command: list or retry"
       : `unknown job-failures command "${sub}" (list, retry)`,
   );
+};
+
+/**
+ * `job-failures retry --all`: every failure not yet retried, up to the newest at
+ * the start (one recorded meanwhile is left for the operator to see), a thousand
+ * a publish, with a line per round so a long run shows its progress.
+ */
+const retryAll: ReturnType<Command> = async ({ pool, print }) => {
+  const env = readVariables(publishVariables);
+  const db = drizzle(pool) as unknown as Db;
+  const { rows } = await pool.query<{ newest: string | null }>("SELECT max(id) AS newest FROM job_failures");
+  const upTo = Number(rows[0]?.newest ?? 0);
+  const retried: { id: number; retryMessageId: string }[] = [];
+  const publisher = publisherFor(env);
+  for (;;) {
+    let round;
+    try {
+      round = await retryAllJobFailures(db, publisher, { upTo });
+    } catch (error) {
+      if (!(error instanceof PublishError)) throw error;
+      console.error(
+        `edge-outbox: QStash did not take the retried jobs (${error.message}); ` +
+          `${retried.length} retried before this, none of this round's is marked retried: try again`,
+      );
+      return 1;
+    }
+    retried.push(...round.retried);
+    if (round.retried.length > 0) console.error(`retried ${retried.length} so far…`);
+    // Nothing claimed although more are open: another retry has them.
+    if (!round.more || round.retried.length === 0) break;
+  }
+  print({ retried }, () =>
+    retried.length === 0
+      ? "no job failure left to retry"
+      : `retried ${retried.length} job failure${retried.length === 1 ? "" : "s"} (ids ${retried[0]!.id}–${retried.at(-1)!.id})`,
+  );
+  return 0;
 };

@@ -68,6 +68,25 @@ describe("outbox job-failures", () => {
     );
   });
 
+  it("retry --all retries every failure not yet retried, once, and says how many", async () => {
+    const ids = [await insertJobFailure(t.pool), await insertJobFailure(t.pool)];
+    await insertJobFailure(t.pool, {
+      subscription: "https://elsewhere.example/hook",
+      body: relayJobBody("notify.mail"),
+    });
+
+    const all = await runCli(["job-failures", "retry", "--all"], env());
+
+    expect(all.code).toBe(0);
+    expect(all.stdout.trim()).toBe(`retried 2 job failures (ids ${ids[0]}–${ids[1]})`);
+    expect(all.stderr).toContain("retried 2 so far…");
+    expect(jobsInQStash()).toHaveLength(2);
+    const again = await runCli(["job-failures", "retry", "--all", "--json"], env());
+    expect(again.code).toBe(0);
+    expect(JSON.parse(again.stdout)).toEqual({ retried: [] });
+    expect(jobsInQStash()).toHaveLength(2);
+  });
+
   it("says why a failure cannot be retried, and exits 1", async () => {
     const foreign = await insertJobFailure(t.pool, { subscription: "https://elsewhere.example/hook" });
     const cases: [string, RegExp][] = [
@@ -101,6 +120,7 @@ describe("outbox job-failures", () => {
       [["job-failures", "retry", "1", "2"], /job-failures retry takes one job failure id/],
       [["job-failures", "retry", "abc"], /"abc" is not a job failure id/],
       [["job-failures", "list", "x"], /job-failures list takes no argument, got "x"/],
+      [["job-failures", "retry", "--all", "5"], /job-failures retry --all takes no id/],
     ];
     await expectUsageErrors(cases);
     const id = await insertJobFailure(t.pool);

@@ -131,6 +131,49 @@ describe("retrying a job failure from the overview", () => {
     expect((await browser.get("/dashboard")).text).toContain(retryForm(id));
   });
 
+  it("Retry all retries every failure not yet retried up to the newest shown, once", async () => {
+    const ids = [
+      await insertJobFailure(t.pool),
+      await insertJobFailure(t.pool),
+      await insertJobFailure(t.pool),
+    ];
+    await insertJobFailure(t.pool, {
+      subscription: "https://elsewhere.example/hook",
+      body: relayJobBody("notify.mail"),
+    });
+    const newest = await insertJobFailure(t.pool);
+    expect((await browser.post(`/dashboard/job-failures/${ids[0]}/retry`, {})).status).toBe(303);
+    const page = await browser.get("/dashboard");
+    // Three open jobs of ours (ids[1], ids[2], newest): the foreign one and the retried one are not counted.
+    expect(page.text).toContain(`<input type="hidden" name="upTo" value="${newest}"/>`);
+    expect(page.text).toContain("Retry all 3 not yet retried");
+
+    const posted = await browser.post("/dashboard/job-failures/retry", { upTo: String(newest) });
+
+    expect(posted.status).toBe(303);
+    expect(posted.headers.get("location")).toBe("/dashboard?retriedAll=3");
+    expect(jobsInQStash()).toHaveLength(4);
+    for (const id of [...ids, newest])
+      expect((await jobFailureRow(t.pool, id)).retry_message_id).toMatch(/^msg_/);
+    const after = await browser.get("/dashboard?retriedAll=3");
+    expect(after.text).toContain("Retried 3 job failures: each is a new job in QStash.");
+    expect(after.text).not.toContain("Retry all");
+    // Sent again (a reload): nothing left to retry, nothing published.
+    expect(
+      (await browser.post("/dashboard/job-failures/retry", { upTo: String(newest) })).headers.get("location"),
+    ).toBe("/dashboard?retriedAll=0");
+    expect(jobsInQStash()).toHaveLength(4);
+  });
+
+  it("Retry all leaves a failure recorded after the page was shown", async () => {
+    const shown = await insertJobFailure(t.pool);
+    const later = await insertJobFailure(t.pool);
+    await browser.post("/dashboard/job-failures/retry", { upTo: String(shown) });
+    expect((await jobFailureRow(t.pool, shown)).retry_message_id).toMatch(/^msg_/);
+    expect(await jobFailureRow(t.pool, later)).toEqual({ retried_at: null, retry_message_id: null });
+    expect((await browser.post("/dashboard/job-failures/retry", { upTo: "abc" })).status).toBe(400);
+  });
+
   it("an unknown failure is a 404 page", async () => {
     const res = await browser.post("/dashboard/job-failures/999999/retry", {});
     expect(res.status).toBe(404);

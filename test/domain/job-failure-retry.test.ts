@@ -1,7 +1,12 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { startQStashDev, type QStashDev } from "../../infra/qstash-dev/server.ts";
 import type { Db } from "../../src/domain/db.ts";
-import { ABANDONED_CLAIM_MS, retryJobFailure } from "../../src/domain/job-failures/retry.ts";
+import {
+  ABANDONED_CLAIM_MS,
+  countOpenFailures,
+  retryAllJobFailures,
+  retryJobFailure,
+} from "../../src/domain/job-failures/retry.ts";
 import { PublishError, type Job, type Publisher } from "../../src/outbox/index.ts";
 import { publisherFor } from "../../src/worker/relay.ts";
 import { freePort } from "../../src/node/postgres.ts";
@@ -240,5 +245,107 @@ describe("retryJobFailure", () => {
     }
     expect(published).toHaveLength(0);
     expect(jobsInQStash()).toHaveLength(0);
+  });
+});
+
+describe("retryAllJobFailures", () => {
+  it("retries every open failure of ours up to the one the operator saw, oldest first, once", async () => {
+    const bodies = ["notify.mail", "corpus.index", "notify.mail"].map((s) => relayJobBody(s));
+    const [a, b, c] = [
+      await insertJobFailure(t.pool, { subscription: "notify.mail", body: bodies[0] }),
+      await insertJobFailure(t.pool, { subscription: "corpus.index", body: bodies[1] }),
+      await insertJobFailure(t.pool, { subscription: "notify.mail", body: bodies[2] }),
+    ];
+    const done = await insertJobFailure(t.pool);
+    expect((await retryJobFailure(db(), publisher, done)).retried).toBe(true);
+    const foreign = await insertJobFailure(t.pool, {
+      subscription: "https://elsewhere.example/hook",
+      body: relayJobBody("notify.mail"),
+    });
+    const seen = foreign;
+    const later = await insertJobFailure(t.pool);
+    qstash.reset();
+    published = [];
+    expect(await countOpenFailures(db(), seen)).toBe(3);
+
+    const result = await retryAllJobFailures(db(), publisher, { upTo: seen });
+
+    expect(result.more).toBe(false);
+    expect(result.retried.map((r) => r.id)).toEqual([a, b, c]);
+    // One publish of three jobs, each the bytes that failed, to its own route.
+    expect(published.map((j) => j.json)).toEqual(bodies);
+    expect(
+      jobsInQStash()
+        .map((m) => [m.messageId, m.url, m.body])
+        .sort(),
+    ).toEqual(
+      result.retried
+        .map((r, i) => [
+          r.retryMessageId,
+          `${PUBLIC_URL}/jobs/${JSON.parse(bodies[i]!).subscription}`,
+          bodies[i],
+        ])
+        .sort(),
+    );
+    for (const r of result.retried) {
+      expect((await jobFailureRow(t.pool, r.id)).retry_message_id).toBe(r.retryMessageId);
+    }
+    // Not the one retried before, not someone else's, not the one recorded after the operator looked.
+    for (const id of [foreign, later]) expect((await jobFailureRow(t.pool, id)).retried_at).toBeNull();
+    expect(await countOpenFailures(db(), seen)).toBe(0);
+    // And not twice.
+    expect(await retryAllJobFailures(db(), publisher, { upTo: seen })).toEqual({ retried: [], more: false });
+    expect(jobsInQStash()).toHaveLength(3);
+  });
+
+  it("takes at most `limit` a call and says more are left", async () => {
+    const ids = [];
+    for (let i = 0; i < 5; i++) ids.push(await insertJobFailure(t.pool));
+    const upTo = ids.at(-1)!;
+    const first = await retryAllJobFailures(db(), publisher, { upTo, limit: 3 });
+    expect(first.retried.map((r) => r.id)).toEqual(ids.slice(0, 3));
+    expect(first.more).toBe(true);
+    const second = await retryAllJobFailures(db(), publisher, { upTo, limit: 3 });
+    expect(second.retried.map((r) => r.id)).toEqual(ids.slice(3));
+    expect(second.more).toBe(false);
+    expect(jobsInQStash()).toHaveLength(5);
+  });
+
+  it("bulk and single retries at once publish each failure once", async () => {
+    const ids = [];
+    for (let i = 0; i < 40; i++) ids.push(await insertJobFailure(t.pool));
+    const upTo = ids.at(-1)!;
+    qstash.setPublishLatency(50);
+    try {
+      await Promise.all([
+        retryAllJobFailures(db(), publisher, { upTo }),
+        retryAllJobFailures(db(), publisher, { upTo }),
+        ...ids.slice(0, 10).map((id) => retryJobFailure(db(), publisher, id)),
+      ]);
+    } finally {
+      qstash.setPublishLatency(0);
+    }
+    // Claims that lost a race retry nothing; a later call finds nothing left.
+    await retryAllJobFailures(db(), publisher, { upTo });
+    const recorded = await t.pool.query("SELECT retry_message_id FROM job_failures ORDER BY id");
+    const messageIds = recorded.rows.map((r) => r.retry_message_id);
+    expect(messageIds.every((m) => typeof m === "string")).toBe(true);
+    expect(new Set(messageIds).size).toBe(40);
+    expect(
+      jobsInQStash()
+        .map((m) => m.messageId)
+        .sort(),
+    ).toEqual([...messageIds].sort());
+  });
+
+  it("a publish QStash refuses leaves every failure of the call un-retried", async () => {
+    const ids = [await insertJobFailure(t.pool), await insertJobFailure(t.pool)];
+    qstash.failNextPublishes(1, 500);
+    await expect(retryAllJobFailures(db(), publisher, { upTo: ids[1]! })).rejects.toBeInstanceOf(
+      PublishError,
+    );
+    for (const id of ids)
+      expect(await jobFailureRow(t.pool, id)).toEqual({ retried_at: null, retry_message_id: null });
+    expect((await retryAllJobFailures(db(), publisher, { upTo: ids[1]! })).retried).toHaveLength(2);
   });
 });

@@ -174,3 +174,44 @@ describe("POST /admin/job-failures/:id/retry", () => {
     expect(await jobFailureRow(t.pool, id)).toEqual({ retried_at: null, retry_message_id: null });
   });
 });
+
+describe("POST /admin/job-failures/retry", () => {
+  const retryAll = (body: unknown) => call(app, env, "POST", "/admin/job-failures/retry", body, ADMIN());
+
+  it("retries every failure not yet retried up to upTo, and says whether more are left", async () => {
+    const ids = [await insertJobFailure(t.pool), await insertJobFailure(t.pool)];
+    const later = await insertJobFailure(t.pool);
+
+    const res = await retryAll({ upTo: ids[1] });
+
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({
+      retried: ids.map((id) => ({ id, retryMessageId: expect.stringMatching(/^msg_/) })),
+      more: false,
+    });
+    expect(
+      jobsInQStash()
+        .map((m) => m.messageId)
+        .sort(),
+    ).toEqual(res.body.retried.map((r: { retryMessageId: string }) => r.retryMessageId).sort());
+    expect((await jobFailureRow(t.pool, later)).retried_at).toBeNull();
+    expect((await retryAll({ upTo: ids[1] })).body).toEqual({ retried: [], more: false });
+  });
+
+  it("QStash refusing is 503 and marks none retried", async () => {
+    const id = await insertJobFailure(t.pool);
+    qstash.failNextPublishes(1, 500);
+    const res = await retryAll({ upTo: id });
+    expect(res.status).toBe(503);
+    expect(res.body.error.message).toMatch(/none is marked retried: try again/);
+    expect(await jobFailureRow(t.pool, id)).toEqual({ retried_at: null, retry_message_id: null });
+  });
+
+  it("refuses a body without a whole-number upTo", async () => {
+    for (const body of [{}, { upTo: "5" }, { upTo: 0 }, { upTo: 1.5 }, { upTo: 5, all: true }]) {
+      const res = await retryAll(body);
+      expect(res.status, JSON.stringify(body)).toBe(400);
+    }
+    expect(jobsInQStash()).toHaveLength(0);
+  });
+});

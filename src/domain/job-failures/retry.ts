@@ -1,4 +1,4 @@
-import { sql } from "drizzle-orm";
+import { sql, type SQL } from "drizzle-orm";
 import {
   findSubscription,
   parseJobBody,
@@ -10,7 +10,7 @@ import {
 } from "../../outbox/index.ts";
 import type { Db } from "../db.ts";
 import { subscriptions } from "../subscriptions.ts";
-import { queryRows } from "../webhooks/rows.ts";
+import { queryRows, textArray } from "../webhooks/rows.ts";
 
 /**
  * A claim older than this without a message id was abandoned: its request was cut
@@ -121,10 +121,7 @@ export async function retryJobFailure(
 
   const claimed = await queryRows<{ id: string }>(
     db,
-    sql`UPDATE job_failures SET retried_at = ${now}
-         WHERE id = ${id}
-           AND (retried_at IS NULL OR (retry_message_id IS NULL AND retried_at < ${abandonedBefore}))
-     RETURNING id`,
+    sql`UPDATE job_failures SET retried_at = ${now} WHERE id = ${id} AND ${openFailure(now)} RETURNING id`,
   );
   if (claimed.length === 0) {
     // Another retry claimed it since the read (or the row is gone).
@@ -134,15 +131,13 @@ export async function retryJobFailure(
 
   let messageId: string;
   try {
-    messageId = await publishOne(publisher, planned.job);
+    [messageId] = (await publishJobs(publisher, [planned.job])) as [string];
   } catch (error) {
     // Only this claim: the row is left alone if anything else touched it since.
     await db.execute(sql`
       UPDATE job_failures SET retried_at = NULL
        WHERE id = ${id} AND retried_at = ${now} AND retry_message_id IS NULL`);
-    throw error instanceof PublishError
-      ? error
-      : new PublishError(`publish failed: ${messageOf(error)}`, "outage", undefined, { cause: error });
+    throw error;
   }
   await db.execute(sql`UPDATE job_failures SET retry_message_id = ${messageId} WHERE id = ${id}`);
   return { retried: true, id, retriedAt: now, retryMessageId: messageId };
@@ -179,10 +174,11 @@ function alreadyRetried(id: number, row: FailureRow): RetryResult {
 }
 
 /**
- * One publish, bounded as a relay pass bounds its own (RELAY_POLICY.publishTimeoutMs):
- * an operator's request must end either way, so the claim is kept or undone.
+ * One publish of `jobs`, bounded as a relay pass bounds its own
+ * (RELAY_POLICY.publishTimeoutMs): an operator's request must end either way, so
+ * the claim is kept or undone. Answers the message ids, in order.
  */
-async function publishOne(publisher: Publisher, job: Job): Promise<string> {
+async function publishJobs(publisher: Publisher, jobs: Job[]): Promise<string[]> {
   const controller = new AbortController();
   const ms = RELAY_POLICY.publishTimeoutMs;
   let timer: ReturnType<typeof setTimeout> | undefined;
@@ -194,11 +190,118 @@ async function publishOne(publisher: Publisher, job: Job): Promise<string> {
     }, ms);
   });
   try {
-    const published = await Promise.race([publisher.publish([job], controller.signal), timedOut]);
-    const messageId = published.length === 1 ? published[0]?.messageId : undefined;
-    if (!messageId) throw new PublishError(`the publisher answered no message id for the job`, "outage");
-    return messageId;
+    const published = await Promise.race([publisher.publish(jobs, controller.signal), timedOut]);
+    const ids = published.map((p) => p.messageId);
+    if (ids.length !== jobs.length || ids.some((id) => !id)) {
+      throw new PublishError(
+        `the publisher answered ${ids.length} message ids for ${jobs.length} jobs`,
+        "outage",
+      );
+    }
+    return ids;
+  } catch (error) {
+    throw error instanceof PublishError
+      ? error
+      : new PublishError(`publish failed: ${messageOf(error)}`, "outage", undefined, { cause: error });
   } finally {
     clearTimeout(timer);
   }
+}
+
+/** Failures one bulk retry publishes at most; the answer says whether more are left. */
+export const RETRY_ALL_LIMIT = 1000;
+
+export interface RetryAllResult {
+  /** The failures retried now, each with its new job's message id, oldest first. */
+  retried: { id: number; retryMessageId: string }[];
+  /** Open failures up to `upTo` this call left: past the limit, or claimed by another retry meanwhile. */
+  more: boolean;
+}
+
+/**
+ * After an outage: every failure up to `upTo` (an id the operator saw, so one
+ * recorded later is not retried unseen) that is open (never retried, or its retry
+ * abandoned) and a job of ours, oldest first, at most `limit`, published again in
+ * one publish. Once per failure, as retryJobFailure: the rows are claimed first in
+ * one statement (a concurrent retry, single or bulk, gets the others), and a publish
+ * that fails undoes every claim of this call and throws, so asking again works.
+ * A failure that is not a job of ours is left as it is (the single retry says why).
+ */
+export async function retryAllJobFailures(
+  db: Db,
+  publisher: Publisher,
+  options: { upTo: number; limit?: number; now?: Date },
+): Promise<RetryAllResult> {
+  const now = options.now ?? new Date();
+  const limit = options.limit ?? RETRY_ALL_LIMIT;
+  const open = openFailure(now);
+  const rows = await queryRows<{ id: string; message_id: string; subscription: string; body: string }>(
+    db,
+    sql`SELECT id, message_id, subscription, body FROM job_failures
+         WHERE id <= ${options.upTo} AND subscription = ANY(${subscriptionNames()}::text[]) AND ${open}
+         ORDER BY id LIMIT ${limit}`,
+  );
+  const planned = new Map<number, Job>();
+  for (const r of rows) {
+    const plan = jobToRetry({
+      id: Number(r.id),
+      messageId: r.message_id,
+      subscription: r.subscription,
+      body: r.body,
+    });
+    if ("job" in plan) planned.set(Number(r.id), plan.job);
+  }
+  if (planned.size === 0) return { retried: [], more: false };
+  const claimed = (
+    await queryRows<{ id: string }>(
+      db,
+      sql`UPDATE job_failures SET retried_at = ${now}
+           WHERE id = ANY(${`{${[...planned.keys()].join(",")}}`}::bigint[]) AND ${open}
+       RETURNING id`,
+    )
+  )
+    .map((r) => Number(r.id))
+    .sort((a, b) => a - b);
+  if (claimed.length === 0) return { retried: [], more: true };
+  const ids = `{${claimed.join(",")}}`;
+  let messageIds: string[];
+  try {
+    messageIds = await publishJobs(
+      publisher,
+      claimed.map((id) => planned.get(id)!),
+    );
+  } catch (error) {
+    await db.execute(sql`
+      UPDATE job_failures SET retried_at = NULL
+       WHERE id = ANY(${ids}::bigint[]) AND retried_at = ${now} AND retry_message_id IS NULL`);
+    throw error;
+  }
+  await db.execute(sql`
+    UPDATE job_failures f SET retry_message_id = v.message_id
+      FROM unnest(${ids}::bigint[], ${textArray(messageIds)}::text[]) AS v(id, message_id)
+     WHERE f.id = v.id`);
+  return {
+    retried: claimed.map((id, i) => ({ id, retryMessageId: messageIds[i]! })),
+    more: rows.length === limit || claimed.length < planned.size,
+  };
+}
+
+/** How many failures up to `upTo` a bulk retry would take now (jobs of ours, open). */
+export async function countOpenFailures(db: Db, upTo: number, now: Date = new Date()): Promise<number> {
+  const [row] = await queryRows<{ n: number }>(
+    db,
+    sql`SELECT count(*)::int AS n FROM job_failures
+         WHERE id <= ${upTo} AND subscription = ANY(${subscriptionNames()}::text[]) AND ${openFailure(now)}`,
+  );
+  return row?.n ?? 0;
+}
+
+function subscriptionNames(): string {
+  return textArray(subscriptions.map((s) => s.name));
+}
+
+/** Never retried, or claimed by a retry that did not finish within ABANDONED_CLAIM_MS. */
+function openFailure(now: Date): SQL {
+  const abandonedBefore = new Date(now.getTime() - ABANDONED_CLAIM_MS);
+  return sql`(retried_at IS NULL OR (retry_message_id IS NULL AND retried_at < ${abandonedBefore}))`;
 }

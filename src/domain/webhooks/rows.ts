@@ -17,3 +17,8 @@ export async function queryRows<Row>(db: Db, query: SQL): Promise<Row[]> {
 export function uuidArray(ids: readonly string[]): string {
   return `{${ids.join(",")}}`;
 }
+
+/** Any strings as a Postgres array literal, each quoted, for `$n::text[]`. */
+export function textArray(values: readonly string[]): string {
+  return `{${values.map((v) => `"${v.replaceAll("\\", "\\\\").replaceAll('"', '\\"')}"`).join(",")}}`;
+}

@@ -1,7 +1,11 @@
 import { z } from "zod";
 import type { Db } from "../../domain/db.ts";
 import { listJobFailures } from "../../domain/job-failures/record.ts";
-import { retryJobFailure } from "../../domain/job-failures/retry.ts";
+import {
+  retryAllJobFailures,
+  retryJobFailure,
+  type RetryAllResult,
+} from "../../domain/job-failures/retry.ts";
 import {
   EVENT_STATES,
   getEvent,
@@ -40,6 +44,15 @@ const eventsQuery = z.strictObject({
 
 const requeueBody = z.strictObject({
   ids: z.array(z.guid("must be an event id (a UUID)")).min(1, "must name at least one event").max(1000),
+});
+
+const retryAllBody = z.strictObject({
+  // The newest failure the operator saw: one recorded later is not retried unseen.
+  upTo: z
+    .number("must be a job failure id (a whole number)")
+    .int("must be a job failure id (a whole number)")
+    .min(1, "must be at least 1")
+    .max(Number.MAX_SAFE_INTEGER, "is past any job failure id"),
 });
 
 /**
@@ -81,6 +94,10 @@ export function registerAdmin(app: App) {
     return c.json({ jobFailures: await listJobFailures(c.var.db, c.req.valid("query")) });
   });
 
+  app.post("/admin/job-failures/retry", valid("json", retryAllBody), async (c) => {
+    return c.json(await retryAllOrRefuse(c.var.db, c.var.config, c.req.valid("json").upTo));
+  });
+
   app.post(`/admin/job-failures/${JOB_FAILURE_ID}/retry`, noBody, async (c) => {
     const retried = await retryOrRefuse(c.var.db, c.var.config, Number(c.req.param("id")));
     return c.json(retried);
@@ -111,4 +128,21 @@ export async function retryOrRefuse(
   }
   if (result.retried) return { id, retriedAt: result.retriedAt, retryMessageId: result.retryMessageId };
   throw new ApiError(result.refused === "not_found" ? "NOT_FOUND" : "CONFLICT", result.message);
+}
+
+/**
+ * Retries every open failure up to `upTo` (retryAllJobFailures), at most
+ * RETRY_ALL_LIMIT a request: 200 with what was retried and whether more are left,
+ * or 503 when QStash did not take the jobs (none of them is marked retried).
+ */
+export async function retryAllOrRefuse(db: Db, config: Config, upTo: number): Promise<RetryAllResult> {
+  try {
+    return await retryAllJobFailures(db, publisherFor(config), { upTo });
+  } catch (error) {
+    if (!(error instanceof PublishError)) throw error;
+    throw new ApiError(
+      "SERVICE_UNAVAILABLE",
+      `QStash did not take the retried jobs (${error.message}); none is marked retried: try again`,
+    );
+  }
 }

@@ -1,9 +1,16 @@
 import type { Hono } from "hono";
+import { z } from "zod";
 import { listJobFailures } from "../../../domain/job-failures/record.ts";
-import { ABANDONED_CLAIM_MS, jobToRetry } from "../../../domain/job-failures/retry.ts";
+import {
+  ABANDONED_CLAIM_MS,
+  countOpenFailures,
+  jobToRetry,
+  RETRY_ALL_LIMIT,
+} from "../../../domain/job-failures/retry.ts";
 import { attemptsPerMinute, failedDeliveries } from "../../../domain/webhooks/delivery-log.ts";
 import { eventsPerMinute, listAlerts, stats } from "../../../outbox/index.ts";
-import { JOB_FAILURE_ID, retryOrRefuse } from "../../routes/admin.ts";
+import { JOB_FAILURE_ID, retryAllOrRefuse, retryOrRefuse } from "../../routes/admin.ts";
+import { valid } from "../../validate.ts";
 import { LineChart } from "../chart.tsx";
 import type { DashboardEnv } from "../env.ts";
 import { age, Notice, render, time } from "../layout.tsx";
@@ -20,6 +27,9 @@ function Card({ label, value, tone, href }: { label: string; value: string; tone
     </div>
   );
 }
+
+// upTo: the newest failure the page showed; a later one is not retried unseen.
+const retryAllForm = z.object({ upTo: z.coerce.number().int().positive().max(Number.MAX_SAFE_INTEGER) });
 
 type JobFailureRow = Awaited<ReturnType<typeof listJobFailures>>[number];
 
@@ -70,6 +80,10 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
     // After a retry: said from the row itself, so a link cannot put words on the page.
     const retriedId = Number(c.req.query("retried"));
     const retried = jobs.find((f) => f.id === retriedId && f.retryMessageId !== null);
+    const allParam = c.req.query("retriedAll");
+    const retriedAll = allParam && /^\d{1,9}$/.test(allParam) ? Number(allParam) : undefined;
+    // Counted up to the newest row shown, as the button retries: a later one is not retried unseen.
+    const openFailures = jobs.length === 0 ? 0 : await countOpenFailures(db, jobs[0]!.id);
     return render(
       c,
       { title: "Overview", section: "overview", refresh: OVERVIEW_REFRESH_SECONDS },
@@ -78,7 +92,9 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
           text={
             retried
               ? `Job failure ${retried.id} retried: QStash took a new job, ${retried.retryMessageId}.`
-              : undefined
+              : retriedAll !== undefined
+                ? `Retried ${retriedAll} job failure${retriedAll === 1 ? "" : "s"}: each is a new job in QStash.`
+                : undefined
           }
         />
         <h1>Overview</h1>
@@ -163,6 +179,15 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
         )}
 
         <h2>Jobs that exhausted their retries</h2>
+        {openFailures > 0 ? (
+          <form class="inline" method="post" action="/dashboard/job-failures/retry">
+            <input type="hidden" name="upTo" value={String(jobs[0]!.id)} />
+            <button class="btn secondary" type="submit">
+              {`Retry all ${openFailures} not yet retried`}
+            </button>
+            <span class="muted">{` up to the newest shown (${RETRY_ALL_LIMIT} a press)`}</span>
+          </form>
+        ) : null}
         {jobs.length === 0 ? (
           <p class="muted">None.</p>
         ) : (
@@ -221,6 +246,12 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
         )}
       </>,
     );
+  });
+
+  // Every open failure up to the newest the page showed, as POST /admin/job-failures/retry.
+  dashboard.post("/job-failures/retry", valid("form", retryAllForm), async (c) => {
+    const { retried } = await retryAllOrRefuse(c.var.db, c.var.config, c.req.valid("form").upTo);
+    return c.redirect(`/dashboard?retriedAll=${retried.length}`, 303);
   });
 
   // Once per failure (a second post, a reload offering to resubmit, is 409); the
