@@ -8,6 +8,7 @@ import { newApiKey } from "../support/api-keys.ts";
 import { poison } from "../support/dashboard.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { seedEvents } from "../support/events.ts";
+import { insertJobFailure, relayJobBody } from "../support/job-failures.ts";
 import { waitFor } from "../support/helpers.ts";
 import { insertEndpoint, verifyWebhook } from "../support/webhooks.ts";
 import { TEST_WEBHOOK_SECRETS_KEY } from "../support/worker.ts";
@@ -370,6 +371,40 @@ describe("the dashboard in Chromium", () => {
     await shot("webhook-delivery-long-body");
     await page.goto(`${stack.url}/dashboard/events/${eventId}`);
     await shot("event-detail-long-text");
+    expect(problems).toEqual([]);
+  }, 60_000);
+
+  it("retries every failed job at once from the overview, and the jobs run", async () => {
+    // Three corpus.index jobs that ran out of retries (their notes are gone, so the
+    // subscriber's answer on a retry is to drop them from the index: a 200).
+    const ids: number[] = [];
+    for (let i = 0; i < 3; i++) {
+      ids.push(
+        await insertJobFailure(t.pool, {
+          subscription: "corpus.index",
+          body: relayJobBody("corpus.index", { type: "corpus.note.deleted" }),
+        }),
+      );
+    }
+    await signIn();
+    await shot("overview-job-failures");
+    await page.getByRole("button", { name: "Retry all 3 not yet retried" }).click();
+    await page.waitForURL(`${stack.url}/dashboard?retriedAll=3`);
+    expect(await page.textContent(".notice")).toContain("Retried 3 job failures");
+    const { rows } = await t.pool.query(
+      "SELECT retry_message_id FROM job_failures WHERE id = ANY($1::bigint[]) ORDER BY id",
+      [ids],
+    );
+    const messageIds = rows.map((r) => r.retry_message_id as string);
+    for (const m of messageIds) expect(await page.textContent("body")).toContain(`as ${m}`);
+    expect(await page.getByRole("button", { name: /Retry/ }).count()).toBe(0);
+    await shot("overview-job-failures-retried");
+    // QStash delivered each new job to its route, signed, and the Worker took it.
+    for (const m of messageIds) {
+      const settled = await stack.qstash.waitForSettled(m, 30_000);
+      expect(settled.state, m).toBe("DELIVERED");
+      expect(settled.url).toBe(`${stack.env.PUBLIC_URL}/jobs/corpus.index`);
+    }
     expect(problems).toEqual([]);
   }, 60_000);
 

@@ -180,13 +180,15 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
 
         <h2>Jobs that exhausted their retries</h2>
         {openFailures > 0 ? (
-          <form class="inline" method="post" action="/dashboard/job-failures/retry">
-            <input type="hidden" name="upTo" value={String(jobs[0]!.id)} />
-            <button class="btn secondary" type="submit">
-              {`Retry all ${openFailures} not yet retried`}
-            </button>
-            <span class="muted">{` up to the newest shown (${RETRY_ALL_LIMIT} a press)`}</span>
-          </form>
+          <div class="actions">
+            <form method="post" action="/dashboard/job-failures/retry">
+              <input type="hidden" name="upTo" value={String(jobs[0]!.id)} />
+              <button class="btn secondary" type="submit">
+                {`Retry all ${openFailures} not yet retried`}
+              </button>
+            </form>
+            <span class="muted">{`up to the newest shown, ${RETRY_ALL_LIMIT.toLocaleString("en")} a press`}</span>
+          </div>
         ) : null}
         {jobs.length === 0 ? (
           <p class="muted">None.</p>
