@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { startQStashDev, type QStashDev } from "../../infra/qstash-dev/server.ts";
 import type { Db } from "../../src/domain/db.ts";
+import { recordJobFailure } from "../../src/domain/job-failures/record.ts";
 import {
   ABANDONED_CLAIM_MS,
   countOpenFailures,
@@ -347,5 +348,64 @@ describe("retryAllJobFailures", () => {
     for (const id of ids)
       expect(await jobFailureRow(t.pool, id)).toEqual({ retried_at: null, retry_message_id: null });
     expect((await retryAllJobFailures(db(), publisher, { upTo: ids[1]! })).retried).toHaveLength(2);
+  });
+});
+
+describe("a retry answers the failure's alert", () => {
+  /** A failure as the callback records it: the row and its job.failed alert. */
+  async function failedWithAlert(): Promise<{ id: number; messageId: string }> {
+    const messageId = `msg_${crypto.randomUUID().replaceAll("-", "")}`;
+    const body = relayJobBody("notify.mail");
+    await recordJobFailure(db(), {
+      messageId,
+      subscription: "notify.mail",
+      eventId: JSON.parse(body).event.id,
+      status: 500,
+      body,
+      responseBody: "mail API down",
+      dlqId: null,
+      retried: 5,
+    });
+    const { rows } = await t.pool.query("SELECT id FROM job_failures WHERE message_id = $1", [messageId]);
+    return { id: Number(rows[0].id), messageId };
+  }
+  const openAlertFor = async (messageId: string) =>
+    (
+      await t.pool.query(
+        "SELECT count(*)::int AS n FROM outbox_alerts WHERE kind = 'job.failed' AND resolved_at IS NULL AND details->>'messageId' = $1",
+        [messageId],
+      )
+    ).rows[0].n as number;
+
+  it("resolves it once the new job is in QStash, and only its own", async () => {
+    const [a, b, c, d] = [
+      await failedWithAlert(),
+      await failedWithAlert(),
+      await failedWithAlert(),
+      await failedWithAlert(),
+    ];
+    expect(await openAlertFor(a.messageId)).toBe(1);
+
+    expect((await retryJobFailure(db(), publisher, a.id)).retried).toBe(true);
+    expect(await openAlertFor(a.messageId)).toBe(0);
+    expect(await openAlertFor(b.messageId)).toBe(1);
+
+    // Bulk: up to c, so d's alert stays.
+    expect((await retryAllJobFailures(db(), publisher, { upTo: c.id })).retried).toHaveLength(2);
+    expect([
+      await openAlertFor(b.messageId),
+      await openAlertFor(c.messageId),
+      await openAlertFor(d.messageId),
+    ]).toEqual([0, 0, 1]);
+  });
+
+  it("leaves it open when QStash did not take the job", async () => {
+    const a = await failedWithAlert();
+    qstash.failNextPublishes(1, 500);
+    await expect(retryJobFailure(db(), publisher, a.id)).rejects.toBeInstanceOf(PublishError);
+    expect(await openAlertFor(a.messageId)).toBe(1);
+    qstash.failNextPublishes(1, 500);
+    await expect(retryAllJobFailures(db(), publisher, { upTo: a.id })).rejects.toBeInstanceOf(PublishError);
+    expect(await openAlertFor(a.messageId)).toBe(1);
   });
 });

@@ -724,6 +724,39 @@ describe("operator actions", () => {
     expect(tests.rows[0].n).toBe(0);
   });
 
+  it("redeliver and recover resolve the deliveries' alerts once their jobs are in QStash", async () => {
+    const delivered = async (path: string) => {
+      const { delivery, endpoint } = await oneDelivery(path);
+      // As QStash giving up leaves it: failed, with its alert.
+      await markDeliveryFailed(db(), {
+        deliveryId: delivery.id,
+        messageId: delivery.message_id,
+        status: 503,
+        retried: 3,
+        dlqId: null,
+      });
+      return { delivery, endpoint };
+    };
+    const openAlerts = async (deliveryId: string) =>
+      (
+        await t.pool.query(
+          "SELECT count(*)::int AS n FROM outbox_alerts WHERE kind = 'webhook.delivery_failed' AND resolved_at IS NULL AND details->>'deliveryId' = $1",
+          [deliveryId],
+        )
+      ).rows[0].n as number;
+    const a = await delivered("/alert-a");
+    const b = await delivered("/alert-b");
+    expect([await openAlerts(a.delivery.id), await openAlerts(b.delivery.id)]).toEqual([1, 1]);
+
+    // Not while QStash refuses: nothing was done about it yet.
+    await expect(redeliver(db(), down, a.delivery.id)).rejects.toThrow("QStash unreachable");
+    expect(await openAlerts(a.delivery.id)).toBe(1);
+    await redeliver(db(), queue, a.delivery.id);
+    expect([await openAlerts(a.delivery.id), await openAlerts(b.delivery.id)]).toEqual([0, 1]);
+    await recoverFailed(db(), queue, b.endpoint.id, new Date(0));
+    expect(await openAlerts(b.delivery.id)).toBe(0);
+  });
+
   it("actions on a disabled or unknown endpoint are refused", async () => {
     const off = await insertEndpoint(t.pool, secrets.key, { url: receiver.url("/off"), enabled: false });
     await expect(sendTestEvent(db(), queue, off.id)).rejects.toMatchObject({ code: "illegal_transition" });

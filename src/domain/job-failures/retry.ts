@@ -139,7 +139,7 @@ export async function retryJobFailure(
        WHERE id = ${id} AND retried_at = ${now} AND retry_message_id IS NULL`);
     throw error;
   }
-  await db.execute(sql`UPDATE job_failures SET retry_message_id = ${messageId} WHERE id = ${id}`);
+  await recordRetries(db, [id], [messageId]);
   return { retried: true, id, retriedAt: now, retryMessageId: messageId };
 }
 
@@ -276,14 +276,30 @@ export async function retryAllJobFailures(
        WHERE id = ANY(${ids}::bigint[]) AND retried_at = ${now} AND retry_message_id IS NULL`);
     throw error;
   }
-  await db.execute(sql`
-    UPDATE job_failures f SET retry_message_id = v.message_id
-      FROM unnest(${ids}::bigint[], ${textArray(messageIds)}::text[]) AS v(id, message_id)
-     WHERE f.id = v.id`);
+  await recordRetries(db, claimed, messageIds);
   return {
     retried: claimed.map((id, i) => ({ id, retryMessageId: messageIds[i]! })),
     more: rows.length === limit || claimed.length < planned.size,
   };
+}
+
+/**
+ * Records each retried failure's new message id and resolves its `job.failed`
+ * alert, in one statement: retrying is the operator's answer to the alert, as a
+ * requeue is to a poisoned event's. A retry that fails again raises an alert of
+ * its own, on its own failure.
+ */
+async function recordRetries(db: Db, ids: number[], messageIds: string[]): Promise<void> {
+  await db.execute(sql`
+    WITH recorded AS (
+      UPDATE job_failures f SET retry_message_id = v.message_id
+        FROM unnest(${`{${ids.join(",")}}`}::bigint[], ${textArray(messageIds)}::text[]) AS v(id, message_id)
+       WHERE f.id = v.id
+      RETURNING f.message_id
+    )
+    UPDATE outbox_alerts SET resolved_at = now()
+     WHERE kind = 'job.failed' AND resolved_at IS NULL
+       AND details->>'messageId' IN (SELECT message_id FROM recorded)`);
 }
 
 /** How many failures up to `upTo` a bulk retry would take now (jobs of ours, open). */

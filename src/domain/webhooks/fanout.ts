@@ -3,7 +3,7 @@ import { matchesGlob } from "../../outbox/index.ts";
 import type { Db } from "../db.ts";
 import type { DeliverQueue } from "./deliver-queue.ts";
 import { webhookBody, type WebhookEvent } from "./payload.ts";
-import { queryRows, uuidArray } from "./rows.ts";
+import { queryRows, textArray, uuidArray } from "./rows.ts";
 
 export interface FanoutResult {
   /** Enabled endpoints of the event's scope whose globs match its type. */
@@ -72,12 +72,7 @@ export async function fanOutWebhook(db: Db, queue: DeliverQueue, event: WebhookE
 export async function recordMessageIds(db: Db, deliveryIds: string[], messageIds: string[]): Promise<void> {
   await db.execute(sql`
     UPDATE webhook_deliveries d SET message_id = m.message_id
-      FROM unnest(${uuidArray(deliveryIds)}::uuid[], ${pgTextArray(messageIds)}::text[])
+      FROM unnest(${uuidArray(deliveryIds)}::uuid[], ${textArray(messageIds)}::text[])
            AS m(id, message_id)
      WHERE d.id = m.id`);
-}
-
-/** A text[] literal; message ids are QStash's (`msg_…`), quoted anyway so no value can break out. */
-function pgTextArray(values: string[]): string {
-  return `{${values.map((v) => `"${v.replace(/["\\]/g, "\\$&")}"`).join(",")}}`;
 }

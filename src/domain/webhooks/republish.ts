@@ -2,6 +2,7 @@ import { sql } from "drizzle-orm";
 import type { Db } from "../db.ts";
 import type { DeliverQueue } from "./deliver-queue.ts";
 import { recordMessageIds } from "./fanout.ts";
+import { textArray } from "./rows.ts";
 
 /** A delivery an operator put back to pending, with what it was before, to restore if publishing fails. */
 export interface Resend {
@@ -40,6 +41,13 @@ export async function republish(db: Db, queue: DeliverQueue, rows: Resend[]): Pr
     rows.map((r) => r.id),
     messageIds,
   );
+  // A redeliver or recover is the operator's answer to a delivery's alerts (as a
+  // requeue is to a poisoned event's): resolved once its new job is in QStash. If
+  // it fails again, the new failure raises an alert of its own.
+  await db.execute(sql`
+    UPDATE outbox_alerts SET resolved_at = now()
+     WHERE kind = 'webhook.delivery_failed' AND resolved_at IS NULL
+       AND details->>'deliveryId' = ANY(${textArray(rows.map((r) => r.id))}::text[])`);
 }
 
 /**

@@ -18,7 +18,7 @@ export function uuidArray(ids: readonly string[]): string {
   return `{${ids.join(",")}}`;
 }
 
-/** Any strings as a Postgres array literal, each quoted, for `$n::text[]`. */
+/** Any strings as a Postgres array literal for `$n::text[]`, each quoted, so no value can break out. */
 export function textArray(values: readonly string[]): string {
   return `{${values.map((v) => `"${v.replaceAll("\\", "\\\\").replaceAll('"', '\\"')}"`).join(",")}}`;
 }
