@@ -91,13 +91,16 @@ export function formatJobFailures(failures: Awaited<ReturnType<typeof listJobFai
   return table(
     ["ID", "RECEIVED", "SUBSCRIPTION", "EVENT", "STATUS", "MESSAGE", "RETRIED"],
     failures.map((f) => [
-      String(f.id),
+      f.retryOfId === null ? String(f.id) : `${f.id} (retry of ${f.retryOfId})`,
       when(f.receivedAt),
       f.subscription,
       f.eventId ?? "-",
       f.status === null ? "-" : String(f.status),
       f.messageId,
-      f.retriedAt ? `${when(f.retriedAt)} as ${f.retryMessageId ?? "(publish not recorded)"}` : "-",
+      f.retriedAt
+        ? `${when(f.retriedAt)} as ${f.retryMessageId ?? "(publish not recorded)"}` +
+          (f.failedAgainId === null ? "" : `, failed again: ${f.failedAgainId}`)
+        : "-",
     ]),
   );
 }

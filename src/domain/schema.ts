@@ -117,7 +117,11 @@ export const jobFailures = pgTable(
     retriedAt: timestamp("retried_at", tz),
     retryMessageId: text("retry_message_id"),
   },
-  (t) => [index("job_failures_received_at_idx").on(t.receivedAt)],
+  (t) => [
+    index("job_failures_received_at_idx").on(t.receivedAt),
+    // A failure recorded for a retried job names the failure it retried: found by this.
+    index("job_failures_retry_message_id_idx").on(t.retryMessageId),
+  ],
 );
 
 /**

@@ -68,6 +68,16 @@ describe("outbox job-failures", () => {
     );
   });
 
+  it("list links a retry that failed again to the failure it retried", async () => {
+    const id = await insertJobFailure(t.pool);
+    const retried = JSON.parse((await runCli(["job-failures", "retry", String(id), "--json"], env())).stdout);
+    const again = await insertJobFailure(t.pool, { messageId: retried.retryMessageId });
+    const listed = await runCli(["job-failures", "list"], { DATABASE_URL: t.url });
+    const lines = listed.stdout.trim().split("\n");
+    expect(lines[1]).toMatch(new RegExp(`^${again} \\(retry of ${id}\\)\\s`));
+    expect(lines[2]).toMatch(new RegExp(`^${id}\\s.* as ${retried.retryMessageId}, failed again: ${again}$`));
+  });
+
   it("retry --all retries every failure not yet retried, once, and says how many", async () => {
     const ids = [await insertJobFailure(t.pool), await insertJobFailure(t.pool)];
     await insertJobFailure(t.pool, {

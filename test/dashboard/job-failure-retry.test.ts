@@ -99,6 +99,34 @@ describe("retrying a job failure from the overview", () => {
     expect((await jobFailureRow(t.pool, id)).retry_message_id).toBe(jobsInQStash()[0]!.messageId);
   });
 
+  it("shows each failure's last answer, why one cannot be retried, and a retry that failed again", async () => {
+    const first = await insertJobFailure(t.pool);
+    const foreign = await insertJobFailure(t.pool, {
+      subscription: "https://elsewhere.example/hook",
+      body: relayJobBody("notify.mail"),
+    });
+    expect((await browser.post(`/dashboard/job-failures/${first}/retry`, {})).status).toBe(303);
+    const { retry_message_id: retryMessageId } = await jobFailureRow(t.pool, first);
+    // The retried job failed for good too, with no answer: recorded under its new id.
+    const { rows } = await t.pool.query(
+      `INSERT INTO job_failures (message_id, subscription, status, body, response_body)
+       VALUES ($1, 'notify.mail', NULL, '{}', NULL) RETURNING id`,
+      [retryMessageId],
+    );
+    const again = Number(rows[0].id);
+
+    const page = (await browser.get("/dashboard")).text;
+
+    expect(page).toContain("500: mail API down");
+    expect(page).toContain(`#${again} (retry of #${first})`);
+    expect(page).toMatch(new RegExp(`as ${retryMessageId}; failed again: #${again}<`));
+    expect(page).toContain("no answer");
+    expect(page).toContain(
+      `not retryable: &quot;https://elsewhere.example/hook&quot; is not one of this app`,
+    );
+    expect(page).not.toContain(`/dashboard/job-failures/${foreign}/retry"`);
+  });
+
   it("a notice comes from the row, never from the link", async () => {
     const id = await insertJobFailure(t.pool);
     const page = await browser.get(`/dashboard?retried=${id}`);

@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { startQStashDev, type QStashDev } from "../../infra/qstash-dev/server.ts";
 import type { Db } from "../../src/domain/db.ts";
-import { recordJobFailure } from "../../src/domain/job-failures/record.ts";
+import { recordFailedJob } from "../../src/domain/job-failures/failed-job.ts";
+import { listJobFailures, recordJobFailure } from "../../src/domain/job-failures/record.ts";
 import {
   ABANDONED_CLAIM_MS,
   countOpenFailures,
@@ -407,5 +408,39 @@ describe("a retry answers the failure's alert", () => {
     qstash.failNextPublishes(1, 500);
     await expect(retryAllJobFailures(db(), publisher, { upTo: a.id })).rejects.toBeInstanceOf(PublishError);
     expect(await openAlertFor(a.messageId)).toBe(1);
+  });
+});
+
+describe("the listing links a retry that failed again to the failure it retried", () => {
+  it("failedAgainId on the retried one, retryOfId on the new one", async () => {
+    const first = await insertJobFailure(t.pool);
+    const result = await retryJobFailure(db(), publisher, first);
+    if (!result.retried) throw new Error("retry refused");
+    // The retried job runs out of retries too: the callback records it under its new id.
+    await recordFailedJob(db(), {
+      messageId: result.retryMessageId,
+      url: `${PUBLIC_URL}/jobs/notify.mail`,
+      body: published[0]!.json!,
+      status: 0,
+      responseBody: null,
+      retried: 5,
+      dlqId: null,
+    });
+    const [again, original] = await listJobFailures(db());
+    expect(original).toMatchObject({ id: first, failedAgainId: again!.id, retryOfId: null });
+    expect(again).toMatchObject({
+      messageId: result.retryMessageId,
+      retryOfId: first,
+      failedAgainId: null,
+      // No answer (QStash's 0) is recorded as none, and said so.
+      status: null,
+    });
+    const { rows } = await t.pool.query(
+      "SELECT message FROM outbox_alerts WHERE details->>'messageId' = $1",
+      [result.retryMessageId],
+    );
+    expect(rows).toEqual([
+      { message: `job ${result.retryMessageId} for notify.mail failed after 5 retries (no answer)` },
+    ]);
   });
 });

@@ -146,11 +146,17 @@ describe("the sweep records jobs whose failure callback never reached us", () =>
         .sort((a, b) => (a.message_id < b.message_id ? -1 : 1)),
     );
     const { rows: alerts } = await t.pool.query(
-      "SELECT kind, event_id, subscription FROM outbox_alerts ORDER BY event_id",
+      "SELECT kind, event_id, subscription, message FROM outbox_alerts ORDER BY event_id",
     );
     expect(alerts).toEqual(
       jobs
-        .map((j) => ({ kind: "job.failed", event_id: j.body.event.id, subscription: "corpus.index" }))
+        .map((j, i) => ({
+          kind: "job.failed",
+          event_id: j.body.event.id,
+          subscription: "corpus.index",
+          // The letter's own retries: the one the job was published with.
+          message: `job ${ids[i]} for corpus.index failed after 1 retry (no answer)`,
+        }))
         .sort((a, b) => (a.event_id < b.event_id ? -1 : 1)),
     );
     // Ours are gone from QStash; the other destination's letter is untouched.

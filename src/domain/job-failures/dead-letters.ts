@@ -11,6 +11,8 @@ export interface DeadLetter {
   body: string;
   responseStatus: number | null;
   responseBody: string | null;
+  /** The retries the message was published with. */
+  maxRetries: number | null;
 }
 
 /** QStash's dead-letter queue, read a page at a time for one destination URL. */
@@ -44,6 +46,7 @@ export function createQStashDeadLetters(options: { baseUrl: string; token: strin
         responseStatus: m.responseStatus ?? null,
         responseBody:
           m.responseBody ?? (m.responseBodyBase64 === undefined ? null : fromBase64(m.responseBodyBase64)),
+        maxRetries: m.maxRetries ?? null,
       }));
     },
     async remove(dlqIds) {
@@ -142,8 +145,9 @@ function fromDeadLetter(letter: DeadLetter): FailedJob {
     body: letter.body,
     status: letter.responseStatus,
     responseBody: letter.responseBody,
-    // A dead letter does not say how many retries were made.
-    retried: null,
+    // All it was published with, unless the route said not to retry (489: QStash
+    // dead-letters at once, after however many it had made; the letter does not say).
+    retried: letter.responseStatus === 489 ? null : letter.maxRetries,
     dlqId: letter.dlqId,
   };
 }

@@ -40,7 +40,7 @@ export async function recordFailedJob(db: Db, f: FailedJob): Promise<{ recorded:
     const { failed } = await markDeliveryFailed(db, {
       deliveryId,
       messageId: f.messageId,
-      status: f.status,
+      status: within(f.status, 1, 999),
       retried: f.retried,
       dlqId: f.dlqId,
     });
@@ -50,7 +50,8 @@ export async function recordFailedJob(db: Db, f: FailedJob): Promise<{ recorded:
     messageId: clean(f.messageId),
     subscription: clean(name),
     eventId: eventIdOf(f.body),
-    status: within(f.status, 0, 999),
+    // QStash reports 0 when no answer came (a timeout, a refused connection).
+    status: within(f.status, 1, 999),
     body: clean(f.body),
     responseBody: f.responseBody === null ? null : clean(f.responseBody.slice(0, 4000)),
     dlqId: f.dlqId === null ? null : clean(f.dlqId),

@@ -1,4 +1,5 @@
-import { desc, sql } from "drizzle-orm";
+import { desc, eq, getTableColumns, sql } from "drizzle-orm";
+import { alias } from "drizzle-orm/pg-core";
 import type { Db } from "../db.ts";
 import { jobFailures } from "../schema.ts";
 
@@ -22,7 +23,10 @@ export interface JobFailure {
  * delivered at least once: a repeat finds the message id taken and adds nothing.
  */
 export async function recordJobFailure(db: Db, f: JobFailure): Promise<{ recorded: boolean }> {
-  const message = `job ${f.messageId} for ${f.subscription} failed after ${f.retried ?? "all"} retries (last status ${f.status ?? "none"})`;
+  const retries =
+    f.retried === null ? "all its retries" : `${f.retried} ${f.retried === 1 ? "retry" : "retries"}`;
+  const answer = f.status === null ? "no answer" : `last status ${f.status}`;
+  const message = `job ${f.messageId} for ${f.subscription} failed after ${retries} (${answer})`;
   const details = JSON.stringify({
     messageId: f.messageId,
     status: f.status,
@@ -42,11 +46,21 @@ export async function recordJobFailure(db: Db, f: JobFailure): Promise<{ recorde
   return { recorded: (result as unknown as { rows: unknown[] }).rows.length > 0 };
 }
 
-/** Newest first, for operators. */
+/**
+ * Newest first, for operators, each with how its retry went as far as we know:
+ * `failedAgainId` is the failure recorded for its retried job (it ran out of
+ * retries too), `retryOfId` the failure this one's job was a retry of. A retried
+ * failure with no `failedAgainId` has not failed again (yet: a retried job may
+ * still be in QStash's retries).
+ */
 export async function listJobFailures(db: Db, options: { limit?: number } = {}) {
+  const again = alias(jobFailures, "again");
+  const original = alias(jobFailures, "original");
   return db
-    .select()
+    .select({ ...getTableColumns(jobFailures), failedAgainId: again.id, retryOfId: original.id })
     .from(jobFailures)
+    .leftJoin(again, eq(again.messageId, jobFailures.retryMessageId))
+    .leftJoin(original, eq(original.retryMessageId, jobFailures.messageId))
     .orderBy(desc(jobFailures.id))
     .limit(options.limit ?? 50);
 }

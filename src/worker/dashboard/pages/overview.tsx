@@ -43,14 +43,15 @@ function RetryCell({ failure: f }: { failure: JobFailureRow }) {
     f.retryMessageId === null &&
     Date.now() - f.retriedAt.getTime() > ABANDONED_CLAIM_MS;
   if (f.retriedAt && !abandoned) {
-    return <span>{`retried ${time(f.retriedAt)} as ${f.retryMessageId ?? "(publish not recorded)"}`}</span>;
+    const outcome = f.failedAgainId === null ? "" : `; failed again: #${f.failedAgainId}`;
+    return (
+      <span>{`retried ${time(f.retriedAt)} as ${f.retryMessageId ?? "(publish not recorded)"}${outcome}`}</span>
+    );
   }
   const planned = jobToRetry(f);
   if ("refused" in planned) {
     return (
-      <span class="muted" title={planned.message}>
-        not retryable
-      </span>
+      <span class="muted">{`not retryable: ${planned.message.replace(/^job failure \d+ cannot be retried: /, "")}`}</span>
     );
   }
   return (
@@ -60,6 +61,17 @@ function RetryCell({ failure: f }: { failure: JobFailureRow }) {
       </button>
     </form>
   );
+}
+
+/** Characters of a job route's last answer shown in the table; the admin API has all of it. */
+const ANSWER_SHOWN = 120;
+
+/** The job route's last answer: its status and the start of its body, or that there was none. */
+function lastAnswer(f: JobFailureRow): string {
+  const status = f.status === null ? "no answer" : String(f.status);
+  const body = (f.responseBody ?? "").trim();
+  if (!body) return status;
+  return `${status}: ${body.length > ANSWER_SHOWN ? `${body.slice(0, ANSWER_SHOWN)}…` : body}`;
 }
 
 export function registerOverview(dashboard: Hono<DashboardEnv>) {
@@ -195,21 +207,23 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
         ) : (
           <table>
             <tr>
+              <th>#</th>
               <th>received</th>
               <th>subscription</th>
               <th>event</th>
-              <th>last status</th>
+              <th>last answer</th>
               <th>QStash message</th>
               <th>retry</th>
             </tr>
             {jobs.map((f) => (
               <tr>
+                <td>{f.retryOfId === null ? `#${f.id}` : `#${f.id} (retry of #${f.retryOfId})`}</td>
                 <td class="time">{time(f.receivedAt)}</td>
                 <td>{f.subscription}</td>
                 <td class="mono">
                   {f.eventId ? <a href={`/dashboard/events/${f.eventId}`}>{f.eventId}</a> : "–"}
                 </td>
-                <td>{f.status === null ? "–" : String(f.status)}</td>
+                <td>{lastAnswer(f)}</td>
                 <td class="mono">{f.messageId}</td>
                 <td class="mono">
                   <RetryCell failure={f} />
