@@ -1,7 +1,8 @@
 // `npm run dev`: the whole local stack in one command, no cloud account needed.
 // Postgres (embedded, data kept in .dev/pg; DATABASE_URL overrides) → migrations →
 // WebSocket-to-TCP proxy (the Neon driver's way in) → QStash dev server → mail and
-// webhook sink → `wrangler dev` with generated .dev.vars. Ctrl-C stops all of it.
+// webhook sink → `wrangler dev` with generated .dev.vars → the cron sweep on
+// wrangler.toml's schedule (DEV_SWEEP_SECONDS overrides, 0 = off). Ctrl-C stops all of it.
 import { spawn, type ChildProcess } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { chmodSync, existsSync, mkdirSync, readFileSync, statSync } from "node:fs";
@@ -10,6 +11,7 @@ import { createServer } from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { DEV_KEY_SCOPE, ensureDevApiKey, newDevApiKey } from "./dev-api-key.ts";
+import { devCronFromWranglerToml, startDevSweep } from "./dev-sweep.ts";
 import { devVars } from "./dev-vars.ts";
 import { startMailSink, type MailSink } from "./mail-sink.ts";
 import { startQStashDev, type QStashDev } from "./qstash-dev/server.ts";
@@ -25,6 +27,16 @@ const port = numberFrom("PORT", 8787);
 // and must reach it again after a restart.
 const sinkPort = numberFrom("MAIL_SINK_PORT", 54330);
 const publicUrl = `http://127.0.0.1:${port}`;
+// As Cloudflare runs `crons` in production; `wrangler dev --test-scheduled` only on request.
+const devCron = devCronFromWranglerToml(readFileSync(path.join(root, "wrangler.toml"), "utf8"));
+const sweepSeconds = wholeNumberFrom(
+  "DEV_SWEEP_SECONDS",
+  devCron.seconds,
+  86_400,
+  "a number of seconds, 0 for off",
+);
+// As `npm run qstash:dev` reads it: 0.01 makes an hour of QStash retries 36 s.
+const qstashTimeScale = scaleFrom("QSTASH_DEV_TIME_SCALE");
 
 const step = (line: string) => console.log(`[dev] ${line}`);
 
@@ -109,10 +121,13 @@ async function main() {
     token: env.QSTASH_TOKEN || secrets.QSTASH_TOKEN,
     currentSigningKey: env.QSTASH_CURRENT_SIGNING_KEY || secrets.QSTASH_CURRENT_SIGNING_KEY,
     nextSigningKey: env.QSTASH_NEXT_SIGNING_KEY || secrets.QSTASH_NEXT_SIGNING_KEY,
+    timeScale: qstashTimeScale,
     log: (line) => console.log(line),
   });
   stops.push({ name: "QStash dev server", stop: () => qstash.close() });
-  step(`QStash dev server: ${qstash.url}`);
+  step(
+    `QStash dev server: ${qstash.url}${qstashTimeScale === 1 ? "" : ` (time scale ${qstashTimeScale}: delays and retry backoff ×${qstashTimeScale})`}`,
+  );
 
   const sink: MailSink = await startMailSink({ port: sinkPort });
   stops.push({ name: "mail/webhook sink", stop: () => sink.close() });
@@ -152,11 +167,33 @@ async function main() {
   stops.push({ name: "wrangler dev", stop: () => stopProcessGroup(wrangler) });
   await waitForWorker(wrangler);
 
+  // Stopped before wrangler (stops run in reverse): no request reaches a stopping Worker.
+  if (stopping) return;
+  if (sweepSeconds > 0) {
+    const sweep = startDevSweep({
+      workerUrl: publicUrl,
+      cron: devCron.cron,
+      periodMs: sweepSeconds * 1000,
+      onFailure: (line) => console.error(`[dev] ${line}`),
+    });
+    stops.push({ name: "cron sweep", stop: () => sweep.stop() });
+  }
+  const sweepSource = env.DEV_SWEEP_SECONDS
+    ? "DEV_SWEEP_SECONDS"
+    : devCron.understood
+      ? `wrangler.toml "${devCron.cron}"`
+      : `wrangler.toml "${devCron.cron}" is not a schedule this reads, so every minute`;
+  step(
+    sweepSeconds > 0
+      ? `cron sweep: every ${sweepSeconds} s (${sweepSource}); the Worker logs a sweep: line each time`
+      : "cron sweep: off (DEV_SWEEP_SECONDS=0); run it by hand with the curl below",
+  );
+
   const cliDatabaseUrl = env.DATABASE_URL ? "<your DATABASE_URL>" : databaseUrl;
   console.log(`
 edge-outbox is running — Ctrl-C stops everything.
 
-  Worker         ${publicUrl}   (cron: curl '${publicUrl}/__scheduled?cron=*+*+*+*+*')
+  Worker         ${publicUrl}   (cron sweep ${sweepSeconds > 0 ? `every ${sweepSeconds} s` : "off"}; now: curl '${publicUrl}/__scheduled?cron=${devCron.cron.replace(/ /g, "+")}')
   Postgres       ${redact(databaseUrl)}
   ws proxy       ${proxy.url}   (pooled: ${redact(proxy.pooledUrl!)})
   QStash (dev)   ${qstash.url}
@@ -375,6 +412,32 @@ function numberFrom(name: string, fallback: number): number {
   const n = Number(raw);
   if (!Number.isInteger(n) || n < 0 || n > 65_535) {
     console.error(`[dev] ${name} must be a port number, got ${JSON.stringify(raw)}`);
+    process.exit(1);
+  }
+  return n;
+}
+
+/** A whole number from 0 to max, or the fallback when unset; refused before anything starts. */
+function wholeNumberFrom(name: string, fallback: number, max: number, what: string): number {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return fallback;
+  const n = Number(raw);
+  if (!/^\s*\d+\s*$/.test(raw) || !Number.isSafeInteger(n) || n > max) {
+    console.error(
+      `[dev] ${name} must be a whole number from 0 to ${max} (${what}), got ${JSON.stringify(raw)}`,
+    );
+    process.exit(1);
+  }
+  return n;
+}
+
+/** QSTASH_DEV_TIME_SCALE as infra/qstash-dev/main.ts reads it: a non-negative number, 1 when unset. */
+function scaleFrom(name: string): number {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return 1;
+  const n = Number(raw);
+  if (!Number.isFinite(n) || n < 0) {
+    console.error(`[dev] ${name} must be a non-negative number (e.g. 0.01), got ${JSON.stringify(raw)}`);
     process.exit(1);
   }
   return n;

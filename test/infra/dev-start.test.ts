@@ -78,3 +78,32 @@ it("npm run dev says in one line when DATABASE_URL cannot be reached", async () 
     "[dev] migrations: cannot reach the database (ECONNREFUSED): check DATABASE_URL and that Postgres is running",
   );
 }, 60_000);
+
+it("npm run dev refuses a DEV_SWEEP_SECONDS or QSTASH_DEV_TIME_SCALE it cannot use, before starting anything", async () => {
+  const says: Record<string, string> = {
+    DEV_SWEEP_SECONDS:
+      "[dev] DEV_SWEEP_SECONDS must be a whole number from 0 to 86400 (a number of seconds, 0 for off), got",
+    QSTASH_DEV_TIME_SCALE: "[dev] QSTASH_DEV_TIME_SCALE must be a non-negative number (e.g. 0.01), got",
+  };
+  const cases: [string, string][] = [
+    ["DEV_SWEEP_SECONDS", "1m"],
+    ["DEV_SWEEP_SECONDS", "-5"],
+    ["DEV_SWEEP_SECONDS", "0.5"],
+    ["DEV_SWEEP_SECONDS", "86401"],
+    ["QSTASH_DEV_TIME_SCALE", "fast"],
+    ["QSTASH_DEV_TIME_SCALE", "-1"],
+  ];
+  for (const [name, value] of cases) {
+    // Were the value let through, this run would still end early, at the migrations.
+    const { code, output } = await runDev({
+      ...process.env,
+      MAIL_SINK_PORT: "0",
+      DATABASE_URL: "postgres://postgres@127.0.0.1:1/none",
+      [name]: value,
+    });
+    expect(code, `${name}=${value}`).toBe(1);
+    expect(output, `${name}=${value}`).toContain(`${says[name]} ${JSON.stringify(value)}`);
+    // Refused before the first step: nothing was started.
+    expect(output, `${name}=${value}`).not.toContain("Postgres:");
+  }
+}, 60_000);

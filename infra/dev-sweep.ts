@@ -1,0 +1,111 @@
+// `npm run dev`'s stand-in for Cloudflare's cron trigger: `wrangler dev
+// --test-scheduled` runs the sweep only when asked (GET /__scheduled), so the dev
+// stack asks, on wrangler.toml's schedule. The Worker logs its own `sweep:` line;
+// this says something only when a tick fails.
+
+export interface DevCron {
+  /** The expression sent as `?cron=`, as Cloudflare passes it to `scheduled`. */
+  cron: string;
+  seconds: number;
+  /** False when wrangler.toml's schedule is not one this reads (then: every minute). */
+  understood: boolean;
+}
+
+const EVERY_MINUTE: DevCron = { cron: "* * * * *", seconds: 60, understood: true };
+
+/**
+ * The period of wrangler.toml's `crons`, when it is a simple one: `* * * * *`
+ * (60 s) or `*\/N * * * *` with N dividing 60 (N minutes). Anything else (several
+ * crons, hours, weekdays) is swept every minute, the finest a cron trigger runs.
+ */
+export function devCronFromWranglerToml(toml: string): DevCron {
+  const list = /^\s*crons\s*=\s*\[([^\]]*)\]/m.exec(toml)?.[1];
+  if (list === undefined) return { ...EVERY_MINUTE, understood: false };
+  const crons = [...list.matchAll(/"([^"]*)"|'([^']*)'/g)].map((m) => (m[1] ?? m[2]!).trim());
+  if (crons.length !== 1) return { cron: crons[0] ?? EVERY_MINUTE.cron, seconds: 60, understood: false };
+  const cron = crons[0]!;
+  const fields = cron.split(/\s+/);
+  if (fields.length !== 5 || fields.slice(1).some((f) => f !== "*"))
+    return { cron, seconds: 60, understood: false };
+  if (fields[0] === "*") return { cron, seconds: 60, understood: true };
+  const step = /^\*\/(\d+)$/.exec(fields[0]!)?.[1];
+  const minutes = step === undefined ? NaN : Number(step);
+  if (Number.isInteger(minutes) && minutes >= 1 && 60 % minutes === 0) {
+    return { cron, seconds: minutes * 60, understood: true };
+  }
+  return { cron, seconds: 60, understood: false };
+}
+
+export interface DevSweepOptions {
+  /** The Worker's origin, e.g. http://127.0.0.1:8787. */
+  workerUrl: string;
+  cron: string;
+  periodMs: number;
+  /** One line per failed tick. */
+  onFailure: (line: string) => void;
+  /** How long one sweep may take before the tick counts as failed. */
+  timeoutMs?: number;
+  fetch?: typeof fetch;
+}
+
+export interface DevSweep {
+  /** No request starts after this; one in flight is abandoned and awaited. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Requests `/__scheduled` every `periodMs`, the first one period from now. Ticks
+ * never overlap: a sweep that takes longer than the period delays the next one.
+ */
+export function startDevSweep(options: DevSweepOptions): DevSweep {
+  const fetchImpl = options.fetch ?? fetch;
+  const timeoutMs = options.timeoutMs ?? 120_000;
+  const url = `${options.workerUrl}/__scheduled?cron=${encodeURIComponent(options.cron).replace(/%20/g, "+")}`;
+  const stopped = new AbortController();
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  let inFlight: Promise<void> | undefined;
+
+  const sweepOnce = async () => {
+    try {
+      const signal = AbortSignal.any([stopped.signal, AbortSignal.timeout(timeoutMs)]);
+      const res = await fetchImpl(url, { signal });
+      await res.text().catch(() => "");
+      if (!res.ok)
+        options.onFailure(`cron sweep: /__scheduled answered ${res.status} (see the Worker's log)`);
+    } catch (error) {
+      if (stopped.signal.aborted) return;
+      options.onFailure(`cron sweep: ${describe(error, timeoutMs)}`);
+    }
+  };
+
+  const tick = async () => {
+    timer = undefined;
+    if (stopped.signal.aborted) return;
+    const started = Date.now();
+    inFlight = sweepOnce();
+    await inFlight;
+    inFlight = undefined;
+    if (!stopped.signal.aborted) {
+      timer = setTimeout(() => void tick(), Math.max(0, started + options.periodMs - Date.now()));
+    }
+  };
+
+  timer = setTimeout(() => void tick(), options.periodMs);
+  return {
+    async stop() {
+      stopped.abort();
+      if (timer !== undefined) clearTimeout(timer);
+      timer = undefined;
+      await inFlight;
+    },
+  };
+}
+
+function describe(error: unknown, timeoutMs: number): string {
+  if (error instanceof Error && error.name === "TimeoutError") {
+    return `no answer from /__scheduled within ${Math.round(timeoutMs / 1000)} s`;
+  }
+  const cause = error instanceof Error ? (error.cause as { code?: string } | undefined) : undefined;
+  const why = cause?.code ?? (error instanceof Error ? error.message : String(error));
+  return `/__scheduled could not be reached (${why})`;
+}

@@ -1,0 +1,195 @@
+import { spawn } from "node:child_process";
+import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { fileURLToPath } from "node:url";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { devCronFromWranglerToml, startDevSweep, type DevSweep } from "../../infra/dev-sweep.ts";
+import { useTestDatabase } from "../support/db.ts";
+import { waitFor } from "../support/helpers.ts";
+
+const root = fileURLToPath(new URL("../..", import.meta.url));
+
+describe("devCronFromWranglerToml", () => {
+  it("reads this repository's wrangler.toml as every minute", () => {
+    expect(devCronFromWranglerToml(readFileSync(`${root}/wrangler.toml`, "utf8"))).toEqual({
+      cron: "* * * * *",
+      seconds: 60,
+      understood: true,
+    });
+  });
+
+  it("reads */N minutes, and sweeps every minute for what it does not read", () => {
+    const read = (toml: string) => devCronFromWranglerToml(toml);
+    expect(read(`[triggers]\ncrons = ["*/5 * * * *"]`)).toEqual({
+      cron: "*/5 * * * *",
+      seconds: 300,
+      understood: true,
+    });
+    expect(read(`crons = [ '*/15 * * * *' ]`).seconds).toBe(900);
+    expect(read(`crons = ["*/7 * * * *"]`)).toMatchObject({ seconds: 60, understood: false });
+    expect(read(`crons = ["0 3 * * *"]`)).toEqual({ cron: "0 3 * * *", seconds: 60, understood: false });
+    expect(read(`crons = ["* * * * *", "0 3 * * *"]`)).toMatchObject({ seconds: 60, understood: false });
+    expect(read(`# crons = ["*/5 * * * *"]\nname = "x"`)).toEqual({
+      cron: "* * * * *",
+      seconds: 60,
+      understood: false,
+    });
+  });
+});
+
+describe("startDevSweep", () => {
+  let server: Server | undefined;
+  let sweep: DevSweep | undefined;
+  afterEach(async () => {
+    await sweep?.stop();
+    sweep = undefined;
+    server?.closeAllConnections();
+    await new Promise((resolve) => (server ? server.close(resolve) : resolve(undefined)));
+    server = undefined;
+  });
+
+  /** A stand-in Worker: records each request, answers as `answer` says. */
+  async function worker(answer: (n: number, res: ServerResponse) => void) {
+    const urls: string[] = [];
+    server = createServer((req: IncomingMessage, res) => {
+      urls.push(req.url!);
+      answer(urls.length, res);
+    });
+    await new Promise<void>((resolve) => server!.listen(0, "127.0.0.1", resolve));
+    return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, urls };
+  }
+
+  it("asks /__scheduled with the cron every period, saying nothing while it succeeds and one line per failed tick", async () => {
+    const w = await worker((n, res) => {
+      res.statusCode = n <= 2 ? 200 : 500;
+      res.end(n <= 2 ? "Ran scheduled event" : "Error: sweep failed");
+    });
+    const lines: string[] = [];
+    sweep = startDevSweep({
+      workerUrl: w.url,
+      cron: "* * * * *",
+      periodMs: 40,
+      onFailure: (l) => lines.push(l),
+    });
+    await waitFor(() => w.urls.length >= 2);
+    expect(lines).toEqual([]);
+    await waitFor(() => lines.length >= 2);
+    await sweep.stop();
+    expect(new Set(w.urls)).toEqual(new Set(["/__scheduled?cron=*+*+*+*+*"]));
+    // One line per answered failure (a tick in flight at the stop is not one).
+    expect(new Set(lines)).toEqual(new Set(["cron sweep: /__scheduled answered 500 (see the Worker's log)"]));
+    expect(lines.length).toBeLessThanOrEqual(w.urls.length - 2);
+    expect(lines.length).toBeGreaterThanOrEqual(w.urls.length - 3);
+  });
+
+  it("waits a whole period before the first tick, and stopped meanwhile leaves no timer", async () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+    try {
+      const asked: string[] = [];
+      const fetchStub = (async (url: string) => {
+        asked.push(url);
+        return new Response("Ran scheduled event");
+      }) as typeof fetch;
+      sweep = startDevSweep({
+        workerUrl: "http://worker.test",
+        cron: "*/5 * * * *",
+        periodMs: 300_000,
+        onFailure: () => {},
+        fetch: fetchStub,
+      });
+      expect(vi.getTimerCount()).toBe(1);
+      await vi.advanceTimersByTimeAsync(299_999);
+      expect(asked).toEqual([]);
+      await vi.advanceTimersByTimeAsync(1);
+      expect(asked).toEqual(["http://worker.test/__scheduled?cron=*%2F5+*+*+*+*"]);
+      // The next tick is pending; stopping clears it.
+      expect(vi.getTimerCount()).toBe(1);
+      await sweep.stop();
+      expect(vi.getTimerCount()).toBe(0);
+      await vi.advanceTimersByTimeAsync(900_000);
+      expect(asked.length).toBe(1);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it("says in one line when the Worker cannot be reached", async () => {
+    const w = await worker((_, res) => res.end());
+    await new Promise((resolve) => server!.close(resolve));
+    server = undefined;
+    const lines: string[] = [];
+    sweep = startDevSweep({
+      workerUrl: w.url,
+      cron: "* * * * *",
+      periodMs: 20,
+      onFailure: (l) => lines.push(l),
+    });
+    await waitFor(() => lines.length >= 1);
+    expect(lines[0]).toBe("cron sweep: /__scheduled could not be reached (ECONNREFUSED)");
+  });
+
+  it("stops with a sweep in flight: that one abandoned and unreported, none after it", async () => {
+    // Never answers: the tick is still in flight when the stack stops.
+    const w = await worker(() => {});
+    const lines: string[] = [];
+    sweep = startDevSweep({
+      workerUrl: w.url,
+      cron: "* * * * *",
+      periodMs: 20,
+      onFailure: (l) => lines.push(l),
+    });
+    await waitFor(() => w.urls.length === 1);
+    await sweep.stop();
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    expect(w.urls.length).toBe(1);
+    expect(lines).toEqual([]);
+  });
+});
+
+describe("npm run dev", () => {
+  const t = useTestDatabase();
+
+  it("runs the cron sweep on its own every DEV_SWEEP_SECONDS, with QSTASH_DEV_TIME_SCALE, and stops cleanly", async () => {
+    const probe = createServer();
+    await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
+    const port = (probe.address() as AddressInfo).port;
+    await new Promise((resolve) => probe.close(resolve));
+
+    // Its own database: no embedded Postgres, nothing under .dev but the secrets any run
+    // reads or makes. The .dev.vars it writes is put back as it was found.
+    const devVarsFile = `${root}/.dev.vars`;
+    const devVarsBefore = existsSync(devVarsFile) ? readFileSync(devVarsFile) : undefined;
+    const child = spawn(process.execPath, ["--import", "tsx", "infra/dev.ts"], {
+      cwd: root,
+      env: {
+        ...process.env,
+        DATABASE_URL: t.url,
+        PORT: String(port),
+        MAIL_SINK_PORT: "0",
+        DEV_SWEEP_SECONDS: "1",
+        QSTASH_DEV_TIME_SCALE: "0.01",
+      },
+    });
+    let output = "";
+    child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
+    child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString()));
+    const exited = new Promise<number | null>((resolve) => child.on("exit", resolve));
+    try {
+      await waitFor(() => output.includes("is running") || child.exitCode !== null, 150_000);
+      expect(output).toContain("(time scale 0.01: delays and retry backoff ×0.01)");
+      expect(output).toContain("[dev] cron sweep: every 1 s (DEV_SWEEP_SECONDS)");
+      // Nobody curls /__scheduled here: the Worker's own sweep line comes from the stack's timer.
+      await waitFor(() => (output.match(/\bsweep: fanned \d+ of \d+ claimed/g) ?? []).length >= 2, 30_000);
+      expect(output).not.toContain("[dev] cron sweep: /__scheduled");
+    } finally {
+      child.kill("SIGINT");
+      await exited;
+      if (devVarsBefore === undefined) rmSync(devVarsFile, { force: true });
+      else writeFileSync(devVarsFile, devVarsBefore);
+    }
+    expect(await exited).toBe(0);
+    expect(output).toContain("[dev] stopped");
+    expect(output).not.toMatch(/\[dev\] stopping cron sweep/);
+  }, 200_000);
+});
