@@ -622,6 +622,14 @@ describe("alerts", () => {
       );
     const page = await browser.get("/dashboard/alerts");
     for (const id of [burstA!, burstB!]) expect(page.text).toContain(`title="${id}">…${id.slice(-12)}</a>`);
+    // On one line: a 13-character id broken anywhere stacked "…" / "3d447b167" / "f69" in its column.
+    for (const id of [burstA!, burstB!])
+      expect(page.text).toMatch(
+        new RegExp(`<td class="mono nowrap">\\s*<a href="/dashboard/events/${id}" title="${id}">`),
+      );
+    expect((await browser.get("/dashboard/assets/dashboard.css")).text).toContain(
+      ".nowrap{white-space:nowrap}",
+    );
     await t.pool.query(`UPDATE outbox_alerts SET resolved_at = now() WHERE message = 'burst'`);
   });
 

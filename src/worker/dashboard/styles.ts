@@ -7,6 +7,9 @@
  * wide. `.mono`, `pre` and `.error` may break it anywhere; `overflow-wrap:
  * anywhere` (unlike `break-word`) also shrinks the width a table sizes the column
  * by. Such a column would then take all the room, so an error cell keeps 10rem.
+ * `.nowrap` is for short text of a known length only (a shortened id, `…` and 12
+ * characters): broken anywhere, it would stack in a narrow column a character or
+ * few a line.
  */
 export const DASHBOARD_CSS = `
 :root{--fg:#1d2330;--muted:#5d6678;--line:#dde1e8;--bg:#f6f7f9;--card:#fff;--accent:#2557d6;--bad:#b42318;--ok:#067647;--warn:#b54708}
@@ -38,6 +41,7 @@ th{font-size:.78rem;text-transform:uppercase;letter-spacing:.04em;color:var(--mu
 table.kv th{width:12rem;text-transform:none;font-size:.9rem;letter-spacing:0}
 td.num,th.num{text-align:right}
 td.time{white-space:nowrap}
+.nowrap{white-space:nowrap}
 th.pick,td.pick{width:2rem}
 code,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:.85em;overflow-wrap:anywhere}
 .error{color:var(--bad);white-space:pre-wrap;word-break:break-word}

@@ -70,7 +70,7 @@ export function registerAlerts(dashboard: Hono<DashboardEnv>) {
               <tr>
                 <td class="time">{time(a.createdAt)}</td>
                 <td>{a.kind}</td>
-                <td class="mono">
+                <td class="mono nowrap">
                   {/* The id's end: a UUIDv7 begins with its time, the same for a whole burst of alerts. */}
                   {a.eventId ? (
                     <a
