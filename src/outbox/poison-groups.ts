@@ -4,6 +4,10 @@ import { STATE_SQL } from "./state.ts";
 const UUID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/gi;
 // Quoted values: 'x', "x" and `x`, each without its own quote inside.
 const QUOTED = /'[^']*'|"[^"]*"|`[^`]*`/g;
+// An object's key is no particular: a quoted string after `{` or `,` and before `:`
+// (`{"error":"invalid destination"}`) is kept, so the heading says what was wrong.
+const KEY_BEFORE = /[{,]\s*$/;
+const KEY_AFTER = /^\s*:/;
 // Numbers as whole tokens (status codes, ids, durations, 1.5), not digits inside words like "s3" or "utf8".
 const NUMBER = /(?<![\w.])-?\d+(?:\.\d+)?(?![\w.])/g;
 // Long hex runs are message ids and hashes.
@@ -15,12 +19,18 @@ const HEX = /\b(?=[0-9a-f]*\d)[0-9a-f]{12,}\b/gi;
  * placeholders, whitespace collapses. `publish 400: "subject 7f3…" too long` and
  * `publish 400: "subject 9a1…" too long` share a fingerprint; a 400 and a 413 do
  * not differ by it either, which is deliberate: the status is in the example.
+ * A JSON body's keys are kept, its values not: `QStash <n>: {"error":<value>}`.
  */
 export function errorFingerprint(message: string | null): string {
   if (message === null || message.trim() === "") return "(no error recorded)";
   return message
     .replace(UUID, "<id>")
-    .replace(QUOTED, "<value>")
+    .replace(QUOTED, (quoted, at: number, whole: string) =>
+      KEY_AFTER.test(whole.slice(at + quoted.length, at + quoted.length + 40)) &&
+      KEY_BEFORE.test(whole.slice(Math.max(0, at - 40), at))
+        ? quoted
+        : "<value>",
+    )
     .replace(HEX, "<id>")
     .replace(NUMBER, "<n>")
     .replace(/\s+/g, " ")

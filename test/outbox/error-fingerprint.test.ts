@@ -16,6 +16,21 @@ describe("errorFingerprint", () => {
     ["hex message ids", "duplicate of msg 5f0c1e2d3a4b9c8d", "duplicate of msg <id>"],
     ["digits inside words are kept", "s3 upload via utf8 codec failed", "s3 upload via utf8 codec failed"],
     ["whitespace collapses", "  timed out\n\tafter   30 s ", "timed out after <n> s"],
+    [
+      "a JSON body's values, keeping its keys",
+      `PublishError: QStash 400: {"error":"invalid destination"}`,
+      `PublishError: QStash <n>: {"error":<value>}`,
+    ],
+    [
+      "nested and spaced JSON, keys kept at every level",
+      `QStash 422: { "error" : {"code": "E42", "detail":"bad"}, "ids": ["a", "b"] }`,
+      `QStash <n>: { "error" : {"code": <value>, "detail":<value>}, "ids": [<value>, <value>] }`,
+    ],
+    [
+      "a quoted value before a colon in prose, which is no key",
+      `fetch "https://a.example/x": 503`,
+      "fetch <value>: <n>",
+    ],
   ])("normalises %s", (_, message, expected) => {
     expect(errorFingerprint(message)).toBe(expected);
   });
