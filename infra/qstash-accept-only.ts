@@ -1,6 +1,7 @@
 // A QStash-shaped endpoint that accepts every publish and does nothing else: no
 // store, no deduplication, no delivery. It answers the @upstash/qstash client's
-// batch and publish requests with well-formed message ids, so a benchmark of the
+// batch and publish requests with well-formed message ids (and a DLQ listing with an
+// empty queue), so a benchmark of the
 // relay through the real SDK measures the relay and the SDK, not a stand-in's CPU
 // (the dev server in infra/qstash-dev keeps every message and was the limit).
 // An optional delay per request stands in for the distance to QStash.
@@ -73,6 +74,15 @@ export async function startAcceptOnlyQStash(
       sendError(res, status, message);
     };
     if (req.headers.authorization !== `Bearer ${token}`) return fail(401, "invalid token");
+    // The cron sweep reads the dead-letter queue every time (ADR 0026): an empty one,
+    // as QStash's is when nothing failed, so a benchmark of the sweep pays what a
+    // production sweep pays for it.
+    // Not a publish: not counted in `requests`, and held as long as one.
+    if (req.method === "GET" && path === "/v2/dlq") {
+      inFlight--;
+      const send = () => sendJson(res, 200, { messages: [] });
+      return void (delayMs > 0 ? setTimeout(send, delayMs) : send());
+    }
     if (req.method !== "POST") return fail(405, "method not allowed");
     if (failures.count > 0 && failures.skip-- <= 0) {
       failures.count--;

@@ -2,6 +2,7 @@
 // instead of parsing the body: it must answer one id per message, in order, for any
 // JSON array of messages, and refuse what is not one, as when it parsed.
 import { Client } from "@upstash/qstash";
+import { createQStashDeadLetters } from "../../src/domain/job-failures/dead-letters.ts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   batchDestinations,
@@ -101,6 +102,18 @@ describe("the accept-only endpoint", () => {
     expect(answered.map((a) => a.url)).toEqual(urls);
     expect(new Set(answered.map((a) => a.messageId)).size).toBe(3);
     expect(accept.stats()).toMatchObject({ requests: 1, messages: 3 });
+  });
+
+  it("answers the sweep's dead-letter listing with an empty queue, and nothing else it does not know", async () => {
+    const dlq = createQStashDeadLetters({ baseUrl: accept.url, token: accept.token });
+    const before = accept.stats().requests;
+    expect(await dlq.list("https://a.example/jobs/one", 100)).toEqual([]);
+    // Publishes are what `requests` counts.
+    expect(accept.stats().requests).toBe(before);
+    const other = await fetch(`${accept.url}/v2/messages/msg_1`, {
+      headers: { authorization: `Bearer ${accept.token}` },
+    });
+    expect(other.status).toBe(405);
   });
 
   it("reads a body that arrives in many chunks, larger than its buffer, and then a small one", async () => {
