@@ -1,7 +1,8 @@
 // A local stand-in for the mail API and for webhook endpoints: it accepts any
 // POST, logs one line per request, and keeps what it received so tests and people
-// can look (in process, or GET /__received). Tests can change its answer mid-run
-// to exercise retries, the way a flaky real endpoint would.
+// can look (in process, or GET /__received). Tests (respondWith) and people (PUT
+// /__respond) can change its answer mid-run to exercise retries, the way a flaky
+// real endpoint would.
 import http from "node:http";
 
 export interface ReceivedRequest {
@@ -46,7 +47,8 @@ export async function startMailSink(options: MailSinkOptions = {}): Promise<Mail
   const log = options.log ?? ((line: string) => console.log(line));
   let store: ReceivedRequest[] = [];
   let count = 0;
-  let override: ((r: ReceivedRequest) => SinkResponse) | null = null;
+  // undefined from the override: the normal answer for that request.
+  let override: ((r: ReceivedRequest) => SinkResponse | undefined) | null = null;
   const waiters = new Set<{
     match: (r: ReceivedRequest) => boolean;
     resolve: (r: ReceivedRequest) => void;
@@ -63,9 +65,12 @@ export async function startMailSink(options: MailSinkOptions = {}): Promise<Mail
       store = [];
       return send(res, 204);
     }
+    if (path === "/__respond" && (req.method === "PUT" || req.method === "DELETE")) {
+      return setAnswer(req, res);
+    }
     if (req.method !== "POST") {
       log(`sink ${req.method} ${path} 405`);
-      return send(res, 405, { error: "the sink accepts POST (and GET /__received)" });
+      return send(res, 405, { error: "the sink accepts POST (and GET /__received, PUT /__respond)" });
     }
     let body: string;
     try {
@@ -100,6 +105,41 @@ export async function startMailSink(options: MailSinkOptions = {}): Promise<Mail
     }
     send(res, answer.status, answer.body);
   });
+
+  /**
+   * `PUT /__respond {"status": 503, "path"?: "/webhooks", "body"?: …}`: answer the
+   * following POSTs (to `path` only, when given) with that, so a person can make the
+   * mail API or a webhook receiver fail from a terminal and watch retries, dead
+   * letters and alerts; `DELETE /__respond` restores the normal answer.
+   */
+  async function setAnswer(req: http.IncomingMessage, res: http.ServerResponse) {
+    if (req.method === "DELETE") {
+      override = null;
+      log("sink answers normally again");
+      return send(res, 204);
+    }
+    let raw: string;
+    try {
+      raw = await readBody(req);
+    } catch {
+      return send(res, 413, { error: `body over ${MAX_BODY} bytes` });
+    }
+    const asked = parseJson(raw) as { status?: unknown; path?: unknown; body?: unknown } | undefined;
+    const status = asked?.status;
+    if (typeof status !== "number" || !Number.isInteger(status) || status < 200 || status > 599) {
+      return send(res, 400, {
+        error: 'PUT /__respond takes {"status": 200–599, "path"?: "/…", "body"?: any}',
+      });
+    }
+    const only = asked?.path;
+    if (only !== undefined && (typeof only !== "string" || !only.startsWith("/"))) {
+      return send(res, 400, { error: "path must start with /" });
+    }
+    const answer: SinkResponse = { status, body: asked?.body };
+    override = only === undefined ? () => answer : (r) => (r.path === only ? answer : undefined);
+    log(`sink answers ${status} to POSTs${only === undefined ? "" : ` to ${only}`} until DELETE /__respond`);
+    send(res, 200, { status, ...(only === undefined ? {} : { path: only }) });
+  }
 
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);

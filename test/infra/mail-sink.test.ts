@@ -83,6 +83,31 @@ describe("mail sink", () => {
     expect(sink.received({ path: "/hooks/flaky" }).map((r) => r.status)).toEqual([503, 200]);
   });
 
+  it("PUT /__respond makes it fail from outside the process, for one path or all, until DELETE", async () => {
+    const respond = (method: string, body?: unknown) =>
+      fetch(`${sink.url}/__respond`, {
+        method,
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
+    expect((await respond("PUT", { status: 503, path: "/hooks/down", body: { error: "down" } })).status).toBe(
+      200,
+    );
+    const down = await post("/hooks/down", { attempt: 1 });
+    expect(down.status).toBe(503);
+    expect(await down.json()).toEqual({ error: "down" });
+    expect((await post("/mail", { to: "a@b.example" })).status).toBe(200);
+    expect((await respond("PUT", { status: 500 })).status).toBe(200);
+    expect((await post("/mail", { to: "a@b.example" })).status).toBe(500);
+    expect((await respond("DELETE")).status).toBe(204);
+    expect((await post("/hooks/down", { attempt: 2 })).status).toBe(200);
+    for (const bad of [{}, { status: 99 }, { status: "503" }, { status: 503, path: "hooks" }]) {
+      expect((await respond("PUT", bad)).status, JSON.stringify(bad)).toBe(400);
+    }
+    expect(
+      lines.some((l) => l.includes("sink answers 503 to POSTs to /hooks/down until DELETE /__respond")),
+    ).toBe(true);
+  });
+
   it("refuses other methods", async () => {
     expect((await fetch(`${sink.url}/mail`, { method: "PUT", body: "x" })).status).toBe(405);
   });
