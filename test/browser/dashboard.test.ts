@@ -408,6 +408,32 @@ describe("the dashboard in Chromium", () => {
     expect(problems).toEqual([]);
   }, 60_000);
 
+  it("edits an endpoint's URL and event types from its page", async () => {
+    const secretsKey = importSecretsKey(TEST_WEBHOOK_SECRETS_KEY);
+    const endpoint = await insertEndpoint(t.pool, secretsKey, {
+      url: "https://hooks.acme.example/wrong-path",
+      types: ["ledger.*"],
+    });
+    await signIn();
+    await page.goto(`${stack.url}/dashboard/webhooks/${endpoint.id}`);
+    await page.click("details.edit summary");
+    await page.fill("#url", "https://hooks.acme.example/right-path");
+    await page.fill("#types", "ledger.*, supplier.connected");
+    await shot("webhook-endpoint-edit");
+    await page.getByRole("button", { name: "Save" }).click();
+    await page.waitForURL(`${stack.url}/dashboard/webhooks/${endpoint.id}?edited=1`);
+    expect(await page.textContent("h1")).toBe("https://hooks.acme.example/right-path");
+    expect(await page.textContent(".notice")).toContain("Endpoint saved");
+    const { rows } = await t.pool.query("SELECT url, types FROM webhook_endpoints WHERE id = $1", [
+      endpoint.id,
+    ]);
+    expect(rows[0]).toEqual({
+      url: "https://hooks.acme.example/right-path",
+      types: ["ledger.*", "supplier.connected"],
+    });
+    expect(problems).toEqual([]);
+  }, 60_000);
+
   it("reloading the page that shows a new secret does not rotate it again", async () => {
     const secretsKey = importSecretsKey(TEST_WEBHOOK_SECRETS_KEY);
     const endpoint = await insertEndpoint(t.pool, secretsKey, {

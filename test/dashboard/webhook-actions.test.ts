@@ -358,3 +358,64 @@ describe("an endpoint's deliveries", () => {
     expect((await browser.get(link)).status).toBe(200);
   });
 });
+
+describe("editing an endpoint from its page", () => {
+  const read = async (id: string) =>
+    (await t.pool.query("SELECT url, types, description, scope FROM webhook_endpoints WHERE id = $1", [id]))
+      .rows[0];
+
+  it("saves a new URL, event types and description, under the same rules as the API", async () => {
+    const e = await endpoint("/old", "tenant-a");
+    // The receiver is http on 127.0.0.1, as under `npm run dev`, which allows it.
+    const local = dashboardClient(() => ({ ...env, WEBHOOK_ALLOW_PRIVATE_URLS: "true" }));
+    expect((await local.login()).status).toBe(303);
+    const page = await local.get(`/dashboard/webhooks/${e.id}`);
+    expect(page.text).toContain(
+      `<input id="url" type="url" name="url" value="${receiver.url("/old")}" required=""/>`,
+    );
+
+    const saved = await local.post(`/dashboard/webhooks/${e.id}/edit`, {
+      url: receiver.url("/new"),
+      types: "supplier.*, corpus.note.updated  ledger.*",
+      description: "the fixed receiver",
+    });
+
+    expect(saved.status).toBe(303);
+    expect(saved.headers.get("location")).toBe(`/dashboard/webhooks/${e.id}?edited=1`);
+    expect(await read(e.id)).toEqual({
+      url: receiver.url("/new"),
+      types: ["supplier.*", "corpus.note.updated", "ledger.*"],
+      description: "the fixed receiver",
+      // Never changed by an edit.
+      scope: "tenant-a",
+    });
+    expect((await local.get(saved.headers.get("location")!)).text).toContain("Endpoint saved");
+  });
+
+  it("refuses a bad value with a page naming the field, and changes nothing", async () => {
+    const e = await endpoint("/keep");
+    const before = await read(e.id);
+    // These bindings leave WEBHOOK_ALLOW_PRIVATE_URLS at its default: private addresses refused.
+    const strict = browser;
+    const cases: [Record<string, string>, RegExp][] = [
+      [{ url: "http://127.0.0.1:9/x", types: "*", description: "" }, /endpoint not saved: url: /],
+      [{ url: "not a url", types: "*", description: "" }, /endpoint not saved: url: /],
+      [
+        { url: "https://hooks.example/keep", types: "supplier.*, bad/type", description: "" },
+        /endpoint not saved: types\.1: must be an event-type glob/,
+      ],
+    ];
+    for (const [form, message] of cases) {
+      const res = await strict.post(`/dashboard/webhooks/${e.id}/edit`, form);
+      expect(res.status, JSON.stringify(form)).toBe(400);
+      expect(res.text, JSON.stringify(form)).toMatch(message);
+    }
+    expect(await read(e.id)).toEqual(before);
+    // And only from this site, with a session.
+    expect(
+      (await browser.post(`/dashboard/webhooks/${e.id}/edit`, { url: receiver.url("/x") }, EVIL)).status,
+    ).toBe(403);
+    expect((await dashboardClient(() => env).post(`/dashboard/webhooks/${e.id}/edit`, {})).status).toBe(401);
+    expect(await read(e.id)).toEqual(before);
+  });
+});

@@ -76,6 +76,10 @@ figure.chart{margin:0}
 .pager{display:flex;gap:1rem;margin-top:.8rem}
 .login{max-width:22rem;margin:12vh auto;background:var(--card);border:1px solid var(--line);border-radius:10px;padding:1.4rem}
 .login input{width:100%;margin:.4rem 0 .8rem}
+details.edit{margin:1rem 0}
+details.edit form{display:flex;flex-direction:column;gap:.3rem;max-width:40rem;margin-top:.5rem}
+details.edit label{font-size:.85rem;color:var(--muted)}
+details.edit button{align-self:flex-start;margin-top:.4rem}
 .timeline{list-style:none;padding:0;margin:0}
 .timeline li{padding:.35rem 0 .35rem 1rem;border-left:2px solid var(--line);position:relative}
 `;

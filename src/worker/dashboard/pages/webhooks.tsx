@@ -7,7 +7,7 @@ import {
   secretVersion,
 } from "../../../domain/webhooks/rotate-secret.ts";
 import { sendTestEvent } from "../../../domain/webhooks/send-test.ts";
-import type { EndpointView } from "../../../domain/webhooks/schemas.ts";
+import { updateEndpointInput, type EndpointView } from "../../../domain/webhooks/schemas.ts";
 import { updateEndpoint } from "../../../domain/webhooks/update.ts";
 import {
   endpointDeliveries,
@@ -16,7 +16,7 @@ import {
 } from "../../../domain/webhooks/delivery-log.ts";
 import { ApiError } from "../../errors.ts";
 import { idParam } from "../../routes/params.ts";
-import { valid } from "../../validate.ts";
+import { toFieldIssues, valid } from "../../validate.ts";
 import { deliverQueueFor } from "../../webhooks.ts";
 import { requireSecretsKey, webhookSecretsKey } from "../../webhook-secrets-key.ts";
 import type { DashboardEnv } from "../env.ts";
@@ -208,11 +208,13 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
       <>
         <Notice
           text={
-            c.req.query("enabled") !== undefined
-              ? "Endpoint enabled."
-              : c.req.query("disabled") !== undefined
-                ? "Endpoint disabled."
-                : recoveredNotice(q.recovered, q.more !== undefined)
+            c.req.query("edited") !== undefined
+              ? "Endpoint saved: deliveries from now on go to this URL, for these event types."
+              : c.req.query("enabled") !== undefined
+                ? "Endpoint enabled."
+                : c.req.query("disabled") !== undefined
+                  ? "Endpoint disabled."
+                  : recoveredNotice(q.recovered, q.more !== undefined)
           }
         />
         <h1 class="mono">{endpoint.url}</h1>
@@ -282,6 +284,20 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
             <td>{time(endpoint.failingSince)}</td>
           </tr>
         </table>
+        <details class="edit">
+          <summary>Edit URL, event types or description</summary>
+          <form method="post" action={`/dashboard/webhooks/${endpoint.id}/edit`}>
+            <label for="url">URL</label>
+            <input id="url" type="url" name="url" value={endpoint.url} required />
+            <label for="types">event types (globs, separated by commas or spaces)</label>
+            <input id="types" type="text" name="types" value={endpoint.types.join(", ")} required />
+            <label for="description">description</label>
+            <input id="description" type="text" name="description" value={endpoint.description} />
+            <button class="btn secondary" type="submit">
+              Save
+            </button>
+          </form>
+        </details>
         <h2>Deliveries, newest first</h2>
         {deliveries.length === 0 ? (
           <p class="muted">{q.before ? "No older deliveries." : "None yet."}</p>
@@ -355,6 +371,29 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
       return c.redirect(`/dashboard/webhooks/${id}?${enabled ? "enabled" : "disabled"}=1`, 303);
     },
   );
+
+  // The same rules as PATCH /admin/webhooks/endpoints/:id (the URL policy included); the
+  // scope never changes. A refused value is a 400 page saying which field and why.
+  dashboard.post("/webhooks/:id/edit", idParam("webhook endpoint"), async (c) => {
+    const id = c.req.valid("param").id;
+    const form = await c.req.parseBody();
+    const text = (name: string) => (typeof form[name] === "string" ? form[name] : undefined);
+    const types = text("types");
+    const input = {
+      url: text("url"),
+      types: types === undefined ? undefined : types.split(/[\s,]+/).filter(Boolean),
+      description: text("description"),
+    };
+    const policy = { allowPrivate: c.var.config.WEBHOOK_ALLOW_PRIVATE_URLS };
+    const parsed = updateEndpointInput(policy).safeParse(input);
+    if (!parsed.success) {
+      const issues = toFieldIssues(parsed.error);
+      const listed = issues.map((i) => (i.path ? `${i.path}: ${i.message}` : i.message)).join("; ");
+      throw new ApiError("BAD_REQUEST", `endpoint not saved: ${listed}`, issues);
+    }
+    await updateEndpoint(c.var.db, id, parsed.data, policy);
+    return c.redirect(`/dashboard/webhooks/${id}?edited=1`, 303);
+  });
 
   // Answered with a page, not a redirect: the new secret is in this one response and nowhere else.
   // A stale form (a reload of that page, or a second tab) is refused with 409 and shows no secret.
