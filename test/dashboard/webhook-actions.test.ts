@@ -360,6 +360,7 @@ describe("an endpoint's deliveries", () => {
 });
 
 describe("editing an endpoint from its page", () => {
+  const versionOf = (html: string) => /name="version" value="([0-9a-f]{64})"/.exec(html)![1]!;
   const read = async (id: string) =>
     (await t.pool.query("SELECT url, types, description, scope FROM webhook_endpoints WHERE id = $1", [id]))
       .rows[0];
@@ -375,6 +376,7 @@ describe("editing an endpoint from its page", () => {
     );
 
     const saved = await local.post(`/dashboard/webhooks/${e.id}/edit`, {
+      version: versionOf(page.text),
       url: receiver.url("/new"),
       types: "supplier.*, corpus.note.updated  ledger.*",
       description: "the fixed receiver",
@@ -392,6 +394,43 @@ describe("editing an endpoint from its page", () => {
     expect((await local.get(saved.headers.get("location")!)).text).toContain("Endpoint saved");
   });
 
+  it("a form saved after someone else's change is refused, and changes nothing", async () => {
+    const e = await endpoint("/stale");
+    const local = dashboardClient(() => ({ ...env, WEBHOOK_ALLOW_PRIVATE_URLS: "true" }));
+    expect((await local.login()).status).toBe(303);
+    const version = versionOf((await local.get(`/dashboard/webhooks/${e.id}`)).text);
+    // Meanwhile another operator narrows its event types.
+    await t.pool.query("UPDATE webhook_endpoints SET types = '{supplier.*}' WHERE id = $1", [e.id]);
+    const before = await read(e.id);
+    const stale = await local.post(`/dashboard/webhooks/${e.id}/edit`, {
+      version,
+      url: receiver.url("/stale"),
+      types: "*",
+      description: "",
+    });
+    expect(stale.status).toBe(409);
+    expect(stale.text).toContain("was changed since this form was shown; nothing was saved");
+    expect(await read(e.id)).toEqual(before);
+    // Enabling or disabling is not an edit of these fields: a form shown before still saves.
+    const fresh = versionOf((await local.get(`/dashboard/webhooks/${e.id}`)).text);
+    await local.post(`/dashboard/webhooks/${e.id}/enabled`, { enabled: "false" });
+    const saved = await local.post(`/dashboard/webhooks/${e.id}/edit`, {
+      version: fresh,
+      url: receiver.url("/stale"),
+      types: "*",
+      description: "",
+    });
+    expect(saved.status).toBe(303);
+    expect((await read(e.id)).types).toEqual(["*"]);
+    // A form without its version is refused.
+    const bare = await local.post(`/dashboard/webhooks/${e.id}/edit`, {
+      url: receiver.url("/x"),
+      types: "*",
+    });
+    expect(bare.status).toBe(400);
+    expect((await read(e.id)).url).toBe(receiver.url("/stale"));
+  });
+
   it("refuses a bad value with a page naming the field, and changes nothing", async () => {
     const e = await endpoint("/keep");
     const before = await read(e.id);
@@ -405,8 +444,9 @@ describe("editing an endpoint from its page", () => {
         /endpoint not saved: types\.1: must be an event-type glob/,
       ],
     ];
+    const version = versionOf((await strict.get(`/dashboard/webhooks/${e.id}`)).text);
     for (const [form, message] of cases) {
-      const res = await strict.post(`/dashboard/webhooks/${e.id}/edit`, form);
+      const res = await strict.post(`/dashboard/webhooks/${e.id}/edit`, { ...form, version });
       expect(res.status, JSON.stringify(form)).toBe(400);
       expect(res.text, JSON.stringify(form)).toMatch(message);
     }

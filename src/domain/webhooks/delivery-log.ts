@@ -2,6 +2,7 @@ import { asc, desc, eq, gte, inArray, sql } from "drizzle-orm";
 import type { Db } from "../db.ts";
 import { webhookAttempts, webhookDeliveries, webhookEndpoints } from "../schema.ts";
 import { queryRows } from "./rows.ts";
+import { editVersion } from "./update.ts";
 
 /**
  * Read-only views of the webhook tables for operators: what an event caused, what
@@ -122,6 +123,8 @@ export interface EndpointHealth {
   scope: string | null;
   description: string;
   types: string[];
+  /** editVersion (update.ts): what an edit form carries back. */
+  version: string;
   enabled: boolean;
   disabledReason: string | null;
   disabledAt: Date | null;
@@ -146,6 +149,7 @@ export async function endpointHealth(db: Db, endpointId?: string): Promise<Endpo
       scope: webhookEndpoints.scope,
       description: webhookEndpoints.description,
       types: webhookEndpoints.types,
+      version: editVersion,
       enabled: webhookEndpoints.enabled,
       disabledReason: webhookEndpoints.disabledReason,
       disabledAt: webhookEndpoints.disabledAt,

@@ -1,7 +1,7 @@
-import { eq, sql } from "drizzle-orm";
+import { and, eq, sql } from "drizzle-orm";
 import type { PgUpdateSetSource } from "drizzle-orm/pg-core";
 import type { Db } from "../db.ts";
-import { NotFoundError } from "../errors.ts";
+import { DomainError, NotFoundError } from "../errors.ts";
 import { webhookEndpoints } from "../schema.ts";
 import { endpointView, updateEndpointInput, type EndpointView, type UpdateEndpointInput } from "./schemas.ts";
 import type { UrlPolicy } from "./url-safety.ts";
@@ -10,7 +10,27 @@ import type { UrlPolicy } from "./url-safety.ts";
 export const DISABLED_BY_OPERATOR = "disabled by an operator";
 
 /**
+ * A digest of the fields an edit form shows (url, types, description), read with
+ * the form and compared when it is saved: a form saved over someone else's change
+ * since would undo it unseen. Newlines cannot occur in a URL or a type glob, so
+ * the joined text names one set of values.
+ */
+export const editVersion = sql<string>`encode(sha256(convert_to(${webhookEndpoints.url} || E'\n' || array_to_string(${webhookEndpoints.types}, E'\n') || E'\n' || ${webhookEndpoints.description}, 'UTF8')), 'hex')`;
+
+/** An edit saved from a form whose endpoint changed since the form was shown. */
+export class EndpointChangedError extends DomainError {
+  constructor(id: string) {
+    super(
+      "illegal_transition",
+      `webhook endpoint ${id} was changed since this form was shown; nothing was saved: reload the page and edit again`,
+    );
+  }
+}
+
+/**
  * Changes url, types, description or enabled; never the scope (see schemas.ts).
+ * With `ifVersion` (an editVersion read with a form), only if those fields are
+ * still what the form showed; otherwise EndpointChangedError and nothing changes.
  * Turning an endpoint off records a reason (the table requires one); turning it
  * back on forgets the reason and the failure streak, so the auto-disable sweep
  * measures the endpoint afresh instead of disabling it again at once.
@@ -20,6 +40,7 @@ export async function updateEndpoint(
   id: string,
   input: UpdateEndpointInput,
   policy: UrlPolicy,
+  options: { ifVersion?: string } = {},
 ): Promise<EndpointView> {
   const patch = updateEndpointInput(policy).parse(input);
   const t = webhookEndpoints;
@@ -40,7 +61,18 @@ export async function updateEndpoint(
     set.disabledReason = sql`CASE WHEN ${t.enabled} THEN ${DISABLED_BY_OPERATOR} ELSE ${t.disabledReason} END`;
     set.disabledAt = sql`CASE WHEN ${t.enabled} THEN now() ELSE ${t.disabledAt} END`;
   }
-  const [row] = await db.update(t).set(set).where(eq(t.id, id)).returning();
-  if (!row) throw new NotFoundError("webhook endpoint", id);
+  const unchanged = options.ifVersion === undefined ? undefined : sql`${editVersion} = ${options.ifVersion}`;
+  const [row] = await db
+    .update(t)
+    .set(set)
+    .where(and(eq(t.id, id), unchanged))
+    .returning();
+  if (!row) {
+    if (unchanged) {
+      const [exists] = await db.select({ id: t.id }).from(t).where(eq(t.id, id));
+      if (exists) throw new EndpointChangedError(id);
+    }
+    throw new NotFoundError("webhook endpoint", id);
+  }
   return endpointView(row);
 }

@@ -287,6 +287,7 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
         <details class="edit">
           <summary>Edit URL, event types or description</summary>
           <form method="post" action={`/dashboard/webhooks/${endpoint.id}/edit`}>
+            <input type="hidden" name="version" value={endpoint.version} />
             <label for="url">URL</label>
             <input id="url" type="url" name="url" value={endpoint.url} required />
             <label for="types">event types (globs, separated by commas or spaces)</label>
@@ -391,7 +392,9 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
       const listed = issues.map((i) => (i.path ? `${i.path}: ${i.message}` : i.message)).join("; ");
       throw new ApiError("BAD_REQUEST", `endpoint not saved: ${listed}`, issues);
     }
-    await updateEndpoint(c.var.db, id, parsed.data, policy);
+    const version = text("version");
+    if (!version) throw new ApiError("BAD_REQUEST", "endpoint not saved: the form carries no version");
+    await updateEndpoint(c.var.db, id, parsed.data, policy, { ifVersion: version });
     return c.redirect(`/dashboard/webhooks/${id}?edited=1`, 303);
   });
 
