@@ -459,3 +459,35 @@ describe("editing an endpoint from its page", () => {
     expect(await read(e.id)).toEqual(before);
   });
 });
+
+describe("the endpoint page flags overdue deliveries", () => {
+  it("shows a pending delivery past due by more than five minutes, and no other", async () => {
+    const e = await endpoint("/late");
+    const set = async (id: string, sqlSet: string) =>
+      t.pool.query(`UPDATE webhook_deliveries SET ${sqlSet} WHERE id = $1`, [id]);
+    const late = await delivery(e.id, "pending");
+    await set(late, "next_attempt_at = now() - interval '20 minutes'");
+    const neverTried = await delivery(e.id, "pending");
+    await set(neverTried, "next_attempt_at = NULL, requested_at = now() - interval '1 hour'");
+    const soon = await delivery(e.id, "pending");
+    await set(soon, "next_attempt_at = now() + interval '10 minutes'");
+    const justLate = await delivery(e.id, "pending");
+    await set(justLate, "next_attempt_at = now() - interval '2 minutes'");
+    const underWay = await delivery(e.id, "pending");
+    await set(
+      underWay,
+      "next_attempt_at = now() - interval '20 minutes', lease_until = now() + interval '1 minute'",
+    );
+    const done = await delivery(e.id, "delivered");
+    await set(done, "next_attempt_at = now() - interval '20 minutes'");
+
+    const html = (await browser.get(`/dashboard/webhooks/${e.id}`)).text;
+    const rowOf = (id: string) => {
+      const at = html.indexOf(`/dashboard/webhooks/deliveries/${id}`);
+      return html.slice(at, html.indexOf("</tr>", at));
+    };
+    expect(rowOf(late)).toContain("overdue since");
+    expect(rowOf(neverTried)).toContain("overdue since");
+    for (const id of [soon, justLate, underWay, done]) expect(rowOf(id), id).not.toContain("overdue");
+  });
+});

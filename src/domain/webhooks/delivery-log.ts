@@ -189,7 +189,17 @@ export interface EndpointDelivery {
   lastAttemptAt: Date | null;
   nextAttemptAt: Date | null;
   createdAt: Date;
+  /**
+   * When a pending delivery, with no attempt under way, was due (its retry, or its
+   * job's first attempt) if that is more than OVERDUE_SHOWN_AFTER_MINUTES ago: late
+   * behind flow control, or a job QStash lost (the sweep republishes those after
+   * OVERDUE_AFTER_MINUTES), or retries spent with QStash's verdict not yet in.
+   */
+  overdueSince: Date | null;
 }
+
+/** Minutes past due after which the dashboard shows a pending delivery as overdue. */
+export const OVERDUE_SHOWN_AFTER_MINUTES = 5;
 
 /**
  * Where a page of an endpoint's deliveries ends: the last row's `created_at`
@@ -234,11 +244,16 @@ export async function endpointDeliveries(
     last_attempt_at: Date | null;
     next_attempt_at: Date | null;
     created_at: Date;
+    overdue_since: Date | null;
     cursor: string;
   }>(
     db,
     sql`SELECT id, event_id, event_type, status, attempts, last_error, last_attempt_at,
                next_attempt_at, created_at,
+               CASE WHEN status = 'pending' AND (lease_until IS NULL OR lease_until < now())
+                         AND coalesce(next_attempt_at, requested_at)
+                             < now() - make_interval(mins => ${OVERDUE_SHOWN_AFTER_MINUTES})
+                    THEN coalesce(next_attempt_at, requested_at) END AS overdue_since,
                to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS cursor
           FROM webhook_deliveries
          WHERE endpoint_id = ${endpointId} ${before}
@@ -258,6 +273,7 @@ export async function endpointDeliveries(
       lastAttemptAt: date(r.last_attempt_at),
       nextAttemptAt: date(r.next_attempt_at),
       createdAt: date(r.created_at)!,
+      overdueSince: date(r.overdue_since),
     })),
     next: rows.length > limit && last ? { createdAt: last.cursor, id: last.id } : null,
   };

@@ -329,7 +329,17 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
                   <a href={deliveryHref(d.id)}>{String(d.attempts)}</a>
                 </td>
                 <td class="time">{time(d.lastAttemptAt)}</td>
-                <td class="time">{d.status === "pending" ? time(d.nextAttemptAt) : "–"}</td>
+                <td class="time">
+                  {d.overdueSince ? (
+                    <span class="state state-pending" title="past due: QStash has not come back for it">
+                      {`overdue since ${time(d.overdueSince)}`}
+                    </span>
+                  ) : d.status === "pending" ? (
+                    time(d.nextAttemptAt)
+                  ) : (
+                    "–"
+                  )}
+                </td>
                 <td class="error">{d.lastError ?? ""}</td>
                 {endpoint.enabled ? (
                   <td>
