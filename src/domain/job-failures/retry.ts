@@ -114,33 +114,13 @@ export async function retryJobFailure(
     body: row.body,
   });
   if ("refused" in planned) return { retried: false, ...planned };
-  const abandonedBefore = new Date(now.getTime() - ABANDONED_CLAIM_MS);
-  const open = (r: FailureRow) =>
-    r.retried_at === null || (r.retry_message_id === null && new Date(r.retried_at) < abandonedBefore);
-  if (!open(row)) return alreadyRetried(id, row);
-
-  const claimed = await queryRows<{ id: string }>(
-    db,
-    sql`UPDATE job_failures SET retried_at = ${now} WHERE id = ${id} AND ${openFailure(now)} RETURNING id`,
-  );
-  if (claimed.length === 0) {
-    // Another retry claimed it since the read (or the row is gone).
+  const [retried] = await publishClaimed(db, publisher, new Map([[id, planned.job]]), now);
+  if (!retried) {
+    // Retried already, or claimed by another retry since the read (or the row is gone).
     const current = await readFailure(db, id);
     return current?.retried_at ? alreadyRetried(id, current) : notFound(id);
   }
-
-  let messageId: string;
-  try {
-    [messageId] = (await publishJobs(publisher, [planned.job])) as [string];
-  } catch (error) {
-    // Only this claim: the row is left alone if anything else touched it since.
-    await db.execute(sql`
-      UPDATE job_failures SET retried_at = NULL
-       WHERE id = ${id} AND retried_at = ${now} AND retry_message_id IS NULL`);
-    throw error;
-  }
-  await recordRetries(db, [id], [messageId]);
-  return { retried: true, id, retriedAt: now, retryMessageId: messageId };
+  return { retried: true, id, retriedAt: now, retryMessageId: retried.retryMessageId };
 }
 
 async function readFailure(db: Db, id: number): Promise<FailureRow | undefined> {
@@ -234,11 +214,10 @@ export async function retryAllJobFailures(
 ): Promise<RetryAllResult> {
   const now = options.now ?? new Date();
   const limit = options.limit ?? RETRY_ALL_LIMIT;
-  const open = openFailure(now);
   const rows = await queryRows<{ id: string; message_id: string; subscription: string; body: string }>(
     db,
     sql`SELECT id, message_id, subscription, body FROM job_failures
-         WHERE id <= ${options.upTo} AND subscription = ANY(${subscriptionNames()}::text[]) AND ${open}
+         WHERE id <= ${options.upTo} AND subscription = ANY(${subscriptionNames()}::text[]) AND ${openFailure(now)}
          ORDER BY id LIMIT ${limit}`,
   );
   const planned = new Map<number, Job>();
@@ -252,18 +231,34 @@ export async function retryAllJobFailures(
     if ("job" in plan) planned.set(Number(r.id), plan.job);
   }
   if (planned.size === 0) return { retried: [], more: false };
+  const retried = await publishClaimed(db, publisher, planned, now);
+  return { retried, more: rows.length === limit || retried.length < planned.size };
+}
+
+/**
+ * The one way a retry happens, single or bulk: claims those of `planned`'s failures
+ * still open (one statement, so a concurrent retry gets the others), publishes their
+ * jobs in one publish, and records the new message ids; if the publish fails, every
+ * claim of this call is undone and the error thrown. Answers the failures retried,
+ * oldest first: none when another retry had them all.
+ */
+async function publishClaimed(
+  db: Db,
+  publisher: Publisher,
+  planned: Map<number, Job>,
+  now: Date,
+): Promise<{ id: number; retryMessageId: string }[]> {
   const claimed = (
     await queryRows<{ id: string }>(
       db,
       sql`UPDATE job_failures SET retried_at = ${now}
-           WHERE id = ANY(${`{${[...planned.keys()].join(",")}}`}::bigint[]) AND ${open}
+           WHERE id = ANY(${bigintArray([...planned.keys()])}::bigint[]) AND ${openFailure(now)}
        RETURNING id`,
     )
   )
     .map((r) => Number(r.id))
     .sort((a, b) => a - b);
-  if (claimed.length === 0) return { retried: [], more: true };
-  const ids = `{${claimed.join(",")}}`;
+  if (claimed.length === 0) return [];
   let messageIds: string[];
   try {
     messageIds = await publishJobs(
@@ -271,16 +266,14 @@ export async function retryAllJobFailures(
       claimed.map((id) => planned.get(id)!),
     );
   } catch (error) {
+    // Only this call's claims: a row touched by anything else since is left alone.
     await db.execute(sql`
       UPDATE job_failures SET retried_at = NULL
-       WHERE id = ANY(${ids}::bigint[]) AND retried_at = ${now} AND retry_message_id IS NULL`);
+       WHERE id = ANY(${bigintArray(claimed)}::bigint[]) AND retried_at = ${now} AND retry_message_id IS NULL`);
     throw error;
   }
   await recordRetries(db, claimed, messageIds);
-  return {
-    retried: claimed.map((id, i) => ({ id, retryMessageId: messageIds[i]! })),
-    more: rows.length === limit || claimed.length < planned.size,
-  };
+  return claimed.map((id, i) => ({ id, retryMessageId: messageIds[i]! }));
 }
 
 /**
@@ -293,7 +286,7 @@ async function recordRetries(db: Db, ids: number[], messageIds: string[]): Promi
   await db.execute(sql`
     WITH recorded AS (
       UPDATE job_failures f SET retry_message_id = v.message_id
-        FROM unnest(${`{${ids.join(",")}}`}::bigint[], ${textArray(messageIds)}::text[]) AS v(id, message_id)
+        FROM unnest(${bigintArray(ids)}::bigint[], ${textArray(messageIds)}::text[]) AS v(id, message_id)
        WHERE f.id = v.id
       RETURNING f.message_id
     )
@@ -320,4 +313,20 @@ function subscriptionNames(): string {
 function openFailure(now: Date): SQL {
   const abandonedBefore = new Date(now.getTime() - ABANDONED_CLAIM_MS);
   return sql`(retried_at IS NULL OR (retry_message_id IS NULL AND retried_at < ${abandonedBefore}))`;
+}
+
+/** openFailure for a row already read (the dashboard's choice of a Retry button); the claim decides. */
+export function isOpenFailure(
+  f: { retriedAt: Date | null; retryMessageId: string | null },
+  now: Date,
+): boolean {
+  return (
+    f.retriedAt === null ||
+    (f.retryMessageId === null && f.retriedAt.getTime() < now.getTime() - ABANDONED_CLAIM_MS)
+  );
+}
+
+/** Job failure ids (bigint identities) as one array literal for `$n::bigint[]`. */
+function bigintArray(ids: readonly number[]): string {
+  return `{${ids.join(",")}}`;
 }

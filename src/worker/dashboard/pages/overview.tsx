@@ -2,8 +2,8 @@ import type { Hono } from "hono";
 import { z } from "zod";
 import { listJobFailures } from "../../../domain/job-failures/record.ts";
 import {
-  ABANDONED_CLAIM_MS,
   countOpenFailures,
+  isOpenFailure,
   jobToRetry,
   RETRY_ALL_LIMIT,
 } from "../../../domain/job-failures/retry.ts";
@@ -38,11 +38,8 @@ type JobFailureRow = Awaited<ReturnType<typeof listJobFailures>>[number];
  * button while it can be made; or why it cannot (not a job of ours).
  */
 function RetryCell({ failure: f }: { failure: JobFailureRow }) {
-  const abandoned =
-    f.retriedAt !== null &&
-    f.retryMessageId === null &&
-    Date.now() - f.retriedAt.getTime() > ABANDONED_CLAIM_MS;
-  if (f.retriedAt && !abandoned) {
+  const open = isOpenFailure(f, new Date());
+  if (f.retriedAt && !open) {
     const outcome = f.failedAgainId === null ? "" : `; failed again: #${f.failedAgainId}`;
     return (
       <span>{`retried ${time(f.retriedAt)} as ${f.retryMessageId ?? "(publish not recorded)"}${outcome}`}</span>
@@ -57,7 +54,7 @@ function RetryCell({ failure: f }: { failure: JobFailureRow }) {
   return (
     <form class="inline" method="post" action={`/dashboard/job-failures/${f.id}/retry`}>
       <button class="btn secondary small" type="submit">
-        {abandoned ? "Retry (the last one did not finish)" : "Retry"}
+        {f.retriedAt ? "Retry (the last one did not finish)" : "Retry"}
       </button>
     </form>
   );
