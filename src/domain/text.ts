@@ -46,3 +46,12 @@ export function wholeNumber(min: number, max: number) {
     .transform(Number)
     .pipe(z.number().int().min(min, `must be at least ${min}`).max(max, `must be at most ${max}`));
 }
+
+/** JSON.parse, or undefined for text that is not JSON: for bodies a caller checks with a schema next. */
+export function safeJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}

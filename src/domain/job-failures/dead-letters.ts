@@ -1,6 +1,6 @@
 import { qstashClient } from "../../outbox/index.ts";
 import type { Db } from "../db.ts";
-import { failedJobFromCallback, fromBase64, recordFailedJob, type FailedJob } from "./failed-job.ts";
+import { base64Text, failedJobFromCallback, recordFailedJob, type FailedJob } from "./failed-job.ts";
 
 /** One entry of QStash's dead-letter queue, as far as the sweep reads it. */
 export interface DeadLetter {
@@ -42,10 +42,10 @@ export function createQStashDeadLetters(options: { baseUrl: string; token: strin
         dlqId: m.dlqId,
         messageId: m.messageId,
         url: m.url,
-        body: m.body ?? (m.bodyBase64 === undefined ? "" : fromBase64(m.bodyBase64)),
+        body: m.body ?? (m.bodyBase64 === undefined ? "" : base64Text(m.bodyBase64)),
         responseStatus: m.responseStatus ?? null,
         responseBody:
-          m.responseBody ?? (m.responseBodyBase64 === undefined ? null : fromBase64(m.responseBodyBase64)),
+          m.responseBody ?? (m.responseBodyBase64 === undefined ? null : base64Text(m.responseBodyBase64)),
         maxRetries: m.maxRetries ?? null,
       }));
     },

@@ -1,6 +1,8 @@
 import { z } from "zod";
 import { JOBS_PATH } from "../../outbox/index.ts";
 import type { Db } from "../db.ts";
+import { safeJson } from "../text.ts";
+import { fromBase64 } from "../webhooks/base64.ts";
 import { DELIVER_JOB } from "../webhooks/deliver-queue.ts";
 import { markDeliveryFailed } from "../webhooks/delivery-failed.ts";
 import { recordJobFailure } from "./record.ts";
@@ -70,14 +72,6 @@ function within(n: number | null, min: number, max: number): number | null {
   return n !== null && Number.isInteger(n) && n >= min && n <= max ? n : null;
 }
 
-export function safeJson(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return undefined;
-  }
-}
-
 const JOBS_PREFIX = `${JOBS_PATH}/`;
 const uuid = z.guid();
 
@@ -129,18 +123,21 @@ export function failedJobFromCallback(raw: string): FailedJob | null {
   return {
     messageId: f.sourceMessageId,
     url: f.url,
-    body: f.sourceBody === undefined ? "" : fromBase64(f.sourceBody),
+    body: f.sourceBody === undefined ? "" : base64Text(f.sourceBody),
     status: f.status ?? null,
-    responseBody: f.body === undefined ? null : fromBase64(f.body),
+    responseBody: f.body === undefined ? null : base64Text(f.body),
     retried: f.retried ?? null,
     dlqId: f.dlqId ?? null,
   };
 }
 
-// Invalid UTF-8 is kept readable (U+FFFD) rather than rejected: the record is for people.
-export function fromBase64(value: string): string {
+/**
+ * Base64 as text. Invalid UTF-8 is kept readable (U+FFFD) rather than rejected,
+ * and text that is not base64 is kept as it came: the record is for people.
+ */
+export function base64Text(value: string): string {
   try {
-    return new TextDecoder().decode(Uint8Array.from(atob(value), (ch) => ch.charCodeAt(0)));
+    return new TextDecoder().decode(fromBase64(value));
   } catch {
     return value;
   }

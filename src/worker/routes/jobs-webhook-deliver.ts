@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { safeJson } from "../../domain/text.ts";
 import { deliverWebhook, type DeliverOutcome } from "../../domain/webhooks/deliver.ts";
 import { DELIVER_JOB } from "../../domain/webhooks/deliver-queue.ts";
 import { JOBS_PATH, jobUrl } from "../../outbox/index.ts";
@@ -73,13 +74,5 @@ function toAnswer(outcome: DeliverOutcome): {
           outcome.retryAfterSeconds === null ? {} : { "Retry-After": String(outcome.retryAfterSeconds) },
         body: { error: { code: "delivery_failed", message: outcome.reason } },
       };
-  }
-}
-
-function safeJson(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return undefined;
   }
 }
