@@ -14,7 +14,7 @@ import { DEV_KEY_SCOPE, ensureDevApiKey, newDevApiKey } from "./dev-api-key.ts";
 import { devCronFromWranglerToml, startDevSweep } from "./dev-sweep.ts";
 import { devVars } from "./dev-vars.ts";
 import { startMailSink, type MailSink } from "./mail-sink.ts";
-import { startQStashDev, type QStashDev } from "./qstash-dev/server.ts";
+import { startQStashDev, timeScaleFrom, type QStashDev } from "./qstash-dev/server.ts";
 import { startWsProxy, type WsProxy } from "./ws-proxy.ts";
 import { migrateDatabase, startEmbeddedPostgres, type EmbeddedServer } from "../src/node/postgres.ts";
 import { newSecretsKey } from "../src/domain/webhooks/secret-box.ts";
@@ -36,7 +36,7 @@ const sweepSeconds = wholeNumberFrom(
   "a number of seconds, 0 for off",
 );
 // As `npm run qstash:dev` reads it: 0.01 makes an hour of QStash retries 36 s.
-const qstashTimeScale = scaleFrom("QSTASH_DEV_TIME_SCALE");
+const qstashTimeScale = qstashTimeScaleFromEnv();
 
 const step = (line: string) => console.log(`[dev] ${line}`);
 
@@ -431,16 +431,14 @@ function wholeNumberFrom(name: string, fallback: number, max: number, what: stri
   return n;
 }
 
-/** QSTASH_DEV_TIME_SCALE as infra/qstash-dev/main.ts reads it: a non-negative number, 1 when unset. */
-function scaleFrom(name: string): number {
-  const raw = env[name];
-  if (raw === undefined || raw === "") return 1;
-  const n = Number(raw);
-  if (!Number.isFinite(n) || n < 0) {
-    console.error(`[dev] ${name} must be a non-negative number (e.g. 0.01), got ${JSON.stringify(raw)}`);
+/** QSTASH_DEV_TIME_SCALE as `npm run qstash:dev` reads it; a bad value stops the start. */
+function qstashTimeScaleFromEnv(): number {
+  try {
+    return timeScaleFrom(env.QSTASH_DEV_TIME_SCALE);
+  } catch (error) {
+    console.error(`[dev] ${(error as Error).message}`);
     process.exit(1);
   }
-  return n;
 }
 
 function redact(url: string): string {

@@ -5,7 +5,7 @@
  * Optional: QSTASH_DEV_HOST (default 127.0.0.1), QSTASH_DEV_TIME_SCALE (e.g. 0.01 to
  * compress delays and retry backoff), QSTASH_DEV_SIGN_WITH_NEXT_KEY=true (key rotation).
  */
-import { startQStashDev } from "./server.ts";
+import { startQStashDev, timeScaleFrom } from "./server.ts";
 
 const env = process.env;
 const port = env.QSTASH_DEV_PORT ? Number(env.QSTASH_DEV_PORT) : 8080;
@@ -14,11 +14,11 @@ if (!Number.isInteger(port) || port < 0 || port > 65535) {
   process.exit(1);
 }
 
-const timeScale = env.QSTASH_DEV_TIME_SCALE ? Number(env.QSTASH_DEV_TIME_SCALE) : 1;
-if (!Number.isFinite(timeScale) || timeScale < 0) {
-  console.error(
-    `QSTASH_DEV_TIME_SCALE must be a non-negative number, got ${JSON.stringify(env.QSTASH_DEV_TIME_SCALE)}`,
-  );
+let timeScale: number;
+try {
+  timeScale = timeScaleFrom(env.QSTASH_DEV_TIME_SCALE);
+} catch (error) {
+  console.error((error as Error).message);
   process.exit(1);
 }
 

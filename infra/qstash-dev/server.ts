@@ -13,6 +13,22 @@ export type { MessageSnapshot } from "./views.ts";
 export type { Attempt, MessageState } from "./types.ts";
 export { signJwt } from "./signing.ts";
 
+/**
+ * QSTASH_DEV_TIME_SCALE's value as `timeScale`: a non-negative number, 1 when unset
+ * or empty. Throws, naming the variable, for anything else; `npm run qstash:dev`
+ * and `npm run dev` read it alike.
+ */
+export function timeScaleFrom(raw: string | undefined): number {
+  if (raw === undefined || raw === "") return 1;
+  const n = Number(raw);
+  if (!Number.isFinite(n) || n < 0) {
+    throw new RangeError(
+      `QSTASH_DEV_TIME_SCALE must be a non-negative number (e.g. 0.01), got ${JSON.stringify(raw)}`,
+    );
+  }
+  return n;
+}
+
 export interface QStashDevOptions {
   /** 0 (default) picks a free port. */
   port?: number;
