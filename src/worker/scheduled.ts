@@ -74,8 +74,9 @@ export function createScheduled(
         deadLettersFor(config),
         deadLetterUrls(config.PUBLIC_URL),
       );
-      const republished = await publishUnpublished(db, deliverQueueFor(config), now());
-      const overdue = await publishOverdue(db, deliverQueueFor(config), qstashMessagesFor(config), now());
+      const queue = deliverQueueFor(config);
+      const republished = await publishUnpublished(db, queue, now());
+      const overdue = await publishOverdue(db, queue, qstashMessagesFor(config), now());
       console.log(
         `sweep: fanned ${relay.fanned} of ${relay.claimed} claimed in ${relay.passes} passes (${relay.jobs} jobs, ` +
           `${relay.failed} failed, ${relay.poisoned} poisoned, stopped: ${relay.stoppedBecause}); ` +
