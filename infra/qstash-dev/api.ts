@@ -137,11 +137,15 @@ function filterDlq(ctx: ApiContext, url: URL): DlqEntry[] {
   let entries = [...ctx.broker.store.dlq.values()];
   if (ids.length > 0) return entries.filter((e) => ids.includes(e.dlqId));
   const messageId = q.get("messageId");
-  const target = q.get("url");
-  const status = q.get("responseStatus");
+  // The SDK sends a filter of several values as the parameter repeated; an entry
+  // matching any of them passes (its DLQ filter docs: OR within a field, AND across).
+  const targets = q.getAll("url");
+  const labels = q.getAll("label");
+  const statuses = q.getAll("responseStatus");
   if (messageId) entries = entries.filter((e) => e.message.messageId === messageId);
-  if (target) entries = entries.filter((e) => e.message.url === target);
-  if (status) entries = entries.filter((e) => String(e.responseStatus) === status);
+  if (targets.length > 0) entries = entries.filter((e) => targets.includes(e.message.url));
+  if (labels.length > 0) entries = entries.filter((e) => e.message.labels?.some((l) => labels.includes(l)));
+  if (statuses.length > 0) entries = entries.filter((e) => statuses.includes(String(e.responseStatus)));
   if (q.get("order") === "latestFirst") entries.reverse();
   return entries;
 }

@@ -72,6 +72,7 @@ export class Broker {
         failureCallbackOptions: request.failureCallbackOptions,
         flowControl: request.flowControl,
         deduplicationId: request.deduplicationId,
+        labels: request.labels,
       },
     );
     this.dedup.remember(keys, message.messageId);
@@ -130,6 +131,8 @@ export class Broker {
       failureCallbackOptions: source.failureCallbackOptions,
       flowControl: source.flowControl,
       sourceMessageId: source.sourceMessageId,
+      // A label is one of the message's headers, and a retry keeps "the same body and headers".
+      labels: source.labels,
     });
     return { messageId: message.messageId, url: message.url };
   }
@@ -296,6 +299,8 @@ export class Broker {
       ...configured,
       forwardHeaders: { "Content-Type": "application/json", ...configured.forwardHeaders },
     };
+    // Without the source's labels: QStash's docs do not say a callback carries them, so
+    // code that finds callbacks by label would work here and perhaps not against QStash.
     this.createMessage(kind, url, body, options, source.callerIP, { sourceMessageId: source.messageId });
   }
 

@@ -26,6 +26,7 @@ export interface PublishRequest {
   callbackOptions: DeliveryOptions;
   failureCallbackOptions: DeliveryOptions;
   flowControl?: FlowControl;
+  labels?: string[];
 }
 
 /** The Upstash-Method enum in QStash's OpenAPI spec. */
@@ -215,7 +216,23 @@ export function parsePublish(
       retries: options.retries,
     }),
     flowControl: parseFlowControl(headers),
+    labels: parseLabels(headers.get("upstash-label")),
   };
+}
+
+/**
+ * `Upstash-Label: a` or `a,b`: the SDK joins a `label: string[]` with commas. QStash's
+ * docs name no character set for a label, so none is enforced beyond the header's own;
+ * a header of nothing but commas and spaces names no label and is refused.
+ */
+function parseLabels(header: string | undefined): string[] | undefined {
+  if (header === undefined) return undefined;
+  const labels = header
+    .split(",")
+    .map((label) => label.trim())
+    .filter((label) => label !== "");
+  if (labels.length === 0) throw new HttpError(400, "upstash-label must name at least one label");
+  return [...new Set(labels)];
 }
 
 export interface DlqRetryOverrides {

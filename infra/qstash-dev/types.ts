@@ -68,6 +68,8 @@ export interface MessageRecord {
   failureCallbackOptions?: DeliveryOptions;
   flowControl?: FlowControl;
   deduplicationId?: string;
+  /** Upstash-Label's labels, in the order given; QStash filters the DLQ (and logs) by them. */
+  labels?: string[];
   /** For callbacks: the message whose result they report. */
   sourceMessageId?: string;
   callerIP: string;

@@ -33,6 +33,8 @@ export function messageView(message: MessageRecord): Record<string, unknown> {
     ...(message.callback !== undefined ? { callback: message.callback } : {}),
     ...(message.failureCallback !== undefined ? { failureCallback: message.failureCallback } : {}),
     callerIP: message.callerIP,
+    // As the SDK's types read them: `labels` all of them, `label` (deprecated) the first.
+    ...(message.labels?.length ? { label: message.labels[0], labels: message.labels } : {}),
     ...(control
       ? {
           flowControlKey: control.key,

@@ -122,9 +122,14 @@ describe("retries", () => {
 });
 
 describe("DLQ", () => {
-  async function exhaust(path: string) {
+  async function exhaust(path: string, label?: string | string[]) {
     t.receiver.state.respond = () => ({ status: 500, body: "down" });
-    const res = await t.client.publishJSON({ url: t.receiver.url(path), body: { k: path }, retries: 1 });
+    const res = await t.client.publishJSON({
+      url: t.receiver.url(path),
+      body: { k: path },
+      retries: 1,
+      ...(label === undefined ? {} : { label }),
+    });
     const settled = await t.dev.waitForSettled(res.messageId);
     expect(settled.state).toBe("ERROR");
     expect(settled.attempts).toHaveLength(2); // first try + 1 retry
@@ -158,6 +163,56 @@ describe("DLQ", () => {
     const del = await fetch(`${dev.url}/v2/dlq/${one.dlqId}`, { method: "DELETE", headers: auth() });
     expect(del.status).toBe(404);
     expect((await client.dlq.listMessages()).messages.map((m) => m.dlqId)).toEqual([two.dlqId]);
+  });
+
+  it("filters by label (Upstash-Label, as the SDK sends it) and by several URLs, any value matching", async () => {
+    const { client } = t;
+    const ours = await exhaust("/labelled", "edge-outbox-a");
+    const both = await exhaust("/two-labels", ["other", "edge-outbox-a"]);
+    const theirs = await exhaust("/theirs", "edge-outbox-b");
+    const none = await exhaust("/unlabelled");
+    const dlqIds = async (filter: Parameters<typeof client.dlq.listMessages>[0]) =>
+      (await client.dlq.listMessages(filter)).messages.map((m) => m.dlqId);
+
+    expect(await dlqIds({ filter: { label: "edge-outbox-a" } })).toEqual([ours.dlqId, both.dlqId]);
+    expect(await dlqIds({ filter: { label: ["edge-outbox-b", "other"] } })).toEqual([
+      both.dlqId,
+      theirs.dlqId,
+    ]);
+    expect(await dlqIds({ filter: { label: "nobody" } })).toEqual([]);
+    expect(
+      await dlqIds({ filter: { url: [t.receiver.url("/theirs"), t.receiver.url("/unlabelled")] } }),
+    ).toEqual([theirs.dlqId, none.dlqId]);
+    // Filters on different fields narrow each other.
+    expect(await dlqIds({ filter: { label: "edge-outbox-a", url: t.receiver.url("/labelled") } })).toEqual([
+      ours.dlqId,
+    ]);
+
+    const { messages } = await client.dlq.listMessages({ filter: { label: "edge-outbox-a" } });
+    expect(messages[0]).toMatchObject({ label: "edge-outbox-a", labels: ["edge-outbox-a"] });
+    expect(messages[1]).toMatchObject({ label: "other", labels: ["other", "edge-outbox-a"] });
+    const plain = (await client.dlq.listMessages({ filter: { url: t.receiver.url("/unlabelled") } }))
+      .messages[0];
+    expect(plain).not.toHaveProperty("labels");
+    expect(plain).not.toHaveProperty("label");
+  });
+
+  it("a DLQ retry keeps the labels; a label header naming nothing is refused", async () => {
+    const { client, dev } = t;
+    const failed = await exhaust("/labelled-retry", "edge-outbox-a");
+    const { responses } = await client.dlq.retry([failed.dlqId]);
+    const again = await dev.waitForSettled(responses[0]!.messageId);
+    expect(again.state).toBe("ERROR");
+    const listed = await client.dlq.listMessages({ filter: { label: "edge-outbox-a" } });
+    expect(listed.messages.map((m) => m.messageId)).toEqual([responses[0]!.messageId]);
+
+    const refused = await fetch(`${dev.url}/v2/publish/${t.receiver.url("/x")}`, {
+      method: "POST",
+      headers: { ...auth(), "Upstash-Label": " , " },
+      body: "x",
+    });
+    expect(refused.status).toBe(400);
+    expect(await refused.json()).toEqual({ error: "upstash-label must name at least one label" });
   });
 
   it("the SDK's bulk delete forms: by ids, and all", async () => {
