@@ -13,6 +13,7 @@ export const relayVariables = configSchema.pick({
   PUBLIC_URL: true,
   RELAY_BACKOFF_CAP_SECONDS: true,
   QSTASH_BATCH_MESSAGES: true,
+  QSTASH_LABEL: true,
 });
 
 /** What publishing a job needs (`job-failures retry`): the relay's publisher, no more. */
@@ -22,6 +23,7 @@ export const publishVariables = configSchema.pick({
   QSTASH_TOKEN: true,
   PUBLIC_URL: true,
   QSTASH_BATCH_MESSAGES: true,
+  QSTASH_LABEL: true,
 });
 
 /** Reads variables from the environment (and .env), or says which are missing or wrong. */

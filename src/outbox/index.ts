@@ -38,6 +38,9 @@ export {
   failureCallbackUrl,
   qstashClient,
   flowControlFor,
+  deploymentLabel,
+  checkedLabel,
+  QSTASH_LABEL,
   JOBS_PATH,
   FAILURE_CALLBACK_PATH,
 } from "./qstash-publisher.ts";

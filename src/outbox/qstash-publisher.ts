@@ -38,6 +38,11 @@ export interface QStashPublisherOptions {
    * concurrent invocations and exhausted Postgres' connections. Default 20.
    */
   deliveryParallelism?: number;
+  /**
+   * Sent as every job's `Upstash-Label`: what the cron sweep lists QStash's dead-letter
+   * queue by (deploymentLabel, ADR 0027). Unset, jobs carry no label.
+   */
+  label?: string;
 }
 
 /**
@@ -90,8 +95,36 @@ export function flowControlFor(
   kind: string,
   parallelism: number,
 ): { key: string; parallelism: number } {
-  const host = new URL(publicUrl).host.replace(/[^A-Za-z0-9._-]/g, "_");
-  return { key: `edge-outbox-${kind ? `${kind}-` : ""}${host}`, parallelism };
+  return { key: `edge-outbox-${kind ? `${kind}-` : ""}${hostOf(publicUrl)}`, parallelism };
+}
+
+/**
+ * What a label may hold, here: QStash's docs name no character set, and a comma would
+ * split one label into two (`Upstash-Label: a,b`), so only what any header and any
+ * filter takes as it is.
+ */
+export const QSTASH_LABEL = /^[A-Za-z0-9._-]+$/;
+
+/**
+ * The label every job of a deployment carries unless QSTASH_LABEL names another:
+ * per deployment, as the flow-control key is, so two deployments sharing a QStash
+ * account never collect each other's dead letters (ADR 0027).
+ */
+export function deploymentLabel(publicUrl: string): string {
+  return `edge-outbox-${hostOf(publicUrl)}`;
+}
+
+/** The public URL's host as a key or label takes it. */
+function hostOf(publicUrl: string): string {
+  return new URL(publicUrl).host.replace(/[^A-Za-z0-9._-]/g, "_");
+}
+
+/** Refuses at start a label that would not reach QStash as given. */
+export function checkedLabel(label: string | undefined): string | undefined {
+  if (label !== undefined && !QSTASH_LABEL.test(label)) {
+    throw new TypeError(`label must be letters, digits, ".", "_" or "-", got ${JSON.stringify(label)}`);
+  }
+  return label;
 }
 
 function stripSlash(url: string): string {
@@ -123,6 +156,7 @@ export function createQStashPublisher(options: QStashPublisherOptions): Publishe
   // on every publish, and the templates below would send whatever they were given.
   const parallelism = positiveInt(options.deliveryParallelism ?? 20, "deliveryParallelism");
   const flowControl = flowControlFor(options.publicUrl, "", parallelism);
+  const label = checkedLabel(options.label);
   // One template per (subscription, retries): built on a subscription's first job.
   const templates = new Map<string, MessageTemplate>();
   const templateFor = (job: Job): MessageTemplate => {
@@ -136,6 +170,7 @@ export function createQStashPublisher(options: QStashPublisherOptions): Publishe
         "Upstash-Flow-Control-Key": flowControl.key,
         "Upstash-Flow-Control-Value": `parallelism=${flowControl.parallelism}`,
         ...(job.retries === undefined ? {} : { "Upstash-Retries": job.retries.toFixed(0) }),
+        ...(label === undefined ? {} : { "Upstash-Label": label }),
       });
       templates.set(key, template);
     }

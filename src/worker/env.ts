@@ -4,7 +4,14 @@ import type { Db } from "../domain/db.ts";
 import { DEFAULT_DISABLE_AFTER_DAYS } from "../domain/webhooks/auto-disable.ts";
 import { parseRetrySchedule, WEBHOOK_RETRY_SCHEDULE_SECONDS } from "../domain/webhooks/retry-schedule.ts";
 import { DEFAULT_MAX_BODY_BYTES } from "./body-limit.ts";
-import { QSTASH_BATCH_LIMITS, RELAY_POLICY, type Queryable, type SqlPool } from "../outbox/index.ts";
+import {
+  deploymentLabel,
+  QSTASH_BATCH_LIMITS,
+  QSTASH_LABEL,
+  RELAY_POLICY,
+  type Queryable,
+  type SqlPool,
+} from "../outbox/index.ts";
 
 /** What wrangler hands the Worker: vars and secrets, all strings, any of them possibly absent. */
 export interface Bindings {
@@ -50,6 +57,11 @@ export interface Bindings {
    * it if your QStash refuses large batches.
    */
   QSTASH_BATCH_MESSAGES?: string;
+  /**
+   * The label every job this deployment publishes carries, and what the cron sweep
+   * finds its dead letters by; default `edge-outbox-<PUBLIC_URL's host>` (ADR 0027).
+   */
+  QSTASH_LABEL?: string;
 }
 
 // wrangler passes an unset var as "" when it is declared empty; that means unset.
@@ -124,10 +136,19 @@ export const configSchema = z.object({
   QSTASH_BATCH_MESSAGES: optional(
     wholeNumberOf("messages").min(1, "must be at least 1 message").max(1000, "must be at most 1000 messages"),
   ).transform((v) => v ?? QSTASH_BATCH_LIMITS.messages),
+  // Resolved against PUBLIC_URL by qstashLabelFor, which every publisher and the sweep use.
+  QSTASH_LABEL: optional(
+    z.string().trim().regex(QSTASH_LABEL, 'must be letters, digits, ".", "_" or "-", e.g. edge-outbox-prod'),
+  ),
 });
 
 /** Bindings after validation: what handlers read, via `c.var.config`. */
 export type Config = z.output<typeof configSchema>;
+
+/** The label this deployment's jobs carry: QSTASH_LABEL, or one made from PUBLIC_URL's host. */
+export function qstashLabelFor(config: Pick<Config, "QSTASH_LABEL" | "PUBLIC_URL">): string {
+  return config.QSTASH_LABEL ?? deploymentLabel(config.PUBLIC_URL);
+}
 
 export type ConfigResult = { ok: true; config: Config } | { ok: false; message: string };
 

@@ -9,7 +9,7 @@ import {
   type SqlPool,
 } from "../outbox/index.ts";
 import { subscriptions } from "../domain/subscriptions.ts";
-import type { Config } from "./env.ts";
+import { qstashLabelFor, type Config } from "./env.ts";
 
 /**
  * A kick may run this long after its response. Workers give waitUntil work about
@@ -26,13 +26,17 @@ export const SWEEP_BUDGET_MS = 25_000;
 
 /** The relay's publisher, for the Worker and the CLI alike. */
 export function publisherFor(
-  config: Pick<Config, "QSTASH_URL" | "QSTASH_TOKEN" | "PUBLIC_URL" | "QSTASH_BATCH_MESSAGES">,
+  config: Pick<
+    Config,
+    "QSTASH_URL" | "QSTASH_TOKEN" | "PUBLIC_URL" | "QSTASH_BATCH_MESSAGES" | "QSTASH_LABEL"
+  >,
 ): Publisher {
   return createQStashPublisher({
     baseUrl: config.QSTASH_URL,
     token: config.QSTASH_TOKEN,
     publicUrl: config.PUBLIC_URL,
     chunkSize: config.QSTASH_BATCH_MESSAGES,
+    label: qstashLabelFor(config),
   });
 }
 

@@ -1,14 +1,6 @@
-import {
-  deleteOldFannedEvents,
-  drain,
-  evaluateAlerts,
-  failureCallbackUrl,
-  jobUrl,
-  vacuumEventsIfNeeded,
-} from "../outbox/index.ts";
-import { collectDeadLetters, type DeadLetterUrls } from "../domain/job-failures/dead-letters.ts";
+import { deleteOldFannedEvents, drain, evaluateAlerts, vacuumEventsIfNeeded } from "../outbox/index.ts";
+import { collectDeadLetters } from "../domain/job-failures/dead-letters.ts";
 import { subscriptions } from "../domain/subscriptions.ts";
-import { DELIVER_JOB } from "../domain/webhooks/deliver-queue.ts";
 import { disableFailingEndpoints } from "../domain/webhooks/auto-disable.ts";
 import {
   deleteOldDeliveries,
@@ -17,7 +9,7 @@ import {
   publishUnpublished,
 } from "../domain/webhooks/sweep.ts";
 import { openNeonDatabase, type OpenDatabase } from "./database.ts";
-import { parseConfig, type Bindings } from "./env.ts";
+import { parseConfig, qstashLabelFor, type Bindings } from "./env.ts";
 import { passBackoffFor, publisherFor, SWEEP_BUDGET_MS } from "./relay.ts";
 import { deadLettersFor, deliverQueueFor, qstashMessagesFor } from "./webhooks.ts";
 
@@ -69,11 +61,10 @@ export function createScheduled(
         olderThanDays: config.RETENTION_DAYS,
         now: now(),
       });
-      const deadLetters = await collectDeadLetters(
-        db,
-        deadLettersFor(config),
-        deadLetterUrls(config.PUBLIC_URL),
-      );
+      const deadLetters = await collectDeadLetters(db, deadLettersFor(config), {
+        label: qstashLabelFor(config),
+        publicUrl: config.PUBLIC_URL,
+      });
       const queue = deliverQueueFor(config);
       const republished = await publishUnpublished(db, queue, now());
       const overdue = await publishOverdue(db, queue, qstashMessagesFor(config), now());
@@ -96,13 +87,5 @@ export function createScheduled(
     } finally {
       ctx.waitUntil(close().catch((e) => console.error("database close:", e)));
     }
-  };
-}
-
-/** Every URL this deployment publishes jobs to, whose dead letters the sweep records. */
-export function deadLetterUrls(publicUrl: string): DeadLetterUrls {
-  return {
-    jobs: [...subscriptions.map((s) => jobUrl(publicUrl, s.name)), jobUrl(publicUrl, DELIVER_JOB)],
-    failureCallback: failureCallbackUrl(publicUrl),
   };
 }

@@ -5,7 +5,7 @@ import {
   type QStashMessages,
 } from "../domain/webhooks/deliver-queue.ts";
 import { createQStashDeadLetters, type DeadLetterQueue } from "../domain/job-failures/dead-letters.ts";
-import type { Config } from "./env.ts";
+import { qstashLabelFor, type Config } from "./env.ts";
 
 /** Deliver jobs published through the same QStash as the relay's, to this Worker's `/jobs/webhook.deliver`. */
 export function deliverQueueFor(config: Config): DeliverQueue {
@@ -15,6 +15,7 @@ export function deliverQueueFor(config: Config): DeliverQueue {
     publicUrl: config.PUBLIC_URL,
     retries: config.WEBHOOK_RETRY_SCHEDULE.length,
     batchMessages: config.QSTASH_BATCH_MESSAGES,
+    label: qstashLabelFor(config),
   });
 }
 

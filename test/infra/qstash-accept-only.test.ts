@@ -107,7 +107,7 @@ describe("the accept-only endpoint", () => {
   it("answers the sweep's dead-letter listing with an empty queue, and nothing else it does not know", async () => {
     const dlq = createQStashDeadLetters({ baseUrl: accept.url, token: accept.token });
     const before = accept.stats().requests;
-    expect(await dlq.list("https://a.example/jobs/one", 100)).toEqual([]);
+    expect(await dlq.list({ label: "edge-outbox-a.example" }, 100)).toEqual({ letters: [] });
     // Publishes are what `requests` counts.
     expect(accept.stats().requests).toBe(before);
     const other = await fetch(`${accept.url}/v2/messages/msg_1`, {

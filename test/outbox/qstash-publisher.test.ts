@@ -337,9 +337,16 @@ describe("what a batch request carries", () => {
         failureCallback: failureCallbackUrl(publicUrl),
         flowControl: flowControlFor(publicUrl, "", 7),
         ...(job.retries === undefined ? {} : { retries: job.retries }),
+        label: "edge-outbox-edge.example.com",
       })),
     );
-    const publisher = createQStashPublisher({ baseUrl: api.base, token, publicUrl, deliveryParallelism: 7 });
+    const publisher = createQStashPublisher({
+      baseUrl: api.base,
+      token,
+      publicUrl,
+      deliveryParallelism: 7,
+      label: "edge-outbox-edge.example.com",
+    });
     const published = await publisher.publish(jobs, new AbortController().signal);
 
     expect(published).toEqual([0, 1, 2].map((i) => ({ messageId: `msg_${i}`, deduplicated: false })));
@@ -362,6 +369,7 @@ describe("what a batch request carries", () => {
         "upstash-failure-callback": "https://edge.example.com/app/jobs/_failed",
         "upstash-flow-control-key": "edge-outbox-edge.example.com",
         "upstash-flow-control-value": "parallelism=7",
+        "upstash-label": "edge-outbox-edge.example.com",
         "upstash-retries": "2",
       },
     });

@@ -8,11 +8,13 @@ import {
   DEAD_LETTER_PAGE,
 } from "../../src/domain/job-failures/dead-letters.ts";
 import { failedJobFromCallback, recordFailedJob } from "../../src/domain/job-failures/failed-job.ts";
-import { createQStashDeliverQueue } from "../../src/domain/webhooks/deliver-queue.ts";
 import { fanOutWebhook } from "../../src/domain/webhooks/fanout.ts";
 import { freePort } from "../../src/node/postgres.ts";
-import { createQStashPublisher, jobUrl, type Job } from "../../src/outbox/index.ts";
-import { createScheduled, deadLetterUrls } from "../../src/worker/scheduled.ts";
+import { createQStashPublisher, deploymentLabel, jobUrl, type Job } from "../../src/outbox/index.ts";
+import { parseConfig, type Config } from "../../src/worker/env.ts";
+import { publisherFor } from "../../src/worker/relay.ts";
+import { createScheduled } from "../../src/worker/scheduled.ts";
+import { deliverQueueFor } from "../../src/worker/webhooks.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { insertEndpoint, useSecretsKey } from "../support/webhooks.ts";
 import { bindings, executionContext, openTestPool } from "../support/worker.ts";
@@ -49,7 +51,15 @@ const env = () =>
     QSTASH_TOKEN: qstash.token,
     PUBLIC_URL: publicUrl,
     DATABASE_URL: t.url,
+    // One webhook retry, a second (a millisecond at the dev server's time scale), so deliveries fail fast.
+    WEBHOOK_RETRY_SCHEDULE: "1",
   });
+/** The configuration the Worker reads from those bindings: its publishers label jobs as the Worker's do. */
+function config(overrides: Partial<ReturnType<typeof env>> = {}): Config {
+  const parsed = parseConfig({ ...env(), ...overrides });
+  if (!parsed.ok) throw new Error(parsed.message);
+  return parsed.config;
+}
 
 async function sweep(overrides: Partial<ReturnType<typeof env>> = {}): Promise<string> {
   const log = vi.spyOn(console, "log").mockImplementation(() => undefined);
@@ -65,9 +75,12 @@ async function sweep(overrides: Partial<ReturnType<typeof env>> = {}): Promise<s
   }
 }
 
-/** Publishes subscriber jobs the way the relay does, with one retry each so they fail fast. */
-async function publishJobs(subscription: string, count: number): Promise<{ ids: string[]; jobs: Job[] }> {
-  const publisher = createQStashPublisher({ baseUrl: qstash.url, token: qstash.token, publicUrl });
+/** Publishes subscriber jobs with the relay's publisher, with one retry each so they fail fast. */
+async function publishJobs(
+  subscription: string,
+  count: number,
+  publisher = publisherFor(config()),
+): Promise<{ ids: string[]; jobs: Job[] }> {
   const jobs: Job[] = Array.from({ length: count }, () => {
     const id = crypto.randomUUID();
     return {
@@ -125,7 +138,14 @@ describe("the sweep records jobs whose failure callback never reached us", () =>
     // Someone else's message on the same QStash account, dead-lettered too.
     const foreign = `${publicUrl}/elsewhere`;
     await client.publishJSON({ url: foreign, body: { not: "ours" }, retries: 0 });
-    await deadLettered("publish", 3);
+    // And one with our label but not sent to a job route of ours: not ours either.
+    await client.publishJSON({
+      url: foreign,
+      body: { labelled: true },
+      retries: 0,
+      label: deploymentLabel(publicUrl),
+    });
+    await deadLettered("publish", 4);
     // The job and its failure callback both ran out of retries against the dead Worker.
     await deadLettered("failure-callback", 2);
     expect(await failures()).toEqual([]);
@@ -159,8 +179,8 @@ describe("the sweep records jobs whose failure callback never reached us", () =>
         }))
         .sort((a, b) => (a.event_id < b.event_id ? -1 : 1)),
     );
-    // Ours are gone from QStash; the other destination's letter is untouched.
-    expect(await dlqUrls()).toEqual([foreign]);
+    // Ours are gone from QStash; the other destination's letters are untouched.
+    expect(await dlqUrls()).toEqual([foreign, foreign]);
 
     // Nothing twice: not from a second sweep, nor from the callback arriving late after all.
     expect(await sweep()).toContain("dead letters: 0 taken from QStash, 0 of them new failures");
@@ -183,12 +203,7 @@ describe("the sweep records jobs whose failure callback never reached us", () =>
 
   it("fails a webhook delivery whose deliver job dead-lettered, with its alert", async () => {
     const endpoint = await insertEndpoint(t.pool, secrets.key, { url: "https://receiver.example/hook" });
-    const queue = createQStashDeliverQueue({
-      baseUrl: qstash.url,
-      token: qstash.token,
-      publicUrl,
-      retries: 1,
-    });
+    const queue = deliverQueueFor(config());
     const event = {
       id: crypto.randomUUID(),
       type: "corpus.note.updated",
@@ -267,17 +282,142 @@ describe("the sweep records jobs whose failure callback never reached us", () =>
     await publishJobs("corpus.index", count);
     await deadLettered("failure-callback", count);
     const dlq = createQStashDeadLetters({ baseUrl: qstash.url, token: qstash.token });
-    const urls = deadLetterUrls(publicUrl);
-    // One page: the oldest hundred of the first URL (corpus.index's).
-    expect(await collectDeadLetters(db(), dlq, urls, { pages: 1 })).toEqual({
+    const owner = { label: deploymentLabel(publicUrl), publicUrl };
+    // One page: the oldest hundred with our label (the jobs').
+    expect(await collectDeadLetters(db(), dlq, owner, { pages: 1 })).toEqual({
       recorded: DEAD_LETTER_PAGE,
       removed: DEAD_LETTER_PAGE,
     });
     expect(await failures()).toHaveLength(DEAD_LETTER_PAGE);
-    // A sweep's budget: each of the five URLs once, then more pages of those with more.
+    // A sweep's budget: the label's pages and the failure callback's, in turns.
     // The rest of the jobs, and every callback's letter (already recorded from the jobs' own).
-    expect(await collectDeadLetters(db(), dlq, urls)).toEqual({ recorded: 30, removed: 30 + count });
+    expect(await collectDeadLetters(db(), dlq, owner)).toEqual({ recorded: 30, removed: 30 + count });
     expect(await failures()).toHaveLength(count);
     expect(await dlqUrls()).toEqual([]);
+  });
+});
+
+describe("dead letters are ours by the deployment's label", () => {
+  it("a job of a subscription since removed is found by its label and recorded under its name", async () => {
+    // A subscription the deployment no longer has: no listing by URL would ask for it.
+    const { ids } = await publishJobs("retired.subscription", 1);
+    await deadLettered("failure-callback", 1);
+    expect(await sweep()).toContain("dead letters: 2 taken from QStash, 1 of them new failures;");
+    expect(await failures()).toEqual([
+      expect.objectContaining({ message_id: ids[0], subscription: "retired.subscription" }),
+    ]);
+    expect(await dlqUrls()).toEqual([]);
+  });
+
+  it("every job the Worker publishes carries the label, QSTASH_LABEL's when it is set", async () => {
+    // One endpoint, so each fan-out is one deliver job.
+    await t.pool.query("TRUNCATE webhook_endpoints CASCADE");
+    await insertEndpoint(t.pool, secrets.key, { url: "https://receiver.example/labelled" });
+    await publishJobs("corpus.index", 1);
+    await fanOutWebhook(db(), deliverQueueFor(config()), {
+      id: crypto.randomUUID(),
+      type: "corpus.note.updated",
+      subject: crypto.randomUUID(),
+      scope: null,
+      payload: {},
+      createdAt: new Date().toISOString(),
+    });
+    const named = config({ QSTASH_LABEL: "edge-outbox-staging" });
+    await publishJobs("notify.mail", 1, publisherFor(named));
+    await fanOutWebhook(db(), deliverQueueFor(named), {
+      id: crypto.randomUUID(),
+      type: "corpus.note.updated",
+      subject: crypto.randomUUID(),
+      scope: null,
+      payload: {},
+      createdAt: new Date().toISOString(),
+    });
+    const published = qstash.messages().filter((m) => m.kind === "publish");
+    const byUrl = await Promise.all(
+      published.map(async (m) => {
+        const res = await fetch(`${qstash.url}/v2/messages/${m.messageId}`, {
+          headers: { authorization: `Bearer ${qstash.token}` },
+        });
+        const view = (await res.json()) as { url: string; labels?: string[] };
+        return [new URL(view.url).pathname, view.labels];
+      }),
+    );
+    expect(byUrl.sort()).toEqual(
+      [
+        ["/jobs/corpus.index", [deploymentLabel(publicUrl)]],
+        ["/jobs/notify.mail", ["edge-outbox-staging"]],
+        ["/jobs/webhook.deliver", [deploymentLabel(publicUrl)]],
+        ["/jobs/webhook.deliver", ["edge-outbox-staging"]],
+      ].sort(),
+    );
+  });
+
+  it("a queue full of letters under our label that are not ours does not hide ours", async () => {
+    // A deployment elsewhere that, by mistake, shares our label: more letters than a page.
+    const elsewhere = "http://127.0.0.1:9/jobs/corpus.index";
+    await client.batchJSON(
+      Array.from({ length: DEAD_LETTER_PAGE + 5 }, (_, i) => ({
+        url: elsewhere,
+        body: { i },
+        retries: 0,
+        label: deploymentLabel(publicUrl),
+      })),
+    );
+    await deadLettered("publish", DEAD_LETTER_PAGE + 5);
+    const { ids } = await publishJobs("corpus.index", 1);
+    await deadLettered("failure-callback", 1);
+    expect(await sweep()).toContain("dead letters: 2 taken from QStash, 1 of them new failures;");
+    expect((await failures()).map((f) => f.message_id)).toEqual(ids);
+    const left = await dlqUrls();
+    expect(left).toHaveLength(DEAD_LETTER_PAGE + 5);
+    expect(new Set(left)).toEqual(new Set([elsewhere]));
+  });
+});
+
+describe("QSTASH_LABEL", () => {
+  it("defaults to one made from PUBLIC_URL's host, and takes only what a label header carries as it is", () => {
+    expect(deploymentLabel("https://edge.example.com/app")).toBe("edge-outbox-edge.example.com");
+    expect(deploymentLabel("http://127.0.0.1:8787")).toBe("edge-outbox-127.0.0.1_8787");
+    expect(config({ QSTASH_LABEL: " edge-outbox-prod " }).QSTASH_LABEL).toBe("edge-outbox-prod");
+    expect(config({ QSTASH_LABEL: "" }).QSTASH_LABEL).toBeUndefined();
+    for (const value of ["prod,staging", "edge outbox", "édge"]) {
+      expect(parseConfig({ ...env(), QSTASH_LABEL: value })).toEqual({
+        ok: false,
+        message: `Worker misconfigured: binding QSTASH_LABEL must be letters, digits, ".", "_" or "-", e.g. edge-outbox-prod`,
+      });
+    }
+    expect(() => createQStashPublisher({ baseUrl: qstash.url, token: "t", publicUrl, label: "a,b" })).toThrow(
+      /label must be letters, digits/,
+    );
+  });
+});
+
+describe("what the sweep takes for ours, whatever QStash answers", () => {
+  it("a letter that names other labels is left, even on our job route, should QStash ignore the filter", async () => {
+    const label = deploymentLabel(publicUrl);
+    const letter = (dlqId: string, labels: string[] | null) => ({
+      dlqId,
+      messageId: `msg_${dlqId}`,
+      url: jobUrl(publicUrl, "corpus.index"),
+      labels,
+      body: "{}",
+      responseStatus: 500,
+      responseBody: null,
+      maxRetries: 1,
+    });
+    const removed: string[] = [];
+    // A queue that answers every listing with everything it holds, filter or not.
+    const unfiltered = {
+      list: async () => ({
+        letters: [letter("theirs", ["edge-outbox-other"]), letter("ours", [label]), letter("unsaid", null)],
+      }),
+      remove: async (ids: string[]) => void removed.push(...ids),
+    };
+    expect(await collectDeadLetters(db(), unfiltered, { label, publicUrl })).toEqual({
+      recorded: 2,
+      removed: 2,
+    });
+    expect(removed.sort()).toEqual(["ours", "unsaid"]);
+    expect((await failures()).map((f) => f.message_id).sort()).toEqual(["msg_ours", "msg_unsaid"]);
   });
 });

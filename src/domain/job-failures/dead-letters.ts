@@ -1,4 +1,4 @@
-import { qstashClient } from "../../outbox/index.ts";
+import { failureCallbackUrl, JOBS_PATH, qstashClient } from "../../outbox/index.ts";
 import type { Db } from "../db.ts";
 import { base64Text, failedJobFromCallback, recordFailedJob, type FailedJob } from "./failed-job.ts";
 
@@ -7,6 +7,8 @@ export interface DeadLetter {
   dlqId: string;
   messageId: string;
   url: string;
+  /** The message's labels; null when QStash's answer did not say. */
+  labels: string[] | null;
   /** The message's body as text (QStash sends `bodyBase64` when it is not UTF-8). */
   body: string;
   responseStatus: number | null;
@@ -15,10 +17,19 @@ export interface DeadLetter {
   maxRetries: number | null;
 }
 
-/** QStash's dead-letter queue, read a page at a time for one destination URL. */
+/** Which dead letters a listing asks QStash for: those with a label, or those sent to a URL. */
+export type DeadLetterFilter = { label: string } | { url: string };
+
+export interface DeadLetterPage {
+  letters: DeadLetter[];
+  /** Where the next page starts; absent on the last. */
+  cursor?: string;
+}
+
+/** QStash's dead-letter queue, read a page at a time. */
 export interface DeadLetterQueue {
-  /** The oldest dead letters published to `url`, at most `count`. */
-  list(url: string, count: number): Promise<DeadLetter[]>;
+  /** At most `count` dead letters matching `filter`, from `cursor` on (the oldest first without one). */
+  list(filter: DeadLetterFilter, count: number, cursor?: string): Promise<DeadLetterPage>;
   remove(dlqIds: string[]): Promise<void>;
 }
 
@@ -26,28 +37,32 @@ export interface DeadLetterQueue {
 export const DEAD_LETTER_PAGE = 100;
 
 /**
- * DLQ pages one sweep reads, over all our URLs (five in the reference app, each
- * read at least once): each is a request, and a page with dead letters of ours
- * one more to delete them, within a sweep's subrequests. A backlog (an outage's
- * worth) is worked off over several sweeps.
+ * DLQ pages one sweep reads: each is a request, and removing what it found one more
+ * (ids go in the query string, so at most a page's worth per request), within a
+ * sweep's subrequests. A quiet sweep reads two, the label's and the failure
+ * callback's; a backlog (an outage's worth) is worked off over several sweeps.
  */
 export const DEAD_LETTER_PAGES_PER_SWEEP = 10;
 
 export function createQStashDeadLetters(options: { baseUrl: string; token: string }): DeadLetterQueue {
   const client = qstashClient(options);
   return {
-    async list(url, count) {
-      const { messages } = await client.dlq.listMessages({ filter: { url }, count });
-      return messages.map((m) => ({
-        dlqId: m.dlqId,
-        messageId: m.messageId,
-        url: m.url,
-        body: m.body ?? (m.bodyBase64 === undefined ? "" : base64Text(m.bodyBase64)),
-        responseStatus: m.responseStatus ?? null,
-        responseBody:
-          m.responseBody ?? (m.responseBodyBase64 === undefined ? null : base64Text(m.responseBodyBase64)),
-        maxRetries: m.maxRetries ?? null,
-      }));
+    async list(filter, count, cursor) {
+      const page = await client.dlq.listMessages({ filter, count, ...(cursor ? { cursor } : {}) });
+      return {
+        letters: page.messages.map((m) => ({
+          dlqId: m.dlqId,
+          messageId: m.messageId,
+          url: m.url,
+          labels: m.labels ?? (m.label === undefined ? null : [m.label]),
+          body: m.body ?? (m.bodyBase64 === undefined ? "" : base64Text(m.bodyBase64)),
+          responseStatus: m.responseStatus ?? null,
+          responseBody:
+            m.responseBody ?? (m.responseBodyBase64 === undefined ? null : base64Text(m.responseBodyBase64)),
+          maxRetries: m.maxRetries ?? null,
+        })),
+        ...(page.cursor ? { cursor: page.cursor } : {}),
+      };
     },
     async remove(dlqIds) {
       if (dlqIds.length > 0) await client.dlq.delete(dlqIds);
@@ -55,11 +70,12 @@ export function createQStashDeadLetters(options: { baseUrl: string; token: strin
   };
 }
 
-export interface DeadLetterUrls {
-  /** Every job route we publish to: `<PUBLIC_URL>/jobs/<name>`. */
-  jobs: string[];
-  /** The failure callback's URL: its own messages dead-letter too. */
-  failureCallback: string;
+/** Whose dead letters the sweep collects: the deployment's label and its public URL. */
+export interface DeadLetterOwner {
+  /** What every job of this deployment is published with (qstashLabelFor, ADR 0027). */
+  label: string;
+  /** PUBLIC_URL: jobs are `<publicUrl>/jobs/<name>`, the failure callback `<publicUrl>/jobs/_failed`. */
+  publicUrl: string;
 }
 
 /**
@@ -67,17 +83,25 @@ export interface DeadLetterUrls {
  * calls `/jobs/_failed` once a job is out of retries, and retries that call; if
  * the Worker was down (or failing) through both, the job's only trace is its
  * entry in QStash's dead-letter queue, which QStash keeps for days, not for ever.
- * So the sweep reads the queue for each of our URLs, records every dead letter
- * as the callback would have (recordFailedJob: idempotent on the message id, so
- * a callback that did arrive, before or after, records nothing twice), and then
- * deletes the entries it recorded: `job_failures` and the deliveries are where
- * operators see and retry failed jobs, and a queue emptied of ours keeps each
- * sweep's reading to the new ones. A dead letter of the failure callback itself
- * carries the callback's body and is recorded from it. Entries of other
- * destinations on the same QStash account are never touched. A record that
- * fails throws before anything is deleted; the next sweep tries again. QStash out
- * of reach (or refusing) stops the reading and is answered, not thrown: the sweep's
- * other work does not wait on QStash, and the letters wait for a later sweep.
+ * So the sweep reads the queue, records every dead letter of ours as the callback
+ * would have (recordFailedJob: idempotent on the message id, so a callback that did
+ * arrive, before or after, records nothing twice), and then deletes the entries it
+ * recorded: `job_failures` and the deliveries are where operators see and retry
+ * failed jobs, and a queue emptied of ours keeps each sweep's reading to the new ones.
+ *
+ * Ours are found by the deployment's label (ADR 0027), which every job carries, so
+ * a job of a subscription since removed, or of a job route since renamed, is found
+ * too; a dead letter is taken only when it was also sent to a job route under this
+ * PUBLIC_URL (a deployment sharing the account and, by mistake, the label keeps its
+ * own). The failure callback's own dead letters are listed by its URL, since QStash
+ * does not say a callback carries its message's label; one carries the callback's
+ * body and is recorded from it. Entries of other destinations are never touched.
+ *
+ * A sweep reads its pages first and records and deletes after, so a cursor that
+ * counts entries is not moved by the deletions. A record that fails throws before
+ * anything is deleted; the next sweep tries again. QStash out of reach (or refusing)
+ * stops the reading and is answered, not thrown: what was read is still collected,
+ * the sweep's other work does not wait on QStash, and the rest waits for a later sweep.
  */
 export interface DeadLettersCollected {
   /** Dead letters that were new failures (the rest had been recorded from their callback). */
@@ -91,51 +115,73 @@ export interface DeadLettersCollected {
 export async function collectDeadLetters(
   db: Db,
   dlq: DeadLetterQueue,
-  urls: DeadLetterUrls,
+  owner: DeadLetterOwner,
   options: { pages?: number } = {},
 ): Promise<DeadLettersCollected> {
-  let pages = options.pages ?? DEAD_LETTER_PAGES_PER_SWEEP;
-  const ours = new Set(urls.jobs);
+  const callback = failureCallbackUrl(owner.publicUrl);
+  const jobs = `${owner.publicUrl.replace(/\/+$/, "")}${JOBS_PATH}/`;
+  const { letters, qstashError } = await readDeadLetters(
+    dlq,
+    [{ label: owner.label }, { url: callback }],
+    options.pages ?? DEAD_LETTER_PAGES_PER_SWEEP,
+  );
   let recorded = 0;
+  const done: string[] = [];
+  for (const letter of letters) {
+    let failed: FailedJob | null;
+    if (letter.url === callback) failed = failedJobFromCallback(letter.body);
+    else if (letter.url.startsWith(jobs) && (letter.labels === null || letter.labels.includes(owner.label))) {
+      failed = fromDeadLetter(letter);
+    }
+    // Our label on another deployment's URL (or an old PUBLIC_URL's): not ours to delete.
+    else continue;
+    // A callback body we cannot read has nothing to record; its job's own dead
+    // letter (QStash keeps one whether or not the callback arrives) does.
+    if (failed && (await recordFailedJob(db, failed)).recorded) recorded++;
+    done.push(letter.dlqId);
+  }
   let removed = 0;
-  // In turns, a page per URL, so one URL's backlog cannot hide another's letters.
-  let open = [...urls.jobs, urls.failureCallback];
+  for (let i = 0; i < done.length; i += DEAD_LETTER_PAGE) {
+    const ids = done.slice(i, i + DEAD_LETTER_PAGE);
+    try {
+      await dlq.remove(ids);
+    } catch (error) {
+      // Recorded all the same: the next sweep finds them again and adds nothing.
+      return { recorded, removed, qstashError: messageOf(error) };
+    }
+    removed += ids.length;
+  }
+  return { recorded, removed, ...(qstashError === undefined ? {} : { qstashError }) };
+}
+
+/**
+ * Up to `pages` pages over the filters, a page of each in turn, so one filter's
+ * backlog cannot hide another's letters. A letter both filters find is read once.
+ */
+async function readDeadLetters(
+  dlq: DeadLetterQueue,
+  filters: DeadLetterFilter[],
+  pages: number,
+): Promise<{ letters: DeadLetter[]; qstashError?: string }> {
+  const letters = new Map<string, DeadLetter>();
+  let open = filters.map((filter) => ({ filter, cursor: undefined as string | undefined }));
   while (open.length > 0 && pages > 0) {
-    const more: string[] = [];
-    for (const url of open) {
+    const more: typeof open = [];
+    for (const source of open) {
       if (pages === 0) break;
       pages--;
-      let page: DeadLetter[];
+      let page: DeadLetterPage;
       try {
-        page = await dlq.list(url, DEAD_LETTER_PAGE);
+        page = await dlq.list(source.filter, DEAD_LETTER_PAGE, source.cursor);
       } catch (error) {
-        return { recorded, removed, qstashError: messageOf(error) };
+        return { letters: [...letters.values()], qstashError: messageOf(error) };
       }
-      const done: string[] = [];
-      for (const letter of page) {
-        let failed: FailedJob | null;
-        if (letter.url === urls.failureCallback) failed = failedJobFromCallback(letter.body);
-        else if (ours.has(letter.url)) failed = fromDeadLetter(letter);
-        // QStash's filter matched a URL we do not publish to: not ours to delete.
-        else continue;
-        // A callback body we cannot read has nothing to record; its job's own
-        // dead letter (QStash keeps one whether or not the callback arrives) does.
-        if (failed && (await recordFailedJob(db, failed)).recorded) recorded++;
-        done.push(letter.dlqId);
-      }
-      try {
-        await dlq.remove(done);
-      } catch (error) {
-        // Recorded all the same: the next sweep finds them again and adds nothing.
-        return { recorded, removed, qstashError: messageOf(error) };
-      }
-      removed += done.length;
-      // A full page may have more behind it; a page of nothing ours would come back the same.
-      if (page.length === DEAD_LETTER_PAGE && done.length > 0) more.push(url);
+      for (const letter of page.letters) letters.set(letter.dlqId, letter);
+      if (page.cursor) more.push({ filter: source.filter, cursor: page.cursor });
     }
     open = more;
   }
-  return { recorded, removed };
+  return { letters: [...letters.values()] };
 }
 
 function fromDeadLetter(letter: DeadLetter): FailedJob {

@@ -1,4 +1,5 @@
 import {
+  checkedLabel,
   failureCallbackUrl,
   flowControlFor,
   jobUrl,
@@ -40,6 +41,8 @@ export interface QStashDeliverQueueOptions {
   parallelism?: number;
   /** Messages per batch request, at most; default QSTASH_BATCH_LIMITS.messages (ADR 0025). */
   batchMessages?: number;
+  /** Every deliver job's `Upstash-Label`, as the relay's jobs carry it (ADR 0027). */
+  label?: string;
 }
 
 /**
@@ -62,6 +65,7 @@ export function createQStashDeliverQueue(options: QStashDeliverQueueOptions): De
     "webhooks",
     options.parallelism ?? DELIVER_PARALLELISM,
   );
+  const label = checkedLabel(options.label);
   return {
     async enqueue(jobs) {
       if (jobs.length === 0) return [];
@@ -76,6 +80,7 @@ export function createQStashDeliverQueue(options: QStashDeliverQueueOptions): De
             retries: options.retries,
             failureCallback,
             flowControl,
+            ...(label === undefined ? {} : { label }),
           })),
         );
         for (const [n, answer] of answers.entries()) {
