@@ -98,11 +98,19 @@ export function formatJobFailures(failures: Awaited<ReturnType<typeof listJobFai
       f.status === null ? "-" : String(f.status),
       f.messageId,
       f.retriedAt
-        ? `${when(f.retriedAt)} as ${f.retryMessageId ?? "(publish not recorded)"}` +
-          (f.failedAgainId === null ? "" : `, failed again: ${f.failedAgainId}`)
+        ? `${when(f.retriedAt)} as ${f.retryMessageId ?? "(publish not recorded)"}, ${retryOutcome(f)}`
         : "-",
     ]),
   );
+}
+
+/** As the dashboard says it: the retry's job was delivered, failed for good too, or neither yet. */
+function retryOutcome(f: { retryDeliveredAt: Date | null; failedAgainId: number | null }): string {
+  const outcomes = [
+    ...(f.retryDeliveredAt ? [`delivered ${when(f.retryDeliveredAt)}`] : []),
+    ...(f.failedAgainId === null ? [] : [`failed again: ${f.failedAgainId}`]),
+  ];
+  return outcomes.length > 0 ? outcomes.join(", ") : "not delivered yet";
 }
 
 export function formatStats(s: Stats): string {

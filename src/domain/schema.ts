@@ -101,7 +101,8 @@ export const mailSends = pgTable(
  * once. `event_id` is null when the job body was not one of ours. An operator may
  * retry a failure once (job-failures/retry.ts): `retried_at` is claimed before the
  * new job is published (and cleared again if the publish fails), then
- * `retry_message_id` names the new job.
+ * `retry_message_id` names the new job, and `retry_delivered_at` says when its
+ * route took it.
  */
 export const jobFailures = pgTable(
   "job_failures",
@@ -116,6 +117,9 @@ export const jobFailures = pgTable(
     receivedAt: timestamp("received_at", tz).notNull().defaultNow(),
     retriedAt: timestamp("retried_at", tz),
     retryMessageId: text("retry_message_id"),
+    // When the retry's job was answered 200 by its route: the retry worked. Null while
+    // QStash still holds it (or its route never said), and for ever if it failed again.
+    retryDeliveredAt: timestamp("retry_delivered_at", tz),
   },
   (t) => [
     index("job_failures_received_at_idx").on(t.receivedAt),

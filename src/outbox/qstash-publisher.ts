@@ -157,21 +157,40 @@ export function createQStashPublisher(options: QStashPublisherOptions): Publishe
   const parallelism = positiveInt(options.deliveryParallelism ?? 20, "deliveryParallelism");
   const flowControl = flowControlFor(options.publicUrl, "", parallelism);
   const label = checkedLabel(options.label);
+  const constantHeaders = (job: Job): Record<string, string> => ({
+    ...JSON_HEADERS,
+    "Upstash-Method": "POST",
+    "Upstash-Failure-Callback": failureCallback,
+    "Upstash-Flow-Control-Key": flowControl.key,
+    "Upstash-Flow-Control-Value": `parallelism=${flowControl.parallelism}`,
+    ...(job.retries === undefined ? {} : { "Upstash-Retries": job.retries.toFixed(0) }),
+    ...(label === undefined ? {} : { "Upstash-Label": label }),
+  });
   // One template per (subscription, retries): built on a subscription's first job.
   const templates = new Map<string, MessageTemplate>();
   const templateFor = (job: Job): MessageTemplate => {
+    if (job.forward !== undefined) {
+      // A job's own headers (a retry's, rare): a template of its own, not kept.
+      const forwarded = Object.entries(job.forward).map(([name, value]) => [
+        `Upstash-Forward-${name}`,
+        value,
+      ]);
+      try {
+        return messageTemplate(jobUrl(options.publicUrl, job.subscription), {
+          ...constantHeaders(job),
+          ...Object.fromEntries(forwarded),
+        });
+      } catch (error) {
+        // `Headers` refused a name or value: the job's own fault, like a bad deduplication id.
+        throw new PublishError(`job ${job.deduplicationId}: ${String(error)}`, "rejected", undefined, {
+          cause: error,
+        });
+      }
+    }
     const key = `${job.subscription}\u0000${job.retries ?? ""}`;
     let template = templates.get(key);
     if (!template) {
-      template = messageTemplate(jobUrl(options.publicUrl, job.subscription), {
-        ...JSON_HEADERS,
-        "Upstash-Method": "POST",
-        "Upstash-Failure-Callback": failureCallback,
-        "Upstash-Flow-Control-Key": flowControl.key,
-        "Upstash-Flow-Control-Value": `parallelism=${flowControl.parallelism}`,
-        ...(job.retries === undefined ? {} : { "Upstash-Retries": job.retries.toFixed(0) }),
-        ...(label === undefined ? {} : { "Upstash-Label": label }),
-      });
+      template = messageTemplate(jobUrl(options.publicUrl, job.subscription), constantHeaders(job));
       templates.set(key, template);
     }
     return template;

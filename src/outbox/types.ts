@@ -75,6 +75,11 @@ export interface Job {
    */
   json?: string;
   retries?: number;
+  /**
+   * Headers QStash hands the job route with this job (`Upstash-Forward-<name>`), beyond
+   * the body: a job failure's retry names the failure it retries. Most jobs have none.
+   */
+  forward?: Readonly<Record<string, string>>;
 }
 
 export interface PublishedJob {

@@ -63,7 +63,7 @@ describe("outbox job-failures", () => {
     expect(header).toMatch(/^ID\s+RECEIVED\s+SUBSCRIPTION\s+EVENT\s+STATUS\s+MESSAGE\s+RETRIED$/);
     expect(line).toMatch(
       new RegExp(
-        `^${id}\\s.*notify\\.mail\\s.*msg_listed\\s+${answer.retriedAt} as ${answer.retryMessageId}$`,
+        `^${id}\\s.*notify\\.mail\\s.*msg_listed\\s+${answer.retriedAt} as ${answer.retryMessageId}, not delivered yet$`,
       ),
     );
   });

@@ -68,7 +68,14 @@ describe("retrying a job failure from the overview", () => {
     expect(after.status).toBe(200);
     expect(after.text).toContain(`Job failure ${ours} retried: QStash took a new job, ${job!.messageId}.`);
     const shownAt = `${row.retried_at!.toISOString().slice(0, 19).replace("T", " ")}Z`;
-    expect(after.text).toContain(`retried ${shownAt} as ${job!.messageId}`);
+    expect(after.text).toContain(`retried ${shownAt} as ${job!.messageId}; not delivered yet<`);
+    // Its route took the job (test/worker/job-failure-retry.test.ts): the page says so.
+    await t.pool.query("UPDATE job_failures SET retry_delivered_at = '2026-12-05T10:11:12Z' WHERE id = $1", [
+      ours,
+    ]);
+    expect((await browser.get("/dashboard")).text).toContain(
+      `retried ${shownAt} as ${job!.messageId}; delivered 2026-12-05 10:11:12Z<`,
+    );
     expect(after.text).not.toContain(retryForm(ours));
 
     // The form sent again (a reload offering to resubmit): refused, nothing published.

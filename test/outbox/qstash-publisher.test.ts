@@ -375,6 +375,23 @@ describe("what a batch request carries", () => {
     });
   });
 
+  it("sends a job's own forwarded headers with it alone, and refuses one no header could carry", async () => {
+    const publisher = createQStashPublisher({ baseUrl: api.base, token, publicUrl });
+    const signal = new AbortController().signal;
+    await publisher.publish([{ ...jobs[0]!, forward: { "Edge-Outbox-Retry-Of": "42" } }, jobs[1]!], signal);
+    const sent = JSON.parse(api.received[0]!.body) as { headers: Record<string, string> }[];
+    expect(sent[0]!.headers["upstash-forward-edge-outbox-retry-of"]).toBe("42");
+    expect(Object.keys(sent[1]!.headers).filter((h) => h.startsWith("upstash-forward-"))).toEqual([]);
+
+    api.reset();
+    const bad = publisher.publish(
+      [jobs[1]!, { ...jobs[0]!, forward: { "Edge-Outbox-Retry-Of": "4\r\n2" } }],
+      signal,
+    );
+    await expect(bad).rejects.toMatchObject({ name: "PublishError", kind: "rejected" });
+    expect(api.received).toEqual([]);
+  });
+
   it("splits a batch where the next message would pass `chunkBytes` (UTF-8) or `chunkSize`, each request valid alone", async () => {
     // Twelve jobs, non-ASCII in their bodies, each message about 480 bytes.
     const many: Job[] = Array.from({ length: 12 }, (_, i) => ({

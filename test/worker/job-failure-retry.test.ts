@@ -1,4 +1,5 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
+import { signJwt } from "../../infra/qstash-dev/signing.ts";
 import { startQStashDev, type QStashDev } from "../../infra/qstash-dev/server.ts";
 import { freePort } from "../../src/node/postgres.ts";
 import { createApp } from "../../src/worker/app.ts";
@@ -213,5 +214,87 @@ describe("POST /admin/job-failures/retry", () => {
       expect(res.status, JSON.stringify(body)).toBe(400);
     }
     expect(jobsInQStash()).toHaveLength(0);
+  });
+});
+
+describe("a retried job's route says that the retry was delivered", () => {
+  const deliver = (body: string, retryOf: string | undefined, path = "/jobs/notify.mail") => {
+    const signature = signJwt({
+      key: env.QSTASH_CURRENT_SIGNING_KEY!,
+      url: `${env.PUBLIC_URL}${path}`,
+      body: Buffer.from(body),
+    });
+    return call(app, env, "POST", path, body, {
+      headers: {
+        "upstash-signature": signature,
+        "upstash-message-id": `msg_${crypto.randomUUID()}`,
+        ...(retryOf === undefined ? {} : { "edge-outbox-retry-of": retryOf }),
+      },
+    });
+  };
+  const deliveredAt = async (id: number): Promise<Date | null> =>
+    (await t.pool.query("SELECT retry_delivered_at FROM job_failures WHERE id = $1", [id])).rows[0]
+      .retry_delivered_at;
+
+  it("the retry's job carries the failure's id; its route's 200 marks the failure, once", async () => {
+    const id = await insertJobFailure(t.pool);
+    const res = await retry(id);
+    const [job] = jobsInQStash();
+    // QStash hands the route `Upstash-Forward-Edge-Outbox-Retry-Of` without its prefix.
+    expect(job!.header["Edge-Outbox-Retry-Of"]).toEqual([String(id)]);
+    const listed = async () =>
+      (await call(app, env, "GET", "/admin/job-failures", undefined, ADMIN())).body.jobFailures[0];
+    expect(await listed()).toMatchObject({
+      id,
+      retryMessageId: res.body.retryMessageId,
+      retryDeliveredAt: null,
+    });
+
+    const answered = await deliver(job!.body, job!.header["Edge-Outbox-Retry-Of"]![0]);
+
+    expect(answered.status).toBe(200);
+    const at = await deliveredAt(id);
+    expect(at).toBeInstanceOf(Date);
+    expect((await listed()).retryDeliveredAt).toBe(at!.toISOString());
+    // QStash delivers at least once: the second delivery keeps the first's time.
+    expect((await deliver(job!.body, String(id))).status).toBe(200);
+    expect(await deliveredAt(id)).toEqual(at);
+  });
+
+  it("marks nothing for a job that failed, a failure never retried, or a header naming no failure", async () => {
+    const retried = await insertJobFailure(t.pool);
+    await retry(retried);
+    const [job] = jobsInQStash();
+    // The subscriber refuses the job (no supplier in its event): 489, not delivered.
+    const refused = relayJobBody("notify.mail", { payload: {} });
+    expect((await deliver(refused, String(retried))).status).toBe(489);
+    expect(await deliveredAt(retried)).toBeNull();
+
+    const never = await insertJobFailure(t.pool);
+    expect((await deliver(job!.body, String(never))).status).toBe(200);
+    expect(await deliveredAt(never)).toBeNull();
+    for (const header of ["", "abc", "-1", "1e3", "0", "99999999999999999999999", `${retried} OR 1=1`]) {
+      expect((await deliver(job!.body, header)).status, header).toBe(200);
+    }
+    expect(await deliveredAt(retried)).toBeNull();
+  });
+
+  it("a database that refuses the mark still answers 200: the job itself is done", async () => {
+    const id = await insertJobFailure(t.pool);
+    await retry(id);
+    const [job] = jobsInQStash();
+    await t.pool.query(`
+      CREATE FUNCTION refuse_update() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN RAISE EXCEPTION 'job_failures is refusing updates'; END $$;
+      CREATE TRIGGER refuse_update BEFORE UPDATE ON job_failures FOR EACH ROW EXECUTE FUNCTION refuse_update();`);
+    const logged = vi.spyOn(console, "error").mockImplementation(() => undefined);
+    try {
+      expect((await deliver(job!.body, String(id))).status).toBe(200);
+      expect(String(logged.mock.calls[0]?.[0])).toContain(`job failure ${id}'s retry was delivered`);
+    } finally {
+      logged.mockRestore();
+      await t.pool.query("DROP TRIGGER refuse_update ON job_failures; DROP FUNCTION refuse_update()");
+    }
+    expect(await deliveredAt(id)).toBeNull();
   });
 });

@@ -6,8 +6,8 @@ import { request, useWorkerd } from "../support/workerd.ts";
 
 // An operator's retry of a job that exhausted its retries, end to end in workerd:
 // the job fails for good, QStash's failure callback records it, the operator
-// retries it, QStash delivers the new job to the subscription's route, and the
-// subscriber does its work this time.
+// retries it, QStash delivers the new job to the subscription's route, the
+// subscriber does its work this time, and the failure says its retry was delivered.
 const t = useTestDatabase();
 const stack = useWorkerd(t);
 const ADMIN = () => ({ Authorization: `Bearer ${stack.env.ADMIN_TOKEN}` });
@@ -50,7 +50,12 @@ describe("retrying a job failure", () => {
     const failure = listed.body.jobFailures.find(
       (f: { messageId: string }) => f.messageId === failedMessageId,
     );
-    expect(failure).toMatchObject({ subscription: "notify.mail", retriedAt: null, retryMessageId: null });
+    expect(failure).toMatchObject({
+      subscription: "notify.mail",
+      retriedAt: null,
+      retryMessageId: null,
+      retryDeliveredAt: null,
+    });
 
     const retried = await request(
       stack,
@@ -82,8 +87,17 @@ describe("retrying a job failure", () => {
     expect(again.body.error.message).toContain(retryMessageId);
     expect(stack.qstash.messages()).toHaveLength(published);
     const after = await request(stack, "GET", "/admin/job-failures", undefined, ADMIN());
+    // And the listing says the retry worked: its route took the job.
     expect(after.body.jobFailures).toEqual([
-      expect.objectContaining({ id: failure.id, retryMessageId, retriedAt: retried.body.retriedAt }),
+      expect.objectContaining({
+        id: failure.id,
+        retryMessageId,
+        retriedAt: retried.body.retriedAt,
+        retryDeliveredAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
+      }),
     ]);
+    const { retryDeliveredAt } = after.body.jobFailures[0];
+    expect(Date.parse(retryDeliveredAt)).toBeGreaterThanOrEqual(Date.parse(retried.body.retriedAt));
+    expect(Date.parse(retryDeliveredAt)).toBeLessThanOrEqual(delivered.attempts.at(-1)!.finishedAt!);
   });
 });

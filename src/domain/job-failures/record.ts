@@ -49,9 +49,10 @@ export async function recordJobFailure(db: Db, f: JobFailure): Promise<{ recorde
 /**
  * Newest first, for operators, each with how its retry went as far as we know:
  * `failedAgainId` is the failure recorded for its retried job (it ran out of
- * retries too), `retryOfId` the failure this one's job was a retry of. A retried
- * failure with no `failedAgainId` has not failed again (yet: a retried job may
- * still be in QStash's retries).
+ * retries too), `retryOfId` the failure this one's job was a retry of, and
+ * `retryDeliveredAt` when its retried job's route took it (the retry worked). A
+ * retried failure with neither is still in QStash's hands (or was published by a
+ * version that did not say when it was delivered).
  */
 export async function listJobFailures(db: Db, options: { limit?: number } = {}) {
   const again = alias(jobFailures, "again");

@@ -20,6 +20,29 @@ import { queryRows, textArray } from "../webhooks/rows.ts";
  */
 export const ABANDONED_CLAIM_MS = 60_000;
 
+/**
+ * The header a retried job carries to its route (QStash forwards `Upstash-Forward-*`
+ * without the prefix): the id of the failure it retries.
+ */
+export const RETRY_OF_HEADER = "Edge-Outbox-Retry-Of";
+
+/**
+ * The route of a retried job answered 200: the retry worked. Marked once, and only
+ * on a failure that was retried; an id that names no such failure changes nothing.
+ * Answers whether a row was marked.
+ */
+export async function markRetryDelivered(db: Db, header: string, at: Date = new Date()): Promise<boolean> {
+  // A header is text from a request: only a failure id the database could hold is looked up.
+  if (!/^[1-9]\d{0,17}$/.test(header.trim())) return false;
+  const rows = await queryRows<{ id: string }>(
+    db,
+    sql`UPDATE job_failures SET retry_delivered_at = ${at}
+         WHERE id = ${header.trim()} AND retried_at IS NOT NULL AND retry_delivered_at IS NULL
+         RETURNING id`,
+  );
+  return rows.length > 0;
+}
+
 /** Why a recorded job failure cannot be retried: each is an answer for the operator, not a fault. */
 export type RetryRefusal =
   | { refused: "not_found"; message: string }
@@ -71,6 +94,8 @@ export function jobToRetry(row: RetryableRow): { job: Job } | { refused: "not_re
       // The bytes that failed, exactly: the subscriber gets what it got before.
       json: row.body,
       ...(subscription.retries === undefined ? {} : { retries: subscription.retries }),
+      // So its route can say the retry worked (markRetryDelivered) without a lookup per job.
+      forward: { [RETRY_OF_HEADER]: String(row.id) },
     },
   };
 }

@@ -1,3 +1,5 @@
+import type { Db } from "../../domain/db.ts";
+import { markRetryDelivered, RETRY_OF_HEADER } from "../../domain/job-failures/retry.ts";
 import { createJobHandlers, type JobHandlers, type JobKind } from "../../domain/job-handlers.ts";
 import { httpMailer, noopMailer } from "../../domain/mail/mailer.ts";
 import {
@@ -44,11 +46,28 @@ export function registerJobsDeliver(app: App) {
       retried: Number(c.req.header("upstash-retried") ?? 0) || 0,
     };
     const outcome = await handle(handler, name, raw, context);
-    if (outcome.done) return c.json({ ok: true });
+    if (outcome.done) {
+      const retryOf = c.req.header(RETRY_OF_HEADER);
+      if (retryOf !== undefined) await noteRetryDelivered(c.var.db, retryOf, c.var.requestId);
+      return c.json({ ok: true });
+    }
     if (!outcome.retry) throw new ApiError("job_rejected", outcome.message);
     console.error(`[${c.var.requestId}] job ${context.messageId} ${name}: ${outcome.message}`);
     throw new ApiError("job_failed", outcome.message);
   });
+}
+
+/**
+ * An operator's retry of a job failure worked: said on the failure. The job is done
+ * either way, so a database error here is logged, not answered: a 500 would have
+ * QStash run a finished job again for the sake of a note.
+ */
+async function noteRetryDelivered(db: Db, retryOf: string, requestId: string): Promise<void> {
+  try {
+    await markRetryDelivered(db, retryOf);
+  } catch (error) {
+    console.error(`[${requestId}] noting that job failure ${retryOf}'s retry was delivered:`, error);
+  }
 }
 
 function isJobKind(handlers: JobHandlers, name: string): name is JobKind {

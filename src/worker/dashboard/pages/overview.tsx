@@ -40,9 +40,8 @@ type JobFailureRow = Awaited<ReturnType<typeof listJobFailures>>[number];
 function RetryCell({ failure: f }: { failure: JobFailureRow }) {
   const open = isOpenFailure(f, new Date());
   if (f.retriedAt && !open) {
-    const outcome = f.failedAgainId === null ? "" : `; failed again: #${f.failedAgainId}`;
     return (
-      <span>{`retried ${time(f.retriedAt)} as ${f.retryMessageId ?? "(publish not recorded)"}${outcome}`}</span>
+      <span>{`retried ${time(f.retriedAt)} as ${f.retryMessageId ?? "(publish not recorded)"}; ${retryOutcome(f)}`}</span>
     );
   }
   const planned = jobToRetry(f);
@@ -58,6 +57,18 @@ function RetryCell({ failure: f }: { failure: JobFailureRow }) {
       </button>
     </form>
   );
+}
+
+/**
+ * How a retry went, as far as we know: its job's route took it, or it ran out of
+ * retries too (a failure of its own), or neither yet (QStash is still trying).
+ */
+export function retryOutcome(f: Pick<JobFailureRow, "retryDeliveredAt" | "failedAgainId">): string {
+  const outcomes = [
+    ...(f.retryDeliveredAt ? [`delivered ${time(f.retryDeliveredAt)}`] : []),
+    ...(f.failedAgainId === null ? [] : [`failed again: #${f.failedAgainId}`]),
+  ];
+  return outcomes.length > 0 ? outcomes.join("; ") : "not delivered yet";
 }
 
 /** Characters of a job route's last answer shown in the table; the admin API has all of it. */
