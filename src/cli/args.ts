@@ -1,4 +1,5 @@
 import { parseArgs } from "node:util";
+import { wholeNumber } from "../domain/text.ts";
 import { EVENT_STATES, RELAY_POLICY } from "../outbox/index.ts";
 
 export const usage = `usage: npm run outbox -- <command> [options]
@@ -32,6 +33,29 @@ export class UsageError extends Error {}
 /** A variable missing or wrong: said in one line, without the usage text, which cannot help. */
 export class ConfigError extends Error {}
 
+/**
+ * A command that ran and cannot do what was asked (no such event, a job failure
+ * already retried, QStash not taking a publish): said in one line, exit 1.
+ */
+export class Refusal extends Error {
+  constructor(
+    readonly code: "not_found" | "already_retried" | "not_retryable" | "publish_failed",
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * Whether --json was asked for, from the words alone: a command line parseArgs
+ * refuses (an unknown option, `--type --json`) is still answered in the form the
+ * caller reads. A `--json` after `--` is a positional, as parseArgs reads it.
+ */
+export function wantsJson(argv: string[]): boolean {
+  const end = argv.indexOf("--");
+  return (end === -1 ? argv : argv.slice(0, end)).includes("--json");
+}
+
 export function parseCommandLine(argv: string[]) {
   try {
     return parseArgs({
@@ -56,13 +80,17 @@ export function parseCommandLine(argv: string[]) {
 
 export type Options = ReturnType<typeof parseCommandLine>["values"];
 
-/** A whole-number option, digits only (`1e3`, `0x10` and ` 5` are not numbers here). */
+/**
+ * A whole-number option, read as a query parameter is (`wholeNumber`: digits only,
+ * so `1e3`, `0x10` and ` 5` are not numbers here), but refused in one sentence
+ * naming the whole range and what was given, which is what a terminal user needs.
+ */
 export function intOption(raw: string | undefined, name: string, fallback: number, max = Infinity): number {
   if (raw === undefined) return fallback;
-  const n = /^\d{1,9}$/.test(raw) ? Number(raw) : NaN;
-  if (!(n >= 1 && n <= max)) {
+  const parsed = wholeNumber(1, max).safeParse(raw);
+  if (!parsed.success) {
     const range = max === Infinity ? "a positive integer" : `an integer from 1 to ${max}`;
     throw new UsageError(`${name} must be ${range}, got "${raw}"`);
   }
-  return n;
+  return parsed.data;
 }

@@ -19,6 +19,8 @@ export interface CommandIo {
 /**
  * A command checks its whole command line first, throwing UsageError, and only
  * then is given the database: a mistyped command is told so, not that
- * DATABASE_URL is missing or the database unreachable.
+ * DATABASE_URL is missing or the database unreachable. Once running, it throws a
+ * Refusal for what it cannot do rather than print it: main.ts says every failure
+ * one way, and as JSON under --json.
  */
 export type Command = (line: CommandLine) => (io: CommandIo) => Promise<number>;

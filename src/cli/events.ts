@@ -8,7 +8,7 @@ import {
   requeue,
   TYPE_GLOB_RULE,
 } from "../outbox/index.ts";
-import { intOption, UsageError } from "./args.ts";
+import { intOption, Refusal, UsageError } from "./args.ts";
 import type { Command } from "./command.ts";
 import { formatEvent, formatEventTable } from "./format.ts";
 
@@ -41,10 +41,7 @@ export const eventsCommand: Command = ({ options, sub, rest }) => {
     if (!id || rest.length > 1) throw new UsageError("events show takes one event id");
     return async ({ pool, print }) => {
       const event = await getEvent(pool, id);
-      if (!event) {
-        console.error(`edge-outbox: no event ${id}`);
-        return 1;
-      }
+      if (!event) throw new Refusal("not_found", `no event ${id}`);
       print(event, () => formatEvent(event));
       return 0;
     };

@@ -4,7 +4,7 @@ import { listJobFailures } from "../domain/job-failures/record.ts";
 import { retryAllJobFailures, retryJobFailure } from "../domain/job-failures/retry.ts";
 import { MAX_LIST_LIMIT, PublishError } from "../outbox/index.ts";
 import { publisherFor } from "../worker/relay.ts";
-import { intOption, UsageError } from "./args.ts";
+import { intOption, Refusal, UsageError } from "./args.ts";
 import type { Command } from "./command.ts";
 import { publishVariables, readVariables } from "./config.ts";
 import { formatJobFailures } from "./format.ts";
@@ -41,16 +41,13 @@ export const jobFailuresCommand: Command = ({ options, sub, rest }) => {
         result = await retryJobFailure(drizzle(pool) as unknown as Db, publisherFor(env), Number(id));
       } catch (error) {
         if (!(error instanceof PublishError)) throw error;
-        console.error(
-          `edge-outbox: QStash did not take the retry of job failure ${id} (${error.message}); ` +
+        throw new Refusal(
+          "publish_failed",
+          `QStash did not take the retry of job failure ${id} (${error.message}); ` +
             "the failure is left un-retried: try again",
         );
-        return 1;
       }
-      if (!result.retried) {
-        console.error(`edge-outbox: ${result.message}`);
-        return 1;
-      }
+      if (!result.retried) throw new Refusal(result.refused, result.message);
       const { retriedAt, retryMessageId } = result;
       print(
         { id: result.id, retriedAt, retryMessageId },
@@ -84,11 +81,11 @@ const retryAll: ReturnType<Command> = async ({ pool, print }) => {
       round = await retryAllJobFailures(db, publisher, { upTo });
     } catch (error) {
       if (!(error instanceof PublishError)) throw error;
-      console.error(
-        `edge-outbox: QStash did not take the retried jobs (${error.message}); ` +
+      throw new Refusal(
+        "publish_failed",
+        `QStash did not take the retried jobs (${error.message}); ` +
           `${retried.length} retried before this, none of this round's is marked retried: try again`,
       );
-      return 1;
     }
     retried.push(...round.retried);
     if (round.retried.length > 0) console.error(`retried ${retried.length} so far…`);

@@ -2,7 +2,7 @@
 import { existsSync } from "node:fs";
 import pg from "pg";
 import { InvalidInputError } from "../outbox/index.ts";
-import { ConfigError, parseCommandLine, usage, UsageError } from "./args.ts";
+import { ConfigError, parseCommandLine, Refusal, usage, UsageError, wantsJson } from "./args.ts";
 import type { Command } from "./command.ts";
 import { databaseVariables, readVariables } from "./config.ts";
 import { eventsCommand } from "./events.ts";
@@ -21,6 +21,8 @@ const commands: Record<string, Command> = {
   stats: statsCommand,
 };
 
+const asJson = (data: unknown) => JSON.stringify(data, null, 2);
+
 async function main(argv: string[]): Promise<number> {
   if (existsSync(".env")) process.loadEnvFile(".env");
   const { values: options, positionals } = parseCommandLine(argv);
@@ -34,8 +36,7 @@ async function main(argv: string[]): Promise<number> {
   if (!parse) throw new UsageError(`unknown command "${command}"`);
   // The whole command line is checked before the environment and the database.
   const run = parse({ options, sub, rest });
-  const print = (data: unknown, human: () => string) =>
-    console.log(options.json ? JSON.stringify(data, null, 2) : human());
+  const print = (data: unknown, human: () => string) => console.log(options.json ? asJson(data) : human());
 
   const { DATABASE_URL } = readVariables(databaseVariables);
   const pool = new pg.Pool({ connectionString: DATABASE_URL, max: 2, connectionTimeoutMillis: 10_000 });
@@ -47,19 +48,30 @@ async function main(argv: string[]): Promise<number> {
   }
 }
 
-main(process.argv.slice(2)).then(
+/** How an error ends the CLI: its exit code, and the code a script reads under --json. */
+function outcomeOf(error: unknown): { exit: number; code: string; message: string } {
+  if (error instanceof UsageError) return { exit: 2, code: "usage", message: error.message };
+  if (error instanceof ConfigError) return { exit: 2, code: "config", message: error.message };
+  if (error instanceof InvalidInputError) return { exit: 2, code: "invalid_input", message: error.message };
+  if (error instanceof Refusal) return { exit: 1, code: error.code, message: error.message };
+  return { exit: 1, code: "failed", message: describeFailure(error) };
+}
+
+const argv = process.argv.slice(2);
+main(argv).then(
   (code) => process.exit(code),
   (error: unknown) => {
-    if (error instanceof UsageError) {
-      console.error(`edge-outbox: ${error.message}\n\n${usage}`);
-      process.exit(2);
+    const { exit, code, message } = outcomeOf(error);
+    if (wantsJson(argv)) {
+      // On stdout, where --json answers go: a script reads one JSON document there
+      // whatever happened, and tells an answer from a refusal by `error` (and the
+      // exit code). stderr stays for progress lines and DEBUG's stack.
+      console.log(asJson({ error: { code, message } }));
+    } else {
+      // The usage helps with a wrong command line, not with anything else.
+      console.error(`edge-outbox: ${message}${error instanceof UsageError ? `\n\n${usage}` : ""}`);
     }
-    if (error instanceof InvalidInputError || error instanceof ConfigError) {
-      console.error(`edge-outbox: ${error.message}`);
-      process.exit(2);
-    }
-    console.error(`edge-outbox: ${describeFailure(error)}`);
-    if (process.env.DEBUG) console.error(error);
-    process.exit(1);
+    if (code === "failed" && process.env.DEBUG) console.error(error);
+    process.exit(exit);
   },
 );

@@ -1,0 +1,150 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { startQStashDev, type QStashDev } from "../../infra/qstash-dev/server.ts";
+import { runCli, type CliResult } from "../support/cli.ts";
+import { useTestDatabase } from "../support/db.ts";
+import { insertJobFailure, jobFailureRow } from "../support/job-failures.ts";
+
+// Under --json a script reads stdout: every refusal must be one JSON object there,
+// with the exit code the text form has.
+const t = useTestDatabase();
+let qstash: QStashDev;
+
+beforeAll(async () => {
+  qstash = await startQStashDev({ log: () => undefined });
+});
+afterAll(() => qstash?.close());
+beforeEach(async () => {
+  await t.pool.query("TRUNCATE job_failures");
+  qstash.reset();
+  qstash.pauseDelivery();
+});
+
+const env = () => ({
+  DATABASE_URL: t.url,
+  QSTASH_URL: qstash.url,
+  QSTASH_TOKEN: qstash.token,
+  PUBLIC_URL: "http://127.0.0.1:8787",
+});
+
+/**
+ * The refusal a --json run printed: stdout is exactly one `{ error }` object, and
+ * the text form is not also on stderr (where a library may still log its own lines).
+ */
+function refusal(r: CliResult, exit: number): { code: string; message: string } {
+  expect(r.code, r.stdout + r.stderr).toBe(exit);
+  expect(r.stderr).not.toMatch(/edge-outbox:|usage:/);
+  const answer = JSON.parse(r.stdout) as { error: { code: string; message: string } };
+  expect(Object.keys(answer)).toEqual(["error"]);
+  expect(Object.keys(answer.error)).toEqual(["code", "message"]);
+  return answer.error;
+}
+
+describe("outbox CLI refusals under --json", () => {
+  it("a wrong command line is a usage error, exit 2, without the usage text", async () => {
+    const cases: [string[], string][] = [
+      [["--json"], "no command given"],
+      [["bogus", "--json"], 'unknown command "bogus"'],
+      [
+        ["events", "list", "--limit", "1e3", "--json"],
+        '--limit must be an integer from 1 to 10000, got "1e3"',
+      ],
+      [["relay", "drain", "--budget", "0", "--json"], '--budget must be a positive integer, got "0"'],
+      [["job-failures", "retry", "abc", "--json"], '"abc" is not a job failure id (a whole number)'],
+    ];
+    const results = await Promise.all(cases.map(([args]) => runCli(args)));
+    results.forEach((r, i) => {
+      expect(refusal(r, 2), cases[i]![0].join(" ")).toEqual({ code: "usage", message: cases[i]![1] });
+    });
+  });
+
+  it("answers in JSON even when parseArgs refuses the command line", async () => {
+    const unknown = refusal(await runCli(["stats", "--verbose", "--json"]), 2);
+    expect(unknown.code).toBe("usage");
+    expect(unknown.message).toMatch(/^Unknown option '--verbose'/);
+    // `--json` taken for --type's value is refused by parseArgs, but the caller asked for JSON.
+    const ambiguous = refusal(await runCli(["events", "list", "--type", "--json"]), 2);
+    expect(ambiguous.message).toMatch(/^Option '--type' argument is ambiguous/);
+  });
+
+  it("a missing or wrong variable is a config error, exit 2", async () => {
+    expect(refusal(await runCli(["stats", "--json"]), 2)).toEqual({
+      code: "config",
+      message: "DATABASE_URL is not set (environment or .env)",
+    });
+    expect(refusal(await runCli(["relay", "once", "--json"], { DATABASE_URL: t.url }), 2)).toEqual({
+      code: "config",
+      message: "QSTASH_TOKEN is not set; PUBLIC_URL is not set (environment or .env)",
+    });
+  });
+
+  it("a bad id is invalid input (exit 2), an unknown one not found (exit 1)", async () => {
+    expect(refusal(await runCli(["events", "show", "not-a-uuid", "--json"], env()), 2)).toEqual({
+      code: "invalid_input",
+      message: '"not-a-uuid" is not an event id (a UUID)',
+    });
+    const id = "00000000-0000-4000-8000-000000000000";
+    expect(refusal(await runCli(["events", "show", id, "--json"], env()), 1)).toEqual({
+      code: "not_found",
+      message: `no event ${id}`,
+    });
+  });
+
+  it("an unreachable database is a failure, exit 1, in the CLI's one line", async () => {
+    const r = await runCli(["stats", "--json"], { DATABASE_URL: "postgres://postgres@127.0.0.1:1/none" });
+    expect(refusal(r, 1)).toEqual({
+      code: "failed",
+      message: "cannot reach the database (ECONNREFUSED): check DATABASE_URL and that Postgres is running",
+    });
+  });
+
+  it("a refused job-failure retry says why, with the domain's code, exit 1", async () => {
+    const id = await insertJobFailure(t.pool);
+    const first = await runCli(["job-failures", "retry", String(id), "--json"], env());
+    expect(first.code).toBe(0);
+    const { retriedAt, retryMessageId } = JSON.parse(first.stdout);
+
+    const again = await runCli(["job-failures", "retry", String(id), "--json"], env());
+    expect(refusal(again, 1)).toEqual({
+      code: "already_retried",
+      message: `job failure ${id} was already retried at ${retriedAt} as ${retryMessageId}`,
+    });
+    expect(refusal(await runCli(["job-failures", "retry", "424242", "--json"], env()), 1)).toMatchObject({
+      code: "not_found",
+      message: expect.stringMatching(/job failure 424242 not found/),
+    });
+    const foreign = await insertJobFailure(t.pool, { subscription: "https://elsewhere.example/hook" });
+    const r = await runCli(["job-failures", "retry", String(foreign), "--json"], env());
+    expect(refusal(r, 1)).toMatchObject({
+      code: "not_retryable",
+      message: expect.stringMatching(/is not one of this app's subscriptions/),
+    });
+  });
+
+  it("a publish QStash refuses is publish_failed, exit 1, the failure left un-retried", async () => {
+    const id = await insertJobFailure(t.pool);
+    qstash.failNextPublishes(1, 500);
+    const one = await runCli(["job-failures", "retry", String(id), "--json"], env());
+    expect(refusal(one, 1)).toMatchObject({
+      code: "publish_failed",
+      message: expect.stringMatching(/^QStash did not take the retry of job failure \d+ \(QStash 500: /),
+    });
+    qstash.failNextPublishes(1, 500);
+    const all = await runCli(["job-failures", "retry", "--all", "--json"], env());
+    expect(refusal(all, 1)).toMatchObject({
+      code: "publish_failed",
+      message: expect.stringMatching(/^QStash did not take the retried jobs .*: try again$/),
+    });
+    expect(await jobFailureRow(t.pool, id)).toEqual({ retried_at: null, retry_message_id: null });
+  });
+
+  it("without --json the same refusals stay one line of text on stderr", async () => {
+    const r = await runCli(["events", "show", "00000000-0000-4000-8000-000000000000"], env());
+    expect(r.code).toBe(1);
+    expect(r.stdout).toBe("");
+    expect(r.stderr).toBe("edge-outbox: no event 00000000-0000-4000-8000-000000000000\n");
+    // A --json after `--` is a positional, not the option: the answer is text.
+    const after = await runCli(["events", "requeue", "--", "--json"], env());
+    expect(after.stdout).toBe("");
+    expect(after.stderr).toMatch(/^edge-outbox: /);
+  });
+});
