@@ -2,7 +2,8 @@
 // Postgres (embedded, data kept in .dev/pg; DATABASE_URL overrides) → migrations →
 // WebSocket-to-TCP proxy (the Neon driver's way in) → QStash dev server → mail and
 // webhook sink → `wrangler dev` with generated .dev.vars → the cron sweep on
-// wrangler.toml's schedule (DEV_SWEEP_SECONDS overrides, 0 = off). Ctrl-C stops all of it.
+// wrangler.toml's schedule (DEV_SWEEP_SECONDS overrides, 0 = off). Ctrl-C stops all of it,
+// as does the Worker dying (wrangler or workerd, see dev-watch.ts).
 import { spawn, type ChildProcess } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { chmodSync, existsSync, mkdirSync, readFileSync, statSync } from "node:fs";
@@ -13,6 +14,7 @@ import { fileURLToPath } from "node:url";
 import { DEV_KEY_SCOPE, ensureDevApiKey, newDevApiKey } from "./dev-api-key.ts";
 import { devCronFromWranglerToml, startDevSweep } from "./dev-sweep.ts";
 import { devVars } from "./dev-vars.ts";
+import { watchWrangler } from "./dev-watch.ts";
 import { startMailSink, type MailSink } from "./mail-sink.ts";
 import { startQStashDev, timeScaleFrom, type QStashDev } from "./qstash-dev/server.ts";
 import { startWsProxy, type WsProxy } from "./ws-proxy.ts";
@@ -165,6 +167,17 @@ async function main() {
   step(`wrangler dev: starting on ${publicUrl}…`);
   const wrangler = startWrangler();
   stops.push({ name: "wrangler dev", stop: () => stopProcessGroup(wrangler) });
+  // Without it a dead Worker leaves the rest running and the terminal looking alive.
+  const watch = watchWrangler({
+    wrangler,
+    onDeath: (why) => {
+      if (stopping) return;
+      console.error(`[dev] ${why}; stopping the rest`);
+      void stopAll(1);
+    },
+  });
+  // Stopped before wrangler is (stops run in reverse): stopping it is no death.
+  stops.push({ name: "wrangler watch", stop: async () => watch.stop() });
   await waitForWorker(wrangler);
 
   // Stopped before wrangler (stops run in reverse): no request reaches a stopping Worker.
@@ -335,11 +348,6 @@ function startWrangler(): ChildProcess {
   };
   prefix(child.stdout!, (line) => console.log(line));
   prefix(child.stderr!, (line) => console.error(line));
-  child.on("exit", (code, signal) => {
-    if (stopping) return;
-    console.error(`[dev] wrangler dev exited (${signal ?? `code ${code}`}); stopping the rest`);
-    void stopAll(1);
-  });
   return child;
 }
 
