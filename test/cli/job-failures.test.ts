@@ -1,32 +1,21 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { startQStashDev, type QStashDev } from "../../infra/qstash-dev/server.ts";
+import { describe, expect, it } from "vitest";
 import { expectUsageErrors, runCli } from "../support/cli.ts";
 import { useTestDatabase } from "../support/db.ts";
-import { insertJobFailure, jobFailureRow, relayJobBody } from "../support/job-failures.ts";
+import { insertJobFailure, jobFailureRow, relayJobBody, usePausedQStash } from "../support/job-failures.ts";
 
 // `job-failures list|retry` as an operator runs them, against the QStash dev server
 // with delivery paused.
 const t = useTestDatabase();
-let qstash: QStashDev;
+const paused = usePausedQStash(t);
 const PUBLIC_URL = "http://127.0.0.1:8787";
-
-beforeAll(async () => {
-  qstash = await startQStashDev({ log: () => undefined });
-});
-afterAll(() => qstash?.close());
-beforeEach(async () => {
-  await t.pool.query("TRUNCATE job_failures");
-  qstash.reset();
-  qstash.pauseDelivery();
-});
 
 const env = () => ({
   DATABASE_URL: t.url,
-  QSTASH_URL: qstash.url,
-  QSTASH_TOKEN: qstash.token,
+  QSTASH_URL: paused.qstash.url,
+  QSTASH_TOKEN: paused.qstash.token,
   PUBLIC_URL,
 });
-const jobsInQStash = () => qstash.messages().filter((m) => m.kind !== "failure-callback");
+const jobsInQStash = () => paused.qstash.messages().filter((m) => m.kind !== "failure-callback");
 
 describe("outbox job-failures", () => {
   it("retries a failure once, and the list shows it", async () => {
@@ -113,7 +102,7 @@ describe("outbox job-failures", () => {
 
   it("a publish QStash refuses exits 1 and leaves the failure un-retried", async () => {
     const id = await insertJobFailure(t.pool);
-    qstash.failNextPublishes(1, 500);
+    paused.qstash.failNextPublishes(1, 500);
     const r = await runCli(["job-failures", "retry", String(id)], env());
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(

@@ -1,28 +1,17 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { startQStashDev, type QStashDev } from "../../infra/qstash-dev/server.ts";
+import { describe, expect, it } from "vitest";
 import { runCli, type CliResult } from "../support/cli.ts";
 import { useTestDatabase } from "../support/db.ts";
-import { insertJobFailure, jobFailureRow } from "../support/job-failures.ts";
+import { insertJobFailure, jobFailureRow, usePausedQStash } from "../support/job-failures.ts";
 
 // Under --json a script reads stdout: every refusal must be one JSON object there,
 // with the exit code the text form has.
 const t = useTestDatabase();
-let qstash: QStashDev;
-
-beforeAll(async () => {
-  qstash = await startQStashDev({ log: () => undefined });
-});
-afterAll(() => qstash?.close());
-beforeEach(async () => {
-  await t.pool.query("TRUNCATE job_failures");
-  qstash.reset();
-  qstash.pauseDelivery();
-});
+const paused = usePausedQStash(t);
 
 const env = () => ({
   DATABASE_URL: t.url,
-  QSTASH_URL: qstash.url,
-  QSTASH_TOKEN: qstash.token,
+  QSTASH_URL: paused.qstash.url,
+  QSTASH_TOKEN: paused.qstash.token,
   PUBLIC_URL: "http://127.0.0.1:8787",
 });
 
@@ -122,13 +111,13 @@ describe("outbox CLI refusals under --json", () => {
 
   it("a publish QStash refuses is publish_failed, exit 1, the failure left un-retried", async () => {
     const id = await insertJobFailure(t.pool);
-    qstash.failNextPublishes(1, 500);
+    paused.qstash.failNextPublishes(1, 500);
     const one = await runCli(["job-failures", "retry", String(id), "--json"], env());
     expect(refusal(one, 1)).toMatchObject({
       code: "publish_failed",
       message: expect.stringMatching(/^QStash did not take the retry of job failure \d+ \(QStash 500: /),
     });
-    qstash.failNextPublishes(1, 500);
+    paused.qstash.failNextPublishes(1, 500);
     const all = await runCli(["job-failures", "retry", "--all", "--json"], env());
     expect(refusal(all, 1)).toMatchObject({
       code: "publish_failed",

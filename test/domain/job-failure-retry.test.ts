@@ -1,5 +1,4 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { startQStashDev, type QStashDev } from "../../infra/qstash-dev/server.ts";
+import { beforeEach, describe, expect, it } from "vitest";
 import type { Db } from "../../src/domain/db.ts";
 import { recordFailedJob } from "../../src/domain/job-failures/failed-job.ts";
 import { listJobFailures, recordJobFailure } from "../../src/domain/job-failures/record.ts";
@@ -14,25 +13,19 @@ import { publisherFor } from "../../src/worker/relay.ts";
 import { freePort } from "../../src/node/postgres.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { waitFor } from "../support/helpers.ts";
-import { insertJobFailure, jobFailureRow, relayJobBody } from "../support/job-failures.ts";
+import { insertJobFailure, jobFailureRow, relayJobBody, usePausedQStash } from "../support/job-failures.ts";
 
 // The retry use case against real Postgres and the QStash dev server, whose
 // delivery is paused: what it publishes stays there to be looked at.
 const t = useTestDatabase();
 const PUBLIC_URL = "http://127.0.0.1:8787";
-let qstash: QStashDev;
+const paused = usePausedQStash(t);
 let published: Job[];
 let publisher: Publisher;
 const db = () => t.db as unknown as Db;
 
-beforeAll(async () => {
-  qstash = await startQStashDev({ log: () => undefined });
-});
-afterAll(() => qstash?.close());
-beforeEach(async () => {
-  await t.pool.query("TRUNCATE job_failures");
-  qstash.reset();
-  qstash.pauseDelivery();
+beforeEach(() => {
+  const { qstash } = paused;
   published = [];
   const real = publisherFor({
     QSTASH_URL: qstash.url,
@@ -49,7 +42,7 @@ beforeEach(async () => {
   };
 });
 
-const jobsInQStash = () => qstash.messages().filter((m) => m.kind !== "failure-callback");
+const jobsInQStash = () => paused.qstash.messages().filter((m) => m.kind !== "failure-callback");
 
 describe("retryJobFailure", () => {
   it("publishes the stored body once, as a new job for its subscription, and records it", async () => {
@@ -129,7 +122,7 @@ describe("retryJobFailure", () => {
 
   it("a retry that arrives while another's publish is in flight is refused", async () => {
     const id = await insertJobFailure(t.pool);
-    qstash.setPublishLatency(300);
+    paused.qstash.setPublishLatency(300);
     try {
       const first = retryJobFailure(db(), publisher, id);
       await waitFor(() => published.length === 1);
@@ -138,7 +131,7 @@ describe("retryJobFailure", () => {
       expect(second.retried ? "" : second.message).toMatch(/its publish has not been recorded/);
       expect((await first).retried).toBe(true);
     } finally {
-      qstash.setPublishLatency(0);
+      paused.qstash.setPublishLatency(0);
     }
     expect(jobsInQStash()).toHaveLength(1);
   });
@@ -166,7 +159,7 @@ describe("retryJobFailure", () => {
 
   it("a publish QStash refuses leaves the failure un-retried, and a later retry works", async () => {
     const id = await insertJobFailure(t.pool);
-    qstash.failNextPublishes(1, 503);
+    paused.qstash.failNextPublishes(1, 503);
 
     const error = await retryJobFailure(db(), publisher, id).catch((e: unknown) => e);
 
@@ -266,7 +259,7 @@ describe("retryAllJobFailures", () => {
     });
     const seen = foreign;
     const later = await insertJobFailure(t.pool);
-    qstash.reset();
+    paused.qstash.reset();
     published = [];
     expect(await countOpenFailures(db(), seen)).toBe(3);
 
@@ -317,7 +310,7 @@ describe("retryAllJobFailures", () => {
     const ids = [];
     for (let i = 0; i < 40; i++) ids.push(await insertJobFailure(t.pool));
     const upTo = ids.at(-1)!;
-    qstash.setPublishLatency(50);
+    paused.qstash.setPublishLatency(50);
     try {
       await Promise.all([
         retryAllJobFailures(db(), publisher, { upTo }),
@@ -325,7 +318,7 @@ describe("retryAllJobFailures", () => {
         ...ids.slice(0, 10).map((id) => retryJobFailure(db(), publisher, id)),
       ]);
     } finally {
-      qstash.setPublishLatency(0);
+      paused.qstash.setPublishLatency(0);
     }
     // Claims that lost a race retry nothing; a later call finds nothing left.
     await retryAllJobFailures(db(), publisher, { upTo });
@@ -342,7 +335,7 @@ describe("retryAllJobFailures", () => {
 
   it("a publish QStash refuses leaves every failure of the call un-retried", async () => {
     const ids = [await insertJobFailure(t.pool), await insertJobFailure(t.pool)];
-    qstash.failNextPublishes(1, 500);
+    paused.qstash.failNextPublishes(1, 500);
     await expect(retryAllJobFailures(db(), publisher, { upTo: ids[1]! })).rejects.toBeInstanceOf(
       PublishError,
     );
@@ -402,10 +395,10 @@ describe("a retry answers the failure's alert", () => {
 
   it("leaves it open when QStash did not take the job", async () => {
     const a = await failedWithAlert();
-    qstash.failNextPublishes(1, 500);
+    paused.qstash.failNextPublishes(1, 500);
     await expect(retryJobFailure(db(), publisher, a.id)).rejects.toBeInstanceOf(PublishError);
     expect(await openAlertFor(a.messageId)).toBe(1);
-    qstash.failNextPublishes(1, 500);
+    paused.qstash.failNextPublishes(1, 500);
     await expect(retryAllJobFailures(db(), publisher, { upTo: a.id })).rejects.toBeInstanceOf(PublishError);
     expect(await openAlertFor(a.messageId)).toBe(1);
   });

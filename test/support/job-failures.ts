@@ -1,5 +1,8 @@
 import { randomUUID } from "node:crypto";
 import type pg from "pg";
+import { afterAll, beforeAll, beforeEach } from "vitest";
+import { startQStashDev, type QStashDev } from "../../infra/qstash-dev/server.ts";
+import type { TestDatabase } from "./db.ts";
 
 /** A job body exactly as the relay writes one (JobBody's key order), for `subscription`. */
 export function relayJobBody(subscription: string, event: Record<string, unknown> = {}): string {
@@ -42,4 +45,22 @@ export async function jobFailureRow(pool: pg.Pool, id: number) {
     id,
   ]);
   return rows[0] as { retried_at: Date | null; retry_message_id: string | null };
+}
+
+/**
+ * The QStash dev server of a job-failure test file, with delivery paused so what a
+ * retry publishes stays there to be looked at; `job_failures` emptied before each test.
+ */
+export function usePausedQStash(t: TestDatabase): { readonly qstash: QStashDev } {
+  const ctx = {} as { qstash: QStashDev };
+  beforeAll(async () => {
+    ctx.qstash = await startQStashDev({ log: () => undefined });
+  });
+  afterAll(() => ctx.qstash?.close());
+  beforeEach(async () => {
+    await t.pool.query("TRUNCATE job_failures");
+    ctx.qstash.reset();
+    ctx.qstash.pauseDelivery();
+  });
+  return ctx;
 }

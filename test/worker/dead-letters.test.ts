@@ -297,6 +297,16 @@ describe("the sweep records jobs whose failure callback never reached us", () =>
   });
 });
 
+/** An event as fan-out reads it, for a deliver job. */
+const anEvent = () => ({
+  id: crypto.randomUUID(),
+  type: "corpus.note.updated",
+  subject: crypto.randomUUID(),
+  scope: null,
+  payload: {},
+  createdAt: new Date().toISOString(),
+});
+
 describe("dead letters are ours by the deployment's label", () => {
   it("a job of a subscription since removed is found by its label and recorded under its name", async () => {
     // A subscription the deployment no longer has: no listing by URL would ask for it.
@@ -314,24 +324,10 @@ describe("dead letters are ours by the deployment's label", () => {
     await t.pool.query("TRUNCATE webhook_endpoints CASCADE");
     await insertEndpoint(t.pool, secrets.key, { url: "https://receiver.example/labelled" });
     await publishJobs("corpus.index", 1);
-    await fanOutWebhook(db(), deliverQueueFor(config()), {
-      id: crypto.randomUUID(),
-      type: "corpus.note.updated",
-      subject: crypto.randomUUID(),
-      scope: null,
-      payload: {},
-      createdAt: new Date().toISOString(),
-    });
+    await fanOutWebhook(db(), deliverQueueFor(config()), anEvent());
     const named = config({ QSTASH_LABEL: "edge-outbox-staging" });
     await publishJobs("notify.mail", 1, publisherFor(named));
-    await fanOutWebhook(db(), deliverQueueFor(named), {
-      id: crypto.randomUUID(),
-      type: "corpus.note.updated",
-      subject: crypto.randomUUID(),
-      scope: null,
-      payload: {},
-      createdAt: new Date().toISOString(),
-    });
+    await fanOutWebhook(db(), deliverQueueFor(named), anEvent());
     const published = qstash.messages().filter((m) => m.kind === "publish");
     const byUrl = await Promise.all(
       published.map(async (m) => {
