@@ -15,7 +15,7 @@ import type { BenchContext } from "../support/context.ts";
 import { resetOutbox, settle } from "../support/db.ts";
 import { log } from "../support/progress.ts";
 import { distribution, summarize, type Distribution, type Summary } from "../support/stats.ts";
-import { PUBLIC_URL, benchSubscriptions } from "../support/subscriptions.ts";
+import { LABEL, PUBLIC_URL, benchSubscriptions } from "../support/subscriptions.ts";
 
 /**
  * Writes made first at the same rate and not counted: the first kicks of a fresh
@@ -73,6 +73,7 @@ export async function commitToPublished(ctx: BenchContext, target: KickTarget): 
     baseUrl: target.qstash.url,
     token: target.qstash.token,
     publicUrl: PUBLIC_URL,
+    label: LABEL,
   });
   const publisher: Publisher = {
     async publish(jobs: Job[], signal) {

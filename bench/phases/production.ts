@@ -28,7 +28,7 @@ import {
   type WsProxyService,
 } from "../support/service.ts";
 import { summarize, type Summary } from "../support/stats.ts";
-import { PUBLIC_URL, benchSubscriptions, drainTogether } from "../support/subscriptions.ts";
+import { LABEL, PUBLIC_URL, benchSubscriptions, drainTogether } from "../support/subscriptions.ts";
 import { oneAndMany, startDelayedWorker, sweepsAtOnce, type SweepsDrain } from "../support/workerd-sweeps.ts";
 import { countingPublisher } from "./concurrency.ts";
 import { commitToPublished, summarizeLatency, type LatencyResult, type LatencyRun } from "./latency.ts";
@@ -186,7 +186,7 @@ function cpuOfProcesses(pids: number[]): number | undefined {
 }
 
 const publisherFor = (qstash: AcceptOnlyService) =>
-  createQStashPublisher({ baseUrl: qstash.url, token: qstash.token, publicUrl: PUBLIC_URL });
+  createQStashPublisher({ baseUrl: qstash.url, token: qstash.token, publicUrl: PUBLIC_URL, label: LABEL });
 
 async function freshBacklog(ctx: BenchContext, events = ctx.sizes.productionBacklog): Promise<void> {
   await resetOutbox(ctx.db.admin);

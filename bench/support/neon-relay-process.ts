@@ -9,7 +9,13 @@
  */
 import { Pool } from "@neondatabase/serverless";
 import { configureNeonForWsProxy } from "../../infra/ws-proxy.ts";
-import { createNullPublisher, createQStashPublisher, drain, type Publisher } from "../../src/outbox/index.ts";
+import {
+  createNullPublisher,
+  createQStashPublisher,
+  deploymentLabel,
+  drain,
+  type Publisher,
+} from "../../src/outbox/index.ts";
 import { subscriptions } from "../../src/domain/subscriptions.ts";
 import { cpuMsSince } from "./process-cpu.ts";
 import { serveCommands } from "./service.ts";
@@ -68,6 +74,7 @@ serveCommands(
           baseUrl: input.qstash.url,
           token: input.qstash.token,
           publicUrl: input.publicUrl,
+          label: deploymentLabel(input.publicUrl),
         }),
       ),
     null: () => drainWith(createNullPublisher()),

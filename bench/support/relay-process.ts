@@ -9,7 +9,7 @@ import { send, type SqlResult } from "../../src/outbox/sql.ts";
 import { ceilingSql } from "./ceiling.ts";
 import { processCpuMs } from "./process-cpu.ts";
 import type { RelayProcessInput, RelayProcessOutput } from "./child.ts";
-import { PUBLIC_URL, benchSubscriptions } from "./subscriptions.ts";
+import { LABEL, PUBLIC_URL, benchSubscriptions } from "./subscriptions.ts";
 
 const input = JSON.parse(process.argv[2]!) as RelayProcessInput;
 const { createNullPublisher, createQStashPublisher, drain } = (await import(
@@ -75,6 +75,8 @@ if (input.mode === "ceiling") {
           baseUrl: input.qstash!.url,
           token: input.qstash!.token,
           publicUrl: PUBLIC_URL,
+          // Ignored by a baseline's publisher from before labels: it sends what it sent.
+          label: LABEL,
         })
       : createNullPublisher();
   const result = await drain({

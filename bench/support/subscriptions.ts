@@ -1,4 +1,10 @@
-import { defineSubscriptions, drain, type Publisher, type SqlPool } from "../../src/outbox/index.ts";
+import {
+  defineSubscriptions,
+  deploymentLabel,
+  drain,
+  type Publisher,
+  type SqlPool,
+} from "../../src/outbox/index.ts";
 
 /**
  * Two subscriptions match every event, one of them coalescing: the shape issue 5
@@ -11,6 +17,9 @@ export const benchSubscriptions = defineSubscriptions([
 
 /** Jobs go here; the dev server's delivery is paused, so nothing ever calls it. */
 export const PUBLIC_URL = "http://127.0.0.1:9/never-called";
+
+/** Every job carries its deployment's label, as the Worker's do (ADR 0027): the bytes production sends. */
+export const LABEL = deploymentLabel(PUBLIC_URL);
 
 /**
  * One drain per pool, all at once, until nothing is claimable: how the concurrency
