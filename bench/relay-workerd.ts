@@ -37,10 +37,10 @@
 import { writeFile } from "node:fs/promises";
 import { loadavg } from "node:os";
 import { resolve } from "node:path";
-import { parseArgs } from "node:util";
 import pg from "pg";
 import { startWorkerdStack, type WorkerdStack } from "../infra/workerd-stack.ts";
 import { migrateDatabase, withDatabase } from "../src/node/postgres.ts";
+import { benchCommandLine, wholeOption } from "./support/args.ts";
 import { openBenchDatabase, unfanned } from "./support/db.ts";
 import type { NeonRelayDrain, NeonRelayInput } from "./support/neon-relay-process.ts";
 import { cpuMsSince, cpuSample } from "./support/process-cpu.ts";
@@ -57,8 +57,21 @@ import {
 } from "./support/workerd-sweeps.ts";
 import { workerBindings } from "./support/worker-bindings.ts";
 
-const { values } = parseArgs({
-  options: {
+const USAGE = `usage: npm run bench:workerd [-- options]
+
+The relay's CPU per 1,000 events in workerd, where Workers bill it: the Worker's own
+cron sweep drains a seeded backlog, beside the same drain in Node.
+
+  --reps <n>              repetitions (default 3)
+  --events <n>            events per drain, at least 1000 (default 20000)
+  --relay-events <n>      events for the whole-relay drains, at least 1000 (default 40000)
+  --skip-relays           leave out the whole-relay drains
+  --baseline <checkout>   an earlier commit's checkout, its Worker run beside this one
+  --json <file>           raw figures`;
+
+const { values, reps, events, relayEvents } = benchCommandLine(
+  USAGE,
+  {
     reps: { type: "string", default: "3" },
     events: { type: "string", default: "20000" },
     json: { type: "string" },
@@ -66,17 +79,13 @@ const { values } = parseArgs({
     "relay-events": { type: "string", default: "40000" },
     "skip-relays": { type: "boolean", default: false },
   },
-});
-const reps = Number(values.reps);
-const events = Number(values.events);
-if (!Number.isInteger(reps) || reps < 1)
-  throw new Error(`--reps must be a positive integer, got ${values.reps}`);
-if (!Number.isInteger(events) || events < 1000)
-  throw new Error(`--events must be ≥ 1000, got ${values.events}`);
-const relayEvents = Number(values["relay-events"]);
-if (!Number.isInteger(relayEvents) || relayEvents < 1000) {
-  throw new Error(`--relay-events must be ≥ 1000, got ${values["relay-events"]}`);
-}
+  (values) => ({
+    values,
+    reps: wholeOption("reps", values.reps),
+    events: wholeOption("events", values.events, 1000),
+    relayEvents: wholeOption("relay-events", values["relay-events"], 1000),
+  }),
+);
 
 /** Variants in the order the first repetition runs them; later repetitions rotate it. */
 const ALL_VARIANTS = ["workerd", "nodeQStash", "nodeNull", "workerdBaseline"] as const;

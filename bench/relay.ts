@@ -10,7 +10,6 @@
 import { writeFile } from "node:fs/promises";
 import { arch, cpus, loadavg, platform, totalmem } from "node:os";
 import { resolve } from "node:path";
-import { parseArgs } from "node:util";
 import { concurrency } from "./phases/concurrency.ts";
 import { dashboard } from "./phases/dashboard.ts";
 import { history } from "./phases/history.ts";
@@ -21,6 +20,7 @@ import { roundTrips } from "./phases/round-trips.ts";
 import { throughput } from "./phases/throughput.ts";
 import { writes } from "./phases/writes.ts";
 import { table, targets, type Results } from "./report.ts";
+import { BenchUsageError, benchCommandLine, msOption, wholeOption } from "./support/args.ts";
 import { FULL, QUICK, type BenchContext } from "./support/context.ts";
 import { openBenchDatabase } from "./support/db.ts";
 import { placementOptions, placementRtts } from "./support/placement.ts";
@@ -41,8 +41,25 @@ const PHASES = [
 ] as const;
 type Phase = (typeof PHASES)[number];
 
-const { values } = parseArgs({
-  options: {
+const USAGE = `usage: npm run bench [-- options]
+
+Measures the relay against the ceiling Postgres sets on this machine, in one run.
+Postgres: DATABASE_URL's server when set, otherwise an embedded one.
+
+  --quick                 small sizes, for a first look
+  --reps <n>              repetitions (default 3)
+  --only <phase,...>      ${PHASES.join(", ")}
+  --json <file>           raw figures, every target with whether it was met
+  --baseline <checkout>   an earlier commit's checkout, run beside this one
+  --variants <v,...>      only these throughput drains (e.g. ceiling,bareCeiling)
+  --db-delay <ms>         production-shaped phase: per database round trip (default 10)
+  --qstash-delay <ms>     and per QStash request (default 30)
+  --far-edge-rtt <ms>     placement phase: far from the database (default 80)
+  --near-db-rtt <ms>      and next to it (default 5)`;
+
+const { values, delays, rtts, reps, only } = benchCommandLine(
+  USAGE,
+  {
     quick: { type: "boolean", default: false },
     json: { type: "string" },
     reps: { type: "string", default: "3" },
@@ -55,21 +72,25 @@ const { values } = parseArgs({
     // The placement phase's database round-trip times (issue 11 item 8); QStash's is --qstash-delay.
     ...placementOptions,
   },
-});
-const delay = (name: "db-delay" | "qstash-delay") => {
-  const ms = Number(values[name]);
-  if (!Number.isFinite(ms) || ms < 0)
-    throw new Error(`--${name} must be a number of ms >= 0, got ${values[name]}`);
-  return ms;
-};
-const delays = { databaseMs: delay("db-delay"), qstashMs: delay("qstash-delay") };
-const rtts = placementRtts(values);
-const reps = Number(values.reps);
-if (!Number.isInteger(reps) || reps < 1)
-  throw new Error(`--reps must be a positive integer, got ${values.reps}`);
-const only = values.only?.split(",") ?? [...PHASES];
-for (const p of only)
-  if (!PHASES.includes(p as Phase)) throw new Error(`unknown phase ${p}; phases: ${PHASES.join(", ")}`);
+  (values) => {
+    const only = values.only?.split(",") ?? [...PHASES];
+    for (const p of only) {
+      if (!PHASES.includes(p as Phase)) {
+        throw new BenchUsageError(`unknown phase ${p}; phases: ${PHASES.join(", ")}`);
+      }
+    }
+    return {
+      values,
+      delays: {
+        databaseMs: msOption("db-delay", values["db-delay"]),
+        qstashMs: msOption("qstash-delay", values["qstash-delay"]),
+      },
+      rtts: placementRtts(values),
+      reps: wholeOption("reps", values.reps),
+      only,
+    };
+  },
+);
 const runs = (p: Phase) => only.includes(p);
 
 const startedAt = new Date();

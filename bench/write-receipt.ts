@@ -39,11 +39,11 @@
 import { writeFile } from "node:fs/promises";
 import { arch, cpus, loadavg, platform, totalmem } from "node:os";
 import { resolve } from "node:path";
-import { parseArgs } from "node:util";
 import { DEV_KEY_SCOPE, ensureDevApiKey, newDevApiKey } from "../infra/dev-api-key.ts";
 import { startWorkerdStack, type WorkerdStack } from "../infra/workerd-stack.ts";
 import { startWsProxy, takesPipelinedConnect } from "../infra/ws-proxy.ts";
 import { pairedTarget, target, type Target } from "./report.ts";
+import { benchCommandLine, wholeOption } from "./support/args.ts";
 import { openBenchDatabase } from "./support/db.ts";
 import { runLoad, type LoadResult } from "./support/load.ts";
 import {
@@ -60,8 +60,26 @@ import { log, stopOnSignal } from "./support/progress.ts";
 import { percentile, summarize, type Summary } from "./support/stats.ts";
 import { workerBindings } from "./support/worker-bindings.ts";
 
-const { values } = parseArgs({
-  options: {
+const USAGE = `usage: npm run bench:write [-- options]
+
+A write and its receipt, end to end, through the stack \`npm run dev\` runs, beside a
+trivial route under the same load. Postgres: DATABASE_URL's server when set,
+otherwise an embedded one.
+
+  --reps <n>              repetitions (default 3)
+  --writes <n>            writes per repetition (default 500)
+  --concurrency <n>       writes in flight at once (default 20)
+  --sequential <n>        writes one at a time, for round trips and latency (default 40)
+  --direct                the Worker straight to Postgres, not through the pooler
+  --worker <checkout>     run another checkout's Worker instead of this one's
+  --compare <checkout>    run another checkout's Worker beside this one's
+  --far-edge-rtt <ms>     far from the database (default 80)
+  --near-db-rtt <ms>      next to it (default 5)
+  --json <file>           raw figures`;
+
+const { values, reps, writes, concurrency, sequential, rtts } = benchCommandLine(
+  USAGE,
+  {
     reps: { type: "string", default: "3" },
     writes: { type: "string", default: "500" },
     concurrency: { type: "string", default: "20" },
@@ -72,17 +90,15 @@ const { values } = parseArgs({
     direct: { type: "boolean", default: false },
     ...placementOptions,
   },
-});
-const int = (name: string, raw: string | undefined) => {
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < 1) throw new Error(`--${name} must be a positive integer, got ${raw}`);
-  return n;
-};
-const reps = int("reps", values.reps);
-const writes = int("writes", values.writes);
-const concurrency = int("concurrency", values.concurrency);
-const sequential = int("sequential", values.sequential);
-const rtts = placementRtts(values);
+  (values) => ({
+    values,
+    reps: wholeOption("reps", values.reps),
+    writes: wholeOption("writes", values.writes),
+    concurrency: wholeOption("concurrency", values.concurrency),
+    sequential: wholeOption("sequential", values.sequential),
+    rtts: placementRtts(values),
+  }),
+);
 
 /** Production-shaped delays (issue 11 item 4): per database round trip and per QStash publish. */
 const DB_DELAY_MS = 10;

@@ -8,6 +8,7 @@
  * difference is the database distance alone. There is no target: the comparison
  * is the report (ADR 0017).
  */
+import { BenchUsageError, msOption } from "./args.ts";
 import { summarize, type Summary } from "./stats.ts";
 
 export const PLACEMENTS = ["farEdge", "nearDatabase"] as const;
@@ -24,18 +25,14 @@ export const placementOptions = {
 } as const;
 
 export function placementRtts(values: { "far-edge-rtt"?: string; "near-db-rtt"?: string }): PlacementRtts {
-  const farEdge = Number(values["far-edge-rtt"]);
-  const nearDatabase = Number(values["near-db-rtt"]);
-  for (const [name, ms] of [
-    ["far-edge-rtt", farEdge],
-    ["near-db-rtt", nearDatabase],
-  ] as const) {
-    if (!Number.isFinite(ms) || ms < 0)
-      throw new Error(`--${name} must be a number of ms >= 0, got ${values[name]}`);
-  }
+  const farEdge = msOption("far-edge-rtt", values["far-edge-rtt"]);
+  const nearDatabase = msOption("near-db-rtt", values["near-db-rtt"]);
   // The comparison divides by the difference (see explainedByRoundTrips).
-  if (farEdge <= nearDatabase)
-    throw new Error(`--far-edge-rtt (${farEdge}) must be larger than --near-db-rtt (${nearDatabase})`);
+  if (farEdge <= nearDatabase) {
+    throw new BenchUsageError(
+      `--far-edge-rtt (${farEdge}) must be larger than --near-db-rtt (${nearDatabase})`,
+    );
+  }
   return { farEdge, nearDatabase };
 }
 
