@@ -306,6 +306,27 @@ describe("retryAllJobFailures", () => {
     expect(jobsInQStash()).toHaveLength(5);
   });
 
+  it("neither counts nor takes failures whose body is not a job, however many come first", async () => {
+    // Recorded as the failure callback records them: deliveries to our route that were never ours.
+    for (let i = 0; i < 3; i++) {
+      await recordFailedJob(db(), {
+        messageId: `msg_not_a_job_${i}`,
+        url: `${PUBLIC_URL}/jobs/notify.mail`,
+        body: JSON.stringify({ bogus: i }),
+        status: 489,
+        responseBody: "job body is not an edge-outbox job",
+        retried: 0,
+        dlqId: null,
+      });
+    }
+    const ours = await insertJobFailure(t.pool);
+    expect(await countOpenFailures(db(), ours)).toBe(1);
+    // The three come first, and would have filled a call of three.
+    const result = await retryAllJobFailures(db(), publisher, { upTo: ours, limit: 3 });
+    expect(result).toEqual({ retried: [{ id: ours, retryMessageId: expect.any(String) }], more: false });
+    expect(await countOpenFailures(db(), ours)).toBe(0);
+  });
+
   it("bulk and single retries at once publish each failure once", async () => {
     const ids = [];
     for (let i = 0; i < 40; i++) ids.push(await insertJobFailure(t.pool));

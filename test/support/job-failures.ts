@@ -2,7 +2,10 @@ import { randomUUID } from "node:crypto";
 import type pg from "pg";
 import { afterAll, beforeAll, beforeEach } from "vitest";
 import { startQStashDev, type QStashDev } from "../../infra/qstash-dev/server.ts";
+import { safeJson } from "../../src/domain/text.ts";
 import type { TestDatabase } from "./db.ts";
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** A job body exactly as the relay writes one (JobBody's key order), for `subscription`. */
 export function relayJobBody(subscription: string, event: Record<string, unknown> = {}): string {
@@ -32,10 +35,17 @@ export async function insertJobFailure(
 ): Promise<number> {
   const subscription = fields.subscription ?? "notify.mail";
   const body = fields.body ?? relayJobBody(subscription);
+  // The event id as the recording takes it from the body (failed-job.ts): only a uuid one.
+  const eventId = (safeJson(body) as { event?: { id?: unknown } } | undefined)?.event?.id;
   const { rows } = await pool.query(
     `INSERT INTO job_failures (message_id, subscription, event_id, status, body, response_body)
-     VALUES ($1, $2, NULL, 500, $3, 'mail API down') RETURNING id`,
-    [fields.messageId ?? `msg_${randomUUID().replaceAll("-", "")}`, subscription, body],
+     VALUES ($1, $2, $3, 500, $4, 'mail API down') RETURNING id`,
+    [
+      fields.messageId ?? `msg_${randomUUID().replaceAll("-", "")}`,
+      subscription,
+      typeof eventId === "string" && UUID.test(eventId) ? eventId : null,
+      body,
+    ],
   );
   return Number(rows[0].id);
 }

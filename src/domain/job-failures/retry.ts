@@ -242,7 +242,7 @@ export async function retryAllJobFailures(
   const rows = await queryRows<{ id: string; message_id: string; subscription: string; body: string }>(
     db,
     sql`SELECT id, message_id, subscription, body FROM job_failures
-         WHERE id <= ${options.upTo} AND subscription = ANY(${subscriptionNames()}::text[]) AND ${openFailure(now)}
+         WHERE id <= ${options.upTo} AND ${oursAndOpen(now)}
          ORDER BY id LIMIT ${limit}`,
   );
   const planned = new Map<number, Job>();
@@ -324,10 +324,22 @@ async function recordRetries(db: Db, ids: number[], messageIds: string[]): Promi
 export async function countOpenFailures(db: Db, upTo: number, now: Date = new Date()): Promise<number> {
   const [row] = await queryRows<{ n: number }>(
     db,
-    sql`SELECT count(*)::int AS n FROM job_failures
-         WHERE id <= ${upTo} AND subscription = ANY(${subscriptionNames()}::text[]) AND ${openFailure(now)}`,
+    sql`SELECT count(*)::int AS n FROM job_failures WHERE id <= ${upTo} AND ${oursAndOpen(now)}`,
   );
   return row?.n ?? 0;
+}
+
+/**
+ * Open failures that can be jobs of ours, as far as SQL can tell without reading
+ * bodies: the subscription is in the registry, and the failure has an event id,
+ * which the recording takes from the body only when it names a uuid event, as
+ * every job body does (jobToRetry, on the body, has the last word). Without the
+ * second test, failures whose body is not a job (QStash deliveries that were never
+ * ours) were counted by the overview's "Retry all" for ever, and took the places of
+ * retryable ones in a bulk retry's 1,000.
+ */
+function oursAndOpen(now: Date): SQL {
+  return sql`subscription = ANY(${subscriptionNames()}::text[]) AND event_id IS NOT NULL AND ${openFailure(now)}`;
 }
 
 function subscriptionNames(): string {
