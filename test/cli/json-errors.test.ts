@@ -1,3 +1,5 @@
+import { spawn } from "node:child_process";
+import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { runCli, type CliResult } from "../support/cli.ts";
 import { useTestDatabase } from "../support/db.ts";
@@ -136,4 +138,27 @@ describe("outbox CLI refusals under --json", () => {
     expect(after.stdout).toBe("");
     expect(after.stderr).toMatch(/^edge-outbox: /);
   });
+});
+
+describe("run through npm, as the README says a script should", () => {
+  it("`npm run -s outbox -- … --json` puts the JSON alone on stdout", async () => {
+    const root = fileURLToPath(new URL("../..", import.meta.url));
+    const answer = await new Promise<{ code: number | null; stdout: string }>((resolve, reject) => {
+      const child = spawn(
+        "npm",
+        ["run", "-s", "outbox", "--", "events", "show", crypto.randomUUID(), "--json"],
+        {
+          cwd: root,
+          env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", DATABASE_URL: t.url },
+          stdio: ["ignore", "pipe", "ignore"],
+        },
+      );
+      let stdout = "";
+      child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+      child.on("error", reject);
+      child.on("exit", (code) => resolve({ code, stdout }));
+    });
+    expect(answer.code).toBe(1);
+    expect(JSON.parse(answer.stdout)).toMatchObject({ error: { code: "not_found" } });
+  }, 30_000);
 });
