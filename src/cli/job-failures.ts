@@ -1,7 +1,7 @@
 import { drizzle } from "drizzle-orm/node-postgres";
 import type { Db } from "../domain/db.ts";
 import { listJobFailures } from "../domain/job-failures/record.ts";
-import { retryAllJobFailures, retryJobFailure } from "../domain/job-failures/retry.ts";
+import { retryAdvice, retryAllJobFailures, retryJobFailure } from "../domain/job-failures/retry.ts";
 import { MAX_LIST_LIMIT, PublishError } from "../outbox/index.ts";
 import { publisherFor } from "../worker/relay.ts";
 import { intOption, Refusal, UsageError } from "./args.ts";
@@ -44,7 +44,7 @@ export const jobFailuresCommand: Command = ({ options, sub, rest }) => {
         throw new Refusal(
           "publish_failed",
           `QStash did not take the retry of job failure ${id} (${error.message}); ` +
-            "the failure is left un-retried: try again",
+            `the failure is left un-retried: ${retryAdvice(error)}`,
         );
       }
       if (!result.retried) throw new Refusal(result.refused, result.message);
@@ -84,7 +84,7 @@ const retryAll: ReturnType<Command> = async ({ pool, print }) => {
       throw new Refusal(
         "publish_failed",
         `QStash did not take the retried jobs (${error.message}); ` +
-          `${retried.length} retried before this, none of this round's is marked retried: try again`,
+          `${retried.length} retried before this, none of this round's is marked retried: ${retryAdvice(error)}`,
       );
     }
     retried.push(...round.retried);

@@ -114,6 +114,27 @@ describe("POST /admin/job-failures/:id/retry", () => {
     expect(jobsInQStash()).toHaveLength(1);
   });
 
+  it("says to check the token, not only to try again, when QStash refuses it", async () => {
+    const id = await insertJobFailure(t.pool);
+    const wrongToken = await retry(id, { ...env, QSTASH_TOKEN: "not-the-token" });
+    expect(wrongToken.status).toBe(503);
+    expect(wrongToken.body.error.message).toMatch(
+      /\(QStash 401: .*\); the failure is left un-retried: check QSTASH_TOKEN, then try again$/,
+    );
+    const all = await call(
+      app,
+      { ...env, QSTASH_TOKEN: "not-the-token" },
+      "POST",
+      "/admin/job-failures/retry",
+      {
+        upTo: id,
+      },
+      ADMIN(),
+    );
+    expect(all.body.error.message).toMatch(/none is marked retried: check QSTASH_TOKEN, then try again$/);
+    expect(await jobFailureRow(t.pool, id)).toEqual({ retried_at: null, retry_message_id: null });
+  });
+
   it("QStash out of reach is 503 and leaves the failure un-retried", async () => {
     const id = await insertJobFailure(t.pool);
     const down = { ...env, QSTASH_URL: `http://127.0.0.1:${await freePort()}` };

@@ -213,6 +213,16 @@ async function publishJobs(publisher: Publisher, jobs: Job[]): Promise<string[]>
   }
 }
 
+/**
+ * What an operator should do about a retry QStash did not take: asking again helps
+ * with an outage, not with a token QStash refuses or a QStash URL that is wrong.
+ */
+export function retryAdvice(error: PublishError): string {
+  if (error.status === 401 || error.status === 403) return "check QSTASH_TOKEN, then try again";
+  if (error.status === 404) return "check QSTASH_URL, then try again";
+  return "try again";
+}
+
 /** Failures one bulk retry publishes at most; the answer says whether more are left. */
 export const RETRY_ALL_LIMIT = 1000;
 

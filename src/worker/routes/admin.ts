@@ -2,6 +2,7 @@ import { z } from "zod";
 import type { Db } from "../../domain/db.ts";
 import { listJobFailures } from "../../domain/job-failures/record.ts";
 import {
+  retryAdvice,
   retryAllJobFailures,
   retryJobFailure,
   type RetryAllResult,
@@ -123,7 +124,7 @@ export async function retryOrRefuse(
     throw new ApiError(
       "SERVICE_UNAVAILABLE",
       `QStash did not take the retry of job failure ${id} (${error.message}); ` +
-        "the failure is left un-retried: try again",
+        `the failure is left un-retried: ${retryAdvice(error)}`,
     );
   }
   if (result.retried) return { id, retriedAt: result.retriedAt, retryMessageId: result.retryMessageId };
@@ -142,7 +143,7 @@ export async function retryAllOrRefuse(db: Db, config: Config, upTo: number): Pr
     if (!(error instanceof PublishError)) throw error;
     throw new ApiError(
       "SERVICE_UNAVAILABLE",
-      `QStash did not take the retried jobs (${error.message}); none is marked retried: try again`,
+      `QStash did not take the retried jobs (${error.message}); none is marked retried: ${retryAdvice(error)}`,
     );
   }
 }
