@@ -38,6 +38,17 @@ describe("sendMailOnce", () => {
     expect(rows).toEqual([{ provider_message_id: "sink-1" }]);
   });
 
+  it("a refusal with no body says so, rather than end on a colon", async () => {
+    sink.respondWith({ status: 503 });
+    try {
+      await expect(sendMailOnce(t.db, mailer, job())).rejects.toMatchObject({
+        message: "mail API answered 503 with an empty body",
+      });
+    } finally {
+      sink.respondWith(null);
+    }
+  });
+
   it("two concurrent deliveries of the same job send one mail", async () => {
     const j = job();
     const outcomes = await Promise.all([sendMailOnce(t.db, mailer, j), sendMailOnce(t.db, mailer, j)]);
@@ -50,7 +61,10 @@ describe("sendMailOnce", () => {
     sink.respondWith({ status: 503, body: { error: "down" } });
     const failed = sendMailOnce(t.db, mailer, j);
     await expect(failed).rejects.toBeInstanceOf(MailError);
-    await expect(failed).rejects.toMatchObject({ retry: true });
+    await expect(failed).rejects.toMatchObject({
+      retry: true,
+      message: 'mail API answered 503: {"error":"down"}',
+    });
     const { rows } = await t.pool.query("SELECT count(*)::int AS n FROM mail_sends WHERE event_id = $1", [
       j.eventId,
     ]);

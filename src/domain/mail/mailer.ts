@@ -48,7 +48,8 @@ export function httpMailer(options: { url: string; timeoutMs?: number; fetch?: t
       if (!res.ok) {
         // 408/429 and 5xx are the provider's trouble; any other 4xx is this mail's.
         const retry = res.status >= 500 || res.status === 408 || res.status === 429;
-        throw new MailError(`mail API answered ${res.status}: ${text.slice(0, 200)}`, retry);
+        const said = text.trim() ? `: ${text.slice(0, 200)}` : " with an empty body";
+        throw new MailError(`mail API answered ${res.status}${said}`, retry);
       }
       return { providerMessageId: messageId(text) };
     },
