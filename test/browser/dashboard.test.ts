@@ -1,5 +1,5 @@
 import { mkdir } from "node:fs/promises";
-import { chromium, type Browser, type Page } from "playwright-core";
+import { chromium, type Browser, type Locator, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { importSecretsKey } from "../../src/domain/webhooks/secret-box.ts";
 import { signingSecrets } from "../../src/domain/webhooks/secrets.ts";
@@ -64,6 +64,32 @@ async function signIn() {
   await page.fill("#password", stack.env.ADMIN_TOKEN!);
   await page.click("button[type=submit]");
   await page.waitForURL(`${stack.url}/dashboard`);
+}
+
+/** How far the page is wider than the window, in px (0 or less: not at all). */
+const pageOverflow = () => page.evaluate(() => document.documentElement.scrollWidth - innerWidth);
+
+/** The lines each element's text takes: a label broken in two is 2. */
+const lineCounts = (elements: Locator) =>
+  elements.evaluateAll((all) =>
+    all.map((el) => {
+      const text = document.createRange();
+      text.selectNodeContents(el);
+      return text.getClientRects().length;
+    }),
+  );
+
+/** Runs `check` with the window `width` px wide (the page reloaded), then puts it back. */
+async function atWidth(width: number, check: () => Promise<void>) {
+  const before = page.viewportSize()!;
+  await page.setViewportSize({ width, height: before.height });
+  await page.reload();
+  try {
+    await check();
+  } finally {
+    await page.setViewportSize(before);
+    await page.reload();
+  }
 }
 
 async function stateCounts(ids: string[]) {
@@ -386,8 +412,24 @@ describe("the dashboard in Chromium", () => {
         }),
       );
     }
+    // One route answered with a long run of JSON, no spaces to wrap at: the other
+    // columns were squeezed for it, and a Retry button read "Retr" / "y".
+    await t.pool.query(
+      `UPDATE job_failures SET event_id = gen_random_uuid(),
+              response_body = '{"error":"index_unavailable","detail":"upstream answered 503 Service Unavailable","retryAfter":30}'
+        WHERE id = $1`,
+      [ids[0]],
+    );
     await signIn();
     await shot("overview-job-failures");
+    const retryButtons = page.getByRole("button", { name: "Retry", exact: true });
+    expect(await lineCounts(retryButtons)).toEqual([1, 1, 1]);
+    // In a narrow window the table scrolls in its own box: the page keeps its width.
+    await atWidth(800, async () => {
+      expect(await pageOverflow()).toBeLessThanOrEqual(0);
+      expect(await lineCounts(retryButtons)).toEqual([1, 1, 1]);
+      await shot("overview-job-failures-800");
+    });
     await page.getByRole("button", { name: "Retry all 3 not yet retried" }).click();
     await page.waitForURL(`${stack.url}/dashboard?retriedAll=3`);
     expect(await page.textContent(".notice")).toContain("Retried 3 job failures");
@@ -399,6 +441,10 @@ describe("the dashboard in Chromium", () => {
     for (const m of messageIds) expect(await page.textContent("body")).toContain(`as ${m}`);
     expect(await page.getByRole("button", { name: /Retry/ }).count()).toBe(0);
     await shot("overview-job-failures-retried");
+    await atWidth(800, async () => {
+      expect(await pageOverflow()).toBeLessThanOrEqual(0);
+      await shot("overview-job-failures-retried-800");
+    });
     // QStash delivered each new job to its route, signed, and the Worker took it.
     for (const m of messageIds) {
       const settled = await stack.qstash.waitForSettled(m, 30_000);

@@ -9,7 +9,13 @@
  * by. Such a column would then take all the room, so an error cell keeps 10rem.
  * `.nowrap` is for short text of a known length only (a shortened id, `…` and 12
  * characters): broken anywhere, it would stack in a narrow column a character or
- * few a line.
+ * few a line. An id shown whole (a QStash message id) goes in a `td.id`, which
+ * keeps 14rem: a `msg_` id of 26 characters stays on one line with the `;` after
+ * it, a longer one breaks into lines as long, never a few characters each.
+ *
+ * A table of many such columns is wider than a phone or a narrow window: it sits
+ * in a `div.scroll` and scrolls sideways in that box, the page keeping its width.
+ * A button's label never wraps inside it ("Retr" / "y").
  */
 export const DASHBOARD_CSS = `
 :root{--fg:#1d2330;--muted:#5d6678;--line:#dde1e8;--bg:#f6f7f9;--card:#fff;--accent:#2557d6;--bad:#b42318;--ok:#067647;--warn:#b54708}
@@ -46,6 +52,8 @@ th.pick,td.pick{width:2rem}
 code,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:.85em;overflow-wrap:anywhere}
 .error{color:var(--bad);white-space:pre-wrap;word-break:break-word}
 td.error{min-width:10rem}
+td.id{min-width:14rem}
+.scroll{overflow-x:auto}
 pre{background:#0f172a;color:#e2e8f0;padding:.8rem;border-radius:6px;overflow:auto;max-height:28rem;white-space:pre-wrap;overflow-wrap:anywhere}
 .notice{background:#ecfdf3;border:1px solid #abefc6;padding:.5rem .8rem;border-radius:6px}
 .alert-box{background:#fef3f2;border:1px solid #fecdca;padding:.5rem .8rem;border-radius:6px}
@@ -56,7 +64,7 @@ form.filters{display:flex;flex-wrap:wrap;gap:.6rem;align-items:end;margin-bottom
 form.filters label{display:flex;flex-direction:column;font-size:.8rem;color:var(--muted)}
 input,select{font:inherit;padding:.25rem .4rem;border:1px solid #c3c8d2;border-radius:4px}
 button{font:inherit;cursor:pointer}
-.btn{background:var(--accent);color:#fff;border:0;border-radius:4px;padding:.3rem .8rem}
+.btn{background:var(--accent);color:#fff;border:0;border-radius:4px;padding:.3rem .8rem;white-space:nowrap}
 .btn.secondary{background:#fff;color:var(--fg);border:1px solid #c3c8d2}
 .btn.danger{background:var(--bad)}
 .btn.small{padding:.05rem .5rem;font-size:.8rem}

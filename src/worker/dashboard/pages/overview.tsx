@@ -34,28 +34,38 @@ const retryAllForm = z.object({ upTo: z.coerce.number().int().positive().max(Num
 type JobFailureRow = Awaited<ReturnType<typeof listJobFailures>>[number];
 
 /**
- * What the overview offers for a job failure: its retry, once it was made; a Retry
- * button while it can be made; or why it cannot (not a job of ours).
+ * What the overview offers for a job failure, as its table cell: its retry, once it
+ * was made; a Retry button while it can be made; or why it cannot (not a job of ours).
+ * A retry's times never break and its message id keeps a `td.id`'s width.
  */
 function RetryCell({ failure: f }: { failure: JobFailureRow }) {
   const open = isOpenFailure(f, new Date());
   if (f.retriedAt && !open) {
     return (
-      <span>{`retried ${time(f.retriedAt)} as ${f.retryMessageId ?? "(publish not recorded)"}; ${retryOutcome(f)}`}</span>
+      <td class="id">
+        {"retried "}
+        <span class="nowrap">{time(f.retriedAt)}</span>
+        {" as "}
+        {f.retryMessageId ? <span class="mono">{f.retryMessageId}</span> : "(publish not recorded)"}
+        {"; "}
+        <RetryOutcome failure={f} />
+      </td>
     );
   }
   const planned = jobToRetry(f);
   if ("refused" in planned) {
     return (
-      <span class="muted">{`not retryable: ${planned.message.replace(/^job failure \d+ cannot be retried: /, "")}`}</span>
+      <td class="muted">{`not retryable: ${planned.message.replace(/^job failure \d+ cannot be retried: /, "")}`}</td>
     );
   }
   return (
-    <form class="inline" method="post" action={`/dashboard/job-failures/${f.id}/retry`}>
-      <button class="btn secondary small" type="submit">
-        {f.retriedAt ? "Retry (the last one did not finish)" : "Retry"}
-      </button>
-    </form>
+    <td>
+      <form class="inline" method="post" action={`/dashboard/job-failures/${f.id}/retry`}>
+        <button class="btn secondary small" type="submit">
+          {f.retriedAt ? "Retry (the last one did not finish)" : "Retry"}
+        </button>
+      </form>
+    </td>
   );
 }
 
@@ -63,12 +73,24 @@ function RetryCell({ failure: f }: { failure: JobFailureRow }) {
  * How a retry went, as far as we know: its job's route took it, or it ran out of
  * retries too (a failure of its own), or neither yet (QStash is still trying).
  */
-export function retryOutcome(f: Pick<JobFailureRow, "retryDeliveredAt" | "failedAgainId">): string {
-  const outcomes = [
-    ...(f.retryDeliveredAt ? [`delivered ${time(f.retryDeliveredAt)}`] : []),
-    ...(f.failedAgainId === null ? [] : [`failed again: #${f.failedAgainId}`]),
-  ];
-  return outcomes.length > 0 ? outcomes.join("; ") : "not delivered yet";
+function RetryOutcome({
+  failure: f,
+}: {
+  failure: Pick<JobFailureRow, "retryDeliveredAt" | "failedAgainId">;
+}) {
+  if (!f.retryDeliveredAt && f.failedAgainId === null) return <>not delivered yet</>;
+  return (
+    <>
+      {f.retryDeliveredAt ? (
+        <>
+          {"delivered "}
+          <span class="nowrap">{time(f.retryDeliveredAt)}</span>
+        </>
+      ) : null}
+      {f.retryDeliveredAt && f.failedAgainId !== null ? "; " : null}
+      {f.failedAgainId === null ? null : `failed again: #${f.failedAgainId}`}
+    </>
+  );
 }
 
 /** Characters of a job route's last answer shown in the table; the admin API has all of it. */
@@ -182,20 +204,22 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
         {alerts.length === 0 ? (
           <p class="muted">None.</p>
         ) : (
-          <table>
-            <tr>
-              <th>raised</th>
-              <th>kind</th>
-              <th>message</th>
-            </tr>
-            {alerts.map((a) => (
+          <div class="scroll">
+            <table>
               <tr>
-                <td class="time">{time(a.createdAt)}</td>
-                <td>{a.kind}</td>
-                <td class="error">{a.message}</td>
+                <th>raised</th>
+                <th>kind</th>
+                <th>message</th>
               </tr>
-            ))}
-          </table>
+              {alerts.map((a) => (
+                <tr>
+                  <td class="time">{time(a.createdAt)}</td>
+                  <td>{a.kind}</td>
+                  <td class="error">{a.message}</td>
+                </tr>
+              ))}
+            </table>
+          </div>
         )}
 
         <h2>Jobs that exhausted their retries</h2>
@@ -213,60 +237,70 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
         {jobs.length === 0 ? (
           <p class="muted">None.</p>
         ) : (
-          <table>
-            <tr>
-              <th>#</th>
-              <th>received</th>
-              <th>subscription</th>
-              <th>event</th>
-              <th>last answer</th>
-              <th>QStash message</th>
-              <th>retry</th>
-            </tr>
-            {jobs.map((f) => (
+          <div class="scroll">
+            <table>
               <tr>
-                <td>{f.retryOfId === null ? `#${f.id}` : `#${f.id} (retry of #${f.retryOfId})`}</td>
-                <td class="time">{time(f.receivedAt)}</td>
-                <td>{f.subscription}</td>
-                <td class="mono">
-                  {f.eventId ? <a href={`/dashboard/events/${f.eventId}`}>{f.eventId}</a> : "–"}
-                </td>
-                <td>{lastAnswer(f)}</td>
-                <td class="mono">{f.messageId}</td>
-                <td class="mono">
-                  <RetryCell failure={f} />
-                </td>
+                <th>#</th>
+                <th>received</th>
+                <th>subscription</th>
+                <th>event</th>
+                <th>last answer</th>
+                <th>QStash message</th>
+                <th>retry</th>
               </tr>
-            ))}
-          </table>
+              {jobs.map((f) => (
+                <tr>
+                  <td>{f.retryOfId === null ? `#${f.id}` : `#${f.id} (retry of #${f.retryOfId})`}</td>
+                  <td class="time">{time(f.receivedAt)}</td>
+                  <td>{f.subscription}</td>
+                  <td class="mono nowrap">
+                    {/* The id's end, as on the alerts page: the whole id on hover and behind the link. */}
+                    {f.eventId ? (
+                      <a
+                        href={`/dashboard/events/${f.eventId}`}
+                        title={f.eventId}
+                      >{`…${f.eventId.slice(-12)}`}</a>
+                    ) : (
+                      "–"
+                    )}
+                  </td>
+                  <td class="error">{lastAnswer(f)}</td>
+                  <td class="mono id">{f.messageId}</td>
+                  <RetryCell failure={f} />
+                </tr>
+              ))}
+            </table>
+          </div>
         )}
 
         <h2>Webhook deliveries that gave up</h2>
         {deliveries.length === 0 ? (
           <p class="muted">None.</p>
         ) : (
-          <table>
-            <tr>
-              <th>failed</th>
-              <th>endpoint</th>
-              <th>event</th>
-              <th class="num">attempts</th>
-              <th>last error</th>
-            </tr>
-            {deliveries.map((d) => (
+          <div class="scroll">
+            <table>
               <tr>
-                <td class="time">{time(d.failedAt)}</td>
-                <td class="mono">
-                  <a href={`/dashboard/webhooks/${d.endpointId}`}>{d.endpointUrl}</a>
-                </td>
-                <td class="mono">
-                  <a href={deliveryEventHref(d)}>{d.eventType}</a>
-                </td>
-                <td class="num">{String(d.attempts)}</td>
-                <td class="error">{d.lastError ?? "–"}</td>
+                <th>failed</th>
+                <th>endpoint</th>
+                <th>event</th>
+                <th class="num">attempts</th>
+                <th>last error</th>
               </tr>
-            ))}
-          </table>
+              {deliveries.map((d) => (
+                <tr>
+                  <td class="time">{time(d.failedAt)}</td>
+                  <td class="mono">
+                    <a href={`/dashboard/webhooks/${d.endpointId}`}>{d.endpointUrl}</a>
+                  </td>
+                  <td class="mono">
+                    <a href={deliveryEventHref(d)}>{d.eventType}</a>
+                  </td>
+                  <td class="num">{String(d.attempts)}</td>
+                  <td class="error">{d.lastError ?? "–"}</td>
+                </tr>
+              ))}
+            </table>
+          </div>
         )}
       </>,
     );
