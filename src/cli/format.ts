@@ -67,7 +67,11 @@ export function formatEvent(event: EventRow & { alerts: AlertRow[] }): string {
     );
   }
   lines.push(`  payload    ${clip(JSON.stringify(event.payload))}`);
-  for (const a of event.alerts) lines.push(`  alert      ${when(a.createdAt)} ${a.kind}: ${a.message}`);
+  // Each alert says whether it is still open, as --json's resolvedAt does.
+  for (const a of event.alerts) {
+    const status = a.resolvedAt ? `resolved ${when(a.resolvedAt)}` : "open";
+    lines.push(`  alert      ${when(a.createdAt)} ${a.kind} (${status}): ${a.message}`);
+  }
   return lines.join("\n");
 }
 

@@ -103,6 +103,28 @@ describe("outbox CLI", () => {
     expect(JSON.parse(json.stdout).payload.pad).toHaveLength(50_000);
   });
 
+  it("says whether each of an event's alerts is resolved, as --json does", async () => {
+    const [id] = await seedEvents(t.pool, 1);
+    await t.pool.query(
+      `INSERT INTO outbox_alerts (kind, event_id, message, created_at, resolved_at) VALUES
+         ('event.poisoned', $1, 'poisoned after 5 attempts: boom', '2026-12-05T08:00:00Z', '2026-12-05T09:30:00Z'),
+         ('webhook.delivery_failed', $1, 'gave up after 8 attempts', '2026-12-05T08:10:00Z', NULL)`,
+      [id],
+    );
+    const show = await runCli(["events", "show", id!], env());
+    expect(show.code).toBe(0);
+    const alerts = show.stdout.split("\n").filter((l) => l.startsWith("  alert"));
+    expect(alerts).toEqual([
+      "  alert      2026-12-05T08:00:00.000Z event.poisoned (resolved 2026-12-05T09:30:00.000Z): poisoned after 5 attempts: boom",
+      "  alert      2026-12-05T08:10:00.000Z webhook.delivery_failed (open): gave up after 8 attempts",
+    ]);
+    const json = JSON.parse((await runCli(["events", "show", id!, "--json"], env())).stdout);
+    expect(json.alerts.map((a: { resolvedAt: string | null }) => a.resolvedAt)).toEqual([
+      "2026-12-05T09:30:00.000Z",
+      null,
+    ]);
+  });
+
   it("says a backoff that has run out is over, and a poisoned event has no next attempt", async () => {
     await t.pool.query(
       `UPDATE outbox_relay_state SET failures = 3, backoff_until = now() - interval '2 minutes',

@@ -263,8 +263,15 @@ describe("recover since a time", () => {
     expect((await browser.post(`/dashboard/webhooks/${ep.id}/recover`, { since }, EVIL)).status).toBe(403);
     const bad = await browser.post(`/dashboard/webhooks/${ep.id}/recover`, { since: "yesterday" });
     expect(bad.status).toBe(400);
-    expect(bad.text).toContain("since");
-    expect((await browser.post(`/dashboard/webhooks/${ep.id}/recover`, {})).status).toBe(400);
+    expect(bad.text).toContain("since: must be a date and time, e.g. 2026-12-03T08:00");
+    // No time at all is said to be required, not to be a malformed one.
+    for (const form of [{}, { since: "" }, { since: "  " }] as Record<string, string>[]) {
+      const none = await browser.post(`/dashboard/webhooks/${ep.id}/recover`, form);
+      expect(none.status, JSON.stringify(form)).toBe(400);
+      expect(none.text, JSON.stringify(form)).toContain(
+        "since: is required: a date and time, e.g. 2026-12-03T08:00",
+      );
+    }
     expect(await rows(ep.id)).toEqual([expect.objectContaining({ status: "failed", message_id: null })]);
     expect(publishedFor(id)).toHaveLength(0);
   });

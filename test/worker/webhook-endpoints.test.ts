@@ -229,6 +229,30 @@ describe("webhook endpoint routes: create, list, get, patch, delete", () => {
     expect(notJson.status).toBe(400);
   });
 
+  it("recover says a missing since is required, and a malformed one is not an ISO 8601 time", async () => {
+    const required = "is required: an ISO 8601 time, e.g. 2026-12-05T00:00:00Z";
+    const malformed = "must be an ISO 8601 time, e.g. 2026-01-31T12:00:00Z";
+    const cases: [unknown, string][] = [
+      [{}, required],
+      [{ since: null }, malformed],
+      [{ since: "" }, malformed],
+      [{ since: "yesterday" }, malformed],
+      [{ since: 1_764_892_800_000 }, malformed],
+      [{ since: "2026-12-05T00:00:00" }, malformed],
+    ];
+    for (const [body, message] of cases) {
+      const res = await admin("POST", `/admin/webhooks/endpoints/${missing}/recover`, body);
+      expect(res.status, JSON.stringify(body)).toBe(400);
+      expect(res.body.error.issues, JSON.stringify(body)).toEqual([{ path: "since", message }]);
+      expect(res.body.error.message, JSON.stringify(body)).toBe(`invalid body: since: ${message}`);
+    }
+    // A well-formed time gets past validation: this endpoint does not exist.
+    const unknown = await admin("POST", `/admin/webhooks/endpoints/${missing}/recover`, {
+      since: "2026-12-05T00:00:00Z",
+    });
+    expect(unknown.status).toBe(404);
+  });
+
   it("lists endpoints newest first, by scope (empty: the unscoped ones), a keyset page at a time", async () => {
     const ids: string[] = [];
     for (let i = 0; i < 5; i++) {

@@ -399,7 +399,18 @@ describe("operator actions keep to the endpoint's scope", () => {
       ADMIN(),
     );
     expect(badSince.status).toBe(400);
-    expect(badSince.body.error.issues).toEqual([expect.objectContaining({ path: "since" })]);
+    expect(badSince.body.error.issues).toEqual([
+      { path: "since", message: "must be an ISO 8601 time, e.g. 2026-01-31T12:00:00Z" },
+    ]);
+    // No time at all is said to be required, not to be a malformed one.
+    const noSince = await request(stack, "POST", `/admin/webhooks/endpoints/${off.id}/recover`, {}, ADMIN());
+    expect(noSince.status).toBe(400);
+    expect(noSince.body.error.message).toBe(
+      "invalid body: since: is required: an ISO 8601 time, e.g. 2026-12-05T00:00:00Z",
+    );
+    expect(noSince.body.error.issues).toEqual([
+      { path: "since", message: "is required: an ISO 8601 time, e.g. 2026-12-05T00:00:00Z" },
+    ]);
     expect(postsTo("/off")).toHaveLength(0);
   });
 });

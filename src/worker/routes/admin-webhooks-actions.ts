@@ -7,8 +7,15 @@ import { noBody, valid } from "../validate.ts";
 import { deliverQueueFor } from "../webhooks.ts";
 import { ID } from "./params.ts";
 
+// A missing `since` is said to be required, not to be a malformed time.
 const recoverBody = z.strictObject({
-  since: z.iso.datetime({ offset: true, error: "must be an ISO 8601 time, e.g. 2026-01-31T12:00:00Z" }),
+  since: z.iso.datetime({
+    offset: true,
+    error: (issue) =>
+      issue.input === undefined
+        ? "is required: an ISO 8601 time, e.g. 2026-12-05T00:00:00Z"
+        : "must be an ISO 8601 time, e.g. 2026-01-31T12:00:00Z",
+  }),
 });
 
 /**

@@ -45,14 +45,19 @@ const rotateForm = z.object({
     .regex(/^[0-9a-f]{32}$/, "must come from the endpoint page's rotate form: rotate from there"),
 });
 
-/** `<input type="datetime-local">` sends no zone; the dashboard shows UTC everywhere, so it is read as UTC. */
+/**
+ * `<input type="datetime-local">` sends no zone; the dashboard shows UTC everywhere, so it is read as UTC.
+ * A form without the field (or with it empty) hears that it is required, as the admin route says it.
+ */
+const SINCE_REQUIRED = "is required: a date and time, e.g. 2026-12-03T08:00";
+const SINCE_MALFORMED = "must be a date and time, e.g. 2026-12-03T08:00";
 const recoverForm = z.object({
   since: z
-    .string()
+    .string({ error: (issue) => (issue.input === undefined ? SINCE_REQUIRED : SINCE_MALFORMED) })
     .trim()
-    .min(1, "must be a date and time, e.g. 2026-12-03T08:00")
+    .min(1, SINCE_REQUIRED)
     .transform((v) => new Date(/[zZ]|[+-]\d\d:?\d\d$/.test(v) ? v : `${v}Z`))
-    .refine((d) => !Number.isNaN(+d), "must be a date and time, e.g. 2026-12-03T08:00"),
+    .refine((d) => !Number.isNaN(+d), SINCE_MALFORMED),
 });
 
 /** The deliveries page cursor: `<created_at to the microsecond>,<id>` as delivery-log.ts hands it out. */
