@@ -49,6 +49,8 @@ export async function startMailSink(options: MailSinkOptions = {}): Promise<Mail
   let count = 0;
   // undefined from the override: the normal answer for that request.
   let override: ((r: ReceivedRequest) => SinkResponse | undefined) | null = null;
+  // PUT /__respond's answers, by path; "" for every path without one of its own.
+  const rules = new Map<string, SinkResponse>();
   const waiters = new Set<{
     match: (r: ReceivedRequest) => boolean;
     resolve: (r: ReceivedRequest) => void;
@@ -65,7 +67,7 @@ export async function startMailSink(options: MailSinkOptions = {}): Promise<Mail
       store = [];
       return send(res, 204);
     }
-    if (path === "/__respond" && (req.method === "PUT" || req.method === "DELETE")) {
+    if (path.split("?")[0] === "/__respond" && (req.method === "PUT" || req.method === "DELETE")) {
       return setAnswer(req, res);
     }
     if (req.method !== "POST") {
@@ -93,7 +95,9 @@ export async function startMailSink(options: MailSinkOptions = {}): Promise<Mail
       receivedAt: new Date().toISOString(),
     };
     // The default answer looks like a mail API's: an id for the accepted message.
-    const answer = override?.(entry) ?? { status: 200, body: { id: `sink-${n}` } };
+    const answer = override?.(entry) ??
+      rules.get(path) ??
+      rules.get("") ?? { status: 200, body: { id: `sink-${n}` } };
     entry.status = answer.status;
     store.push(entry);
     log(`sink POST ${path} ${answer.status} ${Buffer.byteLength(body)}B${describe(entry)}`);
@@ -110,12 +114,19 @@ export async function startMailSink(options: MailSinkOptions = {}): Promise<Mail
    * `PUT /__respond {"status": 503, "path"?: "/webhooks", "body"?: …}`: answer the
    * following POSTs (to `path` only, when given) with that, so a person can make the
    * mail API or a webhook receiver fail from a terminal and watch retries, dead
-   * letters and alerts; `DELETE /__respond` restores the normal answer.
+   * letters and alerts. Each path keeps its own answer (a second PUT for another path
+   * adds to the first; one without a path answers every other path), and the answer
+   * lists every rule in force. `DELETE /__respond` restores the normal answer
+   * everywhere, `DELETE /__respond?path=/webhooks` for that path only.
    */
   async function setAnswer(req: http.IncomingMessage, res: http.ServerResponse) {
     if (req.method === "DELETE") {
-      override = null;
-      log("sink answers normally again");
+      const only = new URL(req.url ?? "/", "http://sink").searchParams.get("path");
+      if (only === null) {
+        override = null;
+        rules.clear();
+      } else rules.delete(only);
+      log(`sink answers normally again${only === null ? "" : ` to POSTs to ${only}`}${describeRules()}`);
       return send(res, 204);
     }
     let raw: string;
@@ -135,10 +146,20 @@ export async function startMailSink(options: MailSinkOptions = {}): Promise<Mail
     if (only !== undefined && (typeof only !== "string" || !only.startsWith("/"))) {
       return send(res, 400, { error: "path must start with /" });
     }
-    const answer: SinkResponse = { status, body: asked?.body };
-    override = only === undefined ? () => answer : (r) => (r.path === only ? answer : undefined);
+    rules.set(only ?? "", { status, body: asked?.body });
     log(`sink answers ${status} to POSTs${only === undefined ? "" : ` to ${only}`} until DELETE /__respond`);
-    send(res, 200, { status, ...(only === undefined ? {} : { path: only }) });
+    send(res, 200, {
+      status,
+      ...(only === undefined ? {} : { path: only }),
+      rules: [...rules].map(([path, answer]) => ({ ...(path ? { path } : {}), status: answer.status })),
+    });
+  }
+
+  /** The rules still in force, for the log line after a DELETE. */
+  function describeRules(): string {
+    if (rules.size === 0) return "";
+    const each = [...rules].map(([path, a]) => `${a.status}${path ? ` to ${path}` : " to the rest"}`);
+    return `; still answering ${each.join(", ")}`;
   }
 
   await new Promise<void>((resolve, reject) => {

@@ -108,6 +108,37 @@ describe("mail sink", () => {
     ).toBe(true);
   });
 
+  it("keeps one answer per path: a second PUT adds to the first, a DELETE with a path removes only it", async () => {
+    const respond = (method: string, query = "", body?: unknown) =>
+      fetch(`${sink.url}/__respond${query}`, {
+        method,
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
+    await respond("PUT", "", { status: 503, path: "/mail" });
+    const second = await respond("PUT", "", { status: 500, path: "/webhooks" });
+    expect(await second.json()).toEqual({
+      status: 500,
+      path: "/webhooks",
+      rules: [
+        { path: "/mail", status: 503 },
+        { path: "/webhooks", status: 500 },
+      ],
+    });
+    await respond("PUT", "", { status: 502 });
+    expect((await post("/mail", {})).status).toBe(503);
+    expect((await post("/webhooks", {})).status).toBe(500);
+    expect((await post("/other", {})).status).toBe(502);
+
+    expect((await respond("DELETE", "?path=/mail")).status).toBe(204);
+    expect((await post("/mail", {})).status).toBe(502);
+    expect((await post("/webhooks", {})).status).toBe(500);
+    expect(
+      lines.some((l) => l.includes("sink answers normally again to POSTs to /mail; still answering")),
+    ).toBe(true);
+    await respond("DELETE");
+    for (const path of ["/mail", "/webhooks", "/other"]) expect((await post(path, {})).status).toBe(200);
+  });
+
   it("refuses other methods", async () => {
     expect((await fetch(`${sink.url}/mail`, { method: "PUT", body: "x" })).status).toBe(405);
   });
