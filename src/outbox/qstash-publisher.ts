@@ -99,19 +99,21 @@ export function flowControlFor(
 }
 
 /**
- * What a label may hold, here: QStash's docs name no character set, and a comma would
- * split one label into two (`Upstash-Label: a,b`), so only what any header and any
- * filter takes as it is.
+ * What a label may hold, here: QStash's docs name no character set, a comma would
+ * split one label into two (`Upstash-Label: a,b`), and a label QStash refused would
+ * fail every publish. So only letters, digits, `_` and `-`, which every label in
+ * Upstash's examples and in public code that uses them keeps to.
  */
-export const QSTASH_LABEL = /^[A-Za-z0-9._-]+$/;
+export const QSTASH_LABEL = /^[A-Za-z0-9_-]+$/;
 
 /**
  * The label every job of a deployment carries unless QSTASH_LABEL names another:
  * per deployment, as the flow-control key is, so two deployments sharing a QStash
- * account never collect each other's dead letters (ADR 0027).
+ * account never collect each other's dead letters (ADR 0027). The host's dots and
+ * port colon become `-`: `edge-outbox-my-worker-example-workers-dev`.
  */
 export function deploymentLabel(publicUrl: string): string {
-  return `edge-outbox-${hostOf(publicUrl)}`;
+  return `edge-outbox-${new URL(publicUrl).host.replace(/[^A-Za-z0-9_-]/g, "-")}`;
 }
 
 /** The public URL's host as a key or label takes it. */
@@ -122,7 +124,7 @@ function hostOf(publicUrl: string): string {
 /** Refuses at start a label that would not reach QStash as given. */
 export function checkedLabel(label: string | undefined): string | undefined {
   if (label !== undefined && !QSTASH_LABEL.test(label)) {
-    throw new TypeError(`label must be letters, digits, ".", "_" or "-", got ${JSON.stringify(label)}`);
+    throw new TypeError(`label must be letters, digits, "_" or "-", got ${JSON.stringify(label)}`);
   }
   return label;
 }

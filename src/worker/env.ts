@@ -138,7 +138,7 @@ export const configSchema = z.object({
   ).transform((v) => v ?? QSTASH_BATCH_LIMITS.messages),
   // Resolved against PUBLIC_URL by qstashLabelFor, which every publisher and the sweep use.
   QSTASH_LABEL: optional(
-    z.string().trim().regex(QSTASH_LABEL, 'must be letters, digits, ".", "_" or "-", e.g. edge-outbox-prod'),
+    z.string().trim().regex(QSTASH_LABEL, 'must be letters, digits, "_" or "-", e.g. edge-outbox-prod'),
   ),
 });
 

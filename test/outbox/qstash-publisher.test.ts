@@ -337,7 +337,7 @@ describe("what a batch request carries", () => {
         failureCallback: failureCallbackUrl(publicUrl),
         flowControl: flowControlFor(publicUrl, "", 7),
         ...(job.retries === undefined ? {} : { retries: job.retries }),
-        label: "edge-outbox-edge.example.com",
+        label: "edge-outbox-edge-example-com",
       })),
     );
     const publisher = createQStashPublisher({
@@ -345,7 +345,7 @@ describe("what a batch request carries", () => {
       token,
       publicUrl,
       deliveryParallelism: 7,
-      label: "edge-outbox-edge.example.com",
+      label: "edge-outbox-edge-example-com",
     });
     const published = await publisher.publish(jobs, new AbortController().signal);
 
@@ -369,7 +369,7 @@ describe("what a batch request carries", () => {
         "upstash-failure-callback": "https://edge.example.com/app/jobs/_failed",
         "upstash-flow-control-key": "edge-outbox-edge.example.com",
         "upstash-flow-control-value": "parallelism=7",
-        "upstash-label": "edge-outbox-edge.example.com",
+        "upstash-label": "edge-outbox-edge-example-com",
         "upstash-retries": "2",
       },
     });

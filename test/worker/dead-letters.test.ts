@@ -372,14 +372,14 @@ describe("dead letters are ours by the deployment's label", () => {
 
 describe("QSTASH_LABEL", () => {
   it("defaults to one made from PUBLIC_URL's host, and takes only what a label header carries as it is", () => {
-    expect(deploymentLabel("https://edge.example.com/app")).toBe("edge-outbox-edge.example.com");
-    expect(deploymentLabel("http://127.0.0.1:8787")).toBe("edge-outbox-127.0.0.1_8787");
+    expect(deploymentLabel("https://edge.example.com/app")).toBe("edge-outbox-edge-example-com");
+    expect(deploymentLabel("http://127.0.0.1:8787")).toBe("edge-outbox-127-0-0-1-8787");
     expect(config({ QSTASH_LABEL: " edge-outbox-prod " }).QSTASH_LABEL).toBe("edge-outbox-prod");
     expect(config({ QSTASH_LABEL: "" }).QSTASH_LABEL).toBeUndefined();
-    for (const value of ["prod,staging", "edge outbox", "édge"]) {
+    for (const value of ["prod,staging", "edge outbox", "édge", "edge.prod"]) {
       expect(parseConfig({ ...env(), QSTASH_LABEL: value })).toEqual({
         ok: false,
-        message: `Worker misconfigured: binding QSTASH_LABEL must be letters, digits, ".", "_" or "-", e.g. edge-outbox-prod`,
+        message: `Worker misconfigured: binding QSTASH_LABEL must be letters, digits, "_" or "-", e.g. edge-outbox-prod`,
       });
     }
     expect(() => createQStashPublisher({ baseUrl: qstash.url, token: "t", publicUrl, label: "a,b" })).toThrow(
