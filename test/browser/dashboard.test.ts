@@ -454,6 +454,22 @@ describe("the dashboard in Chromium", () => {
     expect(problems).toEqual([]);
   }, 60_000);
 
+  it("follows the overview to all job failures and retries one there, back on that page", async () => {
+    const id = await insertJobFailure(t.pool, {
+      subscription: "corpus.index",
+      body: relayJobBody("corpus.index", { type: "corpus.note.deleted" }),
+    });
+    await signIn();
+    await page.click("text=All job failures →");
+    await page.waitForURL(`${stack.url}/dashboard/job-failures`);
+    expect(await page.getAttribute("nav a[aria-current=page]", "href")).toBe("/dashboard/job-failures");
+    await shot("job-failures");
+    await page.locator(`form[action="/dashboard/job-failures/${id}/retry"] button`).click();
+    await page.waitForURL(`${stack.url}/dashboard/job-failures?retried=${id}`);
+    expect(await page.textContent(".notice")).toContain(`Job failure ${id} retried`);
+    expect(problems).toEqual([]);
+  }, 60_000);
+
   it("edits an endpoint's URL and event types from its page", async () => {
     const secretsKey = importSecretsKey(TEST_WEBHOOK_SECRETS_KEY);
     const endpoint = await insertEndpoint(t.pool, secretsKey, {

@@ -218,3 +218,105 @@ describe("retrying a job failure from the overview", () => {
     expect(res.text).toContain("job failure 999999 not found");
   });
 });
+
+describe("the job failures page", () => {
+  const shownIds = (text: string) => [...text.matchAll(/<tr><td>#(\d+)/g)].map((m) => Number(m[1]));
+  const olderLink = (text: string) => /<a rel="next" href="([^"]+)"/.exec(text)?.[1]?.replace(/&amp;/g, "&");
+  async function insertMany(n: number): Promise<number[]> {
+    const { rows } = await t.pool.query(
+      `INSERT INTO job_failures (message_id, subscription, status, body)
+       SELECT 'msg_many_' || g || '_' || gen_random_uuid(), 'notify.mail', 500, '{}' FROM generate_series(1, $1) g
+       RETURNING id`,
+      [n],
+    );
+    return rows.map((r) => Number(r.id)).sort((a, b) => b - a);
+  }
+
+  it("lists failures newest first, 50 a page, with an older link only while there are more", async () => {
+    const all = await insertMany(100);
+
+    const first = await browser.get("/dashboard/job-failures");
+    expect(first.status).toBe(200);
+    expect(shownIds(first.text)).toEqual(all.slice(0, 50));
+    expect(first.text).not.toContain("« newest");
+    const next = olderLink(first.text);
+    expect(next).toBe(`/dashboard/job-failures?before=${all[49]}`);
+
+    // Recorded meanwhile: on the first page, not shifting the next one.
+    await insertMany(5);
+    const second = await browser.get(next!);
+    expect(second.status).toBe(200);
+    expect(shownIds(second.text)).toEqual(all.slice(50));
+    // Exactly the last 50: no older page to link to.
+    expect(olderLink(second.text)).toBeUndefined();
+    expect(second.text).toContain('<a href="/dashboard/job-failures">« newest</a>');
+
+    const past = await browser.get(`/dashboard/job-failures?before=${all[99]}`);
+    expect(shownIds(past.text)).toEqual([]);
+    expect(past.text).toContain("No older job failures.");
+  });
+
+  it("shows the overview's table: last answer, retry of, event link and the Retry button", async () => {
+    const id = await insertJobFailure(t.pool);
+    const page = (await browser.get("/dashboard/job-failures")).text;
+    expect(page).toContain("<th>QStash message</th><th>retry</th>");
+    expect(page).toContain("500: mail API down");
+    expect(page).toContain('<a href="/dashboard/events/');
+    expect(page).toContain(
+      `<form class="inline" method="post" action="/dashboard/job-failures/${id}/retry"><input type="hidden" name="back" value="/dashboard/job-failures"/><button class="btn secondary small" type="submit">Retry</button></form>`,
+    );
+  });
+
+  it("answers a bad before with a 400 page that names it", async () => {
+    for (const before of ["abc", "0", "-3", "1.5", "1e400", "99999999999999999999"]) {
+      const bad = await browser.get(`/dashboard/job-failures?before=${before}`);
+      expect(bad.status, before).toBe(400);
+      expect(bad.headers.get("content-type")).toMatch(/text\/html/);
+      expect(bad.text, before).toContain("before");
+    }
+  });
+
+  it("is in the nav after Alerts, and the overview links to it once there are failures", async () => {
+    const none = (await browser.get("/dashboard")).text;
+    expect(none).toContain(
+      '<a href="/dashboard/alerts">Alerts</a><a href="/dashboard/job-failures">Job failures</a>',
+    );
+    expect(none).not.toContain("All job failures");
+    await insertJobFailure(t.pool);
+    expect((await browser.get("/dashboard")).text).toContain(
+      '<a href="/dashboard/job-failures">All job failures →</a>',
+    );
+    const page = (await browser.get("/dashboard/job-failures")).text;
+    expect(page).toContain('<a href="/dashboard/job-failures" aria-current="page">Job failures</a>');
+  });
+
+  it("a Retry from the page goes back to that page and says so there", async () => {
+    const id = await insertJobFailure(t.pool);
+    const onPage = await browser.post(`/dashboard/job-failures/${id}/retry`, {
+      back: "/dashboard/job-failures",
+    });
+    expect(onPage.status).toBe(303);
+    expect(onPage.headers.get("location")).toBe(`/dashboard/job-failures?retried=${id}`);
+    const after = await browser.get(onPage.headers.get("location")!);
+    expect(after.text).toContain(`Job failure ${id} retried: QStash took a new job,`);
+
+    // Never anywhere but this page: elsewhere, or this page with anything else on it, goes to the overview.
+    for (const elsewhere of [
+      "https://evil.example/dashboard/job-failures",
+      "//evil.example/dashboard/job-failures",
+      "/dashboard/job-failures/../../x",
+      "/dashboard/job-failures?before=1&next=https://evil.example",
+      "/dashboard/alerts",
+      "",
+    ]) {
+      const other = await insertJobFailure(t.pool);
+      const res = await browser.post(`/dashboard/job-failures/${other}/retry`, { back: elsewhere });
+      expect(res.headers.get("location"), elsewhere).toBe(`/dashboard?retried=${other}`);
+    }
+    const paged = await insertJobFailure(t.pool);
+    const res = await browser.post(`/dashboard/job-failures/${paged}/retry`, {
+      back: "/dashboard/job-failures?before=5",
+    });
+    expect(res.headers.get("location")).toBe(`/dashboard/job-failures?before=5&retried=${paged}`);
+  });
+});

@@ -1,4 +1,4 @@
-import { desc, eq, getTableColumns, sql } from "drizzle-orm";
+import { desc, eq, getTableColumns, lt, sql } from "drizzle-orm";
 import { alias } from "drizzle-orm/pg-core";
 import type { Db } from "../db.ts";
 import { jobFailures } from "../schema.ts";
@@ -52,9 +52,10 @@ export async function recordJobFailure(db: Db, f: JobFailure): Promise<{ recorde
  * retries too), `retryOfId` the failure this one's job was a retry of, and
  * `retryDeliveredAt` when its retried job's route took it (the retry worked). A
  * retried failure with neither is still in QStash's hands (or was published by a
- * version that did not say when it was delivered).
+ * version that did not say when it was delivered). `before` pages by id (keyset):
+ * only failures older than that one.
  */
-export async function listJobFailures(db: Db, options: { limit?: number } = {}) {
+export async function listJobFailures(db: Db, options: { limit?: number; before?: number } = {}) {
   const again = alias(jobFailures, "again");
   const original = alias(jobFailures, "original");
   return db
@@ -62,6 +63,7 @@ export async function listJobFailures(db: Db, options: { limit?: number } = {}) 
     .from(jobFailures)
     .leftJoin(again, eq(again.messageId, jobFailures.retryMessageId))
     .leftJoin(original, eq(original.retryMessageId, jobFailures.messageId))
+    .where(options.before === undefined ? undefined : lt(jobFailures.id, options.before))
     .orderBy(desc(jobFailures.id))
     .limit(options.limit ?? 50);
 }

@@ -6,6 +6,7 @@ import { registerLogin } from "./login.tsx";
 import { registerAlerts } from "./pages/alerts.tsx";
 import { registerEventDetail } from "./pages/event-detail.tsx";
 import { registerEvents } from "./pages/events.tsx";
+import { registerJobFailures } from "./pages/job-failures.tsx";
 import { registerOverview } from "./pages/overview.tsx";
 import { registerPoisoned } from "./pages/poisoned.tsx";
 import { registerWebhookDeliveries } from "./pages/webhook-deliveries.tsx";
@@ -39,6 +40,7 @@ export function dashboardApp(): Hono<DashboardEnv> {
   registerEventDetail(dashboard);
   registerPoisoned(dashboard);
   registerAlerts(dashboard);
+  registerJobFailures(dashboard);
   registerWebhooks(dashboard);
   registerWebhookDeliveries(dashboard);
   dashboard.onError(dashboardError);

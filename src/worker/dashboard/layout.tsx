@@ -3,13 +3,14 @@ import { raw } from "hono/html";
 import type { Child } from "hono/jsx";
 import type { DashboardEnv } from "./env.ts";
 
-export type Section = "overview" | "events" | "poisoned" | "alerts" | "webhooks" | "none";
+export type Section = "overview" | "events" | "poisoned" | "alerts" | "job-failures" | "webhooks" | "none";
 
 const NAV: [Section, string, string][] = [
   ["overview", "/dashboard", "Overview"],
   ["events", "/dashboard/events", "Events"],
   ["poisoned", "/dashboard/poisoned", "Poisoned"],
   ["alerts", "/dashboard/alerts", "Alerts"],
+  ["job-failures", "/dashboard/job-failures", "Job failures"],
   ["webhooks", "/dashboard/webhooks", "Webhooks"],
 ];
 

@@ -1,12 +1,7 @@
 import type { Hono } from "hono";
 import { z } from "zod";
 import { listJobFailures } from "../../../domain/job-failures/record.ts";
-import {
-  countOpenFailures,
-  isOpenFailure,
-  jobToRetry,
-  RETRY_ALL_LIMIT,
-} from "../../../domain/job-failures/retry.ts";
+import { countOpenFailures, RETRY_ALL_LIMIT } from "../../../domain/job-failures/retry.ts";
 import { attemptsPerMinute, failedDeliveries } from "../../../domain/webhooks/delivery-log.ts";
 import { eventsPerMinute, listAlerts, stats } from "../../../outbox/index.ts";
 import { JOB_FAILURE_ID, retryAllOrRefuse, retryOrRefuse } from "../../routes/admin.ts";
@@ -14,6 +9,7 @@ import { valid } from "../../validate.ts";
 import { LineChart } from "../chart.tsx";
 import type { DashboardEnv } from "../env.ts";
 import { age, Notice, render, time } from "../layout.tsx";
+import { afterRetry, JobFailureTable, retriedNotice } from "./job-failures.tsx";
 import { deliveryEventHref } from "./webhook-deliveries.tsx";
 
 /** Seconds between reloads of the overview: live enough to watch a backlog drain. */
@@ -31,79 +27,6 @@ function Card({ label, value, tone, href }: { label: string; value: string; tone
 // upTo: the newest failure the page showed; a later one is not retried unseen.
 const retryAllForm = z.object({ upTo: z.coerce.number().int().positive().max(Number.MAX_SAFE_INTEGER) });
 
-type JobFailureRow = Awaited<ReturnType<typeof listJobFailures>>[number];
-
-/**
- * What the overview offers for a job failure, as its table cell: its retry, once it
- * was made; a Retry button while it can be made; or why it cannot (not a job of ours).
- * A retry's times never break and its message id keeps a `td.id`'s width.
- */
-function RetryCell({ failure: f }: { failure: JobFailureRow }) {
-  const open = isOpenFailure(f, new Date());
-  if (f.retriedAt && !open) {
-    return (
-      <td class="id">
-        {"retried "}
-        <span class="nowrap">{time(f.retriedAt)}</span>
-        {" as "}
-        {f.retryMessageId ? <span class="mono">{f.retryMessageId}</span> : "(publish not recorded)"}
-        {"; "}
-        <RetryOutcome failure={f} />
-      </td>
-    );
-  }
-  const planned = jobToRetry(f);
-  if ("refused" in planned) {
-    return (
-      <td class="muted">{`not retryable: ${planned.message.replace(/^job failure \d+ cannot be retried: /, "")}`}</td>
-    );
-  }
-  return (
-    <td>
-      <form class="inline" method="post" action={`/dashboard/job-failures/${f.id}/retry`}>
-        <button class="btn secondary small" type="submit">
-          {f.retriedAt ? "Retry (the last one did not finish)" : "Retry"}
-        </button>
-      </form>
-    </td>
-  );
-}
-
-/**
- * How a retry went, as far as we know: its job's route took it, or it ran out of
- * retries too (a failure of its own), or neither yet (QStash is still trying).
- */
-function RetryOutcome({
-  failure: f,
-}: {
-  failure: Pick<JobFailureRow, "retryDeliveredAt" | "failedAgainId">;
-}) {
-  if (!f.retryDeliveredAt && f.failedAgainId === null) return <>not delivered yet</>;
-  return (
-    <>
-      {f.retryDeliveredAt ? (
-        <>
-          {"delivered "}
-          <span class="nowrap">{time(f.retryDeliveredAt)}</span>
-        </>
-      ) : null}
-      {f.retryDeliveredAt && f.failedAgainId !== null ? "; " : null}
-      {f.failedAgainId === null ? null : `failed again: #${f.failedAgainId}`}
-    </>
-  );
-}
-
-/** Characters of a job route's last answer shown in the table; the admin API has all of it. */
-const ANSWER_SHOWN = 120;
-
-/** The job route's last answer: its status and the start of its body, or that there was none. */
-function lastAnswer(f: JobFailureRow): string {
-  const status = f.status === null ? "no answer" : String(f.status);
-  const body = (f.responseBody ?? "").trim();
-  if (!body) return status;
-  return `${status}: ${body.length > ANSWER_SHOWN ? `${body.slice(0, ANSWER_SHOWN)}…` : body}`;
-}
-
 export function registerOverview(dashboard: Hono<DashboardEnv>) {
   dashboard.get("/", async (c) => {
     const { pool, db } = c.var;
@@ -119,9 +42,7 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
     const minutes = perMinute.map((m) => m.minute);
     const attemptAt = new Map(attempts.map((a) => [+a.minute, a]));
     const backingOff = s.relay.backoffUntil !== null && s.relay.backoffUntil > new Date();
-    // After a retry: said from the row itself, so a link cannot put words on the page.
-    const retriedId = Number(c.req.query("retried"));
-    const retried = jobs.find((f) => f.id === retriedId && f.retryMessageId !== null);
+    const retried = retriedNotice(jobs, Number(c.req.query("retried")));
     const allParam = c.req.query("retriedAll");
     const retriedAll = allParam && /^\d{1,9}$/.test(allParam) ? Number(allParam) : undefined;
     // Counted up to the newest row shown, as the button retries: a later one is not retried unseen.
@@ -132,11 +53,10 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
       <>
         <Notice
           text={
-            retried
-              ? `Job failure ${retried.id} retried: QStash took a new job, ${retried.retryMessageId}.`
-              : retriedAll !== undefined
-                ? `Retried ${retriedAll} job failure${retriedAll === 1 ? "" : "s"}: each is a new job in QStash.`
-                : undefined
+            retried ??
+            (retriedAll !== undefined
+              ? `Retried ${retriedAll} job failure${retriedAll === 1 ? "" : "s"}: each is a new job in QStash.`
+              : undefined)
           }
         />
         <h1>Overview</h1>
@@ -237,40 +157,12 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
         {jobs.length === 0 ? (
           <p class="muted">None.</p>
         ) : (
-          <div class="scroll">
-            <table>
-              <tr>
-                <th>#</th>
-                <th>received</th>
-                <th>subscription</th>
-                <th>event</th>
-                <th>last answer</th>
-                <th>QStash message</th>
-                <th>retry</th>
-              </tr>
-              {jobs.map((f) => (
-                <tr>
-                  <td>{f.retryOfId === null ? `#${f.id}` : `#${f.id} (retry of #${f.retryOfId})`}</td>
-                  <td class="time">{time(f.receivedAt)}</td>
-                  <td>{f.subscription}</td>
-                  <td class="mono nowrap">
-                    {/* The id's end, as on the alerts page: the whole id on hover and behind the link. */}
-                    {f.eventId ? (
-                      <a
-                        href={`/dashboard/events/${f.eventId}`}
-                        title={f.eventId}
-                      >{`…${f.eventId.slice(-12)}`}</a>
-                    ) : (
-                      "–"
-                    )}
-                  </td>
-                  <td class="error">{lastAnswer(f)}</td>
-                  <td class="mono id">{f.messageId}</td>
-                  <RetryCell failure={f} />
-                </tr>
-              ))}
-            </table>
-          </div>
+          <>
+            <JobFailureTable jobs={jobs} />
+            <p>
+              <a href="/dashboard/job-failures">All job failures →</a>
+            </p>
+          </>
         )}
 
         <h2>Webhook deliveries that gave up</h2>
@@ -314,8 +206,10 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
 
   // Once per failure (a second post, a reload offering to resubmit, is 409); the
   // same use case and answers as POST /admin/job-failures/:id/retry.
+  // Back to the page the form came from when it says one of ours (never elsewhere), else the overview.
   dashboard.post(`/job-failures/${JOB_FAILURE_ID}/retry`, async (c) => {
     const { id } = await retryOrRefuse(c.var.db, c.var.config, Number(c.req.param("id")));
-    return c.redirect(`/dashboard?retried=${id}`, 303);
+    const form = await c.req.parseBody();
+    return c.redirect(afterRetry(form.back, id), 303);
   });
 }

@@ -1,0 +1,187 @@
+import type { Hono } from "hono";
+import { z } from "zod";
+import { listJobFailures } from "../../../domain/job-failures/record.ts";
+import { isOpenFailure, jobToRetry } from "../../../domain/job-failures/retry.ts";
+import { valid } from "../../validate.ts";
+import type { DashboardEnv } from "../env.ts";
+import { Notice, render, time } from "../layout.tsx";
+
+/** Job failures a page of /dashboard/job-failures shows. */
+export const JOB_FAILURES_PAGE = 50;
+
+export type JobFailureRow = Awaited<ReturnType<typeof listJobFailures>>[number];
+
+const blankIsAbsent = (v: unknown) => (typeof v === "string" && v.trim() === "" ? undefined : v);
+
+const jobFailuresQuery = z.object({
+  before: z.preprocess(
+    blankIsAbsent,
+    z.coerce.number().int().positive().max(Number.MAX_SAFE_INTEGER).optional(),
+  ),
+  retried: z.coerce.number().int().positive().max(Number.MAX_SAFE_INTEGER).optional(),
+});
+
+/** The pages a retry may go back to: this page, newest or older. Anything else goes to the overview. */
+const RETURNABLE = /^\/dashboard\/job-failures(\?before=[1-9]\d{0,15})?$/;
+
+/** Where a retry of failure `id` sends the browser: back to the page it came from, if it is one of ours. */
+export function afterRetry(back: unknown, id: number): string {
+  if (typeof back === "string" && RETURNABLE.test(back)) {
+    return `${back}${back.includes("?") ? "&" : "?"}retried=${id}`;
+  }
+  return `/dashboard?retried=${id}`;
+}
+
+/** After a retry: said from the row itself, so a link cannot put words on the page. */
+export function retriedNotice(jobs: JobFailureRow[], retriedId: number | undefined): string | undefined {
+  const retried = jobs.find((f) => f.id === retriedId && f.retryMessageId !== null);
+  return retried
+    ? `Job failure ${retried.id} retried: QStash took a new job, ${retried.retryMessageId}.`
+    : undefined;
+}
+
+/**
+ * What the dashboard offers for a job failure, as its table cell: its retry, once it
+ * was made; a Retry button while it can be made; or why it cannot (not a job of ours).
+ * A retry's times never break and its message id keeps a `td.id`'s width.
+ */
+function RetryCell({ failure: f, back }: { failure: JobFailureRow; back?: string }) {
+  const open = isOpenFailure(f, new Date());
+  if (f.retriedAt && !open) {
+    return (
+      <td class="id">
+        {"retried "}
+        <span class="nowrap">{time(f.retriedAt)}</span>
+        {" as "}
+        {f.retryMessageId ? <span class="mono">{f.retryMessageId}</span> : "(publish not recorded)"}
+        {"; "}
+        <RetryOutcome failure={f} />
+      </td>
+    );
+  }
+  const planned = jobToRetry(f);
+  if ("refused" in planned) {
+    return (
+      <td class="muted">{`not retryable: ${planned.message.replace(/^job failure \d+ cannot be retried: /, "")}`}</td>
+    );
+  }
+  return (
+    <td>
+      <form class="inline" method="post" action={`/dashboard/job-failures/${f.id}/retry`}>
+        {back ? <input type="hidden" name="back" value={back} /> : null}
+        <button class="btn secondary small" type="submit">
+          {f.retriedAt ? "Retry (the last one did not finish)" : "Retry"}
+        </button>
+      </form>
+    </td>
+  );
+}
+
+/**
+ * How a retry went, as far as we know: its job's route took it, or it ran out of
+ * retries too (a failure of its own), or neither yet (QStash is still trying).
+ */
+function RetryOutcome({
+  failure: f,
+}: {
+  failure: Pick<JobFailureRow, "retryDeliveredAt" | "failedAgainId">;
+}) {
+  if (!f.retryDeliveredAt && f.failedAgainId === null) return <>not delivered yet</>;
+  return (
+    <>
+      {f.retryDeliveredAt ? (
+        <>
+          {"delivered "}
+          <span class="nowrap">{time(f.retryDeliveredAt)}</span>
+        </>
+      ) : null}
+      {f.retryDeliveredAt && f.failedAgainId !== null ? "; " : null}
+      {f.failedAgainId === null ? null : `failed again: #${f.failedAgainId}`}
+    </>
+  );
+}
+
+/** Characters of a job route's last answer shown in the table; the admin API has all of it. */
+const ANSWER_SHOWN = 120;
+
+/** The job route's last answer: its status and the start of its body, or that there was none. */
+function lastAnswer(f: JobFailureRow): string {
+  const status = f.status === null ? "no answer" : String(f.status);
+  const body = (f.responseBody ?? "").trim();
+  if (!body) return status;
+  return `${status}: ${body.length > ANSWER_SHOWN ? `${body.slice(0, ANSWER_SHOWN)}…` : body}`;
+}
+
+/**
+ * Jobs that exhausted their retries, as the overview and /dashboard/job-failures show
+ * them. `back`: the page a Retry returns to (the overview when absent).
+ */
+export function JobFailureTable({ jobs, back }: { jobs: JobFailureRow[]; back?: string }) {
+  return (
+    <div class="scroll">
+      <table>
+        <tr>
+          <th>#</th>
+          <th>received</th>
+          <th>subscription</th>
+          <th>event</th>
+          <th>last answer</th>
+          <th>QStash message</th>
+          <th>retry</th>
+        </tr>
+        {jobs.map((f) => (
+          <tr>
+            <td>{f.retryOfId === null ? `#${f.id}` : `#${f.id} (retry of #${f.retryOfId})`}</td>
+            <td class="time">{time(f.receivedAt)}</td>
+            <td>{f.subscription}</td>
+            <td class="mono nowrap">
+              {/* The id's end, as on the alerts page: the whole id on hover and behind the link. */}
+              {f.eventId ? (
+                <a href={`/dashboard/events/${f.eventId}`} title={f.eventId}>{`…${f.eventId.slice(-12)}`}</a>
+              ) : (
+                "–"
+              )}
+            </td>
+            <td class="error">{lastAnswer(f)}</td>
+            <td class="mono id">{f.messageId}</td>
+            <RetryCell failure={f} back={back} />
+          </tr>
+        ))}
+      </table>
+    </div>
+  );
+}
+
+export function registerJobFailures(dashboard: Hono<DashboardEnv>) {
+  dashboard.get("/job-failures", valid("query", jobFailuresQuery), async (c) => {
+    const q = c.req.valid("query");
+    // One more than a page: whether there is an older page, without counting.
+    const rows = await listJobFailures(c.var.db, { before: q.before, limit: JOB_FAILURES_PAGE + 1 });
+    const jobs = rows.slice(0, JOB_FAILURES_PAGE);
+    const older = rows.length > JOB_FAILURES_PAGE ? jobs[jobs.length - 1]!.id : undefined;
+    const here =
+      q.before === undefined ? "/dashboard/job-failures" : `/dashboard/job-failures?before=${q.before}`;
+    return render(
+      c,
+      { title: "Job failures", section: "job-failures" },
+      <>
+        <Notice text={retriedNotice(jobs, q.retried)} />
+        <h1>Job failures</h1>
+        <p class="muted">Jobs that exhausted their retries, newest first.</p>
+        {jobs.length === 0 ? (
+          <p class="muted">{q.before === undefined ? "None." : "No older job failures."}</p>
+        ) : (
+          <JobFailureTable jobs={jobs} back={here} />
+        )}
+        <nav class="pager">
+          {q.before !== undefined ? <a href="/dashboard/job-failures">« newest</a> : null}
+          {older !== undefined ? (
+            <a rel="next" href={`/dashboard/job-failures?before=${older}`}>
+              older »
+            </a>
+          ) : null}
+        </nav>
+      </>,
+    );
+  });
+}
