@@ -1,7 +1,13 @@
 import { drizzle } from "drizzle-orm/node-postgres";
 import type { Db } from "../domain/db.ts";
 import { listJobFailures } from "../domain/job-failures/record.ts";
-import { retryAdvice, retryAllJobFailures, retryJobFailure } from "../domain/job-failures/retry.ts";
+import {
+  JOB_FAILURE_ID_DIGITS,
+  notRetriedMessage,
+  retryAdvice,
+  retryAllJobFailures,
+  retryJobFailure,
+} from "../domain/job-failures/retry.ts";
 import { MAX_LIST_LIMIT, PublishError } from "../outbox/index.ts";
 import { publisherFor } from "../worker/relay.ts";
 import { intOption, Refusal, UsageError } from "./args.ts";
@@ -9,8 +15,8 @@ import type { Command } from "./command.ts";
 import { publishVariables, readVariables } from "./config.ts";
 import { formatJobFailures } from "./format.ts";
 
-/** A job failure's id: its bigint identity, digits only, exact as a JS number. */
-const FAILURE_ID = /^[1-9][0-9]{0,14}$/;
+/** A job failure's id, by the rule the admin route's path takes. */
+const FAILURE_ID = new RegExp(`^${JOB_FAILURE_ID_DIGITS}$`);
 
 /**
  * `job-failures list|retry`: jobs that exhausted their QStash retries, and the one
@@ -41,11 +47,7 @@ export const jobFailuresCommand: Command = ({ options, sub, rest }) => {
         result = await retryJobFailure(drizzle(pool) as unknown as Db, publisherFor(env), Number(id));
       } catch (error) {
         if (!(error instanceof PublishError)) throw error;
-        throw new Refusal(
-          "publish_failed",
-          `QStash did not take the retry of job failure ${id} (${error.message}); ` +
-            `the failure is left un-retried: ${retryAdvice(error)}`,
-        );
+        throw new Refusal("publish_failed", notRetriedMessage(id, error));
       }
       if (!result.retried) throw new Refusal(result.refused, result.message);
       const { retriedAt, retryMessageId } = result;

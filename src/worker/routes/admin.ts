@@ -2,6 +2,8 @@ import { z } from "zod";
 import type { Db } from "../../domain/db.ts";
 import { listJobFailures } from "../../domain/job-failures/record.ts";
 import {
+  JOB_FAILURE_ID_DIGITS,
+  notRetriedMessage,
   retryAdvice,
   retryAllJobFailures,
   retryJobFailure,
@@ -27,11 +29,8 @@ import { publisherFor } from "../relay.ts";
 import { noBody, valid } from "../validate.ts";
 import { ID } from "./params.ts";
 
-/**
- * A job failure's id (a bigint identity) as a path segment: digits, at most 15 so it
- * is exact as a JS number. Anything else is no route, a 404, as with ID.
- */
-export const JOB_FAILURE_ID = ":id{[1-9][0-9]{0,14}}" as const;
+/** A job failure's id as a path segment; anything else is no route, a 404, as with ID. */
+export const JOB_FAILURE_ID = `:id{${JOB_FAILURE_ID_DIGITS}}` as const;
 
 const limit = wholeNumber(1, 1000).default(50);
 
@@ -121,11 +120,7 @@ export async function retryOrRefuse(
     result = await retryJobFailure(db, publisherFor(config), id);
   } catch (error) {
     if (!(error instanceof PublishError)) throw error;
-    throw new ApiError(
-      "SERVICE_UNAVAILABLE",
-      `QStash did not take the retry of job failure ${id} (${error.message}); ` +
-        `the failure is left un-retried: ${retryAdvice(error)}`,
-    );
+    throw new ApiError("SERVICE_UNAVAILABLE", notRetriedMessage(id, error));
   }
   if (result.retried) return { id, retriedAt: result.retriedAt, retryMessageId: result.retryMessageId };
   throw new ApiError(result.refused === "not_found" ? "NOT_FOUND" : "CONFLICT", result.message);
