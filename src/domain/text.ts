@@ -29,6 +29,13 @@ export function multiLine(max: number) {
     .refine((v) => !NOT_TEXT.test(v), "must not contain control characters other than tab and line breaks");
 }
 
+/**
+ * A form field or query parameter left blank, or a var declared empty, means absent:
+ * for `z.preprocess` in front of an optional schema.
+ */
+export const blankIsAbsent = (v: unknown): unknown =>
+  typeof v === "string" && v.trim() === "" ? undefined : v;
+
 /** For output built from stored values (a mail subject): any control character becomes a space. */
 export function oneLine(value: string): string {
   return value.replace(new RegExp(LINE_BREAKING.source, "gu"), " ");

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { blankIsAbsent } from "../domain/text.ts";
 import type { Tenant } from "../domain/api-keys/keys.ts";
 import type { Db } from "../domain/db.ts";
 import { DEFAULT_DISABLE_AFTER_DAYS } from "../domain/webhooks/auto-disable.ts";
@@ -65,8 +66,7 @@ export interface Bindings {
 }
 
 // wrangler passes an unset var as "" when it is declared empty; that means unset.
-const optional = <T extends z.ZodType>(schema: T) =>
-  z.preprocess((v) => (typeof v === "string" && v.trim() === "" ? undefined : v), schema.optional());
+const optional = <T extends z.ZodType>(schema: T) => z.preprocess(blankIsAbsent, schema.optional());
 
 const httpUrl = z.url({ protocol: /^https?$/, error: "must be an http(s) URL" });
 const secret = z.string().trim().min(1, "must not be empty");

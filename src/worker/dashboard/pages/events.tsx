@@ -1,5 +1,6 @@
 import type { Hono } from "hono";
 import { z } from "zod";
+import { blankIsAbsent } from "../../../domain/text.ts";
 import {
   EVENT_STATES,
   TYPE_GLOB_RULE,
@@ -11,8 +12,6 @@ import {
 import { valid } from "../../validate.ts";
 import type { DashboardEnv } from "../env.ts";
 import { StateBadge, render, time } from "../layout.tsx";
-
-const blankIsAbsent = (v: unknown) => (typeof v === "string" && v.trim() === "" ? undefined : v);
 
 /**
  * A time from the filter form: `<input type="datetime-local">` sends no zone, and

@@ -1,5 +1,6 @@
 import type { Hono } from "hono";
 import { z } from "zod";
+import { blankIsAbsent } from "../../../domain/text.ts";
 import { listJobFailures } from "../../../domain/job-failures/record.ts";
 import { isOpenFailure, jobToRetry } from "../../../domain/job-failures/retry.ts";
 import { valid } from "../../validate.ts";
@@ -10,8 +11,6 @@ import { Notice, render, time } from "../layout.tsx";
 export const JOB_FAILURES_PAGE = 50;
 
 export type JobFailureRow = Awaited<ReturnType<typeof listJobFailures>>[number];
-
-const blankIsAbsent = (v: unknown) => (typeof v === "string" && v.trim() === "" ? undefined : v);
 
 const jobFailuresQuery = z.object({
   before: z.preprocess(
