@@ -1,6 +1,6 @@
-import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
+import { runScript } from "../support/cli.ts";
 
 // The benchmarks are run by hand: --help must answer, and a mistyped command line
 // must be said in a line with the usage, before any database or Worker starts,
@@ -11,22 +11,9 @@ const SCRIPTS = {
   "bench:workerd": "../../bench/relay-workerd.ts",
 } as const;
 
-function run(script: keyof typeof SCRIPTS, args: string[]) {
-  const path = fileURLToPath(new URL(SCRIPTS[script], import.meta.url));
-  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
-    const child = spawn(process.execPath, ["--import", "tsx", path, ...args], {
-      // No DATABASE_URL: a script that went on would start an embedded Postgres.
-      env: { PATH: process.env.PATH ?? "" },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
-    child.on("error", reject);
-    child.on("exit", (code) => resolve({ code, stdout, stderr }));
-  });
-}
+// No DATABASE_URL: a script that went on would start an embedded Postgres.
+const run = (script: keyof typeof SCRIPTS, args: string[]) =>
+  runScript(fileURLToPath(new URL(SCRIPTS[script], import.meta.url)), args);
 
 describe("the benchmarks' command lines", () => {
   it.each(Object.keys(SCRIPTS) as (keyof typeof SCRIPTS)[])(

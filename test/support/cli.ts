@@ -12,10 +12,22 @@ export interface CliResult {
 
 /** Runs the operator CLI as a user would, in its own process, with only the given environment. */
 export function runCli(args: string[], env: Record<string, string> = {}): Promise<CliResult> {
+  return runScript(cli, args, env);
+}
+
+/**
+ * Runs a TypeScript entry point (the CLI, a benchmark) in its own Node process with
+ * only PATH and `env`, from this folder: not the repo root, so a developer's .env
+ * cannot leak into the test. Answers its exit code and what it printed.
+ */
+export function runScript(
+  script: string,
+  args: string[],
+  env: Record<string, string> = {},
+): Promise<CliResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ["--import", "tsx", cli, ...args], {
+    const child = spawn(process.execPath, ["--import", "tsx", script, ...args], {
       env: { PATH: process.env.PATH ?? "", ...env },
-      // Not the repo root, so a developer's .env cannot leak into the test.
       cwd: fileURLToPath(new URL(".", import.meta.url)),
       stdio: ["ignore", "pipe", "pipe"],
     });
