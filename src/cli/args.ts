@@ -9,12 +9,20 @@ commands:
   relay once                      run one relay pass
   relay drain [--budget <s>]      run passes until nothing is claimable (default budget 300 s)
   events list [--state ${EVENT_STATES.join("|")}] [--type <glob>] [--limit <n>]
-  events show <id>                an event: fan-out, last error, payload, alerts
+  events show <id>                an event: fan-out, last error, payload, webhook deliveries, alerts
   events requeue <id>...          put poisoned events back in line
   job-failures list [--limit <n>]
                                   jobs that exhausted their QStash retries, newest first
   job-failures retry <id>         publish a failed job again as a new job, once
   job-failures retry --all        the same for every failure not yet retried (after an outage)
+  webhooks list                   endpoints: health, the last day's success rate, pending, failed
+  webhooks show <endpoint-id> [--status pending|delivered|failed] [--limit <n>]
+                                  an endpoint, its health and its newest deliveries
+  webhooks delivery <id>          a delivery, its body and every attempt
+  webhooks redeliver <id>         send a delivery again: same body and webhook-id, a new job
+  webhooks recover <endpoint-id> --since <time>
+                                  re-send the endpoint's failed deliveries created since then
+  webhooks enable|disable <endpoint-id>
   alerts [--open]                 recent alerts
   stats                           backlog, oldest pending age, poisoned count, relay backoff
 
@@ -22,10 +30,11 @@ options:
   --json                          machine-readable output
   --batch-size <n>                rows per relay pass (default ${RELAY_POLICY.batchSize})
 
-environment (or .env): DATABASE_URL; for relay commands and job-failures retry also
-QSTASH_TOKEN, PUBLIC_URL, QSTASH_URL (default https://qstash.upstash.io) and optionally
-QSTASH_BATCH_MESSAGES (and for relay RELAY_BACKOFF_CAP_SECONDS), checked as the Worker checks
-its bindings`;
+environment (or .env): DATABASE_URL; for relay commands, job-failures retry and
+webhooks redeliver|recover also QSTASH_TOKEN, PUBLIC_URL, QSTASH_URL (default
+https://qstash.upstash.io) and optionally QSTASH_BATCH_MESSAGES and QSTASH_LABEL (for relay
+also RELAY_BACKOFF_CAP_SECONDS, for webhooks WEBHOOK_RETRY_SCHEDULE), checked as the Worker
+checks its bindings`;
 
 /** Wrong arguments or environment: the CLI prints the usage and exits 2. */
 export class UsageError extends Error {}
@@ -64,6 +73,8 @@ export function parseCommandLine(argv: string[]) {
       options: {
         json: { type: "boolean", default: false },
         state: { type: "string" },
+        status: { type: "string" },
+        since: { type: "string" },
         type: { type: "string" },
         limit: { type: "string" },
         budget: { type: "string" },

@@ -26,6 +26,15 @@ export const publishVariables = configSchema.pick({
   QSTASH_LABEL: true,
 });
 
+/**
+ * What re-sending a webhook delivery needs (`webhooks redeliver|recover`): the
+ * publisher's variables and the retry schedule, whose length is the retries
+ * QStash gives the deliver job, as the Worker publishes it.
+ */
+export const webhookPublishVariables = publishVariables.extend(
+  configSchema.pick({ WEBHOOK_RETRY_SCHEDULE: true }).shape,
+);
+
 /** Reads variables from the environment (and .env), or says which are missing or wrong. */
 export function readVariables<T extends z.ZodType>(schema: T, env = process.env): z.output<T> {
   const parsed = parseVariables(schema, env);

@@ -1,3 +1,6 @@
+import { drizzle } from "drizzle-orm/node-postgres";
+import type { Db } from "../domain/db.ts";
+import { deliveriesForEvent } from "../domain/webhooks/delivery-log.ts";
 import {
   EVENT_STATES,
   getEvent,
@@ -42,7 +45,11 @@ export const eventsCommand: Command = ({ options, sub, rest }) => {
     return async ({ pool, print }) => {
       const event = await getEvent(pool, id);
       if (!event) throw new Refusal("not_found", `no event ${id}`);
-      print(event, () => formatEvent(event));
+      // What the event's webhooks did, as the dashboard's event page shows it; each
+      // delivery's attempts are `webhooks delivery <id>`'s to show.
+      const deliveries = await deliveriesForEvent(drizzle(pool) as unknown as Db, id);
+      const shown = { ...event, webhookDeliveries: deliveries.map(({ attemptLog: _, ...d }) => d) };
+      print(shown, () => formatEvent(shown));
       return 0;
     };
   }

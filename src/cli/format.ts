@@ -1,4 +1,12 @@
 import type { listJobFailures } from "../domain/job-failures/record.ts";
+import {
+  healthLabel,
+  successRateText,
+  type EndpointHealth,
+  type EventDelivery,
+} from "../domain/webhooks/delivery-log.ts";
+import type { attemptView, deliveryView, EndpointView } from "../domain/webhooks/schemas.ts";
+import type { EndpointHealth as EndpointDayHealth } from "../domain/webhooks/get.ts";
 import type { AlertRow, DrainResult, EventRow, PassResult, Stats } from "../outbox/index.ts";
 
 const when = (d: Date | null) => (d ? d.toISOString() : "-");
@@ -37,7 +45,9 @@ function clip(json: string): string {
   return `${json.slice(0, PAYLOAD_SHOWN)}… (${json.length} characters in all; --json prints it whole)`;
 }
 
-export function formatEvent(event: EventRow & { alerts: AlertRow[] }): string {
+export function formatEvent(
+  event: EventRow & { alerts: AlertRow[]; webhookDeliveries: Omit<EventDelivery, "attemptLog">[] },
+): string {
   const lines = [
     `event ${event.id} (seq ${event.seq})`,
     `  type       ${event.type}`,
@@ -67,6 +77,10 @@ export function formatEvent(event: EventRow & { alerts: AlertRow[] }): string {
     );
   }
   lines.push(`  payload    ${clip(JSON.stringify(event.payload))}`);
+  // Only once webhook.fanout made some: before that, or for no matching endpoint, nothing to say.
+  if (event.webhookDeliveries.length > 0) lines.push("  webhooks");
+  for (const d of event.webhookDeliveries)
+    lines.push(`    delivery ${d.id} to ${d.endpointUrl}: ${deliveryState(d)}`);
   // Each alert says whether it is still open, as --json's resolvedAt does.
   for (const a of event.alerts) {
     const status = a.resolvedAt ? `resolved ${when(a.resolvedAt)}` : "open";
@@ -155,4 +169,113 @@ export function formatDrain(d: DrainResult): string {
     "max-passes": "pass limit reached",
   }[d.stoppedBecause];
   return `${d.passes} passes: fanned ${d.fanned}, failed ${d.failed}, poisoned ${d.poisoned}, jobs ${d.jobs} (${why})`;
+}
+
+/** Where a delivery stands, in a phrase: "pending, 3 attempts, next …: last error". */
+function deliveryState(d: {
+  status: string;
+  attempts: number;
+  nextAttemptAt: Date | null;
+  deliveredAt: Date | null;
+  failedAt: Date | null;
+  lastError: string | null;
+}): string {
+  const tries = `${d.attempts} attempt${d.attempts === 1 ? "" : "s"}`;
+  if (d.status === "delivered") return `delivered ${when(d.deliveredAt)} (${tries})`;
+  const error = d.lastError ? `: ${d.lastError}` : "";
+  if (d.status === "failed") return `failed ${when(d.failedAt)} after ${tries}${error}`;
+  const next = d.nextAttemptAt ? `, next attempt not before ${when(d.nextAttemptAt)}` : "";
+  return `pending, ${tries}${next}${error}`;
+}
+
+export function formatEndpointTable(endpoints: Omit<EndpointHealth, "version">[]): string {
+  if (endpoints.length === 0) return "no webhook endpoints";
+  return table(
+    ["ID", "URL", "SCOPE", "HEALTH", "SUCCESS, 24 H", "PENDING", "FAILED"],
+    endpoints.map((e) => [
+      e.id,
+      e.url,
+      e.scope ?? "(unscoped)",
+      healthLabel(e),
+      successRateText(e),
+      String(e.pending),
+      String(e.failed),
+    ]),
+  );
+}
+
+export function formatEndpoint(
+  shown: {
+    endpoint: EndpointView;
+    health: EndpointDayHealth;
+    deliveries: ReturnType<typeof deliveryView>[];
+    more: boolean;
+  },
+  status: string | undefined,
+): string {
+  const { endpoint: e, health: h } = shown;
+  const label = healthLabel(e);
+  const lines = [
+    `webhook endpoint ${e.id}`,
+    `  url          ${e.url}`,
+    ...(e.description ? [`  description  ${e.description}`] : []),
+    `  scope        ${e.scope ?? "(unscoped)"}`,
+    `  types        ${e.types.join(", ")}`,
+    `  health       ${
+      label === "disabled"
+        ? `disabled ${when(e.disabledAt)}: ${e.disabledReason ?? ""}`
+        : label === "failing"
+          ? `failing since ${when(e.failingSince)}`
+          : label
+    }`,
+    `  last success ${when(e.lastSuccessAt)}`,
+    `  last ${h.windowHours} h    ${h.deliveries.total} deliveries (${h.deliveries.delivered} delivered, ` +
+      `${h.deliveries.failed} failed, ${h.deliveries.pending} pending); attempts with a 2xx: ` +
+      successRateText({ attempts24h: h.attempts.total, succeeded24h: h.attempts.succeeded }),
+    ...(e.previousSecretExpiresAt
+      ? [`  secret       rotating: the previous secret signs too until ${when(e.previousSecretExpiresAt)}`]
+      : []),
+    "",
+  ];
+  const which = status ? `${status} deliveries` : "deliveries";
+  if (shown.deliveries.length === 0) return [...lines, `no ${which}`].join("\n");
+  lines.push(`${which}, newest first${shown.more ? " (more: raise --limit)" : ""}`);
+  lines.push(
+    table(
+      ["ID", "CREATED", "TYPE", "STATUS"],
+      shown.deliveries.map((d) => [d.id, when(d.createdAt), d.eventType, deliveryState(d)]),
+    ),
+  );
+  return lines.join("\n");
+}
+
+export function formatDelivery(
+  d: Omit<ReturnType<typeof deliveryView>, "attempts"> & {
+    endpointUrl: string;
+    body: string;
+    attempts: ReturnType<typeof attemptView>[];
+  },
+): string {
+  const lines = [
+    `webhook delivery ${d.id}`,
+    `  endpoint   ${d.endpointUrl} (${d.endpointId})`,
+    `  event      ${d.eventId} (${d.eventType}${d.scope ? `, scope ${d.scope}` : ""})`,
+    `  created    ${when(d.createdAt)}`,
+    `  status     ${deliveryState({ ...d, attempts: d.attempts.length })}`,
+    "  attempts",
+  ];
+  if (d.attempts.length === 0) lines.push("    (none yet)");
+  for (const a of d.attempts) {
+    const answer = a.status === null ? `no answer (${a.error ?? "unknown"})` : String(a.status);
+    const said = a.responseBody ? `  ${oneLine(a.responseBody, 120)}` : "";
+    lines.push(`    ${when(a.attemptedAt)}  ${answer}  ${a.durationMs} ms${said}`);
+  }
+  lines.push(`  body       ${clip(d.body)}`);
+  return lines.join("\n");
+}
+
+/** A receiver's answer on one terminal line: whitespace folded, cut at `max` characters. */
+function oneLine(text: string, max: number): string {
+  const folded = text.replace(/\s+/g, " ").trim();
+  return folded.length <= max ? folded : `${folded.slice(0, max)}…`;
 }

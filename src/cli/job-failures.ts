@@ -4,11 +4,10 @@ import { listJobFailures } from "../domain/job-failures/record.ts";
 import {
   JOB_FAILURE_ID_DIGITS,
   notRetriedMessage,
-  retryAdvice,
   retryAllJobFailures,
   retryJobFailure,
 } from "../domain/job-failures/retry.ts";
-import { MAX_LIST_LIMIT, PublishError } from "../outbox/index.ts";
+import { MAX_LIST_LIMIT, publishAdvice, PublishError } from "../outbox/index.ts";
 import { publisherFor } from "../worker/relay.ts";
 import { intOption, Refusal, UsageError } from "./args.ts";
 import type { Command } from "./command.ts";
@@ -86,7 +85,7 @@ const retryAll: ReturnType<Command> = async ({ pool, print }) => {
       throw new Refusal(
         "publish_failed",
         `QStash did not take the retried jobs (${error.message}); ` +
-          `${retried.length} retried before this, none of this round's is marked retried: ${retryAdvice(error)}`,
+          `${retried.length} retried before this, none of this round's is marked retried: ${publishAdvice(error)}`,
       );
     }
     retried.push(...round.retried);

@@ -1,6 +1,7 @@
 // Operator CLI: `npm run outbox -- <command>`. See `usage` in args.ts.
 import { existsSync } from "node:fs";
 import pg from "pg";
+import { DomainError } from "../domain/errors.ts";
 import { InvalidInputError } from "../outbox/index.ts";
 import { ConfigError, parseCommandLine, Refusal, usage, UsageError, wantsJson } from "./args.ts";
 import type { Command } from "./command.ts";
@@ -11,12 +12,14 @@ import { migrateCommand } from "./migrate.ts";
 import { describeFailure } from "./failure.ts";
 import { relayCommand } from "./relay.ts";
 import { alertsCommand, statsCommand } from "./status.ts";
+import { webhooksCommand } from "./webhooks.ts";
 
 const commands: Record<string, Command> = {
   migrate: migrateCommand,
   relay: relayCommand,
   events: eventsCommand,
   "job-failures": jobFailuresCommand,
+  webhooks: webhooksCommand,
   alerts: alertsCommand,
   stats: statsCommand,
 };
@@ -54,6 +57,8 @@ function outcomeOf(error: unknown): { exit: number; code: string; message: strin
   if (error instanceof ConfigError) return { exit: 2, code: "config", message: error.message };
   if (error instanceof InvalidInputError) return { exit: 2, code: "invalid_input", message: error.message };
   if (error instanceof Refusal) return { exit: 1, code: error.code, message: error.message };
+  // A use case's own answer (no such endpoint, a disabled one): its code, as the routes map it to a status.
+  if (error instanceof DomainError) return { exit: 1, code: error.code, message: error.message };
   return { exit: 1, code: "failed", message: describeFailure(error) };
 }
 

@@ -40,6 +40,8 @@ export {
   flowControlFor,
   deploymentLabel,
   checkedLabel,
+  asPublishError,
+  publishAdvice,
   QSTASH_LABEL,
   JOBS_PATH,
   FAILURE_CALLBACK_PATH,

@@ -134,6 +134,31 @@ function stripSlash(url: string): string {
 }
 
 /**
+ * A request to QStash that failed, as a PublishError: QStash's status and whose
+ * fault it is (kindOfStatus), or unreachable (an outage) when no answer came.
+ */
+export function asPublishError(error: unknown): PublishError {
+  if (error instanceof PublishError) return error;
+  if (error instanceof QstashError && typeof error.status === "number") {
+    const { status } = error;
+    return new PublishError(`QStash ${status}: ${error.message}`, kindOfStatus(status), status, {
+      cause: error,
+    });
+  }
+  return new PublishError(`QStash unreachable: ${String(error)}`, "outage", undefined, { cause: error });
+}
+
+/**
+ * What an operator should do about a publish QStash did not take: asking again
+ * helps with an outage, not with a token QStash refuses or a QStash URL that is wrong.
+ */
+export function publishAdvice(error: PublishError): string {
+  if (error.status === 401 || error.status === 403) return "check QSTASH_TOKEN, then try again";
+  if (error.status === 404) return "check QSTASH_URL, then try again";
+  return "try again";
+}
+
+/**
  * Publishes through the batch API with one deduplication id per (event, subscription),
  * so a pass replayed after a crash is dropped by QStash inside its 10-minute window.
  * The client's own retries are off: a failed publish fails the pass, and the relay's
@@ -270,18 +295,7 @@ export function createQStashPublisher(options: QStashPublisherOptions): Publishe
         return { messageId: answer.messageId, deduplicated: answer.deduplicated === true };
       });
     } catch (error) {
-      if (error instanceof PublishError) throw error;
-      if (error instanceof QstashError && typeof error.status === "number") {
-        throw new PublishError(
-          `QStash ${error.status}: ${error.message}`,
-          kindOfStatus(error.status),
-          error.status,
-          {
-            cause: error,
-          },
-        );
-      }
-      throw new PublishError(`QStash unreachable: ${String(error)}`, "outage", undefined, { cause: error });
+      throw asPublishError(error);
     }
   }
 

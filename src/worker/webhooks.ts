@@ -1,14 +1,27 @@
 import {
   createQStashDeliverQueue,
   createQStashMessages,
+  notQueuedMessage,
   type DeliverQueue,
   type QStashMessages,
 } from "../domain/webhooks/deliver-queue.ts";
 import { createQStashDeadLetters, type DeadLetterQueue } from "../domain/job-failures/dead-letters.ts";
+import { PublishError } from "../outbox/index.ts";
 import { qstashLabelFor, type Config } from "./env.ts";
+import { ApiError } from "./errors.ts";
 
 /** Deliver jobs published through the same QStash as the relay's, to this Worker's `/jobs/webhook.deliver`. */
-export function deliverQueueFor(config: Config): DeliverQueue {
+export function deliverQueueFor(
+  config: Pick<
+    Config,
+    | "QSTASH_URL"
+    | "QSTASH_TOKEN"
+    | "PUBLIC_URL"
+    | "WEBHOOK_RETRY_SCHEDULE"
+    | "QSTASH_BATCH_MESSAGES"
+    | "QSTASH_LABEL"
+  >,
+): DeliverQueue {
   return createQStashDeliverQueue({
     baseUrl: config.QSTASH_URL,
     token: config.QSTASH_TOKEN,
@@ -27,4 +40,18 @@ export function qstashMessagesFor(config: Config): QStashMessages {
 /** The same QStash's dead-letter queue, where the sweep finds jobs whose failure callback never reached us. */
 export function deadLettersFor(config: Config): DeadLetterQueue {
   return createQStashDeadLetters({ baseUrl: config.QSTASH_URL, token: config.QSTASH_TOKEN });
+}
+
+/**
+ * An operator's re-send (redeliver, recover, a test event), or a 503 saying that
+ * QStash did not take its job and nothing changed for `what`, so asking again is
+ * safe: the admin routes and the dashboard's buttons answer alike.
+ */
+export async function queuedOrRefused<T>(what: string, send: () => Promise<T>): Promise<T> {
+  try {
+    return await send();
+  } catch (error) {
+    if (!(error instanceof PublishError)) throw error;
+    throw new ApiError("SERVICE_UNAVAILABLE", notQueuedMessage(what, error));
+  }
 }

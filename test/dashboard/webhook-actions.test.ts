@@ -3,13 +3,14 @@ import { startQStashDev, type QStashDev } from "../../infra/qstash-dev/server.ts
 import { configureNeonForWsProxy, startWsProxy, type WsProxy } from "../../infra/ws-proxy.ts";
 import type { Db } from "../../src/domain/db.ts";
 import { deliverWebhook } from "../../src/domain/webhooks/deliver.ts";
+import { createApp } from "../../src/worker/app.ts";
 import type { Bindings } from "../../src/worker/env.ts";
 import { startReceiver } from "../qstash-dev/receiver.ts";
 import { dashboardClient } from "../support/dashboard.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { seedEvents } from "../support/events.ts";
 import { insertEndpoint, useSecretsKey, verifyWebhook } from "../support/webhooks.ts";
-import { bindings } from "../support/worker.ts";
+import { bindings, call } from "../support/worker.ts";
 
 // The webhook endpoint page's delivery actions (send test, redeliver, recover)
 // and its deliveries list, through the app as the Worker runs it. Jobs go to the
@@ -496,5 +497,52 @@ describe("the endpoint page flags overdue deliveries", () => {
     expect(rowOf(late)).toContain("overdue since");
     expect(rowOf(neverTried)).toContain("overdue since");
     for (const id of [soon, justLate, underWay, done]) expect(rowOf(id), id).not.toContain("overdue");
+  });
+});
+
+describe("when QStash does not take the job", () => {
+  it("the buttons and the admin routes answer 503 saying nothing changed; asking again works", async () => {
+    const ep = await endpoint("/flaky");
+    const id = await delivery(ep.id, "failed");
+    const before = await rows(ep.id);
+    const nothingChanged = (what: string) =>
+      new RegExp(
+        `QStash did not take the deliver job \\(QStash 500: .*\\); nothing changed for ${what}: try again`,
+      );
+    const app = createApp();
+    const admin = (path: string, body?: unknown) =>
+      call(app, env, "POST", path, body, { headers: { Authorization: `Bearer ${env.ADMIN_TOKEN}` } });
+
+    qstash.failNextPublishes(6, 500);
+    const test = await browser.post(`/dashboard/webhooks/${ep.id}/test`, {});
+    expect(test.status).toBe(503);
+    expect(test.text).toMatch(nothingChanged(`webhook endpoint ${ep.id}`));
+    const again = await browser.post(`/dashboard/webhooks/deliveries/${id}/redeliver`, {});
+    expect(again.status).toBe(503);
+    expect(again.text).toMatch(nothingChanged(`delivery ${id}`));
+    const recover = await browser.post(`/dashboard/webhooks/${ep.id}/recover`, { since: "2026-01-01T00:00" });
+    expect(recover.status).toBe(503);
+    expect(recover.text).toMatch(nothingChanged(`the failed deliveries of webhook endpoint ${ep.id}`));
+
+    const routes = [
+      await admin(`/admin/webhooks/endpoints/${ep.id}/test`),
+      await admin(`/admin/webhooks/deliveries/${id}/redeliver`),
+      await admin(`/admin/webhooks/endpoints/${ep.id}/recover`, { since: "2026-01-01T00:00:00Z" }),
+    ];
+    for (const res of routes) {
+      expect(res.status).toBe(503);
+      expect(res.headers.get("retry-after")).toBe("1");
+      expect(res.body.error).toMatchObject({
+        code: "SERVICE_UNAVAILABLE",
+        message: expect.stringMatching(nothingChanged(".+")),
+      });
+    }
+    // No test delivery left behind, the failed one failed as it was, nothing in QStash.
+    expect(await rows(ep.id)).toEqual(before);
+    expect(qstash.messages()).toHaveLength(0);
+
+    const retried = await admin(`/admin/webhooks/deliveries/${id}/redeliver`);
+    expect(retried.status).toBe(202);
+    expect(publishedFor(id)).toHaveLength(1);
   });
 });

@@ -2,6 +2,7 @@ import { sql, type SQL } from "drizzle-orm";
 import {
   findSubscription,
   parseJobBody,
+  publishAdvice,
   PublishError,
   RELAY_POLICY,
   type Job,
@@ -224,18 +225,8 @@ export const JOB_FAILURE_ID_DIGITS = "[1-9][0-9]{0,14}";
 export function notRetriedMessage(id: number | string, error: PublishError): string {
   return (
     `QStash did not take the retry of job failure ${id} (${error.message}); ` +
-    `the failure is left un-retried: ${retryAdvice(error)}`
+    `the failure is left un-retried: ${publishAdvice(error)}`
   );
-}
-
-/**
- * What an operator should do about a retry QStash did not take: asking again helps
- * with an outage, not with a token QStash refuses or a QStash URL that is wrong.
- */
-export function retryAdvice(error: PublishError): string {
-  if (error.status === 401 || error.status === 403) return "check QSTASH_TOKEN, then try again";
-  if (error.status === 404) return "check QSTASH_URL, then try again";
-  return "try again";
 }
 
 /** Failures one bulk retry publishes at most; the answer says whether more are left. */

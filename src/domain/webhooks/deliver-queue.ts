@@ -1,8 +1,11 @@
 import {
+  asPublishError,
   checkedLabel,
   failureCallbackUrl,
   flowControlFor,
   jobUrl,
+  publishAdvice,
+  PublishError,
   QSTASH_BATCH_LIMITS,
   qstashClient,
 } from "../../outbox/index.ts";
@@ -25,7 +28,10 @@ export interface DeliverJob {
   deduplicationId: string;
 }
 
-/** Where deliver jobs go; answers QStash's message id per job, in order. Throws when publishing failed. */
+/**
+ * Where deliver jobs go; answers QStash's message id per job, in order. Throws a
+ * PublishError when publishing failed.
+ */
 export interface DeliverQueue {
   enqueue(jobs: DeliverJob[]): Promise<string[]>;
 }
@@ -72,26 +78,40 @@ export function createQStashDeliverQueue(options: QStashDeliverQueueOptions): De
       const ids: string[] = [];
       for (let i = 0; i < jobs.length; i += perRequest) {
         const chunk = jobs.slice(i, i + perRequest);
-        const answers = await client.batchJSON(
-          chunk.map((job) => ({
-            url,
-            body: { deliveryId: job.deliveryId } satisfies DeliverJobBody,
-            deduplicationId: job.deduplicationId,
-            retries: options.retries,
-            failureCallback,
-            flowControl,
-            ...(label === undefined ? {} : { label }),
-          })),
-        );
+        const answers = await client
+          .batchJSON(
+            chunk.map((job) => ({
+              url,
+              body: { deliveryId: job.deliveryId } satisfies DeliverJobBody,
+              deduplicationId: job.deduplicationId,
+              retries: options.retries,
+              failureCallback,
+              flowControl,
+              ...(label === undefined ? {} : { label }),
+            })),
+          )
+          .catch((error: unknown) => {
+            throw asPublishError(error);
+          });
         for (const [n, answer] of answers.entries()) {
           const messageId = (answer as { messageId?: string }).messageId;
-          if (!messageId) throw new Error(`QStash answered no messageId for ${chunk[n]?.deduplicationId}`);
+          if (!messageId)
+            throw new PublishError(`QStash answered no messageId for ${chunk[n]?.deduplicationId}`, "outage");
           ids.push(messageId);
         }
       }
       return ids;
     },
   };
+}
+
+/**
+ * What an operator is told when a re-send (redeliver, recover, a test event) was
+ * not taken: each puts its rows back as they were (republish.ts, send-test.ts),
+ * so nothing changed for `what` and asking again is safe.
+ */
+export function notQueuedMessage(what: string, error: PublishError): string {
+  return `QStash did not take the deliver job (${error.message}); nothing changed for ${what}: ${publishAdvice(error)}`;
 }
 
 /** Whether QStash still holds a message to deliver: the sweep asks before taking a job for lost. */

@@ -179,6 +179,20 @@ export async function endpointHealth(db: Db, endpointId?: string): Promise<Endpo
   }));
 }
 
+/** Where an endpoint stands, as the dashboard's badge and the CLI say it. */
+export type EndpointHealthLabel = "disabled" | "failing" | "healthy";
+
+export function healthLabel(e: { enabled: boolean; failingSince: Date | null }): EndpointHealthLabel {
+  if (!e.enabled) return "disabled";
+  return e.failingSince ? "failing" : "healthy";
+}
+
+/** The last day's attempts that got a 2xx, e.g. "27.3 % of 11", or "no attempts". */
+export function successRateText(e: { attempts24h: number; succeeded24h: number }): string {
+  if (e.attempts24h === 0) return "no attempts";
+  return `${((100 * e.succeeded24h) / e.attempts24h).toFixed(1)} % of ${e.attempts24h}`;
+}
+
 export interface EndpointDelivery {
   id: string;
   eventId: string;

@@ -1,9 +1,22 @@
 import { sql } from "drizzle-orm";
+import { z } from "zod";
 import type { Db } from "../db.ts";
 import type { DeliverQueue } from "./deliver-queue.ts";
 import { enabledEndpoint } from "./endpoint-state.ts";
 import { republish, type Resend } from "./republish.ts";
 import { queryRows, uuidArray } from "./rows.ts";
+
+/**
+ * When a recover starts from, as the admin route and the CLI take it: an ISO 8601
+ * time with its offset. A missing one is said to be required, not malformed.
+ */
+export const recoverSince = z.iso.datetime({
+  offset: true,
+  error: (issue) =>
+    issue.input === undefined
+      ? "is required: an ISO 8601 time, e.g. 2026-12-05T00:00:00Z"
+      : "must be an ISO 8601 time, e.g. 2026-01-31T12:00:00Z",
+});
 
 /** One request re-sends at most this many deliveries; `more` says to ask again. */
 export const RECOVER_BATCH = 500;

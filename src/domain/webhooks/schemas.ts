@@ -60,10 +60,13 @@ export function updateEndpointInput(policy: UrlPolicy) {
 }
 export type UpdateEndpointInput = z.input<ReturnType<typeof updateEndpointInput>>;
 
+/** The most rows one page of endpoints or deliveries holds. */
+export const PAGE_LIMIT_MAX = 200;
+
 /** Keyset pages: newest first, by (created_at, id), so a page never shifts as rows arrive. */
 export const pageQuery = {
   // Digits only, as every other listing's `limit`: z.coerce would read `0x10`, `1e1` and ` 5`.
-  limit: wholeNumber(1, 200).default(50),
+  limit: wholeNumber(1, PAGE_LIMIT_MAX).default(50),
   cursor: z
     .string()
     .optional()

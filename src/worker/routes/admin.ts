@@ -4,7 +4,6 @@ import { listJobFailures } from "../../domain/job-failures/record.ts";
 import {
   JOB_FAILURE_ID_DIGITS,
   notRetriedMessage,
-  retryAdvice,
   retryAllJobFailures,
   retryJobFailure,
   type RetryAllResult,
@@ -15,6 +14,7 @@ import {
   isTypeGlob,
   listAlerts,
   listEvents,
+  publishAdvice,
   PublishError,
   requeue,
   stats,
@@ -138,7 +138,7 @@ export async function retryAllOrRefuse(db: Db, config: Config, upTo: number): Pr
     if (!(error instanceof PublishError)) throw error;
     throw new ApiError(
       "SERVICE_UNAVAILABLE",
-      `QStash did not take the retried jobs (${error.message}); none is marked retried: ${retryAdvice(error)}`,
+      `QStash did not take the retried jobs (${error.message}); none is marked retried: ${publishAdvice(error)}`,
     );
   }
 }

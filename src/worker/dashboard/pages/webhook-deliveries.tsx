@@ -4,7 +4,7 @@ import { redeliver } from "../../../domain/webhooks/redeliver.ts";
 import { TEST_EVENT_TYPE } from "../../../domain/webhooks/send-test.ts";
 import { ApiError } from "../../errors.ts";
 import { idParam } from "../../routes/params.ts";
-import { deliverQueueFor } from "../../webhooks.ts";
+import { deliverQueueFor, queuedOrRefused } from "../../webhooks.ts";
 import type { DashboardEnv } from "../env.ts";
 import { Notice, StateBadge, render, time } from "../layout.tsx";
 
@@ -145,7 +145,7 @@ export function registerWebhookDeliveries(dashboard: Hono<DashboardEnv>) {
   // Whatever its state; the use case refuses a disabled endpoint (409) and keeps to the delivery's scope.
   dashboard.post("/webhooks/deliveries/:id/redeliver", idParam("webhook delivery"), async (c) => {
     const id = c.req.valid("param").id;
-    await redeliver(c.var.db, deliverQueueFor(c.var.config), id);
+    await queuedOrRefused(`delivery ${id}`, () => redeliver(c.var.db, deliverQueueFor(c.var.config), id));
     return c.redirect(`${deliveryHref(id)}?redelivered=1`, 303);
   });
 }

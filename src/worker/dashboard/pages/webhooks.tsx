@@ -12,12 +12,14 @@ import { updateEndpoint } from "../../../domain/webhooks/update.ts";
 import {
   endpointDeliveries,
   endpointHealth,
+  healthLabel,
+  successRateText,
   type EndpointHealth,
 } from "../../../domain/webhooks/delivery-log.ts";
 import { ApiError } from "../../errors.ts";
 import { idParam } from "../../routes/params.ts";
 import { toFieldIssues, valid } from "../../validate.ts";
-import { deliverQueueFor } from "../../webhooks.ts";
+import { deliverQueueFor, queuedOrRefused } from "../../webhooks.ts";
 import { requireSecretsKey, webhookSecretsKey } from "../../webhook-secrets-key.ts";
 import type { DashboardEnv } from "../env.ts";
 import { Notice, StateBadge, render, time } from "../layout.tsx";
@@ -88,15 +90,9 @@ function recoveredNotice(n: number | undefined, more: boolean): string | undefin
 /** The recover form's starting value: a day ago, to the minute, UTC. */
 const dayAgo = () => new Date(Date.now() - 86_400_000).toISOString().slice(0, 16);
 
-function successRate(e: EndpointHealth): string {
-  if (e.attempts24h === 0) return "no attempts";
-  return `${((100 * e.succeeded24h) / e.attempts24h).toFixed(1)} % of ${e.attempts24h}`;
-}
-
 function health(e: EndpointHealth): { label: string; tone: string } {
-  if (!e.enabled) return { label: "disabled", tone: "failed" };
-  if (e.failingSince) return { label: "failing", tone: "failed" };
-  return { label: "healthy", tone: "delivered" };
+  const label = healthLabel(e);
+  return { label, tone: label === "healthy" ? "delivered" : "failed" };
 }
 
 /** The answer to a rotation: the only place the new secret is ever shown. */
@@ -182,7 +178,7 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
                     <span class={`state state-${h.tone}`}>{h.label}</span>
                     {e.disabledReason ? <div class="error">{e.disabledReason}</div> : null}
                   </td>
-                  <td>{successRate(e)}</td>
+                  <td>{successRateText(e)}</td>
                   <td class="time">{time(e.lastSuccessAt)}</td>
                   <td class="time">{time(e.failingSince)}</td>
                   <td class="num">{String(e.pending)}</td>
@@ -278,7 +274,7 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
           </tr>
           <tr>
             <th>success, last 24 h</th>
-            <td>{successRate(endpoint)}</td>
+            <td>{successRateText(endpoint)}</td>
           </tr>
           <tr>
             <th>last success</th>
@@ -438,7 +434,9 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
 
   dashboard.post("/webhooks/:id/test", idParam("webhook endpoint"), async (c) => {
     const id = c.req.valid("param").id;
-    const { deliveryId } = await sendTestEvent(c.var.db, deliverQueueFor(c.var.config), id);
+    const { deliveryId } = await queuedOrRefused(`webhook endpoint ${id}`, () =>
+      sendTestEvent(c.var.db, deliverQueueFor(c.var.config), id),
+    );
     return c.redirect(`${deliveryHref(deliveryId)}?tested=1`, 303);
   });
 
@@ -450,7 +448,10 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
     async (c) => {
       const id = c.req.valid("param").id;
       const { since } = c.req.valid("form");
-      const { recovered, more } = await recoverFailed(c.var.db, deliverQueueFor(c.var.config), id, since);
+      const { recovered, more } = await queuedOrRefused(
+        `the failed deliveries of webhook endpoint ${id}`,
+        () => recoverFailed(c.var.db, deliverQueueFor(c.var.config), id, since),
+      );
       return c.redirect(`/dashboard/webhooks/${id}?recovered=${recovered}${more ? "&more=1" : ""}`, 303);
     },
   );

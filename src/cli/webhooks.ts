@@ -1,0 +1,159 @@
+import { drizzle } from "drizzle-orm/node-postgres";
+import type { Db } from "../domain/db.ts";
+import { webhookDeliveryStatuses, type WebhookDeliveryStatus } from "../domain/schema.ts";
+import { getDelivery, listDeliveries } from "../domain/webhooks/deliveries.ts";
+import { notQueuedMessage } from "../domain/webhooks/deliver-queue.ts";
+import { endpointHealth } from "../domain/webhooks/delivery-log.ts";
+import { findEndpointRow, getEndpoint } from "../domain/webhooks/get.ts";
+import { recoverFailed, recoverSince } from "../domain/webhooks/recover.ts";
+import { redeliver } from "../domain/webhooks/redeliver.ts";
+import { PAGE_LIMIT_MAX } from "../domain/webhooks/schemas.ts";
+import { updateEndpoint } from "../domain/webhooks/update.ts";
+import { InvalidInputError, PublishError, UUID_PATTERN } from "../outbox/index.ts";
+import { deliverQueueFor } from "../worker/webhooks.ts";
+import { intOption, Refusal, UsageError } from "./args.ts";
+import type { Command, CommandIo } from "./command.ts";
+import { readVariables, webhookPublishVariables } from "./config.ts";
+import { formatDelivery, formatEndpoint, formatEndpointTable } from "./format.ts";
+
+const UUID = new RegExp(`^${UUID_PATTERN}$`);
+
+/** An id from the command line, checked before the database sees it (Postgres would refuse a non-uuid). */
+function uuidArgument(raw: string, what: string): string {
+  if (!UUID.test(raw)) throw new InvalidInputError(`"${raw}" is not a ${what} id (a UUID)`);
+  return raw;
+}
+
+/** The one id a sub-command takes, or a usage error saying so. */
+function oneId(rest: string[], sub: string, what: string): string {
+  const [id] = rest;
+  if (!id || rest.length > 1) throw new UsageError(`webhooks ${sub} takes one ${what} id`);
+  return uuidArgument(id, what);
+}
+
+const dbOf = (io: CommandIo) => drizzle(io.pool) as unknown as Db;
+
+/** A re-send QStash did not take: a refusal saying nothing changed for `what` (notQueuedMessage). */
+function notQueued(what: string, error: unknown): never {
+  if (!(error instanceof PublishError)) throw error;
+  throw new Refusal("publish_failed", notQueuedMessage(what, error));
+}
+
+/**
+ * `webhooks list|show|delivery|redeliver|recover|enable|disable`: what the
+ * dashboard's webhook pages show and do, from a terminal, through the same use
+ * cases as the admin routes. Re-sending publishes a deliver job to the Worker's
+ * `/jobs/webhook.deliver`, so it needs the QStash variables the Worker has.
+ */
+export const webhooksCommand: Command = ({ options, sub, rest }) => {
+  if (sub === "list") {
+    if (rest.length > 0) throw new UsageError(`webhooks list takes no argument, got "${rest[0]}"`);
+    return async (io) => {
+      // The edit form's digest is the dashboard's, not an operator's to read.
+      const endpoints = (await endpointHealth(dbOf(io))).map(({ version: _, ...e }) => e);
+      io.print(endpoints, () => formatEndpointTable(endpoints));
+      return 0;
+    };
+  }
+  if (sub === "show") {
+    const id = oneId(rest, sub, "webhook endpoint");
+    const status = options.status;
+    if (status !== undefined && !isDeliveryStatus(status))
+      throw new UsageError(`--status must be pending, delivered or failed, got "${status}"`);
+    const limit = intOption(options.limit, "--limit", 20, PAGE_LIMIT_MAX);
+    return async (io) => {
+      const db = dbOf(io);
+      const { endpoint, health } = await getEndpoint(db, id);
+      const page = await listDeliveries(db, id, { limit, ...(status ? { status } : {}) });
+      const shown = { endpoint, health, deliveries: page.deliveries, more: page.nextCursor !== null };
+      io.print(shown, () => formatEndpoint(shown, status));
+      return 0;
+    };
+  }
+  if (sub === "delivery") {
+    const id = oneId(rest, sub, "webhook delivery");
+    return async (io) => {
+      const db = dbOf(io);
+      const { delivery } = await getDelivery(db, id);
+      const { url } = await findEndpointRow(db, delivery.endpointId);
+      const shown = { ...delivery, endpointUrl: url };
+      io.print(shown, () => formatDelivery(shown));
+      return 0;
+    };
+  }
+  if (sub === "redeliver") {
+    const id = oneId(rest, sub, "webhook delivery");
+    return async (io) => {
+      const queue = deliverQueueFor(readVariables(webhookPublishVariables));
+      const queued = await redeliver(dbOf(io), queue, id).catch((e) => notQueued(`delivery ${id}`, e));
+      io.print(queued, () => `delivery ${id}: a new deliver job is queued (same body and webhook-id)`);
+      return 0;
+    };
+  }
+  if (sub === "recover") {
+    const id = oneId(rest, sub, "webhook endpoint");
+    if (options.since === undefined)
+      throw new UsageError(
+        "webhooks recover needs --since <time>: an ISO 8601 time, e.g. 2026-12-05T00:00:00Z",
+      );
+    const parsed = recoverSince.safeParse(options.since);
+    if (!parsed.success)
+      throw new UsageError(
+        `--since must be an ISO 8601 time with its offset, e.g. 2026-12-05T00:00:00Z, got "${options.since}"`,
+      );
+    const since = new Date(parsed.data);
+    return async (io) => recoverAll(io, id, since);
+  }
+  if (sub === "enable" || sub === "disable") {
+    const id = oneId(rest, sub, "webhook endpoint");
+    return async (io) => {
+      // Only `enabled` changes, so no URL is checked and the policy is never read.
+      const endpoint = await updateEndpoint(
+        dbOf(io),
+        id,
+        { enabled: sub === "enable" },
+        { allowPrivate: false },
+      );
+      io.print(endpoint, () =>
+        endpoint.enabled
+          ? `webhook endpoint ${id} is enabled; its failed deliveries stay failed: webhooks recover ${id} --since <time>`
+          : `webhook endpoint ${id} is disabled (${endpoint.disabledReason}); it gets no new deliveries`,
+      );
+      return 0;
+    };
+  }
+  throw new UsageError(
+    sub === undefined
+      ? "webhooks needs a command: list, show, delivery, redeliver, recover, enable or disable"
+      : `unknown webhooks command "${sub}" (list, show, delivery, redeliver, recover, enable, disable)`,
+  );
+};
+
+function isDeliveryStatus(s: string): s is WebhookDeliveryStatus {
+  return (webhookDeliveryStatuses as readonly string[]).includes(s);
+}
+
+/**
+ * Every failed delivery of the endpoint created since then, a batch (RECOVER_BATCH)
+ * per publish, with a line per batch on stderr so a long recovery shows progress.
+ * A batch QStash refuses is put back as it was; the ones before it stay re-sent.
+ */
+async function recoverAll(io: CommandIo, id: string, since: Date): Promise<number> {
+  const queue = deliverQueueFor(readVariables(webhookPublishVariables));
+  const db = dbOf(io);
+  let recovered = 0;
+  for (;;) {
+    const round = await recoverFailed(db, queue, id, since).catch((e) =>
+      notQueued(`the failed deliveries not yet re-sent (${recovered} were re-sent before this)`, e),
+    );
+    recovered += round.recovered;
+    if (!round.more) break;
+    console.error(`re-sent ${recovered} so far…`);
+  }
+  io.print({ recovered }, () =>
+    recovered === 0
+      ? `no failed delivery of webhook endpoint ${id} created since ${since.toISOString()}`
+      : `re-sent ${recovered} failed deliver${recovered === 1 ? "y" : "ies"} of webhook endpoint ${id}`,
+  );
+  return 0;
+}

@@ -1,0 +1,409 @@
+import { beforeEach, describe, expect, it } from "vitest";
+import { expectUsageErrors, runCli } from "../support/cli.ts";
+import { useTestDatabase } from "../support/db.ts";
+import { seedEvents } from "../support/events.ts";
+import { usePausedQStash } from "../support/job-failures.ts";
+import { resetOutbox } from "../support/relay.ts";
+import { insertEndpoint, useSecretsKey } from "../support/webhooks.ts";
+
+// `webhooks …` as an operator runs it: the endpoints, deliveries and attempts the
+// delivery engine leaves, read back; re-sends published to the QStash dev server,
+// delivery paused, so each job stays there to be looked at.
+const t = useTestDatabase();
+const paused = usePausedQStash(t);
+const secrets = useSecretsKey();
+const PUBLIC_URL = "http://127.0.0.1:8787";
+
+beforeEach(async () => {
+  await resetOutbox(t.pool);
+  await t.pool.query("TRUNCATE webhook_endpoints CASCADE");
+});
+
+const dbOnly = () => ({ DATABASE_URL: t.url });
+const withQStash = () => ({
+  DATABASE_URL: t.url,
+  QSTASH_URL: paused.qstash.url,
+  QSTASH_TOKEN: paused.qstash.token,
+  PUBLIC_URL,
+});
+const deliverJobs = () =>
+  paused.qstash.messages().filter((m) => m.url === `${PUBLIC_URL}/jobs/webhook.deliver`);
+
+type Status = "pending" | "delivered" | "failed";
+
+/** A delivery as the engine leaves it: `answers` one attempt each (a status, or null for no answer). */
+async function delivery(
+  endpointId: string,
+  status: Status,
+  answers: (number | null)[] = [],
+  fields: { eventId?: string; createdAt?: string; lastError?: string } = {},
+): Promise<string> {
+  const eventId = fields.eventId ?? (await seedEvents(t.pool, 1, { fanned: true, scope: "acme" }))[0]!;
+  const { rows } = await t.pool.query(
+    `INSERT INTO webhook_deliveries (endpoint_id, event_id, event_type, scope, body, status, attempts,
+                                     last_attempt_at, next_attempt_at, delivered_at, failed_at, last_error,
+                                     created_at)
+     VALUES ($1, $2, 'supplier.connected', 'acme', '{"type":"supplier.connected"}', $3, $4,
+             CASE WHEN $4 > 0 THEN now() END,
+             CASE WHEN $3 = 'pending' AND $4 > 0 THEN now() + interval '30 minutes' END,
+             CASE WHEN $3 = 'delivered' THEN now() END, CASE WHEN $3 = 'failed' THEN now() END,
+             $5, COALESCE($6::timestamptz, now()))
+     RETURNING id`,
+    [endpointId, eventId, status, answers.length, fields.lastError ?? null, fields.createdAt ?? null],
+  );
+  const id = rows[0].id as string;
+  for (const answer of answers) {
+    await t.pool.query(
+      `INSERT INTO webhook_attempts (delivery_id, duration_ms, status, error, response_body)
+       VALUES ($1, 12, $2, $3, $4)`,
+      [id, answer, answer === null ? "timeout" : null, answer === null ? null : `answered\n  ${answer}`],
+    );
+  }
+  return id;
+}
+
+const endpoint = (fields: { url?: string; enabled?: boolean; description?: string } = {}) =>
+  insertEndpoint(t.pool, secrets.key, {
+    url: fields.url ?? "https://hooks.example.com/acme",
+    scope: "acme",
+    types: ["supplier.*"],
+    ...fields,
+  });
+
+async function deliveryRow(id: string) {
+  const { rows } = await t.pool.query(
+    `SELECT status, failed_at, message_id, last_error FROM webhook_deliveries WHERE id = $1`,
+    [id],
+  );
+  return rows[0] as {
+    status: Status;
+    failed_at: Date | null;
+    message_id: string | null;
+    last_error: string | null;
+  };
+}
+
+describe("outbox webhooks: what an operator reads", () => {
+  it("lists endpoints with their health, as text and as JSON, and no secret", async () => {
+    const healthy = await endpoint({ url: "https://hooks.example.com/ok" });
+    const failing = await endpoint({ url: "https://hooks.example.com/down" });
+    const off = await endpoint({ url: "https://hooks.example.com/off", enabled: false });
+    await delivery(healthy.id, "delivered", [200]);
+    await delivery(failing.id, "pending", [503, null]);
+    await delivery(failing.id, "failed", [500]);
+    await t.pool.query(`UPDATE webhook_endpoints SET failing_since = now() WHERE id = $1`, [failing.id]);
+
+    const text = await runCli(["webhooks", "list"], dbOnly());
+    expect(text.code).toBe(0);
+    const [header, ...lines] = text.stdout.trim().split("\n");
+    expect(header).toMatch(/^ID\s+URL\s+SCOPE\s+HEALTH\s+SUCCESS, 24 H\s+PENDING\s+FAILED$/);
+    expect(lines).toEqual([
+      expect.stringMatching(
+        new RegExp(
+          `^${healthy.id}\\s+https://hooks.example.com/ok\\s+acme\\s+healthy\\s+100.0 % of 1\\s+0\\s+0$`,
+        ),
+      ),
+      expect.stringMatching(
+        new RegExp(
+          `^${failing.id}\\s+https://hooks.example.com/down\\s+acme\\s+failing\\s+0.0 % of 3\\s+1\\s+1$`,
+        ),
+      ),
+      expect.stringMatching(
+        new RegExp(
+          `^${off.id}\\s+https://hooks.example.com/off\\s+acme\\s+disabled\\s+no attempts\\s+0\\s+0$`,
+        ),
+      ),
+    ]);
+
+    const json = await runCli(["webhooks", "list", "--json"], dbOnly());
+    const listed = JSON.parse(json.stdout);
+    expect(listed.map((e: { id: string }) => e.id)).toEqual([healthy.id, failing.id, off.id]);
+    expect(listed[1]).toMatchObject({
+      attempts24h: 3,
+      succeeded24h: 0,
+      pending: 1,
+      failed: 1,
+      enabled: true,
+    });
+    // Neither the sealed secret nor the dashboard's edit digest is an operator's to read.
+    expect(json.stdout).not.toMatch(/secret|version/i);
+  });
+
+  it("shows an endpoint with its last day and its newest deliveries, filtered and limited", async () => {
+    const { id } = await endpoint({ description: "Acme ERP" });
+    const old = await delivery(id, "delivered", [200], { createdAt: "2026-01-01T00:00:00Z" });
+    const failed = await delivery(id, "failed", [500, 500], { lastError: "endpoint answered 500" });
+    const pending = await delivery(id, "pending", [null], { lastError: "no answer: timeout" });
+
+    const text = await runCli(["webhooks", "show", id], dbOnly());
+    expect(text.code).toBe(0);
+    const out = text.stdout;
+    expect(out).toContain(
+      `webhook endpoint ${id}\n  url          https://hooks.example.com/acme\n  description  Acme ERP`,
+    );
+    expect(out).toContain("  types        supplier.*");
+    expect(out).toContain("  health       healthy");
+    // The 2026-01-01 delivery is outside the window; its attempt too (made "now" by the fixture).
+    expect(out).toMatch(
+      /last 24 h {4}2 deliveries \(0 delivered, 1 failed, 1 pending\); attempts with a 2xx: 25\.0 % of 4/,
+    );
+    const rows = out.slice(out.indexOf("deliveries, newest first")).trim().split("\n").slice(2);
+    expect(rows).toEqual([
+      expect.stringMatching(
+        new RegExp(`^${pending}\\s.*pending, 1 attempt, next attempt not before \\S+Z: no answer: timeout$`),
+      ),
+      expect.stringMatching(
+        new RegExp(`^${failed}\\s.*failed \\S+Z after 2 attempts: endpoint answered 500$`),
+      ),
+      expect.stringMatching(
+        new RegExp(`^${old}\\s+2026-01-01T00:00:00.000Z\\s.*delivered \\S+Z \\(1 attempt\\)$`),
+      ),
+    ]);
+
+    const onlyFailed = JSON.parse(
+      (await runCli(["webhooks", "show", id, "--status", "failed", "--json"], dbOnly())).stdout,
+    );
+    expect(onlyFailed.deliveries.map((d: { id: string }) => d.id)).toEqual([failed]);
+    expect(onlyFailed).toMatchObject({
+      endpoint: { id, scope: "acme", enabled: true },
+      health: { deliveries: { total: 2, failed: 1, pending: 1 } },
+      more: false,
+    });
+    const firstTwo = await runCli(["webhooks", "show", id, "--limit", "2"], dbOnly());
+    expect(firstTwo.stdout).toContain("deliveries, newest first (more: raise --limit)");
+    expect(firstTwo.stdout).not.toContain(old);
+    const onlyDelivered = await runCli(
+      ["webhooks", "show", id, "--status", "delivered", "--limit", "5"],
+      dbOnly(),
+    );
+    expect(onlyDelivered.stdout).toContain(old);
+    const { id: quiet } = await endpoint();
+    expect((await runCli(["webhooks", "show", quiet, "--status", "failed"], dbOnly())).stdout.trim()).toMatch(
+      /\n\nno failed deliveries$/,
+    );
+  });
+
+  it("shows one delivery with its body and every attempt, and the event shows its deliveries", async () => {
+    const { id: endpointId } = await endpoint();
+    const [eventId] = (await seedEvents(t.pool, 1, {
+      fanned: true,
+      scope: "acme",
+      type: "supplier.connected",
+    })) as [string];
+    const id = await delivery(endpointId, "pending", [503, null], {
+      eventId,
+      lastError: "no answer: timeout",
+    });
+
+    const text = await runCli(["webhooks", "delivery", id], dbOnly());
+    expect(text.code).toBe(0);
+    const lines = text.stdout.trim().split("\n");
+    expect(lines.slice(0, 3)).toEqual([
+      `webhook delivery ${id}`,
+      `  endpoint   https://hooks.example.com/acme (${endpointId})`,
+      `  event      ${eventId} (supplier.connected, scope acme)`,
+    ]);
+    expect(lines).toContainEqual(expect.stringMatching(/^ {4}\S+Z {2}503 {2}12 ms {2}answered 503$/));
+    expect(lines).toContainEqual(expect.stringMatching(/^ {4}\S+Z {2}no answer \(timeout\) {2}12 ms$/));
+    expect(lines.at(-1)).toBe('  body       {"type":"supplier.connected"}');
+
+    const json = JSON.parse((await runCli(["webhooks", "delivery", id, "--json"], dbOnly())).stdout);
+    expect(json).toMatchObject({
+      id,
+      endpointId,
+      endpointUrl: "https://hooks.example.com/acme",
+      status: "pending",
+      body: '{"type":"supplier.connected"}',
+      attempts: [
+        { status: 503, error: null, durationMs: 12 },
+        { status: null, error: "timeout" },
+      ],
+    });
+
+    const event = await runCli(["events", "show", eventId], dbOnly());
+    expect(event.stdout).toContain(
+      `  webhooks\n    delivery ${id} to https://hooks.example.com/acme: pending, 2 attempts, next attempt not before `,
+    );
+    const eventJson = JSON.parse((await runCli(["events", "show", eventId, "--json"], dbOnly())).stdout);
+    expect(eventJson.webhookDeliveries).toEqual([
+      expect.objectContaining({
+        id,
+        endpointId,
+        status: "pending",
+        attempts: 2,
+        lastError: "no answer: timeout",
+      }),
+    ]);
+    expect(eventJson.webhookDeliveries[0]).not.toHaveProperty("attemptLog");
+  });
+
+  it("says what is unknown or malformed, before the database for a malformed id", async () => {
+    const unknown = "7d0c5d8e-3a52-4d4e-9c51-0f3f4b0e2f11";
+    const missing = await runCli(["webhooks", "delivery", unknown, "--json"], dbOnly());
+    expect(missing.code).toBe(1);
+    expect(JSON.parse(missing.stdout)).toEqual({
+      error: { code: "not_found", message: `webhook delivery ${unknown} not found` },
+    });
+    const noEndpoint = await runCli(["webhooks", "show", unknown], dbOnly());
+    expect(noEndpoint.code).toBe(1);
+    expect(noEndpoint.stderr.trim()).toBe(`edge-outbox: webhook endpoint ${unknown} not found`);
+
+    // No DATABASE_URL: a malformed id is said before anything needs it.
+    const malformed = await runCli(["webhooks", "show", "acme-erp", "--json"]);
+    expect(malformed.code).toBe(2);
+    expect(JSON.parse(malformed.stdout)).toEqual({
+      error: { code: "invalid_input", message: '"acme-erp" is not a webhook endpoint id (a UUID)' },
+    });
+    const cases: [string[], RegExp][] = [
+      [["webhooks"], /webhooks needs a command: list, show, delivery, redeliver, recover, enable or disable/],
+      [["webhooks", "retry"], /unknown webhooks command "retry"/],
+      [["webhooks", "list", "x"], /webhooks list takes no argument, got "x"/],
+      [["webhooks", "show"], /webhooks show takes one webhook endpoint id/],
+      [["webhooks", "redeliver", unknown, unknown], /webhooks redeliver takes one webhook delivery id/],
+      [
+        ["webhooks", "show", unknown, "--status", "gone"],
+        /--status must be pending, delivered or failed, got "gone"/,
+      ],
+      [
+        ["webhooks", "show", unknown, "--limit", "201"],
+        /--limit must be an integer from 1 to 200, got "201"/,
+      ],
+      [["webhooks", "recover", unknown], /webhooks recover needs --since <time>/],
+      [
+        ["webhooks", "recover", unknown, "--since", "yesterday"],
+        /--since must be an ISO 8601 time .*, got "yesterday"/,
+      ],
+    ];
+    await expectUsageErrors(cases);
+  });
+});
+
+describe("outbox webhooks: what an operator fixes", () => {
+  it("redelivers one delivery as a new deliver job, same body, with the deployment's label", async () => {
+    const { id: endpointId } = await endpoint();
+    const id = await delivery(endpointId, "failed", [500], { lastError: "endpoint answered 500" });
+
+    const r = await runCli(["webhooks", "redeliver", id, "--json"], withQStash());
+    expect(r.code).toBe(0);
+    expect(JSON.parse(r.stdout)).toEqual({ deliveryId: id });
+    const [job, ...others] = deliverJobs();
+    expect(others).toEqual([]);
+    expect(JSON.parse(job!.body)).toEqual({ deliveryId: id });
+    // Labelled as the Worker labels its jobs, so the sweep's dead-letter reading finds it (ADR 0027).
+    const held = await fetch(`${paused.qstash.url}/v2/messages/${job!.messageId}`, {
+      headers: { authorization: `Bearer ${paused.qstash.token}` },
+    });
+    expect(((await held.json()) as { labels?: string[] }).labels).toEqual(["edge-outbox-127-0-0-1-8787"]);
+    // The Worker's retry schedule, as the deliver jobs it publishes carry it.
+    expect(job!.maxRetries).toBe(7);
+    expect(await deliveryRow(id)).toEqual({
+      status: "pending",
+      failed_at: null,
+      message_id: job!.messageId,
+      last_error: null,
+    });
+
+    const text = await runCli(["webhooks", "redeliver", id], withQStash());
+    expect(text.stdout.trim()).toBe(`delivery ${id}: a new deliver job is queued (same body and webhook-id)`);
+    expect(deliverJobs()).toHaveLength(2);
+  });
+
+  it("recovers every failed delivery since a time, a batch per publish, with progress", async () => {
+    const { id: endpointId } = await endpoint();
+    const before = await delivery(endpointId, "failed", [500], { createdAt: "2026-01-01T00:00:00Z" });
+    const delivered = await delivery(endpointId, "delivered", [200]);
+    // One more than a recover re-sends per publish (RECOVER_BATCH), so it takes two.
+    await t.pool.query(
+      `INSERT INTO webhook_deliveries (endpoint_id, event_id, event_type, scope, body, status, attempts, failed_at)
+       SELECT $1, gen_random_uuid(), 'supplier.connected', 'acme', '{}', 'failed', 8, now()
+         FROM generate_series(1, 501)`,
+      [endpointId],
+    );
+
+    const r = await runCli(
+      ["webhooks", "recover", endpointId, "--since", "2026-06-01T00:00:00+02:00"],
+      withQStash(),
+    );
+    expect(r.code).toBe(0);
+    expect(r.stderr.trim()).toBe("re-sent 500 so far…");
+    expect(r.stdout.trim()).toBe(`re-sent 501 failed deliveries of webhook endpoint ${endpointId}`);
+    expect(deliverJobs()).toHaveLength(501);
+    const { rows } = await t.pool.query(
+      `SELECT status, count(*)::int AS n FROM webhook_deliveries WHERE endpoint_id = $1 GROUP BY status ORDER BY status`,
+      [endpointId],
+    );
+    expect(rows).toEqual([
+      { status: "delivered", n: 1 },
+      { status: "failed", n: 1 },
+      { status: "pending", n: 501 },
+    ]);
+    expect((await deliveryRow(before)).status).toBe("failed");
+    expect((await deliveryRow(delivered)).status).toBe("delivered");
+
+    const again = await runCli(
+      ["webhooks", "recover", endpointId, "--since", "2026-06-01T00:00:00Z", "--json"],
+      withQStash(),
+    );
+    expect(JSON.parse(again.stdout)).toEqual({ recovered: 0 });
+  });
+
+  it("disables and enables an endpoint; a disabled one is refused a re-send, and nothing is published", async () => {
+    const { id: endpointId } = await endpoint();
+    const id = await delivery(endpointId, "failed", [500]);
+
+    const off = await runCli(["webhooks", "disable", endpointId], dbOnly());
+    expect(off.stdout.trim()).toBe(
+      `webhook endpoint ${endpointId} is disabled (disabled by an operator); it gets no new deliveries`,
+    );
+    const refused = await runCli(["webhooks", "redeliver", id, "--json"], withQStash());
+    expect(refused.code).toBe(1);
+    expect(JSON.parse(refused.stdout).error).toEqual({
+      code: "illegal_transition",
+      message: `cannot redeliver to webhook endpoint ${endpointId}: it is disabled; enable it first`,
+    });
+    const recover = await runCli(
+      ["webhooks", "recover", endpointId, "--since", "2026-01-01T00:00:00Z"],
+      withQStash(),
+    );
+    expect(recover.code).toBe(1);
+    expect(recover.stderr).toMatch(
+      /cannot recover deliveries of webhook endpoint .*: it is disabled; enable it first/,
+    );
+    expect(deliverJobs()).toEqual([]);
+    expect((await deliveryRow(id)).status).toBe("failed");
+
+    const on = await runCli(["webhooks", "enable", endpointId, "--json"], dbOnly());
+    expect(JSON.parse(on.stdout)).toMatchObject({
+      id: endpointId,
+      enabled: true,
+      disabledReason: null,
+      disabledAt: null,
+    });
+    expect((await runCli(["webhooks", "list"], dbOnly())).stdout).toMatch(
+      new RegExp(`${endpointId}.*healthy`),
+    );
+    expect((await runCli(["webhooks", "redeliver", id], withQStash())).code).toBe(0);
+    expect(deliverJobs()).toHaveLength(1);
+  });
+
+  it("a publish QStash refuses exits 1 and puts the delivery back as it was; no QStash variables, exit 2", async () => {
+    const { id: endpointId } = await endpoint();
+    const id = await delivery(endpointId, "failed", [500], { lastError: "endpoint answered 500" });
+    const wasBefore = await deliveryRow(id);
+
+    paused.qstash.failNextPublishes(1, 500);
+    const r = await runCli(["webhooks", "redeliver", id], withQStash());
+    expect(r.code).toBe(1);
+    expect(r.stderr.trim()).toMatch(
+      new RegExp(
+        `edge-outbox: QStash did not take the deliver job \\(QStash 500: .*\\); nothing changed for delivery ${id}: try again$`,
+      ),
+    );
+    expect(await deliveryRow(id)).toEqual(wasBefore);
+
+    const unset = await runCli(["webhooks", "redeliver", id], dbOnly());
+    expect(unset.code).toBe(2);
+    expect(unset.stderr).toMatch(/QSTASH_TOKEN is not set/);
+    expect(await deliveryRow(id)).toEqual(wasBefore);
+  });
+});
