@@ -2,6 +2,7 @@ import { drizzle } from "drizzle-orm/node-postgres";
 import type { Db } from "../domain/db.ts";
 import { deliveriesForEvent } from "../domain/webhooks/delivery-log.ts";
 import {
+  assertEventId,
   EVENT_STATES,
   getEvent,
   isEventState,
@@ -42,6 +43,7 @@ export const eventsCommand: Command = ({ options, sub, rest }) => {
   if (sub === "show") {
     const [id] = rest;
     if (!id || rest.length > 1) throw new UsageError("events show takes one event id");
+    assertEventId(id);
     return async ({ pool, print }) => {
       const event = await getEvent(pool, id);
       if (!event) throw new Refusal("not_found", `no event ${id}`);
@@ -55,6 +57,7 @@ export const eventsCommand: Command = ({ options, sub, rest }) => {
   }
   if (sub === "requeue") {
     if (rest.length === 0) throw new UsageError("events requeue takes one or more event ids");
+    rest.forEach(assertEventId);
     return async ({ pool, print }) => {
       const result = await requeue(pool, rest);
       print(result, () =>

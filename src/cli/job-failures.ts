@@ -7,7 +7,7 @@ import {
   retryAllJobFailures,
   retryJobFailure,
 } from "../domain/job-failures/retry.ts";
-import { MAX_LIST_LIMIT, publishAdvice, PublishError } from "../outbox/index.ts";
+import { InvalidInputError, MAX_LIST_LIMIT, publishAdvice, PublishError } from "../outbox/index.ts";
 import { publisherFor } from "../worker/relay.ts";
 import { intOption, Refusal, UsageError } from "./args.ts";
 import type { Command } from "./command.ts";
@@ -38,7 +38,7 @@ export const jobFailuresCommand: Command = ({ options, sub, rest }) => {
   if (sub === "retry") {
     const [id] = rest;
     if (!id || rest.length > 1) throw new UsageError("job-failures retry takes one job failure id");
-    if (!FAILURE_ID.test(id)) throw new UsageError(`"${id}" is not a job failure id (a whole number)`);
+    if (!FAILURE_ID.test(id)) throw new InvalidInputError(`"${id}" is not a job failure id (a whole number)`);
     return async ({ pool, print }) => {
       const env = readVariables(publishVariables);
       let result;

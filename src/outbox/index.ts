@@ -75,6 +75,7 @@ export {
   type AwaitOptions,
 } from "./receipt.ts";
 export {
+  assertEventId,
   getEvent,
   listEvents,
   MAX_LIST_LIMIT,

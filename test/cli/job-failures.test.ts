@@ -117,7 +117,6 @@ describe("outbox job-failures", () => {
       [["job-failures", "redo"], /unknown job-failures command "redo"/],
       [["job-failures", "retry"], /job-failures retry takes one job failure id/],
       [["job-failures", "retry", "1", "2"], /job-failures retry takes one job failure id/],
-      [["job-failures", "retry", "abc"], /"abc" is not a job failure id/],
       [["job-failures", "list", "x"], /job-failures list takes no argument, got "x"/],
       [["job-failures", "retry", "--all", "5"], /job-failures retry --all takes no id/],
     ];

@@ -40,7 +40,6 @@ describe("outbox CLI refusals under --json", () => {
         '--limit must be an integer from 1 to 10000, got "1e3"',
       ],
       [["relay", "drain", "--budget", "0", "--json"], '--budget must be a positive integer, got "0"'],
-      [["job-failures", "retry", "abc", "--json"], '"abc" is not a job failure id (a whole number)'],
     ];
     const results = await Promise.all(cases.map(([args]) => runCli(args)));
     results.forEach((r, i) => {
@@ -72,6 +71,19 @@ describe("outbox CLI refusals under --json", () => {
     expect(refusal(await runCli(["events", "show", "not-a-uuid", "--json"], env()), 2)).toEqual({
       code: "invalid_input",
       message: '"not-a-uuid" is not an event id (a UUID)',
+    });
+    // Said before anything needs the database or QStash, whatever the command.
+    expect(refusal(await runCli(["job-failures", "retry", "abc", "--json"]), 2)).toEqual({
+      code: "invalid_input",
+      message: '"abc" is not a job failure id (a whole number)',
+    });
+    expect(refusal(await runCli(["webhooks", "delivery", "abc", "--json"]), 2)).toEqual({
+      code: "invalid_input",
+      message: '"abc" is not a webhook delivery id (a UUID)',
+    });
+    expect(refusal(await runCli(["events", "requeue", "nope", "--json"]), 2)).toEqual({
+      code: "invalid_input",
+      message: '"nope" is not an event id (a UUID)',
     });
     const id = "00000000-0000-4000-8000-000000000000";
     expect(refusal(await runCli(["events", "show", id, "--json"], env()), 1)).toEqual({
