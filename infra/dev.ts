@@ -227,13 +227,14 @@ edge-outbox is running — Ctrl-C stops everything.
       -H 'content-type: application/json' -d '{"url":"${sink.url}/webhooks","types":["*"],"scope":"${DEV_KEY_SCOPE}"}'
     curl -s ${sink.url}/__received      # what the sink got, with the webhook-* headers
 
-  Operator CLI in another terminal (relay commands and job-failure retries publish to
-  this stack's QStash, so they need its variables too):
+  Operator CLI in another terminal (relay commands, job-failure retries and webhook
+  re-sends publish to this stack's QStash, so they need its variables too):
     DATABASE_URL='${cliDatabaseUrl}' npm run outbox -- events list
     export DATABASE_URL='${cliDatabaseUrl}' QSTASH_URL='${vars.QSTASH_URL}' \\
       QSTASH_TOKEN='${vars.QSTASH_TOKEN}' PUBLIC_URL='${vars.PUBLIC_URL}'
     npm run outbox -- relay drain
     npm run outbox -- job-failures retry --all
+    npm run outbox -- webhooks list
 `);
 }
 

@@ -23,6 +23,7 @@ commands:
   webhooks recover <endpoint-id> --since <time>
                                   re-send the endpoint's failed deliveries created since then
   webhooks enable|disable <endpoint-id>
+                                  turn an endpoint on (its failed deliveries stay failed) or off
   alerts [--open]                 recent alerts
   stats                           backlog, oldest pending age, poisoned count, relay backoff
 
