@@ -22,6 +22,7 @@ commands:
   webhooks redeliver <id>         send a delivery again: same body and webhook-id, a new job
   webhooks recover <endpoint-id> --since <time>
                                   re-send the endpoint's failed deliveries created since then
+  webhooks test <endpoint-id>     send a webhook.test event to that endpoint only
   webhooks enable|disable <endpoint-id>
                                   turn an endpoint on (its failed deliveries stay failed) or off
   alerts [--open]                 recent alerts
@@ -32,7 +33,7 @@ options:
   --batch-size <n>                rows per relay pass (default ${RELAY_POLICY.batchSize})
 
 environment (or .env): DATABASE_URL; for relay commands, job-failures retry and
-webhooks redeliver|recover also QSTASH_TOKEN, PUBLIC_URL, QSTASH_URL (default
+webhooks redeliver|recover|test also QSTASH_TOKEN, PUBLIC_URL, QSTASH_URL (default
 https://qstash.upstash.io) and optionally QSTASH_BATCH_MESSAGES and QSTASH_LABEL (for relay
 also RELAY_BACKOFF_CAP_SECONDS, for webhooks WEBHOOK_RETRY_SCHEDULE), checked as the Worker
 checks its bindings`;

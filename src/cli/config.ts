@@ -27,7 +27,7 @@ export const publishVariables = configSchema.pick({
 });
 
 /**
- * What re-sending a webhook delivery needs (`webhooks redeliver|recover`): the
+ * What re-sending a webhook delivery needs (`webhooks redeliver|recover|test`): the
  * publisher's variables and the retry schedule, whose length is the retries
  * QStash gives the deliver job, as the Worker publishes it.
  */

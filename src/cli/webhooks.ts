@@ -7,6 +7,7 @@ import { endpointHealth } from "../domain/webhooks/delivery-log.ts";
 import { findEndpointRow, getEndpoint } from "../domain/webhooks/get.ts";
 import { recoverFailed, recoverSince } from "../domain/webhooks/recover.ts";
 import { redeliver } from "../domain/webhooks/redeliver.ts";
+import { sendTestEvent } from "../domain/webhooks/send-test.ts";
 import { PAGE_LIMIT_MAX } from "../domain/webhooks/schemas.ts";
 import { updateEndpoint } from "../domain/webhooks/update.ts";
 import { InvalidInputError, PublishError, UUID_PATTERN } from "../outbox/index.ts";
@@ -40,7 +41,7 @@ function notQueued(what: string, error: unknown): never {
 }
 
 /**
- * `webhooks list|show|delivery|redeliver|recover|enable|disable`: what the
+ * `webhooks list|show|delivery|redeliver|recover|test|enable|disable`: what the
  * dashboard's webhook pages show and do, from a terminal, through the same use
  * cases as the admin routes. Re-sending publishes a deliver job to the Worker's
  * `/jobs/webhook.deliver`, so it needs the QStash variables the Worker has.
@@ -104,6 +105,22 @@ export const webhooksCommand: Command = ({ options, sub, rest }) => {
     const since = new Date(parsed.data);
     return async (io) => recoverAll(io, id, since);
   }
+  if (sub === "test") {
+    const id = oneId(rest, sub, "webhook endpoint");
+    return async (io) => {
+      const queue = deliverQueueFor(readVariables(webhookPublishVariables));
+      const sent = await sendTestEvent(dbOf(io), queue, id).catch((e) =>
+        notQueued(`webhook endpoint ${id}`, e),
+      );
+      io.print(
+        sent,
+        () =>
+          `webhook.test queued for webhook endpoint ${id} as delivery ${sent.deliveryId}; ` +
+          `its attempts: npm run outbox -- webhooks delivery ${sent.deliveryId}`,
+      );
+      return 0;
+    };
+  }
   if (sub === "enable" || sub === "disable") {
     const id = oneId(rest, sub, "webhook endpoint");
     return async (io) => {
@@ -124,8 +141,8 @@ export const webhooksCommand: Command = ({ options, sub, rest }) => {
   }
   throw new UsageError(
     sub === undefined
-      ? "webhooks needs a command: list, show, delivery, redeliver, recover, enable or disable"
-      : `unknown webhooks command "${sub}" (list, show, delivery, redeliver, recover, enable, disable)`,
+      ? "webhooks needs a command: list, show, delivery, redeliver, recover, test, enable or disable"
+      : `unknown webhooks command "${sub}" (list, show, delivery, redeliver, recover, test, enable, disable)`,
   );
 };
 

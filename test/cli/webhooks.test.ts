@@ -255,7 +255,10 @@ describe("outbox webhooks: what an operator reads", () => {
       error: { code: "invalid_input", message: '"acme-erp" is not a webhook endpoint id (a UUID)' },
     });
     const cases: [string[], RegExp][] = [
-      [["webhooks"], /webhooks needs a command: list, show, delivery, redeliver, recover, enable or disable/],
+      [
+        ["webhooks"],
+        /webhooks needs a command: list, show, delivery, redeliver, recover, test, enable or disable/,
+      ],
       [["webhooks", "retry"], /unknown webhooks command "retry"/],
       [["webhooks", "list", "x"], /webhooks list takes no argument, got "x"/],
       [["webhooks", "show"], /webhooks show takes one webhook endpoint id/],
@@ -306,6 +309,44 @@ describe("outbox webhooks: what an operator fixes", () => {
     const text = await runCli(["webhooks", "redeliver", id], withQStash());
     expect(text.stdout.trim()).toBe(`delivery ${id}: a new deliver job is queued (same body and webhook-id)`);
     expect(deliverJobs()).toHaveLength(2);
+  });
+
+  it("sends a test event to that endpoint only, as a delivery whose attempts the CLI then shows", async () => {
+    const target = await endpoint({ url: "https://hooks.example.com/target" });
+    const sibling = await endpoint({ url: "https://hooks.example.com/sibling" });
+
+    const r = await runCli(["webhooks", "test", target.id, "--json"], withQStash());
+    expect(r.code).toBe(0);
+    const { deliveryId, eventId } = JSON.parse(r.stdout) as { deliveryId: string; eventId: string };
+    const [job, ...others] = deliverJobs();
+    expect(others).toEqual([]);
+    expect(JSON.parse(job!.body)).toEqual({ deliveryId });
+    const shown = JSON.parse((await runCli(["webhooks", "delivery", deliveryId, "--json"], dbOnly())).stdout);
+    expect(shown).toMatchObject({
+      endpointId: target.id,
+      eventId,
+      eventType: "webhook.test",
+      scope: "acme",
+      status: "pending",
+      attempts: [],
+    });
+    expect(JSON.parse(shown.body)).toMatchObject({
+      type: "webhook.test",
+      data: { id: eventId, subject: target.id },
+    });
+    const { rows } = await t.pool.query(
+      `SELECT count(*)::int AS n FROM webhook_deliveries WHERE endpoint_id = $1`,
+      [sibling.id],
+    );
+    expect(rows[0].n).toBe(0);
+
+    const text = await runCli(["webhooks", "test", target.id], withQStash());
+    expect(text.stdout.trim()).toMatch(
+      new RegExp(
+        `^webhook\\.test queued for webhook endpoint ${target.id} as delivery ([0-9a-f-]{36}); ` +
+          `its attempts: npm run outbox -- webhooks delivery \\1$`,
+      ),
+    );
   });
 
   it("recovers every failed delivery since a time, a batch per publish, with progress", async () => {
@@ -364,6 +405,11 @@ describe("outbox webhooks: what an operator fixes", () => {
     const recover = await runCli(
       ["webhooks", "recover", endpointId, "--since", "2026-01-01T00:00:00Z"],
       withQStash(),
+    );
+    const test = await runCli(["webhooks", "test", endpointId], withQStash());
+    expect(test.code).toBe(1);
+    expect(test.stderr).toMatch(
+      /cannot send a test event to webhook endpoint .*: it is disabled; enable it first/,
     );
     expect(recover.code).toBe(1);
     expect(recover.stderr).toMatch(
