@@ -229,7 +229,7 @@ export function formatEndpoint(
           : label
     }`,
     `  last success ${when(e.lastSuccessAt)}`,
-    `  last ${h.windowHours} h    ${h.deliveries.total} deliveries (${h.deliveries.delivered} delivered, ` +
+    `  last ${h.windowHours} h    ${h.deliveries.total} deliver${h.deliveries.total === 1 ? "y" : "ies"} (${h.deliveries.delivered} delivered, ` +
       `${h.deliveries.failed} failed, ${h.deliveries.pending} pending); attempts with a 2xx: ` +
       successRateText({ attempts24h: h.attempts.total, succeeded24h: h.attempts.succeeded }),
     ...(e.previousSecretExpiresAt

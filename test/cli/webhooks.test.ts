@@ -177,6 +177,11 @@ describe("outbox webhooks: what an operator reads", () => {
       dbOnly(),
     );
     expect(onlyDelivered.stdout).toContain(old);
+    const { id: once } = await endpoint();
+    await delivery(once, "failed", [410]);
+    expect((await runCli(["webhooks", "show", once], dbOnly())).stdout).toMatch(
+      /last 24 h {4}1 delivery \(0 delivered, 1 failed, 0 pending\)/,
+    );
     const { id: quiet } = await endpoint();
     expect((await runCli(["webhooks", "show", quiet, "--status", "failed"], dbOnly())).stdout.trim()).toMatch(
       /\n\nno failed deliveries$/,
