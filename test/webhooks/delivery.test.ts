@@ -16,6 +16,8 @@ import { fanOutWebhook } from "../../src/domain/webhooks/fanout.ts";
 import type { WebhookEvent } from "../../src/domain/webhooks/payload.ts";
 import { recoverFailed } from "../../src/domain/webhooks/recover.ts";
 import { redeliver } from "../../src/domain/webhooks/redeliver.ts";
+import { removeEndpoint } from "../../src/domain/webhooks/remove.ts";
+import { updateEndpoint } from "../../src/domain/webhooks/update.ts";
 import { sendTestEvent } from "../../src/domain/webhooks/send-test.ts";
 import {
   OVERDUE_AFTER_MINUTES,
@@ -755,6 +757,51 @@ describe("operator actions", () => {
     expect([await openAlerts(a.delivery.id), await openAlerts(b.delivery.id)]).toEqual([0, 1]);
     await recoverFailed(db(), queue, b.endpoint.id, new Date(0));
     expect(await openAlerts(b.delivery.id)).toBe(0);
+  });
+
+  it("re-enabling an endpoint resolves its disabled alert; deleting one resolves all of its alerts", async () => {
+    const openAlerts = async (endpointId: string) => {
+      const { rows } = await t.pool.query(
+        "SELECT kind FROM outbox_alerts WHERE resolved_at IS NULL AND details->>'endpointId' = $1 ORDER BY kind",
+        [endpointId],
+      );
+      return rows.map((r) => r.kind as string);
+    };
+    // Each endpoint answers 410 (disabled, with its alert) and has a delivery QStash gave up on.
+    const endpoints = [];
+    for (const path of ["/gone-a", "/gone-b"]) {
+      const { endpoint, delivery } = await oneDelivery(path);
+      receiver.state.respond = () => ({ status: 410 });
+      expect(await deliverWebhook(await deps(), delivery.id, 0)).toEqual({ kind: "gone" });
+      endpoints.push({ endpoint, delivery });
+    }
+    receiver.state.respond = () => ({ status: 200 });
+    for (const { delivery } of endpoints) {
+      await t.pool.query("UPDATE webhook_deliveries SET status = 'pending' WHERE id = $1", [delivery.id]);
+      const failure = {
+        deliveryId: delivery.id,
+        status: 410,
+        retried: 0,
+        dlqId: "dlq",
+        messageId: delivery.message_id,
+      };
+      expect(await markDeliveryFailed(db(), failure)).toEqual({ failed: true });
+    }
+    const [a, b] = endpoints.map((x) => x.endpoint.id) as [string, string];
+    const both = ["webhook.delivery_failed", "webhook.endpoint_disabled"];
+    expect(await openAlerts(a)).toEqual(both);
+    expect(await openAlerts(b)).toEqual(both);
+
+    // Editing the description of a disabled endpoint answers nothing; enabling it answers its disabled alert.
+    await updateEndpoint(db(), a, { description: "renamed" }, { allowPrivate: true });
+    expect(await openAlerts(a)).toEqual(both);
+    await updateEndpoint(db(), a, { enabled: true }, { allowPrivate: true });
+    expect(await openAlerts(a)).toEqual(["webhook.delivery_failed"]);
+    expect(await openAlerts(b)).toEqual(both);
+
+    await removeEndpoint(db(), b);
+    expect(await openAlerts(b)).toEqual([]);
+    expect(await openAlerts(a)).toEqual(["webhook.delivery_failed"]);
   });
 
   it("actions on a disabled or unknown endpoint are refused", async () => {

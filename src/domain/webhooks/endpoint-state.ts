@@ -1,7 +1,7 @@
 import { sql } from "drizzle-orm";
 import type { Db } from "../db.ts";
 import { IllegalTransitionError, NotFoundError } from "../errors.ts";
-import { queryRows } from "./rows.ts";
+import { queryRows, textArray } from "./rows.ts";
 
 export interface EndpointState {
   id: string;
@@ -19,4 +19,24 @@ export async function enabledEndpoint(db: Db, endpointId: string, action: string
   if (!endpoint.enabled)
     throw new IllegalTransitionError("webhook endpoint", endpointId, "disabled", action, "enable it first");
   return endpoint;
+}
+
+/** The alerts about one endpoint, by kind, as the delivery engine raises them (details.endpointId). */
+export type EndpointAlertKind = "webhook.endpoint_disabled" | "webhook.delivery_failed";
+
+/**
+ * Resolves an endpoint's open alerts of these kinds: the operator has answered
+ * them, as a requeue answers a poisoned event's. Re-enabling answers the alert
+ * that said it was disabled; deleting the endpoint answers all of them (what they
+ * point at is gone).
+ */
+export async function resolveEndpointAlerts(
+  db: Db,
+  endpointId: string,
+  kinds: readonly EndpointAlertKind[],
+): Promise<void> {
+  await db.execute(sql`
+    UPDATE outbox_alerts SET resolved_at = now()
+     WHERE resolved_at IS NULL AND kind = ANY(${textArray(kinds)}::text[])
+       AND details->>'endpointId' = ${endpointId}`);
 }

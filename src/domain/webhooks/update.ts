@@ -3,6 +3,7 @@ import type { PgUpdateSetSource } from "drizzle-orm/pg-core";
 import type { Db } from "../db.ts";
 import { DomainError, NotFoundError } from "../errors.ts";
 import { webhookEndpoints } from "../schema.ts";
+import { resolveEndpointAlerts } from "./endpoint-state.ts";
 import { endpointView, updateEndpointInput, type EndpointView, type UpdateEndpointInput } from "./schemas.ts";
 import type { UrlPolicy } from "./url-safety.ts";
 
@@ -33,7 +34,8 @@ export class EndpointChangedError extends DomainError {
  * still what the form showed; otherwise EndpointChangedError and nothing changes.
  * Turning an endpoint off records a reason (the table requires one); turning it
  * back on forgets the reason and the failure streak, so the auto-disable sweep
- * measures the endpoint afresh instead of disabling it again at once.
+ * measures the endpoint afresh instead of disabling it again at once, and resolves
+ * the `webhook.endpoint_disabled` alert, which it answers (in one transaction).
  */
 export async function updateEndpoint(
   db: Db,
@@ -62,17 +64,21 @@ export async function updateEndpoint(
     set.disabledAt = sql`CASE WHEN ${t.enabled} THEN now() ELSE ${t.disabledAt} END`;
   }
   const unchanged = options.ifVersion === undefined ? undefined : sql`${editVersion} = ${options.ifVersion}`;
-  const [row] = await db
-    .update(t)
-    .set(set)
-    .where(and(eq(t.id, id), unchanged))
-    .returning();
-  if (!row) {
-    if (unchanged) {
-      const [exists] = await db.select({ id: t.id }).from(t).where(eq(t.id, id));
-      if (exists) throw new EndpointChangedError(id);
+  const write = async (tx: Db) => {
+    const [row] = await tx
+      .update(t)
+      .set(set)
+      .where(and(eq(t.id, id), unchanged))
+      .returning();
+    if (!row) {
+      if (unchanged) {
+        const [exists] = await tx.select({ id: t.id }).from(t).where(eq(t.id, id));
+        if (exists) throw new EndpointChangedError(id);
+      }
+      throw new NotFoundError("webhook endpoint", id);
     }
-    throw new NotFoundError("webhook endpoint", id);
-  }
-  return endpointView(row);
+    if (patch.enabled === true) await resolveEndpointAlerts(tx, id, ["webhook.endpoint_disabled"]);
+    return endpointView(row);
+  };
+  return patch.enabled === true ? db.transaction((tx) => write(tx)) : write(db);
 }
