@@ -26,6 +26,8 @@ commands:
   webhooks enable|disable <endpoint-id>
                                   turn an endpoint on (its failed deliveries stay failed) or off
   alerts [--open]                 recent alerts
+  alerts resolve <id>|--kind <kind>
+                                  mark one alert, or every open one of a kind, as seen
   stats                           backlog, oldest pending age, poisoned count, relay backoff
 
 options:
@@ -76,6 +78,7 @@ export function parseCommandLine(argv: string[]) {
         json: { type: "boolean", default: false },
         state: { type: "string" },
         status: { type: "string" },
+        kind: { type: "string" },
         since: { type: "string" },
         type: { type: "string" },
         limit: { type: "string" },

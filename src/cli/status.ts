@@ -1,10 +1,12 @@
-import { listAlerts, stats } from "../outbox/index.ts";
-import { intOption, UsageError } from "./args.ts";
+import { InvalidInputError, listAlerts, openAlertKinds, resolveAlerts, stats } from "../outbox/index.ts";
+import { intOption, Refusal, UsageError, type Options } from "./args.ts";
 import type { Command } from "./command.ts";
 import { formatAlerts, formatStats } from "./format.ts";
 
-export const alertsCommand: Command = ({ options, sub }) => {
-  if (sub) throw new UsageError(`alerts takes no argument, got "${sub}"`);
+/** `alerts [--open]`, and `alerts resolve <id>|--kind <kind>`: what the dashboard's alerts page shows and does. */
+export const alertsCommand: Command = ({ options, sub, rest }) => {
+  if (sub === "resolve") return resolveCommand(options, rest);
+  if (sub) throw new UsageError(`alerts takes no argument but resolve, got "${sub}"`);
   const limit = intOption(options.limit, "--limit", 50);
   return async ({ pool, print }) => {
     const found = await listAlerts(pool, { open: options.open, limit });
@@ -21,3 +23,47 @@ export const statsCommand: Command = ({ sub }) => {
     return 0;
   };
 };
+
+/**
+ * Resolving records that someone has looked (resolveAlerts); it changes no event.
+ * One alert by id, or every open alert of a kind up to the newest open when the
+ * command read them, as the dashboard's "Resolve all" does with what its page showed.
+ */
+function resolveCommand(options: Options, rest: string[]): ReturnType<Command> {
+  const kind = options.kind;
+  if (kind !== undefined) {
+    if (rest.length > 0) throw new UsageError("alerts resolve takes an alert id or --kind <kind>, not both");
+    return async ({ pool, print }) => {
+      const open = (await openAlertKinds(pool)).find((k) => k.kind === kind);
+      const resolved = open ? await resolveAlerts(pool, { kind, upTo: open.upTo }) : 0;
+      print({ kind, resolved }, () =>
+        resolved === 0
+          ? `no open ${kind} alert`
+          : `resolved ${resolved} ${kind} alert${resolved === 1 ? "" : "s"}`,
+      );
+      return 0;
+    };
+  }
+  const [raw] = rest;
+  if (!raw || rest.length > 1) throw new UsageError("alerts resolve takes one alert id, or --kind <kind>");
+  if (!/^[1-9]\d{0,17}$/.test(raw))
+    throw new InvalidInputError(`"${raw}" is not an alert id (a whole number)`);
+  const id = Number(raw);
+  return async ({ pool, print }) => {
+    const resolved = await resolveAlerts(pool, { id });
+    if (resolved === 0) {
+      const { rows } = await pool.query<{ resolved_at: Date | null }>(
+        "SELECT resolved_at FROM outbox_alerts WHERE id = $1",
+        [id],
+      );
+      if (rows.length === 0) throw new Refusal("not_found", `no alert ${id}`);
+      print(
+        { id, resolved: 0 },
+        () => `alert ${id} was already resolved at ${rows[0]!.resolved_at?.toISOString()}`,
+      );
+      return 0;
+    }
+    print({ id, resolved }, () => `resolved alert ${id}`);
+    return 0;
+  };
+}

@@ -125,6 +125,55 @@ describe("outbox CLI", () => {
     ]);
   });
 
+  it("resolves one alert by id, or every open one of a kind, and says when there was nothing to do", async () => {
+    const { rows } = await t.pool.query<{ id: string }>(
+      `INSERT INTO outbox_alerts (kind, message, resolved_at) VALUES
+         ('event.poisoned', 'poisoned A', NULL),
+         ('event.poisoned', 'poisoned B', NULL),
+         ('relay.failing', 'relay failing', NULL),
+         ('event.poisoned', 'poisoned C, seen before', '2026-12-05T09:00:00Z')
+       RETURNING id`,
+    );
+    const [a, , failing, seen] = rows.map((r) => r.id);
+    const open = async () =>
+      (
+        await t.pool.query("SELECT message FROM outbox_alerts WHERE resolved_at IS NULL ORDER BY id")
+      ).rows.map((r) => r.message);
+
+    const one = await runCli(["alerts", "resolve", a!], env());
+    expect(one.stdout.trim()).toBe(`resolved alert ${a}`);
+    expect(await open()).toEqual(["poisoned B", "relay failing"]);
+    const again = await runCli(["alerts", "resolve", seen!, "--json"], env());
+    expect(again.code).toBe(0);
+    expect(JSON.parse(again.stdout)).toEqual({ id: Number(seen), resolved: 0 });
+    expect((await runCli(["alerts", "resolve", seen!], env())).stdout.trim()).toBe(
+      `alert ${seen} was already resolved at 2026-12-05T09:00:00.000Z`,
+    );
+
+    const kind = await runCli(["alerts", "resolve", "--kind", "event.poisoned"], env());
+    expect(kind.stdout.trim()).toBe("resolved 1 event.poisoned alert");
+    expect(await open()).toEqual(["relay failing"]);
+    const none = await runCli(["alerts", "resolve", "--kind", "event.poisoned", "--json"], env());
+    expect(JSON.parse(none.stdout)).toEqual({ kind: "event.poisoned", resolved: 0 });
+    expect(await open()).toEqual(["relay failing"]);
+    expect((await runCli(["alerts", "--open", "--json"], env())).stdout).toContain(`"id": ${failing}`);
+
+    const unknown = await runCli(["alerts", "resolve", "999999", "--json"], env());
+    expect(unknown.code).toBe(1);
+    expect(JSON.parse(unknown.stdout)).toEqual({ error: { code: "not_found", message: "no alert 999999" } });
+    const malformed = await runCli(["alerts", "resolve", "first", "--json"]);
+    expect(malformed.code).toBe(2);
+    expect(JSON.parse(malformed.stdout).error).toEqual({
+      code: "invalid_input",
+      message: '"first" is not an alert id (a whole number)',
+    });
+    await expectUsageErrors([
+      [["alerts", "resolve"], /alerts resolve takes one alert id, or --kind <kind>/],
+      [["alerts", "resolve", "1", "--kind", "relay.failing"], /an alert id or --kind <kind>, not both/],
+      [["alerts", "mute"], /alerts takes no argument but resolve, got "mute"/],
+    ]);
+  });
+
   it("says a backoff that has run out is over, and a poisoned event has no next attempt", async () => {
     await t.pool.query(
       `UPDATE outbox_relay_state SET failures = 3, backoff_until = now() - interval '2 minutes',
