@@ -8,7 +8,9 @@ commands:
   migrate                         apply pending migrations
   relay once                      run one relay pass
   relay drain [--budget <s>]      run passes until nothing is claimable (default budget 300 s)
-  events list [--state ${EVENT_STATES.join("|")}] [--type <glob>] [--limit <n>]
+  events list [--state ${EVENT_STATES.join("|")}] [--type <glob>] [--subject <s>] [--scope <s>]
+              [--limit <n>] [--before <seq>]
+                                  newest first, a page at a time (--before pages back)
   events show <id>                an event: fan-out, last error, payload, webhook deliveries, alerts
   events requeue <id>...          put poisoned events back in line
   job-failures list [--limit <n>]
@@ -79,6 +81,9 @@ export function parseCommandLine(argv: string[]) {
         state: { type: "string" },
         status: { type: "string" },
         kind: { type: "string" },
+        subject: { type: "string" },
+        scope: { type: "string" },
+        before: { type: "string" },
         since: { type: "string" },
         type: { type: "string" },
         limit: { type: "string" },

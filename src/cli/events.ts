@@ -7,7 +7,7 @@ import {
   getEvent,
   isEventState,
   isTypeGlob,
-  listEvents,
+  browseEvents,
   MAX_LIST_LIMIT,
   requeue,
   TYPE_GLOB_RULE,
@@ -15,6 +15,9 @@ import {
 import { intOption, Refusal, UsageError } from "./args.ts";
 import type { Command } from "./command.ts";
 import { formatEvent, formatEventTable } from "./format.ts";
+
+/** A subject or scope as an operator types one: a line, not a paragraph. */
+const ONE_LINE = /^[^\r\n]{1,200}$/;
 
 /** `events list|show|requeue`: what an operator looks at, and the one fix they apply. */
 export const eventsCommand: Command = ({ options, sub, rest }) => {
@@ -29,14 +32,28 @@ export const eventsCommand: Command = ({ options, sub, rest }) => {
       throw new UsageError(`--type ${TYPE_GLOB_RULE}, got "${options.type}"`);
     }
     if (rest.length > 0) throw new UsageError(`events list takes no argument, got "${rest[0]}"`);
+    for (const name of ["subject", "scope"] as const) {
+      const value = options[name];
+      if (value !== undefined && !ONE_LINE.test(value))
+        throw new UsageError(`--${name} must be one line of 1 to 200 characters, got "${value}"`);
+    }
     const limit = intOption(options.limit, "--limit", 50, MAX_LIST_LIMIT);
+    const before = options.before === undefined ? undefined : intOption(options.before, "--before", 0);
     return async ({ pool, print }) => {
-      const found = await listEvents(pool, {
+      // The dashboard's events page, a page at a time: --before pages back by seq.
+      const page = await browseEvents(pool, {
         ...(state ? { state } : {}),
         ...(options.type ? { type: options.type } : {}),
+        ...(options.subject ? { subject: options.subject } : {}),
+        ...(options.scope ? { scope: options.scope } : {}),
+        ...(before === undefined ? {} : { beforeSeq: before }),
         limit,
       });
-      print(found, () => formatEventTable(found));
+      const more =
+        page.nextBeforeSeq === null
+          ? ""
+          : `\nolder ones: the same command with --before ${page.nextBeforeSeq}`;
+      print(page.events, () => formatEventTable(page.events) + more);
       return 0;
     };
   }

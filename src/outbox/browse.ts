@@ -1,5 +1,13 @@
 import { InvalidInputError } from "./errors.ts";
-import { COLUMNS, assertEventId, globToLike, toEvent, type DbEvent, type EventRow } from "./operations.ts";
+import {
+  COLUMNS,
+  MAX_LIST_LIMIT,
+  assertEventId,
+  globToLike,
+  toEvent,
+  type DbEvent,
+  type EventRow,
+} from "./operations.ts";
 import { query, type Queryable } from "./sql.ts";
 import { STATE_SQL, idsSql, type EventState } from "./state.ts";
 
@@ -74,8 +82,8 @@ class Statement {
  */
 export async function browseEvents(db: Queryable, options: BrowseOptions = {}): Promise<EventPage> {
   const limit = options.limit ?? 50;
-  if (!Number.isInteger(limit) || limit < 1 || limit > 500) {
-    throw new InvalidInputError("limit must be an integer from 1 to 500");
+  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIST_LIMIT) {
+    throw new InvalidInputError(`limit must be an integer from 1 to ${MAX_LIST_LIMIT}`);
   }
   options.ids?.forEach(assertEventId);
   const { types, fromSeq, toSeq } = await lookUp(db, options);
@@ -238,4 +246,13 @@ function timeRangePage(
   }
   return `${ctes.length ? `WITH ${ctes.join(", ")}` : ""}
           SELECT * FROM (${bands.join(" UNION ALL ")}) page ORDER BY seq DESC LIMIT ${take}`;
+}
+
+/**
+ * One page of events, newest first, without its cursor: the admin route's and the
+ * CLI's listing, on the same index-backed statements as the dashboard's page (a
+ * type glob, a subject or a scope found through events_browse, not by scanning).
+ */
+export async function listEvents(db: Queryable, options: BrowseOptions = {}): Promise<EventRow[]> {
+  return (await browseEvents(db, options)).events;
 }

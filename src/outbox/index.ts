@@ -77,7 +77,6 @@ export {
 export {
   assertEventId,
   getEvent,
-  listEvents,
   MAX_LIST_LIMIT,
   listAlerts,
   requeue,
@@ -87,7 +86,7 @@ export {
   type EventRow,
   type Stats,
 } from "./operations.ts";
-export { browseEvents, type BrowseOptions, type EventFilter, type EventPage } from "./browse.ts";
+export { browseEvents, listEvents, type BrowseOptions, type EventFilter, type EventPage } from "./browse.ts";
 export {
   errorFingerprint,
   poisonedGroups,

@@ -51,37 +51,8 @@ export function globToLike(glob: string): string {
   return glob.replace(/[\\%_]/g, "\\$&").replace(/\*/g, "%");
 }
 
-export interface ListOptions {
-  state?: EventState;
-  type?: string;
-  limit?: number;
-}
-
 /** The most events one listing returns. */
 export const MAX_LIST_LIMIT = 10_000;
-
-/** Newest first: an operator looks at what just happened, or what is stuck. */
-export async function listEvents(db: Queryable, options: ListOptions = {}): Promise<EventRow[]> {
-  const where: string[] = [];
-  const values: unknown[] = [];
-  if (options.state) where.push(STATE_SQL[options.state]);
-  if (options.type) {
-    values.push(globToLike(options.type));
-    where.push(`type LIKE $${values.length}`);
-  }
-  const limit = options.limit ?? 50;
-  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIST_LIMIT) {
-    throw new InvalidInputError(`limit must be an integer from 1 to ${MAX_LIST_LIMIT}`);
-  }
-  values.push(limit);
-  const { rows } = await query<DbEvent>(
-    db,
-    `SELECT ${COLUMNS} FROM events ${where.length ? `WHERE ${where.join(" AND ")}` : ""}
-      ORDER BY seq DESC LIMIT $${values.length}`,
-    values,
-  );
-  return rows.map(toEvent);
-}
 
 export interface AlertRow {
   id: number;

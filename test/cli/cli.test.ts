@@ -92,6 +92,42 @@ describe("outbox CLI", () => {
     expect(missing.code).toBe(1);
   });
 
+  it("finds one subject's events, or one scope's, a page at a time with --before", async () => {
+    const note = "0193a6f0-note-of-interest";
+    const mine = await seedEvents(t.pool, 3, {
+      type: "corpus.note.changed",
+      subject: () => note,
+      scope: "acme",
+    });
+    await seedEvents(t.pool, 4, { type: "corpus.note.changed", scope: "acme" });
+    await seedEvents(t.pool, 2, { type: "corpus.note.changed", subject: () => note, scope: "globex" });
+    const ids = (r: { stdout: string }) => (JSON.parse(r.stdout) as { id: string }[]).map((e) => e.id);
+
+    const subject = await runCli(["events", "list", "--subject", note, "--scope", "acme", "--json"], env());
+    expect(ids(subject)).toEqual([...mine].reverse());
+    expect(ids(await runCli(["events", "list", "--scope", "acme", "--json"], env()))).toHaveLength(7);
+
+    const first = await runCli(
+      ["events", "list", "--subject", note, "--scope", "acme", "--limit", "2"],
+      env(),
+    );
+    const hint = /older ones: the same command with --before (\d+)$/.exec(first.stdout.trim());
+    expect(hint).not.toBeNull();
+    expect(first.stdout).toContain(mine[2]!);
+    expect(first.stdout).toContain(mine[1]!);
+    const older = await runCli(
+      ["events", "list", "--subject", note, "--scope", "acme", "--limit", "2", "--before", hint![1]!],
+      env(),
+    );
+    expect(older.stdout).toContain(mine[0]!);
+    expect(older.stdout).not.toMatch(/older ones/);
+
+    await expectUsageErrors([
+      [["events", "list", "--before", "0"], /--before must be a positive integer, got "0"/],
+      [["events", "list", "--subject", "a\nb"], /--subject must be one line of 1 to 200 characters/],
+    ]);
+  });
+
   it("shows a large payload's first characters, and --json all of it", async () => {
     const [id] = await seedEvents(t.pool, 1, { payloadBytes: 50_000 });
     const text = await runCli(["events", "show", id!], env());
