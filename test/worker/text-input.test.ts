@@ -57,6 +57,37 @@ describe("NUL bytes are a 400 naming the field, wherever a string enters", () =>
     const res = await call(app, env, "GET", `/admin/events?type=${encodeURIComponent(NUL)}`, undefined, auth);
     expect(res.status).toBe(400);
     expect(res.body.error.issues).toContainEqual({ path: "type", message: expect.stringContaining("NUL") });
+    for (const field of ["subject", "scope"]) {
+      const bad = await call(
+        app,
+        env,
+        "GET",
+        `/admin/events?${field}=${encodeURIComponent(NUL)}`,
+        undefined,
+        auth,
+      );
+      expect(bad.status, field).toBe(400);
+      expect(bad.body.error.issues, field).toContainEqual({
+        path: field,
+        message: expect.stringContaining("NUL"),
+      });
+    }
+  });
+
+  it("admin events: subject and scope find exactly those events, newest first", async () => {
+    const auth = { headers: { authorization: `Bearer ${env.ADMIN_TOKEN}` } };
+    const subject = `subject-${randomUUID()}`;
+    const { rows } = await t.pool.query<{ id: string }>(
+      `INSERT INTO events (type, subject, scope, payload)
+       VALUES ('supplier.connected', $1, 'acme', '{}'), ('supplier.connected', $1, 'globex', '{}'),
+              ('supplier.connected', $1, 'acme', '{}'), ('supplier.connected', 'another', 'acme', '{}')
+       RETURNING id`,
+      [subject],
+    );
+    const q = `/admin/events?subject=${encodeURIComponent(subject)}&scope=acme`;
+    const res = await call(app, env, "GET", q, undefined, auth);
+    expect(res.status).toBe(200);
+    expect(res.body.events.map((e: { id: string }) => e.id)).toEqual([rows[2]!.id, rows[0]!.id]);
   });
 
   it("nothing was written", async () => {

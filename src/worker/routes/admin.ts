@@ -39,6 +39,8 @@ const eventsQuery = z.strictObject({
   // The same type globs subscriptions use, e.g. `supplier.*`: a filter no event type
   // can match (`Bad Type`) is a mistake to say, not an empty list.
   type: singleLine(200).refine(isTypeGlob, TYPE_GLOB_RULE).optional(),
+  subject: singleLine(200).optional(),
+  scope: singleLine(200).optional(),
   limit,
 });
 
