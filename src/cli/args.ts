@@ -102,6 +102,43 @@ export function parseCommandLine(argv: string[]) {
 export type Options = ReturnType<typeof parseCommandLine>["values"];
 
 /**
+ * The options each command reads, beyond --json and --help (by "command sub", or
+ * by the command alone). parseArgs knows every option of every command, so without
+ * this `events list --status failed` would list everything and say nothing.
+ */
+const OPTIONS_OF: Record<string, readonly string[]> = {
+  migrate: [],
+  "relay once": ["batch-size"],
+  "relay drain": ["budget", "batch-size"],
+  "events list": ["state", "type", "subject", "scope", "limit", "before"],
+  "events show": [],
+  "events requeue": [],
+  "job-failures list": ["limit"],
+  "job-failures retry": ["all"],
+  "webhooks list": [],
+  "webhooks show": ["status", "limit"],
+  "webhooks delivery": [],
+  "webhooks redeliver": [],
+  "webhooks recover": ["since"],
+  "webhooks test": [],
+  "webhooks enable": [],
+  "webhooks disable": [],
+  alerts: ["open", "limit"],
+  "alerts resolve": ["kind"],
+  stats: [],
+};
+
+/** A usage error for an option the command does not read (after the command itself was checked). */
+export function checkOptionsOf(command: string, sub: string | undefined, options: Options): void {
+  const key = Object.hasOwn(OPTIONS_OF, `${command} ${sub}`) ? `${command} ${sub}` : command;
+  const allowed = OPTIONS_OF[key] ?? [];
+  for (const [name, value] of Object.entries(options)) {
+    if (name === "json" || name === "help" || value === undefined || value === false) continue;
+    if (!allowed.includes(name)) throw new UsageError(`--${name} is not an option of ${key}`);
+  }
+}
+
+/**
  * A whole-number option, read as a query parameter is (`wholeNumber`: digits only,
  * so `1e3`, `0x10` and ` 5` are not numbers here), but refused in one sentence
  * naming the whole range and what was given, which is what a terminal user needs.

@@ -3,7 +3,15 @@ import { existsSync } from "node:fs";
 import pg from "pg";
 import { DomainError } from "../domain/errors.ts";
 import { InvalidInputError } from "../outbox/index.ts";
-import { ConfigError, parseCommandLine, Refusal, usage, UsageError, wantsJson } from "./args.ts";
+import {
+  checkOptionsOf,
+  ConfigError,
+  parseCommandLine,
+  Refusal,
+  usage,
+  UsageError,
+  wantsJson,
+} from "./args.ts";
 import type { Command } from "./command.ts";
 import { databaseVariables, readVariables } from "./config.ts";
 import { eventsCommand } from "./events.ts";
@@ -39,6 +47,7 @@ async function main(argv: string[]): Promise<number> {
   if (!parse) throw new UsageError(`unknown command "${command}"`);
   // The whole command line is checked before the environment and the database.
   const run = parse({ options, sub, rest });
+  checkOptionsOf(command, sub, options);
   const print = (data: unknown, human: () => string) => console.log(options.json ? asJson(data) : human());
 
   const { DATABASE_URL } = readVariables(databaseVariables);

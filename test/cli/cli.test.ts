@@ -44,6 +44,15 @@ describe("outbox CLI", () => {
       [["relay", "once", "--budget", "5"], /--budget is for relay drain/],
       [["migrate", "now"], /migrate takes no argument, got "now"/],
       [["stats", "x"], /stats takes no argument, got "x"/],
+      // An option another command reads is refused, not ignored.
+      [["events", "list", "--status", "failed"], /--status is not an option of events list/],
+      [
+        ["events", "show", "00000000-0000-4000-8000-000000000000", "--limit", "5"],
+        /--limit is not an option of events show/,
+      ],
+      [["job-failures", "list", "--all"], /--all is not an option of job-failures list/],
+      [["alerts", "--kind", "relay.failing"], /--kind is not an option of alerts/],
+      [["stats", "--open"], /--open is not an option of stats/],
     ];
     const results = await expectUsageErrors(cases);
     results.forEach((r, i) =>

@@ -278,6 +278,14 @@ describe("outbox webhooks: what an operator reads", () => {
       ],
       [["webhooks", "recover", unknown], /webhooks recover needs --since <time>/],
       [
+        ["webhooks", "show", unknown, "--since", "2026-12-01T00:00:00Z"],
+        /--since is not an option of webhooks show/,
+      ],
+      [
+        ["webhooks", "recover", unknown, "--since", "2026-12-01T00:00:00Z", "--status", "failed"],
+        /--status is not an option of webhooks recover/,
+      ],
+      [
         ["webhooks", "recover", unknown, "--since", "yesterday"],
         /--since must be an ISO 8601 time .*, got "yesterday"/,
       ],
