@@ -1,7 +1,17 @@
-import { InvalidInputError, listAlerts, openAlertKinds, resolveAlerts, stats } from "../outbox/index.ts";
+import {
+  ALERT_ID_DIGITS,
+  InvalidInputError,
+  listAlerts,
+  openAlertKinds,
+  resolveAlert,
+  resolveAlerts,
+  stats,
+} from "../outbox/index.ts";
 import { intOption, Refusal, UsageError, type Options } from "./args.ts";
 import type { Command } from "./command.ts";
 import { formatAlerts, formatStats } from "./format.ts";
+
+const ALERT_ID = new RegExp(`^${ALERT_ID_DIGITS}$`);
 
 /** `alerts [--open]`, and `alerts resolve <id>|--kind <kind>`: what the dashboard's alerts page shows and does. */
 export const alertsCommand: Command = ({ options, sub, rest }) => {
@@ -46,24 +56,17 @@ function resolveCommand(options: Options, rest: string[]): ReturnType<Command> {
   }
   const [raw] = rest;
   if (!raw || rest.length > 1) throw new UsageError("alerts resolve takes one alert id, or --kind <kind>");
-  if (!/^[1-9]\d{0,17}$/.test(raw))
-    throw new InvalidInputError(`"${raw}" is not an alert id (a whole number)`);
+  if (!ALERT_ID.test(raw)) throw new InvalidInputError(`"${raw}" is not an alert id (a whole number)`);
   const id = Number(raw);
   return async ({ pool, print }) => {
-    const resolved = await resolveAlerts(pool, { id });
-    if (resolved === 0) {
-      const { rows } = await pool.query<{ resolved_at: Date | null }>(
-        "SELECT resolved_at FROM outbox_alerts WHERE id = $1",
-        [id],
-      );
-      if (rows.length === 0) throw new Refusal("not_found", `no alert ${id}`);
-      print(
-        { id, resolved: 0 },
-        () => `alert ${id} was already resolved at ${rows[0]!.resolved_at?.toISOString()}`,
-      );
-      return 0;
-    }
-    print({ id, resolved }, () => `resolved alert ${id}`);
+    const outcome = await resolveAlert(pool, id);
+    if (!outcome) throw new Refusal("not_found", `no alert ${id}`);
+    const shown = { id, resolved: outcome.wasOpen, resolvedAt: outcome.resolvedAt };
+    print(shown, () =>
+      outcome.wasOpen
+        ? `resolved alert ${id}`
+        : `alert ${id} was already resolved at ${outcome.resolvedAt.toISOString()}`,
+    );
     return 0;
   };
 }

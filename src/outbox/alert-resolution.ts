@@ -21,6 +21,33 @@ export async function resolveAlerts(
   return rows.length;
 }
 
+/** The digits of an alert id, as a route pattern and the CLI take it (ids are a bigint identity). */
+export const ALERT_ID_DIGITS = "[1-9][0-9]{0,17}";
+
+/**
+ * Resolves one alert, saying whether it was open and when it was resolved (now,
+ * or earlier by someone else); undefined when there is no such alert. One statement:
+ * the outer read sees the row as it was before the update.
+ */
+export async function resolveAlert(
+  db: Queryable,
+  id: number,
+): Promise<{ wasOpen: boolean; resolvedAt: Date } | undefined> {
+  const { rows } = await query<{ now_resolved: Date | null; before: Date | null }>(
+    db,
+    `WITH r AS (
+       UPDATE outbox_alerts SET resolved_at = now() WHERE id = $1 AND resolved_at IS NULL RETURNING resolved_at
+     )
+     SELECT (SELECT resolved_at FROM r) AS now_resolved, a.resolved_at AS before
+       FROM outbox_alerts a WHERE a.id = $1`,
+    [id],
+  );
+  const row = rows[0];
+  // A row was either open (the update resolved it now) or resolved before.
+  if (!row || (row.now_resolved ?? row.before) === null) return undefined;
+  return { wasOpen: row.now_resolved !== null, resolvedAt: new Date((row.now_resolved ?? row.before)!) };
+}
+
 /** Open alerts counted by kind, with the newest one's id, for the "resolve all of a kind" buttons. */
 export async function openAlertKinds(
   db: Queryable,

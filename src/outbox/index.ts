@@ -96,7 +96,7 @@ export {
   type PoisonedGroups,
 } from "./poison-groups.ts";
 export { eventsPerMinute, type MinuteCount } from "./throughput.ts";
-export { resolveAlerts, openAlertKinds } from "./alert-resolution.ts";
+export { resolveAlerts, resolveAlert, openAlertKinds, ALERT_ID_DIGITS } from "./alert-resolution.ts";
 export {
   deleteOldFannedEvents,
   evaluateAlerts,

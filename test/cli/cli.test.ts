@@ -190,7 +190,11 @@ describe("outbox CLI", () => {
     expect(await open()).toEqual(["poisoned B", "relay failing"]);
     const again = await runCli(["alerts", "resolve", seen!, "--json"], env());
     expect(again.code).toBe(0);
-    expect(JSON.parse(again.stdout)).toEqual({ id: Number(seen), resolved: 0 });
+    expect(JSON.parse(again.stdout)).toEqual({
+      id: Number(seen),
+      resolved: false,
+      resolvedAt: "2026-12-05T09:00:00.000Z",
+    });
     expect((await runCli(["alerts", "resolve", seen!], env())).stdout.trim()).toBe(
       `alert ${seen} was already resolved at 2026-12-05T09:00:00.000Z`,
     );

@@ -16,6 +16,9 @@ import {
   listEvents,
   publishAdvice,
   PublishError,
+  ALERT_ID_DIGITS,
+  resolveAlert,
+  resolveAlerts,
   requeue,
   stats,
   TYPE_GLOB_RULE,
@@ -46,6 +49,12 @@ const eventsQuery = z.strictObject({
 
 const requeueBody = z.strictObject({
   ids: z.array(z.guid("must be an event id (a UUID)")).min(1, "must name at least one event").max(1000),
+});
+
+const resolveKindBody = z.strictObject({
+  kind: singleLine(200),
+  // The newest alert of the kind the caller saw (an alert id).
+  upTo: z.number().int().positive().max(Number.MAX_SAFE_INTEGER),
 });
 
 const retryAllBody = z.strictObject({
@@ -91,6 +100,21 @@ export function registerAdmin(app: App) {
       return c.json({ alerts: await listAlerts(c.var.pool, { open: open === "true", limit: n }) });
     },
   );
+
+  // Resolving records that an operator has looked (the dashboard's Resolve, the CLI's
+  // `alerts resolve`); it changes no event. All of a kind only up to the newest the
+  // caller saw (`upTo`), so an alert raised meanwhile is not resolved unseen.
+  app.post(`/admin/alerts/:id{${ALERT_ID_DIGITS}}/resolve`, noBody, async (c) => {
+    const id = Number(c.req.param("id"));
+    const outcome = await resolveAlert(c.var.pool, id);
+    if (!outcome) throw new ApiError("NOT_FOUND", `alert ${id} not found`);
+    return c.json({ id, resolved: outcome.wasOpen, resolvedAt: outcome.resolvedAt });
+  });
+
+  app.post("/admin/alerts/resolve", valid("json", resolveKindBody), async (c) => {
+    const { kind, upTo } = c.req.valid("json");
+    return c.json({ kind, resolved: await resolveAlerts(c.var.pool, { kind, upTo }) });
+  });
 
   app.get("/admin/job-failures", valid("query", z.strictObject({ limit })), async (c) => {
     return c.json({ jobFailures: await listJobFailures(c.var.db, c.req.valid("query")) });

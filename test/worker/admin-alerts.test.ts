@@ -1,0 +1,77 @@
+import { drizzle } from "drizzle-orm/node-postgres";
+import { beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { createApp } from "../../src/worker/app.ts";
+import type { Bindings } from "../../src/worker/env.ts";
+import { useTestDatabase } from "../support/db.ts";
+import { bindings, call } from "../support/worker.ts";
+
+// Resolving alerts through the admin API, as the dashboard's Resolve and the CLI's
+// `alerts resolve` do: the app over node-postgres.
+const t = useTestDatabase();
+const app = createApp({
+  openDatabase: () => {
+    const pool = t.newPool(2);
+    return { db: drizzle({ client: pool }), pool, close: () => pool.end() };
+  },
+});
+let env: Bindings;
+beforeAll(() => {
+  env = bindings({ DATABASE_URL: t.url });
+});
+beforeEach(() => t.pool.query("TRUNCATE outbox_alerts RESTART IDENTITY"));
+
+const admin = (path: string, body?: unknown, token = env.ADMIN_TOKEN) =>
+  call(app, env, "POST", path, body, { headers: { authorization: `Bearer ${token}` } });
+const open = async () =>
+  (await t.pool.query("SELECT message FROM outbox_alerts WHERE resolved_at IS NULL ORDER BY id")).rows.map(
+    (r) => r.message as string,
+  );
+
+describe("POST /admin/alerts/…/resolve", () => {
+  it("resolves one alert by id, says when one was resolved before, and 404s an unknown one", async () => {
+    const { rows } = await t.pool.query<{ id: string }>(
+      `INSERT INTO outbox_alerts (kind, message, resolved_at) VALUES
+         ('event.poisoned', 'open one', NULL), ('event.poisoned', 'seen', '2026-12-05T09:00:00Z')
+       RETURNING id`,
+    );
+    const [first, seen] = rows.map((r) => r.id);
+
+    const res = await admin(`/admin/alerts/${first}/resolve`);
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({ id: Number(first), resolved: true, resolvedAt: expect.any(String) });
+    expect(await open()).toEqual([]);
+    const before = await admin(`/admin/alerts/${seen}/resolve`);
+    expect(before.body).toEqual({
+      id: Number(seen),
+      resolved: false,
+      resolvedAt: "2026-12-05T09:00:00.000Z",
+    });
+
+    const unknown = await admin("/admin/alerts/424242/resolve");
+    expect(unknown.status).toBe(404);
+    expect(unknown.body.error).toMatchObject({ code: "NOT_FOUND", message: "alert 424242 not found" });
+    expect((await admin("/admin/alerts/abc/resolve")).status).toBe(404);
+    expect((await admin(`/admin/alerts/${first}/resolve`, undefined, "wrong-token-0123456789")).status).toBe(
+      401,
+    );
+  });
+
+  it("resolves every open alert of a kind up to the newest the caller saw, and no other kind", async () => {
+    const { rows } = await t.pool.query<{ id: string }>(
+      `INSERT INTO outbox_alerts (kind, message) VALUES
+         ('event.poisoned', 'A'), ('relay.failing', 'relay'), ('event.poisoned', 'B'), ('event.poisoned', 'C, later')
+       RETURNING id`,
+    );
+    const upTo = Number(rows[2]!.id);
+
+    const res = await admin("/admin/alerts/resolve", { kind: "event.poisoned", upTo });
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({ kind: "event.poisoned", resolved: 2 });
+    expect(await open()).toEqual(["relay", "C, later"]);
+
+    const missing = await admin("/admin/alerts/resolve", { kind: "event.poisoned" });
+    expect(missing.status).toBe(400);
+    expect(missing.body.error.issues).toContainEqual(expect.objectContaining({ path: "upTo" }));
+    expect(await open()).toEqual(["relay", "C, later"]);
+  });
+});
