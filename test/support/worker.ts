@@ -4,7 +4,9 @@ import type { Db } from "../../src/domain/db.ts";
 import type { Queryable, SqlPool } from "../../src/outbox/index.ts";
 import type { OpenDatabase } from "../../src/worker/database.ts";
 import type { Bindings } from "../../src/worker/env.ts";
+import { createApp } from "../../src/worker/app.ts";
 import type { App } from "../../src/worker/new-app.ts";
+import type { TestDatabase } from "./db.ts";
 
 /** The WEBHOOK_SECRETS_KEY of every test Worker (base64 of 32 bytes), so tests can open the boxes it seals. */
 export const TEST_WEBHOOK_SECRETS_KEY = btoa(
@@ -88,5 +90,18 @@ export function openTestPool(pool: pg.Pool): OpenDatabase {
     db: drizzle(pool) as unknown as Db,
     pool: pool as unknown as SqlPool & Queryable,
     close: async () => undefined,
+  });
+}
+
+/**
+ * The app as the Worker builds it, each invocation on a pool of its own over the
+ * test database (node-postgres), ended with the invocation as on Workers.
+ */
+export function appOverTestDatabase(t: Pick<TestDatabase, "newPool">): App {
+  return createApp({
+    openDatabase: () => {
+      const pool = t.newPool(2);
+      return { db: drizzle({ client: pool }), pool, close: () => pool.end() };
+    },
   });
 }

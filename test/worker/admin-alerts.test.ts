@@ -1,19 +1,12 @@
-import { drizzle } from "drizzle-orm/node-postgres";
 import { beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { createApp } from "../../src/worker/app.ts";
 import type { Bindings } from "../../src/worker/env.ts";
 import { useTestDatabase } from "../support/db.ts";
-import { bindings, call } from "../support/worker.ts";
+import { appOverTestDatabase, bindings, call } from "../support/worker.ts";
 
 // Resolving alerts through the admin API, as the dashboard's Resolve and the CLI's
 // `alerts resolve` do: the app over node-postgres.
 const t = useTestDatabase();
-const app = createApp({
-  openDatabase: () => {
-    const pool = t.newPool(2);
-    return { db: drizzle({ client: pool }), pool, close: () => pool.end() };
-  },
-});
+const app = appOverTestDatabase(t);
 let env: Bindings;
 beforeAll(() => {
   env = bindings({ DATABASE_URL: t.url });

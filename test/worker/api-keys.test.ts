@@ -1,21 +1,14 @@
 import { createHash } from "node:crypto";
 import { beforeAll, describe, expect, it } from "vitest";
-import { drizzle } from "drizzle-orm/node-postgres";
 import { refreshNoteIndex } from "../../src/domain/corpus-index/refresh.ts";
-import { createApp } from "../../src/worker/app.ts";
 import type { Bindings } from "../../src/worker/env.ts";
 import { newApiKey, withKey } from "../support/api-keys.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { eventsAbout } from "../support/helpers.ts";
-import { bindings, call } from "../support/worker.ts";
+import { appOverTestDatabase, bindings, call } from "../support/worker.ts";
 
 const t = useTestDatabase();
-const app = createApp({
-  openDatabase: () => {
-    const pool = t.newPool(2);
-    return { db: drizzle({ client: pool }), pool, close: () => pool.end() };
-  },
-});
+const app = appOverTestDatabase(t);
 let env: Bindings;
 const admin = () => ({ headers: { authorization: `Bearer ${env.ADMIN_TOKEN}` } });
 const as = (key: string) => (method: string, path: string, body?: unknown) =>

@@ -1,26 +1,19 @@
 import { beforeAll, describe, expect, it } from "vitest";
-import { drizzle } from "drizzle-orm/node-postgres";
 import { signJwt } from "../../infra/qstash-dev/signing.ts";
 import { refreshNoteIndex } from "../../src/domain/corpus-index/refresh.ts";
-import { createApp } from "../../src/worker/app.ts";
 import { cookieName, signSession } from "../../src/worker/dashboard/session.ts";
 import type { Bindings } from "../../src/worker/env.ts";
 import { newApiKey } from "../support/api-keys.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { eventsAbout } from "../support/helpers.ts";
-import { bindings, executionContext } from "../support/worker.ts";
+import { appOverTestDatabase, bindings, executionContext } from "../support/worker.ts";
 
 // Every route against bad input, as a table: each case must answer 4xx in the
 // error envelope (never 5xx), and no table may gain or lose a row. Filters are
 // also fed SQL- and glob-looking strings, which are valid text: those may answer
 // 200, but must match nothing.
 const t = useTestDatabase();
-const app = createApp({
-  openDatabase: () => {
-    const pool = t.newPool(2);
-    return { db: drizzle({ client: pool }), pool, close: () => pool.end() };
-  },
-});
+const app = appOverTestDatabase(t);
 
 let env: Bindings;
 let key: string;

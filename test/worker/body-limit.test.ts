@@ -1,19 +1,12 @@
 import { beforeAll, describe, expect, it } from "vitest";
-import { drizzle } from "drizzle-orm/node-postgres";
-import { createApp } from "../../src/worker/app.ts";
 import { MAX_DISCARD_BYTES } from "../../src/worker/body-limit.ts";
 import type { Bindings } from "../../src/worker/env.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { newApiKey, withKey } from "../support/api-keys.ts";
-import { bindings, executionContext } from "../support/worker.ts";
+import { appOverTestDatabase, bindings, executionContext } from "../support/worker.ts";
 
 const t = useTestDatabase();
-const app = createApp({
-  openDatabase: () => {
-    const pool = t.newPool(2);
-    return { db: drizzle({ client: pool }), pool, close: () => pool.end() };
-  },
-});
+const app = appOverTestDatabase(t);
 const MB = 1024 * 1024;
 let key: string;
 beforeAll(async () => {

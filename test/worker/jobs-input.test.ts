@@ -1,21 +1,14 @@
 import { createHmac } from "node:crypto";
 import { beforeAll, describe, expect, it } from "vitest";
-import { drizzle } from "drizzle-orm/node-postgres";
 import { signJwt } from "../../infra/qstash-dev/signing.ts";
-import { createApp } from "../../src/worker/app.ts";
 import type { Bindings } from "../../src/worker/env.ts";
 import { useTestDatabase } from "../support/db.ts";
-import { bindings, call } from "../support/worker.ts";
+import { appOverTestDatabase, bindings, call } from "../support/worker.ts";
 
 // Odd but correctly signed input on the job routes: QStash retries every 5xx, so
 // an answer to input must be 2xx or 489, never 500.
 const t = useTestDatabase();
-const app = createApp({
-  openDatabase: () => {
-    const pool = t.newPool(2);
-    return { db: drizzle({ client: pool }), pool, close: () => pool.end() };
-  },
-});
+const app = appOverTestDatabase(t);
 let env: Bindings;
 beforeAll(() => {
   env = bindings({ DATABASE_URL: t.url });

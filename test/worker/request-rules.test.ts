@@ -1,17 +1,10 @@
 import { beforeAll, describe, expect, it } from "vitest";
-import { drizzle } from "drizzle-orm/node-postgres";
-import { createApp } from "../../src/worker/app.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { newApiKey, withKey } from "../support/api-keys.ts";
-import { bindings, call, executionContext } from "../support/worker.ts";
+import { appOverTestDatabase, bindings, call, executionContext } from "../support/worker.ts";
 
 const t = useTestDatabase();
-const app = createApp({
-  openDatabase: () => {
-    const pool = t.newPool(2);
-    return { db: drizzle({ client: pool }), pool, close: () => pool.end() };
-  },
-});
+const app = appOverTestDatabase(t);
 const env = () => bindings({ DATABASE_URL: t.url });
 let key: string;
 beforeAll(async () => {

@@ -2,22 +2,15 @@ import { randomUUID } from "node:crypto";
 import { beforeAll, describe, expect, it } from "vitest";
 import { createJobHandlers } from "../../src/domain/job-handlers.ts";
 import type { Mail, Mailer } from "../../src/domain/mail/mailer.ts";
-import { createApp } from "../../src/worker/app.ts";
 import type { Bindings } from "../../src/worker/env.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { newApiKey, withKey } from "../support/api-keys.ts";
-import { bindings, call } from "../support/worker.ts";
-import { drizzle } from "drizzle-orm/node-postgres";
+import { appOverTestDatabase, bindings, call } from "../support/worker.ts";
 
 // The app over node-postgres: these answers are decided before any SQL runs, and
 // when a check is missing, Postgres' own refusal of NUL is what the test sees.
 const t = useTestDatabase();
-const app = createApp({
-  openDatabase: () => {
-    const pool = t.newPool(2);
-    return { db: drizzle({ client: pool }), pool, close: () => pool.end() };
-  },
-});
+const app = appOverTestDatabase(t);
 let env: Bindings;
 let key: string;
 beforeAll(async () => {
