@@ -1,6 +1,12 @@
 import { parseArgs } from "node:util";
 import { wholeNumber } from "../domain/text.ts";
-import { EVENT_STATES, RELAY_POLICY } from "../outbox/index.ts";
+import {
+  EVENT_STATES,
+  IDENTITY_ID_DIGITS,
+  InvalidInputError,
+  RELAY_POLICY,
+  UUID_PATTERN,
+} from "../outbox/index.ts";
 
 export const usage = `usage: npm run outbox -- <command> [options]
 
@@ -136,6 +142,22 @@ export function checkOptionsOf(command: string, sub: string | undefined, options
     if (name === "json" || name === "help" || value === undefined || value === false) continue;
     if (!allowed.includes(name)) throw new UsageError(`--${name} is not an option of ${key}`);
   }
+}
+
+const ID_SHAPES = {
+  uuid: { pattern: new RegExp(`^${UUID_PATTERN}$`), says: "a UUID" },
+  whole: { pattern: new RegExp(`^${IDENTITY_ID_DIGITS}$`), says: "a whole number" },
+} as const;
+
+/**
+ * An id from the command line in the shape its table gives it, checked before the
+ * database sees it: `"abc" is not an alert id (a whole number)`, invalid_input.
+ * `noun` carries its article ("a job failure", "an alert").
+ */
+export function idArgument(raw: string, noun: string, shape: keyof typeof ID_SHAPES): string {
+  const { pattern, says } = ID_SHAPES[shape];
+  if (!pattern.test(raw)) throw new InvalidInputError(`"${raw}" is not ${noun} id (${says})`);
+  return raw;
 }
 
 /**

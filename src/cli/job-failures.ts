@@ -1,21 +1,13 @@
 import { drizzle } from "drizzle-orm/node-postgres";
 import type { Db } from "../domain/db.ts";
 import { listJobFailures } from "../domain/job-failures/record.ts";
-import {
-  JOB_FAILURE_ID_DIGITS,
-  notRetriedMessage,
-  retryAllJobFailures,
-  retryJobFailure,
-} from "../domain/job-failures/retry.ts";
-import { InvalidInputError, MAX_LIST_LIMIT, publishAdvice, PublishError } from "../outbox/index.ts";
+import { notRetriedMessage, retryAllJobFailures, retryJobFailure } from "../domain/job-failures/retry.ts";
+import { MAX_LIST_LIMIT, publishAdvice, PublishError } from "../outbox/index.ts";
 import { publisherFor } from "../worker/relay.ts";
-import { intOption, Refusal, UsageError } from "./args.ts";
+import { idArgument, intOption, Refusal, UsageError } from "./args.ts";
 import type { Command } from "./command.ts";
 import { publishVariables, readVariables } from "./config.ts";
 import { formatJobFailures } from "./format.ts";
-
-/** A job failure's id, by the rule the admin route's path takes. */
-const FAILURE_ID = new RegExp(`^${JOB_FAILURE_ID_DIGITS}$`);
 
 /**
  * `job-failures list|retry`: jobs that exhausted their QStash retries, and the one
@@ -38,7 +30,7 @@ export const jobFailuresCommand: Command = ({ options, sub, rest }) => {
   if (sub === "retry") {
     const [id] = rest;
     if (!id || rest.length > 1) throw new UsageError("job-failures retry takes one job failure id");
-    if (!FAILURE_ID.test(id)) throw new InvalidInputError(`"${id}" is not a job failure id (a whole number)`);
+    idArgument(id, "a job failure", "whole");
     return async ({ pool, print }) => {
       const env = readVariables(publishVariables);
       let result;

@@ -1,17 +1,7 @@
-import {
-  ALERT_ID_DIGITS,
-  InvalidInputError,
-  listAlerts,
-  openAlertKinds,
-  resolveAlert,
-  resolveAlerts,
-  stats,
-} from "../outbox/index.ts";
-import { intOption, Refusal, UsageError, type Options } from "./args.ts";
+import { listAlerts, openAlertKinds, resolveAlert, resolveAlerts, stats } from "../outbox/index.ts";
+import { idArgument, intOption, Refusal, UsageError, type Options } from "./args.ts";
 import type { Command } from "./command.ts";
 import { formatAlerts, formatStats } from "./format.ts";
-
-const ALERT_ID = new RegExp(`^${ALERT_ID_DIGITS}$`);
 
 /** `alerts [--open]`, and `alerts resolve <id>|--kind <kind>`: what the dashboard's alerts page shows and does. */
 export const alertsCommand: Command = ({ options, sub, rest }) => {
@@ -56,8 +46,7 @@ function resolveCommand(options: Options, rest: string[]): ReturnType<Command> {
   }
   const [raw] = rest;
   if (!raw || rest.length > 1) throw new UsageError("alerts resolve takes one alert id, or --kind <kind>");
-  if (!ALERT_ID.test(raw)) throw new InvalidInputError(`"${raw}" is not an alert id (a whole number)`);
-  const id = Number(raw);
+  const id = Number(idArgument(raw, "an alert", "whole"));
   return async ({ pool, print }) => {
     const outcome = await resolveAlert(pool, id);
     if (!outcome) throw new Refusal("not_found", `no alert ${id}`);

@@ -10,26 +10,18 @@ import { redeliver } from "../domain/webhooks/redeliver.ts";
 import { sendTestEvent } from "../domain/webhooks/send-test.ts";
 import { PAGE_LIMIT_MAX } from "../domain/webhooks/schemas.ts";
 import { updateEndpoint } from "../domain/webhooks/update.ts";
-import { InvalidInputError, PublishError, UUID_PATTERN } from "../outbox/index.ts";
+import { PublishError } from "../outbox/index.ts";
 import { deliverQueueFor } from "../worker/webhooks.ts";
-import { intOption, Refusal, UsageError } from "./args.ts";
+import { idArgument, intOption, Refusal, UsageError } from "./args.ts";
 import type { Command, CommandIo } from "./command.ts";
 import { readVariables, webhookPublishVariables } from "./config.ts";
 import { formatDelivery, formatEndpoint, formatEndpointTable } from "./format.ts";
-
-const UUID = new RegExp(`^${UUID_PATTERN}$`);
-
-/** An id from the command line, checked before the database sees it (Postgres would refuse a non-uuid). */
-function uuidArgument(raw: string, what: string): string {
-  if (!UUID.test(raw)) throw new InvalidInputError(`"${raw}" is not a ${what} id (a UUID)`);
-  return raw;
-}
 
 /** The one id a sub-command takes, or a usage error saying so. */
 function oneId(rest: string[], sub: string, what: string): string {
   const [id] = rest;
   if (!id || rest.length > 1) throw new UsageError(`webhooks ${sub} takes one ${what} id`);
-  return uuidArgument(id, what);
+  return idArgument(id, `a ${what}`, "uuid");
 }
 
 const dbOf = (io: CommandIo) => drizzle(io.pool) as unknown as Db;

@@ -21,9 +21,6 @@ export async function resolveAlerts(
   return rows.length;
 }
 
-/** The digits of an alert id, as a route pattern and the CLI take it (ids are a bigint identity). */
-export const ALERT_ID_DIGITS = "[1-9][0-9]{0,17}";
-
 /**
  * Resolves one alert, saying whether it was open and when it was resolved (now,
  * or earlier by someone else); undefined when there is no such alert. One statement:

@@ -82,6 +82,7 @@ export {
   requeue,
   stats,
   UUID_PATTERN,
+  IDENTITY_ID_DIGITS,
   type AlertRow,
   type EventRow,
   type Stats,
@@ -96,7 +97,7 @@ export {
   type PoisonedGroups,
 } from "./poison-groups.ts";
 export { eventsPerMinute, type MinuteCount } from "./throughput.ts";
-export { resolveAlerts, resolveAlert, openAlertKinds, ALERT_ID_DIGITS } from "./alert-resolution.ts";
+export { resolveAlerts, resolveAlert, openAlertKinds } from "./alert-resolution.ts";
 export {
   deleteOldFannedEvents,
   evaluateAlerts,

@@ -16,6 +16,12 @@ export interface EventRow extends ClaimedEvent {
 
 /** An event id as text (any case), as a regex source: route patterns use it too. */
 export const UUID_PATTERN = "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}";
+
+/**
+ * The id of a bigint identity row (an alert, a job failure) as text a route or an
+ * operator gives: digits, at most 15, so it is exact as a JS number. A regex source.
+ */
+export const IDENTITY_ID_DIGITS = "[1-9][0-9]{0,14}";
 const UUID = new RegExp(`^${UUID_PATTERN}$`);
 
 export function assertEventId(id: string): void {

@@ -116,7 +116,7 @@ export function deploymentLabel(publicUrl: string): string {
   return `edge-outbox-${new URL(publicUrl).host.replace(/[^A-Za-z0-9_-]/g, "-")}`;
 }
 
-/** The public URL's host as a key or label takes it. */
+/** The public URL's host as a flow-control key takes it (a label replaces more: deploymentLabel). */
 function hostOf(publicUrl: string): string {
   return new URL(publicUrl).host.replace(/[^A-Za-z0-9._-]/g, "_");
 }

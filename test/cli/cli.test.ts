@@ -210,6 +210,14 @@ describe("outbox CLI", () => {
     const unknown = await runCli(["alerts", "resolve", "999999", "--json"], env());
     expect(unknown.code).toBe(1);
     expect(JSON.parse(unknown.stdout)).toEqual({ error: { code: "not_found", message: "no alert 999999" } });
+    // 2^53 + 1 is not a JS number: refused, never rounded to the alert at 2^53.
+    await t.pool.query(
+      `INSERT INTO outbox_alerts (id, kind, message) OVERRIDING SYSTEM VALUE VALUES (9007199254740992, 'event.poisoned', 'at 2^53')`,
+    );
+    const inexact = await runCli(["alerts", "resolve", "9007199254740993", "--json"], env());
+    expect(inexact.code).toBe(2);
+    expect(JSON.parse(inexact.stdout).error.code).toBe("invalid_input");
+    expect(await open()).toContain("at 2^53");
     const malformed = await runCli(["alerts", "resolve", "first", "--json"]);
     expect(malformed.code).toBe(2);
     expect(JSON.parse(malformed.stdout).error).toEqual({

@@ -44,6 +44,12 @@ describe("POST /admin/alerts/…/resolve", () => {
     expect(unknown.status).toBe(404);
     expect(unknown.body.error).toMatchObject({ code: "NOT_FOUND", message: "alert 424242 not found" });
     expect((await admin("/admin/alerts/abc/resolve")).status).toBe(404);
+    // 2^53 + 1 is not a JS number: no route, never the alert at 2^53 it would round to.
+    await t.pool.query(
+      `INSERT INTO outbox_alerts (id, kind, message) OVERRIDING SYSTEM VALUE VALUES (9007199254740992, 'event.poisoned', 'at 2^53')`,
+    );
+    expect((await admin("/admin/alerts/9007199254740993/resolve")).status).toBe(404);
+    expect(await open()).toEqual(["at 2^53"]);
     expect((await admin(`/admin/alerts/${first}/resolve`, undefined, "wrong-token-0123456789")).status).toBe(
       401,
     );

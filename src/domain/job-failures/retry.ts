@@ -214,13 +214,6 @@ async function publishJobs(publisher: Publisher, jobs: Job[]): Promise<string[]>
   }
 }
 
-/**
- * A job failure's id (a bigint identity) as text an operator typed or a route was
- * given: digits, at most 15, so it is exact as a JS number. The admin route's path
- * parameter and the CLI's argument both take this.
- */
-export const JOB_FAILURE_ID_DIGITS = "[1-9][0-9]{0,14}";
-
 /** What an operator is told when QStash did not take the retry of failure `id`. */
 export function notRetriedMessage(id: number | string, error: PublishError): string {
   return (

@@ -2,7 +2,6 @@ import { z } from "zod";
 import type { Db } from "../../domain/db.ts";
 import { listJobFailures } from "../../domain/job-failures/record.ts";
 import {
-  JOB_FAILURE_ID_DIGITS,
   notRetriedMessage,
   retryAllJobFailures,
   retryJobFailure,
@@ -16,7 +15,7 @@ import {
   listEvents,
   publishAdvice,
   PublishError,
-  ALERT_ID_DIGITS,
+  IDENTITY_ID_DIGITS,
   resolveAlert,
   resolveAlerts,
   requeue,
@@ -33,7 +32,7 @@ import { noBody, valid } from "../validate.ts";
 import { ID } from "./params.ts";
 
 /** A job failure's id as a path segment; anything else is no route, a 404, as with ID. */
-export const JOB_FAILURE_ID = `:id{${JOB_FAILURE_ID_DIGITS}}` as const;
+export const JOB_FAILURE_ID = `:id{${IDENTITY_ID_DIGITS}}` as const;
 
 const limit = wholeNumber(1, 1000).default(50);
 
@@ -104,7 +103,7 @@ export function registerAdmin(app: App) {
   // Resolving records that an operator has looked (the dashboard's Resolve, the CLI's
   // `alerts resolve`); it changes no event. All of a kind only up to the newest the
   // caller saw (`upTo`), so an alert raised meanwhile is not resolved unseen.
-  app.post(`/admin/alerts/:id{${ALERT_ID_DIGITS}}/resolve`, noBody, async (c) => {
+  app.post(`/admin/alerts/:id{${IDENTITY_ID_DIGITS}}/resolve`, noBody, async (c) => {
     const id = Number(c.req.param("id"));
     const outcome = await resolveAlert(c.var.pool, id);
     if (!outcome) throw new ApiError("NOT_FOUND", `alert ${id} not found`);
