@@ -23,26 +23,28 @@ export async function resolveAlerts(
 
 /**
  * Resolves one alert, saying whether it was open and when it was resolved (now,
- * or earlier by someone else); undefined when there is no such alert. One statement:
- * the outer read sees the row as it was before the update.
+ * or earlier by someone else); undefined when there is no such alert. The read of
+ * an alert that was not open is a statement of its own: in the update's statement
+ * it would see the row as of the statement's start, and an alert another operator
+ * resolved meanwhile (the update waited for them) would read as open there and be
+ * taken for none at all.
  */
 export async function resolveAlert(
   db: Queryable,
   id: number,
 ): Promise<{ wasOpen: boolean; resolvedAt: Date } | undefined> {
-  const { rows } = await query<{ now_resolved: Date | null; before: Date | null }>(
+  const resolved = await query<{ resolved_at: Date }>(
     db,
-    `WITH r AS (
-       UPDATE outbox_alerts SET resolved_at = now() WHERE id = $1 AND resolved_at IS NULL RETURNING resolved_at
-     )
-     SELECT (SELECT resolved_at FROM r) AS now_resolved, a.resolved_at AS before
-       FROM outbox_alerts a WHERE a.id = $1`,
+    "UPDATE outbox_alerts SET resolved_at = now() WHERE id = $1 AND resolved_at IS NULL RETURNING resolved_at",
     [id],
   );
-  const row = rows[0];
-  // A row was either open (the update resolved it now) or resolved before.
-  if (!row || (row.now_resolved ?? row.before) === null) return undefined;
-  return { wasOpen: row.now_resolved !== null, resolvedAt: new Date((row.now_resolved ?? row.before)!) };
+  if (resolved.rows[0]) return { wasOpen: true, resolvedAt: new Date(resolved.rows[0].resolved_at) };
+  const before = await query<{ resolved_at: Date }>(
+    db,
+    "SELECT resolved_at FROM outbox_alerts WHERE id = $1",
+    [id],
+  );
+  return before.rows[0] ? { wasOpen: false, resolvedAt: new Date(before.rows[0].resolved_at) } : undefined;
 }
 
 /** Open alerts counted by kind, with the newest one's id, for the "resolve all of a kind" buttons. */

@@ -1,5 +1,6 @@
 import { beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { Bindings } from "../../src/worker/env.ts";
+import { resolveAlert } from "../../src/outbox/index.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { appOverTestDatabase, bindings, call } from "../support/worker.ts";
 
@@ -72,5 +73,27 @@ describe("POST /admin/alerts/…/resolve", () => {
     expect(missing.status).toBe(400);
     expect(missing.body.error.issues).toContainEqual(expect.objectContaining({ path: "upTo" }));
     expect(await open()).toEqual(["relay", "C, later"]);
+  });
+
+  it("an alert another operator resolves meanwhile reads as resolved before, not as unknown", async () => {
+    const { rows } = await t.pool.query<{ id: string }>(
+      "INSERT INTO outbox_alerts (kind, message) VALUES ('event.poisoned', 'raced') RETURNING id",
+    );
+    const id = Number(rows[0]!.id);
+    const other = await t.pool.connect();
+    try {
+      // The other operator's resolve holds the row until it commits; ours waits on it.
+      await other.query("BEGIN");
+      const { rows: theirs } = await other.query<{ resolved_at: Date }>(
+        "UPDATE outbox_alerts SET resolved_at = now() WHERE id = $1 RETURNING resolved_at",
+        [id],
+      );
+      const ours = resolveAlert(t.pool, id);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      await other.query("COMMIT");
+      expect(await ours).toEqual({ wasOpen: false, resolvedAt: theirs[0]!.resolved_at });
+    } finally {
+      other.release();
+    }
   });
 });
