@@ -1,5 +1,6 @@
 import { drizzle } from "drizzle-orm/node-postgres";
 import type { Db } from "../domain/db.ts";
+import { singleLine } from "../domain/text.ts";
 import { deliveriesForEvent } from "../domain/webhooks/delivery-log.ts";
 import {
   assertEventId,
@@ -16,8 +17,8 @@ import { intOption, Refusal, UsageError } from "./args.ts";
 import type { Command } from "./command.ts";
 import { formatEvent, formatEventTable } from "./format.ts";
 
-/** A subject or scope as an operator types one: a line, not a paragraph. */
-const ONE_LINE = /^[^\r\n]{1,200}$/;
+/** A subject or scope filter, by the rule GET /admin/events takes it (trimmed, one line). */
+const filterText = singleLine(200);
 
 /** `events list|show|requeue`: what an operator looks at, and the one fix they apply. */
 export const eventsCommand: Command = ({ options, sub, rest }) => {
@@ -32,11 +33,14 @@ export const eventsCommand: Command = ({ options, sub, rest }) => {
       throw new UsageError(`--type ${TYPE_GLOB_RULE}, got "${options.type}"`);
     }
     if (rest.length > 0) throw new UsageError(`events list takes no argument, got "${rest[0]}"`);
-    for (const name of ["subject", "scope"] as const) {
+    const [subject, scope] = (["subject", "scope"] as const).map((name) => {
       const value = options[name];
-      if (value !== undefined && !ONE_LINE.test(value))
+      if (value === undefined) return undefined;
+      const parsed = filterText.safeParse(value);
+      if (!parsed.success)
         throw new UsageError(`--${name} must be one line of 1 to 200 characters, got "${value}"`);
-    }
+      return parsed.data;
+    });
     const limit = intOption(options.limit, "--limit", 50, MAX_LIST_LIMIT);
     const before = options.before === undefined ? undefined : intOption(options.before, "--before", 0);
     return async ({ pool, print }) => {
@@ -44,8 +48,8 @@ export const eventsCommand: Command = ({ options, sub, rest }) => {
       const page = await browseEvents(pool, {
         ...(state ? { state } : {}),
         ...(options.type ? { type: options.type } : {}),
-        ...(options.subject ? { subject: options.subject } : {}),
-        ...(options.scope ? { scope: options.scope } : {}),
+        ...(subject ? { subject } : {}),
+        ...(scope ? { scope } : {}),
         ...(before === undefined ? {} : { beforeSeq: before }),
         limit,
       });
