@@ -4,6 +4,7 @@ import {
   EVENT_STATES,
   IDENTITY_ID_DIGITS,
   InvalidInputError,
+  PublishError,
   RELAY_POLICY,
   UUID_PATTERN,
 } from "../outbox/index.ts";
@@ -65,6 +66,17 @@ export class Refusal extends Error {
   ) {
     super(message);
   }
+}
+
+/**
+ * A `.catch` handler for a publish QStash did not take: a publish_failed refusal
+ * saying what that left as it was (`say`); any other error goes on as it was.
+ */
+export function refusedUnpublished(say: (error: PublishError) => string) {
+  return (error: unknown): never => {
+    if (!(error instanceof PublishError)) throw error;
+    throw new Refusal("publish_failed", say(error));
+  };
 }
 
 /**

@@ -2,9 +2,9 @@ import { drizzle } from "drizzle-orm/node-postgres";
 import type { Db } from "../domain/db.ts";
 import { listJobFailures } from "../domain/job-failures/record.ts";
 import { notRetriedMessage, retryAllJobFailures, retryJobFailure } from "../domain/job-failures/retry.ts";
-import { MAX_LIST_LIMIT, publishAdvice, PublishError } from "../outbox/index.ts";
+import { MAX_LIST_LIMIT, publishAdvice } from "../outbox/index.ts";
 import { publisherFor } from "../worker/relay.ts";
-import { idArgument, intOption, Refusal, UsageError } from "./args.ts";
+import { idArgument, intOption, Refusal, refusedUnpublished, UsageError } from "./args.ts";
 import type { Command } from "./command.ts";
 import { publishVariables, readVariables } from "./config.ts";
 import { formatJobFailures } from "./format.ts";
@@ -33,13 +33,11 @@ export const jobFailuresCommand: Command = ({ options, sub, rest }) => {
     idArgument(id, "a job failure", "whole");
     return async ({ pool, print }) => {
       const env = readVariables(publishVariables);
-      let result;
-      try {
-        result = await retryJobFailure(drizzle(pool) as unknown as Db, publisherFor(env), Number(id));
-      } catch (error) {
-        if (!(error instanceof PublishError)) throw error;
-        throw new Refusal("publish_failed", notRetriedMessage(id, error));
-      }
+      const result = await retryJobFailure(
+        drizzle(pool) as unknown as Db,
+        publisherFor(env),
+        Number(id),
+      ).catch(refusedUnpublished((error) => notRetriedMessage(id, error)));
       if (!result.retried) throw new Refusal(result.refused, result.message);
       const { retriedAt, retryMessageId } = result;
       print(
@@ -69,17 +67,13 @@ const retryAll: ReturnType<Command> = async ({ pool, print }) => {
   const retried: { id: number; retryMessageId: string }[] = [];
   const publisher = publisherFor(env);
   for (;;) {
-    let round;
-    try {
-      round = await retryAllJobFailures(db, publisher, { upTo });
-    } catch (error) {
-      if (!(error instanceof PublishError)) throw error;
-      throw new Refusal(
-        "publish_failed",
-        `QStash did not take the retried jobs (${error.message}); ` +
+    const round = await retryAllJobFailures(db, publisher, { upTo }).catch(
+      refusedUnpublished(
+        (error) =>
+          `QStash did not take the retried jobs (${error.message}); ` +
           `${retried.length} retried before this, none of this round's is marked retried: ${publishAdvice(error)}`,
-      );
-    }
+      ),
+    );
     retried.push(...round.retried);
     if (round.retried.length > 0) console.error(`retried ${retried.length} so far…`);
     // Nothing claimed although more are open: another retry has them.

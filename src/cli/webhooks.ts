@@ -10,9 +10,8 @@ import { redeliver } from "../domain/webhooks/redeliver.ts";
 import { sendTestEvent } from "../domain/webhooks/send-test.ts";
 import { PAGE_LIMIT_MAX } from "../domain/webhooks/schemas.ts";
 import { updateEndpoint } from "../domain/webhooks/update.ts";
-import { PublishError } from "../outbox/index.ts";
 import { deliverQueueFor } from "../worker/webhooks.ts";
-import { idArgument, intOption, Refusal, UsageError } from "./args.ts";
+import { idArgument, intOption, refusedUnpublished, UsageError } from "./args.ts";
 import type { Command, CommandIo } from "./command.ts";
 import { readVariables, webhookPublishVariables } from "./config.ts";
 import { formatDelivery, formatEndpoint, formatEndpointTable } from "./format.ts";
@@ -27,10 +26,7 @@ function oneId(rest: string[], sub: string, what: string): string {
 const dbOf = (io: CommandIo) => drizzle(io.pool) as unknown as Db;
 
 /** A re-send QStash did not take: a refusal saying nothing changed for `what` (notQueuedMessage). */
-function notQueued(what: string, error: unknown): never {
-  if (!(error instanceof PublishError)) throw error;
-  throw new Refusal("publish_failed", notQueuedMessage(what, error));
-}
+const notQueued = (what: string) => refusedUnpublished((error) => notQueuedMessage(what, error));
 
 /**
  * `webhooks list|show|delivery|redeliver|recover|test|enable|disable`: what the
@@ -78,7 +74,7 @@ export const webhooksCommand: Command = ({ options, sub, rest }) => {
     const id = oneId(rest, sub, "webhook delivery");
     return async (io) => {
       const queue = deliverQueueFor(readVariables(webhookPublishVariables));
-      const queued = await redeliver(dbOf(io), queue, id).catch((e) => notQueued(`delivery ${id}`, e));
+      const queued = await redeliver(dbOf(io), queue, id).catch(notQueued(`delivery ${id}`));
       io.print(queued, () => `delivery ${id}: a new deliver job is queued (same body and webhook-id)`);
       return 0;
     };
@@ -101,9 +97,7 @@ export const webhooksCommand: Command = ({ options, sub, rest }) => {
     const id = oneId(rest, sub, "webhook endpoint");
     return async (io) => {
       const queue = deliverQueueFor(readVariables(webhookPublishVariables));
-      const sent = await sendTestEvent(dbOf(io), queue, id).catch((e) =>
-        notQueued(`webhook endpoint ${id}`, e),
-      );
+      const sent = await sendTestEvent(dbOf(io), queue, id).catch(notQueued(`webhook endpoint ${id}`));
       io.print(
         sent,
         () =>
@@ -152,8 +146,8 @@ async function recoverAll(io: CommandIo, id: string, since: Date): Promise<numbe
   const db = dbOf(io);
   let recovered = 0;
   for (;;) {
-    const round = await recoverFailed(db, queue, id, since).catch((e) =>
-      notQueued(`the failed deliveries not yet re-sent (${recovered} were re-sent before this)`, e),
+    const round = await recoverFailed(db, queue, id, since).catch(
+      notQueued(`the failed deliveries not yet re-sent (${recovered} were re-sent before this)`),
     );
     recovered += round.recovered;
     if (!round.more) break;

@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import { DomainError, type DomainErrorCode } from "../domain/errors.ts";
-import { InvalidInputError } from "../outbox/index.ts";
+import { InvalidInputError, PublishError } from "../outbox/index.ts";
 import type { HonoEnv } from "./env.ts";
 
 /**
@@ -53,6 +53,23 @@ export class ApiError extends Error {
   ) {
     super(message);
     this.name = "ApiError";
+  }
+}
+
+/**
+ * `send`, or a 503 saying what QStash's refusal left as it was (`say`): every
+ * operator action that publishes (a job-failure retry, a webhook re-send) changes
+ * nothing when QStash does not take its job, so asking again is safe.
+ */
+export async function orUnavailable<T>(
+  send: () => Promise<T>,
+  say: (error: PublishError) => string,
+): Promise<T> {
+  try {
+    return await send();
+  } catch (error) {
+    if (!(error instanceof PublishError)) throw error;
+    throw new ApiError("SERVICE_UNAVAILABLE", say(error));
   }
 }
 

@@ -6,9 +6,8 @@ import {
   type QStashMessages,
 } from "../domain/webhooks/deliver-queue.ts";
 import { createQStashDeadLetters, type DeadLetterQueue } from "../domain/job-failures/dead-letters.ts";
-import { PublishError } from "../outbox/index.ts";
 import { qstashLabelFor, type Config } from "./env.ts";
-import { ApiError } from "./errors.ts";
+import { orUnavailable } from "./errors.ts";
 
 /** Deliver jobs published through the same QStash as the relay's, to this Worker's `/jobs/webhook.deliver`. */
 export function deliverQueueFor(
@@ -47,11 +46,6 @@ export function deadLettersFor(config: Config): DeadLetterQueue {
  * QStash did not take its job and nothing changed for `what`, so asking again is
  * safe: the admin routes and the dashboard's buttons answer alike.
  */
-export async function queuedOrRefused<T>(what: string, send: () => Promise<T>): Promise<T> {
-  try {
-    return await send();
-  } catch (error) {
-    if (!(error instanceof PublishError)) throw error;
-    throw new ApiError("SERVICE_UNAVAILABLE", notQueuedMessage(what, error));
-  }
+export function queuedOrRefused<T>(what: string, send: () => Promise<T>): Promise<T> {
+  return orUnavailable(send, (error) => notQueuedMessage(what, error));
 }

@@ -14,7 +14,6 @@ import {
   listAlerts,
   listEvents,
   publishAdvice,
-  PublishError,
   IDENTITY_ID_DIGITS,
   resolveAlert,
   resolveAlerts,
@@ -26,7 +25,7 @@ import { singleLine, wholeNumber } from "../../domain/text.ts";
 import { adminAuth } from "../admin-auth.ts";
 import type { Config } from "../env.ts";
 import type { App } from "../new-app.ts";
-import { ApiError } from "../errors.ts";
+import { ApiError, orUnavailable } from "../errors.ts";
 import { publisherFor } from "../relay.ts";
 import { noBody, valid } from "../validate.ts";
 import { ID } from "./params.ts";
@@ -140,13 +139,10 @@ export async function retryOrRefuse(
   config: Config,
   id: number,
 ): Promise<{ id: number; retriedAt: Date; retryMessageId: string }> {
-  let result;
-  try {
-    result = await retryJobFailure(db, publisherFor(config), id);
-  } catch (error) {
-    if (!(error instanceof PublishError)) throw error;
-    throw new ApiError("SERVICE_UNAVAILABLE", notRetriedMessage(id, error));
-  }
+  const result = await orUnavailable(
+    () => retryJobFailure(db, publisherFor(config), id),
+    (error) => notRetriedMessage(id, error),
+  );
   if (result.retried) return { id, retriedAt: result.retriedAt, retryMessageId: result.retryMessageId };
   throw new ApiError(result.refused === "not_found" ? "NOT_FOUND" : "CONFLICT", result.message);
 }
@@ -156,14 +152,10 @@ export async function retryOrRefuse(
  * RETRY_ALL_LIMIT a request: 200 with what was retried and whether more are left,
  * or 503 when QStash did not take the jobs (none of them is marked retried).
  */
-export async function retryAllOrRefuse(db: Db, config: Config, upTo: number): Promise<RetryAllResult> {
-  try {
-    return await retryAllJobFailures(db, publisherFor(config), { upTo });
-  } catch (error) {
-    if (!(error instanceof PublishError)) throw error;
-    throw new ApiError(
-      "SERVICE_UNAVAILABLE",
+export function retryAllOrRefuse(db: Db, config: Config, upTo: number): Promise<RetryAllResult> {
+  return orUnavailable(
+    () => retryAllJobFailures(db, publisherFor(config), { upTo }),
+    (error) =>
       `QStash did not take the retried jobs (${error.message}); none is marked retried: ${publishAdvice(error)}`,
-    );
-  }
+  );
 }
