@@ -3,6 +3,7 @@ import { z } from "zod";
 import { blankIsAbsent } from "../../../domain/text.ts";
 import { listJobFailures } from "../../../domain/job-failures/record.ts";
 import { isOpenFailure, jobToRetry } from "../../../domain/job-failures/retry.ts";
+import { IDENTITY_ID_DIGITS } from "../../../outbox/index.ts";
 import { valid } from "../../validate.ts";
 import type { DashboardEnv } from "../env.ts";
 import { Notice, render, time } from "../layout.tsx";
@@ -21,7 +22,7 @@ const jobFailuresQuery = z.object({
 });
 
 /** The pages a retry may go back to: this page, newest or older. Anything else goes to the overview. */
-const RETURNABLE = /^\/dashboard\/job-failures(\?before=[1-9]\d{0,15})?$/;
+const RETURNABLE = new RegExp(`^/dashboard/job-failures(\\?before=${IDENTITY_ID_DIGITS})?$`);
 
 /** Where a retry of failure `id` sends the browser: back to the page it came from, if it is one of ours. */
 export function afterRetry(back: unknown, id: number): string {
