@@ -1,7 +1,7 @@
 import { drizzle } from "drizzle-orm/node-postgres";
 import type { Db } from "../domain/db.ts";
 import { singleLine } from "../domain/text.ts";
-import { deliveriesForEvent } from "../domain/webhooks/delivery-log.ts";
+import { eventDeliveries } from "../domain/webhooks/delivery-log.ts";
 import {
   assertEventId,
   EVENT_STATES,
@@ -69,9 +69,9 @@ export const eventsCommand: Command = ({ options, sub, rest }) => {
       const event = await getEvent(pool, id);
       if (!event) throw new Refusal("not_found", `no event ${id}`);
       // What the event's webhooks did, as the dashboard's event page shows it; each
-      // delivery's attempts are `webhooks delivery <id>`'s to show.
-      const deliveries = await deliveriesForEvent(drizzle(pool) as unknown as Db, id);
-      const shown = { ...event, webhookDeliveries: deliveries.map(({ attemptLog: _, ...d }) => d) };
+      // delivery's attempts are `webhooks delivery <id>`'s to show, so none is read here.
+      const webhookDeliveries = await eventDeliveries(drizzle(pool) as unknown as Db, id);
+      const shown = { ...event, webhookDeliveries };
       print(shown, () => formatEvent(shown));
       return 0;
     };

@@ -27,9 +27,9 @@ export interface EventDelivery {
   attemptLog: AttemptRow[];
 }
 
-/** Every delivery one event caused, each with every attempt, oldest first. */
-export async function deliveriesForEvent(db: Db, eventId: string): Promise<EventDelivery[]> {
-  const deliveries = await db
+/** Every delivery one event caused, oldest first, without their attempts (the CLI's event view). */
+export function eventDeliveries(db: Db, eventId: string): Promise<Omit<EventDelivery, "attemptLog">[]> {
+  return db
     .select({
       id: webhookDeliveries.id,
       endpointId: webhookDeliveries.endpointId,
@@ -47,6 +47,11 @@ export async function deliveriesForEvent(db: Db, eventId: string): Promise<Event
     .innerJoin(webhookEndpoints, eq(webhookEndpoints.id, webhookDeliveries.endpointId))
     .where(eq(webhookDeliveries.eventId, eventId))
     .orderBy(asc(webhookDeliveries.createdAt));
+}
+
+/** Every delivery one event caused, each with every attempt, oldest first (the dashboard's event page). */
+export async function deliveriesForEvent(db: Db, eventId: string): Promise<EventDelivery[]> {
+  const deliveries = await eventDeliveries(db, eventId);
   if (deliveries.length === 0) return [];
   const attempts = await db
     .select()
