@@ -16,13 +16,22 @@ export interface ReceivedRequest {
   json?: unknown;
   /** The status the sink answered with. */
   status: number;
+  /** How long the sink held its answer, when a rule said to (PUT /__respond's `delayMs`). */
+  delayMs?: number;
+  /** Set when the sender closed the connection before a held answer was sent: it timed out. */
+  abandonedAfterMs?: number;
   receivedAt: string;
 }
 
 export interface SinkResponse {
   status: number;
   body?: unknown;
+  /** Hold the answer this long: a slow receiver, or one a sender's timeout gives up on. */
+  delayMs?: number;
 }
+
+/** The longest PUT /__respond may hold an answer: past every sender's timeout here (15 s for webhooks). */
+export const MAX_SINK_DELAY_MS = 120_000;
 
 export interface MailSink {
   url: string;
@@ -55,6 +64,9 @@ export async function startMailSink(options: MailSinkOptions = {}): Promise<Mail
     match: (r: ReceivedRequest) => boolean;
     resolve: (r: ReceivedRequest) => void;
   }>();
+  // Answers being held (delayMs), so close() does not wait for them.
+  const held = new Set<NodeJS.Timeout>();
+  let closing = false;
 
   const server = http.createServer(async (req, res) => {
     const path = req.url ?? "/";
@@ -99,22 +111,51 @@ export async function startMailSink(options: MailSinkOptions = {}): Promise<Mail
       rules.get(path) ??
       rules.get("") ?? { status: 200, body: { id: `sink-${n}` } };
     entry.status = answer.status;
+    if (answer.delayMs) entry.delayMs = answer.delayMs;
     store.push(entry);
-    log(`sink POST ${path} ${answer.status} ${Buffer.byteLength(body)}B${describe(entry)}`);
+    const holding = answer.delayMs ? ` (answering in ${answer.delayMs} ms)` : "";
+    log(`sink POST ${path} ${answer.status}${holding} ${Buffer.byteLength(body)}B${describe(entry)}`);
     for (const waiter of waiters) {
       if (waiter.match(entry)) {
         waiters.delete(waiter);
         waiter.resolve(entry);
       }
     }
-    send(res, answer.status, answer.body);
+    if (!answer.delayMs) return send(res, answer.status, answer.body);
+    hold(entry, res, answer, Date.now());
   });
 
   /**
-   * `PUT /__respond {"status": 503, "path"?: "/webhooks", "body"?: …}`: answer the
-   * following POSTs (to `path` only, when given) with that, so a person can make the
-   * mail API or a webhook receiver fail from a terminal and watch retries, dead
-   * letters and alerts. Each path keeps its own answer (a second PUT for another path
+   * Sends `answer` after its delay, unless the sender closed the connection first
+   * (its timeout): then the entry and one log line say after how long it gave up.
+   */
+  function hold(entry: ReceivedRequest, res: http.ServerResponse, answer: SinkResponse, since: number) {
+    const timer = setTimeout(() => {
+      held.delete(timer);
+      res.off("close", gaveUp);
+      send(res, answer.status, answer.body);
+    }, answer.delayMs);
+    held.add(timer);
+    const gaveUp = () => {
+      clearTimeout(timer);
+      held.delete(timer);
+      // The sink's own close() dropped the connection: nobody gave up.
+      if (closing) return;
+      entry.abandonedAfterMs = Date.now() - since;
+      log(
+        `sink POST ${entry.path} #${entry.n}: the sender gave up after ${entry.abandonedAfterMs} ms, ` +
+          `before the ${answer.delayMs} ms answer`,
+      );
+    };
+    res.once("close", gaveUp);
+  }
+
+  /**
+   * `PUT /__respond {"status": 503, "delayMs"?: 20000, "path"?: "/webhooks", "body"?: …}`:
+   * answer the following POSTs (to `path` only, when given) with that, after
+   * `delayMs` when given, so a person can make the mail API or a webhook receiver
+   * fail, or be slower than its sender's timeout, from a terminal and watch retries,
+   * dead letters and alerts. Each path keeps its own answer (a second PUT for another path
    * adds to the first; one without a path answers every other path), and the answer
    * lists every rule in force. `DELETE /__respond` restores the normal answer
    * everywhere, `DELETE /__respond?path=/webhooks` for that path only.
@@ -135,30 +176,54 @@ export async function startMailSink(options: MailSinkOptions = {}): Promise<Mail
     } catch {
       return send(res, 413, { error: `body over ${MAX_BODY} bytes` });
     }
-    const asked = parseJson(raw) as { status?: unknown; path?: unknown; body?: unknown } | undefined;
-    const status = asked?.status;
+    const asked = parseJson(raw) as
+      { status?: unknown; delayMs?: unknown; path?: unknown; body?: unknown } | undefined;
+    const delayMs = asked?.delayMs;
+    if (
+      delayMs !== undefined &&
+      (typeof delayMs !== "number" ||
+        !Number.isInteger(delayMs) ||
+        delayMs < 0 ||
+        delayMs > MAX_SINK_DELAY_MS)
+    ) {
+      return send(res, 400, {
+        error: `delayMs must be a whole number of milliseconds, 0–${MAX_SINK_DELAY_MS}`,
+      });
+    }
+    // A delay alone is a slow receiver that still says yes.
+    const status = asked?.status ?? (delayMs === undefined ? undefined : 200);
     if (typeof status !== "number" || !Number.isInteger(status) || status < 200 || status > 599) {
       return send(res, 400, {
-        error: 'PUT /__respond takes {"status": 200–599, "path"?: "/…", "body"?: any}',
+        error: `PUT /__respond takes {"status": 200–599, "delayMs"?: 0–${MAX_SINK_DELAY_MS}, "path"?: "/…", "body"?: any} (status or delayMs at least)`,
       });
     }
     const only = asked?.path;
     if (only !== undefined && (typeof only !== "string" || !only.startsWith("/"))) {
       return send(res, 400, { error: "path must start with /" });
     }
-    rules.set(only ?? "", { status, body: asked?.body });
-    log(`sink answers ${status} to POSTs${only === undefined ? "" : ` to ${only}`} until DELETE /__respond`);
+    const answer: SinkResponse = { status, body: asked?.body, ...(delayMs ? { delayMs } : {}) };
+    rules.set(only ?? "", answer);
+    log(
+      `sink answers ${describeAnswer(answer)} to POSTs${only === undefined ? "" : ` to ${only}`} until DELETE /__respond`,
+    );
     send(res, 200, {
       status,
+      ...(answer.delayMs ? { delayMs: answer.delayMs } : {}),
       ...(only === undefined ? {} : { path: only }),
-      rules: [...rules].map(([path, answer]) => ({ ...(path ? { path } : {}), status: answer.status })),
+      rules: [...rules].map(([path, a]) => ({
+        ...(path ? { path } : {}),
+        status: a.status,
+        ...(a.delayMs ? { delayMs: a.delayMs } : {}),
+      })),
     });
   }
 
   /** The rules still in force, for the log line after a DELETE. */
   function describeRules(): string {
     if (rules.size === 0) return "";
-    const each = [...rules].map(([path, a]) => `${a.status}${path ? ` to ${path}` : " to the rest"}`);
+    const each = [...rules].map(
+      ([path, a]) => `${describeAnswer(a)}${path ? ` to ${path}` : " to the rest"}`,
+    );
     return `; still answering ${each.join(", ")}`;
   }
 
@@ -202,10 +267,17 @@ export async function startMailSink(options: MailSinkOptions = {}): Promise<Mail
     },
     close: () =>
       new Promise<void>((resolve) => {
+        closing = true;
+        for (const timer of held) clearTimeout(timer);
+        held.clear();
         server.closeAllConnections();
         server.close(() => resolve());
       }),
   };
+}
+
+function describeAnswer(a: SinkResponse): string {
+  return a.delayMs ? `${a.status} after ${a.delayMs} ms` : String(a.status);
 }
 
 function readBody(req: http.IncomingMessage): Promise<string> {

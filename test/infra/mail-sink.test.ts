@@ -139,6 +139,63 @@ describe("mail sink", () => {
     for (const path of ["/mail", "/webhooks", "/other"]) expect((await post(path, {})).status).toBe(200);
   });
 
+  it("PUT /__respond with delayMs holds the answer, and says when the sender gave up first", async () => {
+    const respond = (method: string, query = "", body?: unknown) =>
+      fetch(`${sink.url}/__respond${query}`, {
+        method,
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
+    try {
+      // A delay alone: a slow receiver that still says yes.
+      const slow = await respond("PUT", "", { delayMs: 300, path: "/slow" });
+      expect(await slow.json()).toEqual({
+        status: 200,
+        delayMs: 300,
+        path: "/slow",
+        rules: [{ path: "/slow", status: 200, delayMs: 300 }],
+      });
+      const started = Date.now();
+      const answered = await post("/slow", { attempt: 1 });
+      expect(answered.status).toBe(200);
+      expect(Date.now() - started).toBeGreaterThanOrEqual(290);
+      expect(sink.received({ path: "/slow" })).toEqual([
+        expect.objectContaining({ status: 200, delayMs: 300 }),
+      ]);
+      expect(sink.received({ path: "/slow" })[0]).not.toHaveProperty("abandonedAfterMs");
+
+      // A sender whose timeout is shorter than the delay: the sink records that it gave up.
+      await respond("PUT", "", { status: 503, delayMs: 5_000, path: "/timeout" });
+      const aborted = await fetch(`${sink.url}/timeout`, {
+        method: "POST",
+        body: "{}",
+        signal: AbortSignal.timeout(200),
+      }).catch((error: Error) => error.name);
+      expect(aborted).toBe("TimeoutError");
+      await expect
+        .poll(() => sink.received({ path: "/timeout" }).map((r) => r.abandonedAfterMs !== undefined))
+        .toEqual([true]);
+      const [last] = sink.received({ path: "/timeout" });
+      expect(last!.abandonedAfterMs).toBeGreaterThanOrEqual(150);
+      expect(last!.abandonedAfterMs).toBeLessThan(5_000);
+      expect(lines).toContainEqual(
+        expect.stringMatching(
+          new RegExp(
+            `^sink POST /timeout #${last!.n}: the sender gave up after \\d+ ms, before the 5000 ms answer$`,
+          ),
+        ),
+      );
+      expect(lines).toContainEqual(
+        "sink answers 503 after 5000 ms to POSTs to /timeout until DELETE /__respond",
+      );
+
+      for (const bad of [{ delayMs: -1 }, { delayMs: 1.5 }, { delayMs: "100" }, { delayMs: 120_001 }]) {
+        expect((await respond("PUT", "", bad)).status, JSON.stringify(bad)).toBe(400);
+      }
+    } finally {
+      await respond("DELETE");
+    }
+  });
+
   it("refuses other methods", async () => {
     expect((await fetch(`${sink.url}/mail`, { method: "PUT", body: "x" })).status).toBe(405);
   });
