@@ -191,15 +191,38 @@ describe("fan-out", () => {
     for (const row of first) expect(publishedFor(row.id)).toHaveLength(1);
   });
 
-  it("deliver jobs have a flow-control budget of their own, apart from the subscribers' jobs", async () => {
-    const { delivery } = await oneDelivery("/budget");
-    const [job] = publishedFor(delivery.id);
-    expect(job?.flowControlKey).toBe("edge-outbox-webhooks-127.0.0.1_9");
-    // As QStash reports the message: the parallelism it will hold deliveries to.
-    const res = await fetch(`${qstash.url}/v2/messages/${job!.messageId}`, {
-      headers: { authorization: `Bearer ${qstash.token}` },
-    });
-    expect(await res.json()).toMatchObject({ parallelism: DELIVER_PARALLELISM });
+  it("each endpoint's deliver jobs have a flow-control budget of their own, apart from the subscribers' and other endpoints'", async () => {
+    const scope = `budget-${crypto.randomUUID()}`;
+    const one = await insertEndpoint(t.pool, secrets.key, { url: receiver.url("/budget-1"), scope });
+    const two = await insertEndpoint(t.pool, secrets.key, { url: receiver.url("/budget-2"), scope });
+    const events = [event({ scope }), event({ scope })];
+    for (const e of events) await fanOutWebhook(db(), queue, e);
+    for (const endpoint of [one, two]) {
+      for (const e of events) {
+        const delivery = (await deliveriesOf(e.id)).find((d) => d.endpoint_id === endpoint.id);
+        const [job] = publishedFor(delivery.id);
+        expect(job?.flowControlKey).toBe(`edge-outbox-webhooks-${endpoint.id}-127.0.0.1_9`);
+        // As QStash reports the message: the parallelism it will hold deliveries to.
+        const res = await fetch(`${qstash.url}/v2/messages/${job!.messageId}`, {
+          headers: { authorization: `Bearer ${qstash.token}` },
+        });
+        expect(await res.json()).toMatchObject({ parallelism: DELIVER_PARALLELISM });
+      }
+    }
+    // A redelivery and a test event keep their endpoint's budget.
+    const [first] = await deliveriesOf(events[0]!.id);
+    await t.pool.query("UPDATE webhook_deliveries SET status = 'failed', failed_at = now() WHERE id = $1", [
+      first.id,
+    ]);
+    await redeliver(db(), queue, first.id);
+    const sent = await sendTestEvent(db(), queue, two.id);
+    expect(publishedFor(first.id).map((m) => m.flowControlKey)).toEqual([
+      `edge-outbox-webhooks-${first.endpoint_id}-127.0.0.1_9`,
+      `edge-outbox-webhooks-${first.endpoint_id}-127.0.0.1_9`,
+    ]);
+    expect(publishedFor(sent.deliveryId).map((m) => m.flowControlKey)).toEqual([
+      `edge-outbox-webhooks-${two.id}-127.0.0.1_9`,
+    ]);
   });
 
   it("a crash between the insert and the publish is repaired by the replay", async () => {

@@ -70,7 +70,11 @@ describe("QSTASH_BATCH_MESSAGES", () => {
 
   it("bounds the webhooks' deliver requests the same way", async () => {
     const deliveries = (n: number) =>
-      Array.from({ length: n }, (_, i) => ({ deliveryId: `d${i}`, deduplicationId: `e:${i}` }));
+      Array.from({ length: n }, (_, i) => ({
+        deliveryId: `d${i}`,
+        endpointId: crypto.randomUUID(),
+        deduplicationId: `e:${i}`,
+      }));
     expect(await deliverQueueFor(configWith(undefined)).enqueue(deliveries(501))).toHaveLength(501);
     expect(accept.stats()).toMatchObject({ requests: 2, messages: 501 });
 

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { signJwt } from "../../infra/qstash-dev/server.ts";
+import { DELIVER_PARALLELISM } from "../../src/domain/webhooks/deliver-queue.ts";
 import { startReceiver } from "../qstash-dev/receiver.ts";
 import { freePort } from "../../src/node/postgres.ts";
 import { newApiKey } from "../support/api-keys.ts";
@@ -312,6 +313,47 @@ describe("no coalescing", () => {
     });
     expect(jobs).toHaveLength(51);
   }, 120_000);
+});
+
+describe("a slow receiver", () => {
+  it("holds only its own endpoint's delivery slots: another endpoint's webhooks arrive meanwhile", async () => {
+    const scope = "noisy";
+    const slow = await createEndpoint({ url: receiver.url("/slow"), scope });
+    const fast = await createEndpoint({ url: receiver.url("/fast"), scope });
+    // The slow receiver answers nothing until released, well inside the Worker's 15 s timeout.
+    let release = () => {};
+    const held = new Promise<void>((resolve) => (release = resolve));
+    receiver.state.respond = async (r) => {
+      if (r.path === "/slow") await held;
+      return { status: 200, body: "ok" };
+    };
+    // More events than one endpoint's budget, committed without kicks between them.
+    const events = DELIVER_PARALLELISM + 5;
+    try {
+      const { noteId } = await createNote(scope, "v0");
+      for (let i = 1; i < events; i++) {
+        await t.pool.query("UPDATE corpus_notes SET title = $2 WHERE id = $1", [noteId, `v${i}`]);
+      }
+      expect((await stack.fetch("/__scheduled?cron=*+*+*+*+*")).status).toBe(200);
+      await receiver.waitForRequests(DELIVER_PARALLELISM, "/slow", 20_000);
+      // With one budget for every endpoint, the slow receiver's held deliveries took
+      // all of it, and the rest of the fast endpoint's waited for their timeouts.
+      await receiver.waitForRequests(events, "/fast", 12_000);
+      // And the slow one is held to its own budget: no more of its deliveries started.
+      expect(postsTo("/slow")).toHaveLength(DELIVER_PARALLELISM);
+      expect(receiver.maxActive("/slow")).toBe(DELIVER_PARALLELISM);
+    } finally {
+      release();
+    }
+    await receiver.waitForRequests(events, "/slow", 30_000);
+    await waitFor(async () => {
+      const { rows } = await t.pool.query(
+        "SELECT count(*)::int AS n FROM webhook_deliveries WHERE endpoint_id = ANY($1) AND status = 'delivered'",
+        [[slow.id, fast.id]],
+      );
+      return rows[0].n === 2 * events;
+    }, 20_000);
+  }, 90_000);
 });
 
 describe("operator actions keep to the endpoint's scope", () => {

@@ -21,6 +21,8 @@ export interface DeliverJobBody {
 
 export interface DeliverJob {
   deliveryId: string;
+  /** The delivery's endpoint: its jobs share a flow-control budget, apart from every other endpoint's. */
+  endpointId: string;
   /**
    * `<event id>:<endpoint id>` from fan-out, so a replayed fan-out is dropped by
    * QStash; a redelivery adds a suffix of its own, or QStash would drop it too.
@@ -43,7 +45,7 @@ export interface QStashDeliverQueueOptions {
   publicUrl: string;
   /** The retry schedule's length: QStash gives up after that many retries and calls the failure callback. */
   retries: number;
-  /** Deliveries in flight at once (QStash flow control); default 10. */
+  /** Deliveries in flight at once to one endpoint (QStash flow control); default DELIVER_PARALLELISM. */
   parallelism?: number;
   /** Messages per batch request, at most; default QSTASH_BATCH_LIMITS.messages (ADR 0025). */
   batchMessages?: number;
@@ -52,12 +54,25 @@ export interface QStashDeliverQueueOptions {
 }
 
 /**
- * Deliveries have a flow-control budget of their own, beside the relay's 20: a
- * slow receiver (up to the 15 s timeout per attempt) cannot starve the
- * subscribers' jobs, and a large backlog (a recover of thousands) cannot start
- * thousands of invocations at once, each with a database connection.
+ * Each endpoint's deliveries have a flow-control budget of their own (one key per
+ * endpoint), beside the relay's 20: a slow receiver (up to the 15 s timeout per
+ * attempt) holds at most this many of its own deliveries in flight, so it can
+ * starve neither the subscribers' jobs nor any other endpoint's webhooks, and a
+ * large backlog to one endpoint (a recover of thousands) cannot start thousands of
+ * invocations at once, each with a database connection. With one key for all
+ * endpoints, ten deliveries to one receiver that timed out held every slot, and
+ * every other endpoint's webhooks waited behind them (ADR 0007, amended).
  */
 export const DELIVER_PARALLELISM = 10;
+
+/** The flow-control key and limit of one endpoint's deliver jobs. */
+export function deliverFlowControl(
+  publicUrl: string,
+  endpointId: string,
+  parallelism = DELIVER_PARALLELISM,
+): { key: string; parallelism: number } {
+  return flowControlFor(publicUrl, `webhooks-${endpointId}`, parallelism);
+}
 
 export function createQStashDeliverQueue(options: QStashDeliverQueueOptions): DeliverQueue {
   // A failed publish fails the caller (a fan-out job QStash retries, an operator's request).
@@ -66,11 +81,7 @@ export function createQStashDeliverQueue(options: QStashDeliverQueueOptions): De
   // A deliver job's message is a few hundred bytes, so the count, not the bytes, bounds a request.
   const perRequest = positiveInt(options.batchMessages ?? QSTASH_BATCH_LIMITS.messages, "batchMessages");
   const failureCallback = failureCallbackUrl(options.publicUrl);
-  const flowControl = flowControlFor(
-    options.publicUrl,
-    "webhooks",
-    options.parallelism ?? DELIVER_PARALLELISM,
-  );
+  const parallelism = positiveInt(options.parallelism ?? DELIVER_PARALLELISM, "parallelism");
   const label = checkedLabel(options.label);
   return {
     async enqueue(jobs) {
@@ -86,7 +97,7 @@ export function createQStashDeliverQueue(options: QStashDeliverQueueOptions): De
               deduplicationId: job.deduplicationId,
               retries: options.retries,
               failureCallback,
-              flowControl,
+              flowControl: deliverFlowControl(options.publicUrl, job.endpointId, parallelism),
               ...(label === undefined ? {} : { label }),
             })),
           )

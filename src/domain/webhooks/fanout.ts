@@ -54,7 +54,11 @@ export async function fanOutWebhook(db: Db, queue: DeliverQueue, event: WebhookE
   if (toPublish.length === 0) return { matched: matched.length, created: 0, published: 0 };
 
   const messageIds = await queue.enqueue(
-    toPublish.map((d) => ({ deliveryId: d.id, deduplicationId: `${event.id}:${d.endpoint_id}` })),
+    toPublish.map((d) => ({
+      deliveryId: d.id,
+      endpointId: d.endpoint_id,
+      deduplicationId: `${event.id}:${d.endpoint_id}`,
+    })),
   );
   await recordMessageIds(
     db,

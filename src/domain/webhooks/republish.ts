@@ -63,6 +63,7 @@ export function enqueueAgain(
   return queue.enqueue(
     rows.map((r) => ({
       deliveryId: r.id,
+      endpointId: r.endpoint_id,
       deduplicationId: `${r.event_id}:${r.endpoint_id}:${tag}-${crypto.randomUUID()}`,
     })),
   );

@@ -47,7 +47,7 @@ export async function sendTestEvent(
     );
   try {
     const [messageId] = await queue.enqueue([
-      { deliveryId: row.id, deduplicationId: `${eventId}:${endpoint.id}` },
+      { deliveryId: row.id, endpointId: endpoint.id, deduplicationId: `${eventId}:${endpoint.id}` },
     ]);
     await recordMessageIds(db, [row.id], [messageId!]);
   } catch (error) {
