@@ -38,6 +38,7 @@ export {
   failureCallbackUrl,
   qstashClient,
   flowControlFor,
+  subscriptionFlowControl,
   deploymentLabel,
   checkedLabel,
   asPublishError,

@@ -32,10 +32,13 @@ export interface QStashPublisherOptions {
    */
   concurrency?: number;
   /**
-   * Jobs QStash delivers at once to this deployment (flow control, one key per
-   * public URL). Every delivery is a Worker invocation with its own database
-   * connections; unbounded, a backlog of thousands of jobs became thousands of
-   * concurrent invocations and exhausted Postgres' connections. Default 20.
+   * Jobs QStash delivers at once to each subscription of this deployment (flow
+   * control, one key per subscription and public URL: subscriptionFlowControl).
+   * Every delivery is a Worker invocation with its own database connections;
+   * unbounded, a backlog of thousands of jobs became thousands of concurrent
+   * invocations and exhausted Postgres' connections. Per subscription, so one whose
+   * handler waits on something slow (a mail provider timing out) holds only its own
+   * jobs back (ADR 0028). Default 20.
    */
   deliveryParallelism?: number;
   /**
@@ -86,16 +89,26 @@ export function failureCallbackUrl(publicUrl: string): string {
 }
 
 /**
- * QStash flow control for jobs to one deployment: at most `parallelism` of them
- * in flight, which bounds the Worker invocations they start (and so their
- * database connections). `kind` gives another kind of job a budget of its own.
+ * QStash flow control for one kind of job to one deployment: at most `parallelism`
+ * of them in flight, which bounds the Worker invocations they start (and so their
+ * database connections). Each `kind` is a budget of its own: one per subscription
+ * (subscriptionFlowControl), one per webhook endpoint (ADR 0028).
  */
 export function flowControlFor(
   publicUrl: string,
   kind: string,
   parallelism: number,
 ): { key: string; parallelism: number } {
-  return { key: `edge-outbox-${kind ? `${kind}-` : ""}${hostOf(publicUrl)}`, parallelism };
+  return { key: `edge-outbox-${kind ? `${keyPart(kind)}-` : ""}${hostOf(publicUrl)}`, parallelism };
+}
+
+/** The flow-control budget of one subscription's jobs: a slow handler holds back only its own. */
+export function subscriptionFlowControl(
+  publicUrl: string,
+  subscription: string,
+  parallelism: number,
+): { key: string; parallelism: number } {
+  return flowControlFor(publicUrl, `jobs-${subscription}`, parallelism);
 }
 
 /**
@@ -118,7 +131,11 @@ export function deploymentLabel(publicUrl: string): string {
 
 /** The public URL's host as a flow-control key takes it (a label replaces more: deploymentLabel). */
 function hostOf(publicUrl: string): string {
-  return new URL(publicUrl).host.replace(/[^A-Za-z0-9._-]/g, "_");
+  return keyPart(new URL(publicUrl).host);
+}
+
+function keyPart(text: string): string {
+  return text.replace(/[^A-Za-z0-9._-]/g, "_");
 }
 
 /** Refuses at start a label that would not reach QStash as given. */
@@ -182,17 +199,19 @@ export function createQStashPublisher(options: QStashPublisherOptions): Publishe
   // Checked here, once: the SDK refused a flow control without a positive parallelism
   // on every publish, and the templates below would send whatever they were given.
   const parallelism = positiveInt(options.deliveryParallelism ?? 20, "deliveryParallelism");
-  const flowControl = flowControlFor(options.publicUrl, "", parallelism);
   const label = checkedLabel(options.label);
-  const constantHeaders = (job: Job): Record<string, string> => ({
-    ...JSON_HEADERS,
-    "Upstash-Method": "POST",
-    "Upstash-Failure-Callback": failureCallback,
-    "Upstash-Flow-Control-Key": flowControl.key,
-    "Upstash-Flow-Control-Value": `parallelism=${flowControl.parallelism}`,
-    ...(job.retries === undefined ? {} : { "Upstash-Retries": job.retries.toFixed(0) }),
-    ...(label === undefined ? {} : { "Upstash-Label": label }),
-  });
+  const constantHeaders = (job: Job): Record<string, string> => {
+    const flowControl = subscriptionFlowControl(options.publicUrl, job.subscription, parallelism);
+    return {
+      ...JSON_HEADERS,
+      "Upstash-Method": "POST",
+      "Upstash-Failure-Callback": failureCallback,
+      "Upstash-Flow-Control-Key": flowControl.key,
+      "Upstash-Flow-Control-Value": `parallelism=${flowControl.parallelism}`,
+      ...(job.retries === undefined ? {} : { "Upstash-Retries": job.retries.toFixed(0) }),
+      ...(label === undefined ? {} : { "Upstash-Label": label }),
+    };
+  };
   // One template per (subscription, retries): built on a subscription's first job.
   const templates = new Map<string, MessageTemplate>();
   const templateFor = (job: Job): MessageTemplate => {

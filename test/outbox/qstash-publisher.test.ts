@@ -7,7 +7,7 @@ import {
   createQStashPublisher,
   defineSubscriptions,
   failureCallbackUrl,
-  flowControlFor,
+  subscriptionFlowControl,
   jobUrl,
   PublishError,
   runPass,
@@ -149,7 +149,7 @@ describe("QStash publisher", () => {
 });
 
 describe("delivery parallelism", () => {
-  it("every job carries one flow-control key per deployment, so QStash bounds concurrent deliveries", async () => {
+  it("every job carries its subscription's flow-control key, so QStash bounds each subscription's concurrent deliveries", async () => {
     await seedEvents(t.pool, 3, { type: "supplier.created" });
     const bounded = createQStashPublisher({
       baseUrl: qstash.url,
@@ -161,7 +161,12 @@ describe("delivery parallelism", () => {
     const jobs = qstash.messages().filter((m) => m.kind === "publish");
     expect(jobs.length).toBe(6);
     const host = new URL(receiver.base).host.replace(/[^A-Za-z0-9._-]/g, "_");
-    expect(new Set(jobs.map((m) => m.flowControlKey))).toEqual(new Set([`edge-outbox-${host}`]));
+    for (const job of jobs) {
+      const subscription = JSON.parse(job.body).subscription as string;
+      expect(job.flowControlKey).toBe(`edge-outbox-jobs-${subscription}-${host}`);
+    }
+    // Two subscriptions matched: two budgets.
+    expect(new Set(jobs.map((m) => m.flowControlKey)).size).toBe(2);
   });
 });
 
@@ -335,7 +340,7 @@ describe("what a batch request carries", () => {
         headers: { "Content-Type": "application/json" },
         deduplicationId: job.deduplicationId,
         failureCallback: failureCallbackUrl(publicUrl),
-        flowControl: flowControlFor(publicUrl, "", 7),
+        flowControl: subscriptionFlowControl(publicUrl, job.subscription, 7),
         ...(job.retries === undefined ? {} : { retries: job.retries }),
         label: "edge-outbox-edge-example-com",
       })),
@@ -367,7 +372,7 @@ describe("what a batch request carries", () => {
       headers: {
         "upstash-deduplication-id": jobs[0]!.deduplicationId,
         "upstash-failure-callback": "https://edge.example.com/app/jobs/_failed",
-        "upstash-flow-control-key": "edge-outbox-edge.example.com",
+        "upstash-flow-control-key": "edge-outbox-jobs-notify.mail-edge.example.com",
         "upstash-flow-control-value": "parallelism=7",
         "upstash-label": "edge-outbox-edge-example-com",
         "upstash-retries": "2",

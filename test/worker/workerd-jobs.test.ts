@@ -114,6 +114,43 @@ describe("signed job routes", () => {
   });
 });
 
+describe("a slow mail provider", () => {
+  it("holds back only notify.mail's jobs: a note written meanwhile is indexed at once", async () => {
+    // The mail API holds every answer 9 s; the mailer would give up at 10.
+    stack.sink.respondWith({ status: 200, body: { id: "held" }, delayMs: 9_000 });
+    const held = () => stack.sink.received({ path: "/mail" }).filter((r) => r.delayMs !== undefined);
+    try {
+      // More mail jobs than one subscription's budget (20), published by one sweep.
+      await t.pool.query(
+        `INSERT INTO events (type, subject, payload)
+         SELECT 'supplier.created', 'held-' || n, jsonb_build_object('name', 'Held ' || n, 'status', 'active')
+           FROM generate_series(1, 25) AS n`,
+      );
+      expect((await stack.fetch("/__scheduled?cron=*+*+*+*+*")).status).toBe(200);
+      await waitFor(() => held().length >= 20, 15_000);
+
+      const started = Date.now();
+      const note = await request(
+        stack,
+        "POST",
+        "/notes",
+        { title: "Indexed meanwhile" },
+        TENANT({ Prefer: "wait=5" }),
+      );
+      expect(note.status).toBe(201);
+      const indexed = await stack.qstash.waitForSettled(note.body.events[0].fanout["corpus.index"].messageId);
+      expect(indexed.state).toBe("DELIVERED");
+      // With one budget for every subscription, the held mails took all of it and the
+      // note's job waited for them (9 s).
+      expect(Date.now() - started).toBeLessThan(6_000);
+      // And notify.mail is held to its own: no more of its jobs started.
+      expect(held()).toHaveLength(20);
+    } finally {
+      stack.sink.respondWith(null);
+    }
+  }, 60_000);
+});
+
 describe("notify.mail", () => {
   it("a job delivered twice sends one mail", async () => {
     const created = await request(

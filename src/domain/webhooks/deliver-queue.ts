@@ -61,7 +61,7 @@ export interface QStashDeliverQueueOptions {
  * large backlog to one endpoint (a recover of thousands) cannot start thousands of
  * invocations at once, each with a database connection. With one key for all
  * endpoints, ten deliveries to one receiver that timed out held every slot, and
- * every other endpoint's webhooks waited behind them (ADR 0007, amended).
+ * every other endpoint's webhooks waited behind them (ADR 0028).
  */
 export const DELIVER_PARALLELISM = 10;
 
