@@ -66,15 +66,29 @@ export function startDevSweep(options: DevSweepOptions): DevSweep {
   let inFlight: Promise<void> | undefined;
 
   const sweepOnce = async () => {
+    // One controller per tick, aborted by its own timer or by stop(), and held here
+    // for the whole request. Not AbortSignal.any over AbortSignal.timeout: in Node 20
+    // the combined signal holds its sources weakly, so once garbage collection ran the
+    // timeout never fired, and a request the Worker did not answer held the sweep (no
+    // tick after it) and the stack's stop (it awaits the tick) for good.
+    const tickSignal = new AbortController();
+    const onStop = () => tickSignal.abort(stopped.signal.reason);
+    stopped.signal.addEventListener("abort", onStop, { once: true });
+    const timer = setTimeout(
+      () => tickSignal.abort(new DOMException(`no answer within ${timeoutMs} ms`, "TimeoutError")),
+      timeoutMs,
+    );
     try {
-      const signal = AbortSignal.any([stopped.signal, AbortSignal.timeout(timeoutMs)]);
-      const res = await fetchImpl(url, { signal });
+      const res = await fetchImpl(url, { signal: tickSignal.signal });
       await res.text().catch(() => "");
       if (!res.ok)
         options.onFailure(`cron sweep: /__scheduled answered ${res.status} (see the Worker's log)`);
     } catch (error) {
       if (stopped.signal.aborted) return;
-      options.onFailure(`cron sweep: ${describe(error, timeoutMs)}`);
+      options.onFailure(`cron sweep: ${describe(tickSignal.signal.reason ?? error, timeoutMs)}`);
+    } finally {
+      clearTimeout(timer);
+      stopped.signal.removeEventListener("abort", onStop);
     }
   };
 

@@ -3,10 +3,20 @@ import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { fileURLToPath } from "node:url";
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { devCronFromWranglerToml, startDevSweep, type DevSweep } from "../../infra/dev-sweep.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { waitFor } from "../support/helpers.ts";
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** V8's collector, callable from a test (as `node --expose-gc` would give it). */
+function collectGarbage(): () => void {
+  setFlagsFromString("--expose-gc");
+  return runInNewContext("gc") as () => void;
+}
 
 const root = fileURLToPath(new URL("../..", import.meta.url));
 
@@ -129,6 +139,32 @@ describe("startDevSweep", () => {
     expect(lines[0]).toBe("cron sweep: /__scheduled could not be reached (ECONNREFUSED)");
   });
 
+  it("times out a tick the Worker never answers, garbage collection or not, and ticks again", async () => {
+    // Never answers: the Worker lost the request (wrangler dev has done so under load).
+    const w = await worker(() => {});
+    const lines: string[] = [];
+    sweep = startDevSweep({
+      workerUrl: w.url,
+      cron: "* * * * *",
+      periodMs: 20,
+      timeoutMs: 1_000,
+      onFailure: (l) => lines.push(l),
+    });
+    // AbortSignal.any over AbortSignal.timeout lost the timeout once the collector ran.
+    const gc = collectGarbage();
+    const collecting = setInterval(gc, 50);
+    try {
+      await waitFor(() => lines.length >= 2, 8_000);
+    } finally {
+      clearInterval(collecting);
+    }
+    expect(lines.slice(0, 2)).toEqual([
+      "cron sweep: no answer from /__scheduled within 1 s",
+      "cron sweep: no answer from /__scheduled within 1 s",
+    ]);
+    expect(w.urls.length).toBeGreaterThanOrEqual(2);
+  });
+
   it("stops with a sweep in flight: that one abandoned and unreported, none after it", async () => {
     // Never answers: the tick is still in flight when the stack stops.
     const w = await worker(() => {});
@@ -172,9 +208,19 @@ describe("npm run dev", () => {
       },
     });
     let output = "";
-    child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
-    child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString()));
+    // Each chunk stamped with the seconds since the start, so a failure says which step was slow.
+    const started = Date.now();
+    const stamp = (chunk: Buffer) =>
+      (output += chunk
+        .toString()
+        .replace(/^(?=.)/gm, () => `+${((Date.now() - started) / 1000).toFixed(1)}s `));
+    child.stdout.on("data", stamp);
+    child.stderr.on("data", stamp);
     const exited = new Promise<number | null>((resolve) => child.on("exit", resolve));
+    const withOutput = (error: unknown) =>
+      Object.assign(error as Error, {
+        message: `${(error as Error).message}\n--- npm run dev said:\n${output.slice(-6_000)}`,
+      });
     try {
       await waitFor(() => output.includes("is running") || child.exitCode !== null, 150_000);
       expect(output).toContain("(time scale 0.01: delays and retry backoff ×0.01)");
@@ -182,11 +228,19 @@ describe("npm run dev", () => {
       // Nobody curls /__scheduled here: the Worker's own sweep line comes from the stack's timer.
       await waitFor(() => (output.match(/\bsweep: fanned \d+ of \d+ claimed/g) ?? []).length >= 2, 30_000);
       expect(output).not.toContain("[dev] cron sweep: /__scheduled");
+    } catch (error) {
+      throw withOutput(error);
     } finally {
       child.kill("SIGINT");
-      await exited;
+      // A stack that does not stop within the stop's own bounds fails here, with its output.
+      const stopped = await Promise.race([exited.then(() => true), sleep(30_000).then(() => false)]);
       if (devVarsBefore === undefined) rmSync(devVarsFile, { force: true });
       else writeFileSync(devVarsFile, devVarsBefore);
+      if (!stopped) {
+        child.kill("SIGKILL");
+        // eslint-disable-next-line no-unsafe-finally -- the stack outliving its stop is the failure to report
+        throw withOutput(new Error("npm run dev did not stop within 30 s of SIGINT"));
+      }
     }
     expect(await exited).toBe(0);
     expect(output).toContain("[dev] stopped");
