@@ -59,6 +59,9 @@ function stopAll(code: number): Promise<void> {
 }
 process.on("SIGINT", () => void stopAll(0));
 process.on("SIGTERM", () => void stopAll(0));
+// The terminal closed. Left to the default, this process ended at once and wrangler's
+// group (started detached, so Ctrl-C reaches only us) lived on holding the ports.
+process.on("SIGHUP", () => void stopAll(0));
 
 try {
   await main();

@@ -1,7 +1,8 @@
 import { spawn } from "node:child_process";
-import { createServer, type AddressInfo } from "node:net";
+import { createServer, type AddressInfo, type Socket } from "node:net";
 import { fileURLToPath } from "node:url";
 import { expect, it } from "vitest";
+import { waitFor } from "../support/helpers.ts";
 
 const root = fileURLToPath(new URL("../..", import.meta.url));
 
@@ -105,5 +106,41 @@ it("npm run dev refuses a DEV_SWEEP_SECONDS or QSTASH_DEV_TIME_SCALE it cannot u
     expect(output, `${name}=${value}`).toContain(`${says[name]} ${JSON.stringify(value)}`);
     // Refused before the first step: nothing was started.
     expect(output, `${name}=${value}`).not.toContain("Postgres:");
+  }
+}, 60_000);
+
+it("npm run dev stops what it started when its terminal closes (SIGHUP), as on Ctrl-C", async () => {
+  // A database that takes the connection and never answers: the stack waits at its
+  // migrations, with the proxy, QStash and the sink not yet started.
+  const held = new Set<Socket>();
+  const silent = createServer((socket) => void held.add(socket));
+  await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
+  const free = await listening();
+  await free.close();
+  const child = spawn(process.execPath, ["--import", "tsx", "infra/dev.ts"], {
+    cwd: root,
+    env: {
+      ...process.env,
+      PORT: String(free.port),
+      MAIL_SINK_PORT: "0",
+      DATABASE_URL: `postgres://postgres@127.0.0.1:${(silent.address() as AddressInfo).port}/none`,
+    },
+  });
+  let output = "";
+  child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString()));
+  const exited = new Promise<[number | null, NodeJS.Signals | null]>((resolve) =>
+    child.on("exit", (code, signal) => resolve([code, signal])),
+  );
+  try {
+    await waitFor(() => output.includes("[dev] migrations: applying"), 30_000);
+    child.kill("SIGHUP");
+    expect(await exited).toEqual([0, null]);
+    expect(output).toContain("[dev] stopping…");
+    expect(output).toContain("[dev] stopped");
+  } finally {
+    child.kill("SIGKILL");
+    for (const socket of held) socket.destroy();
+    await new Promise((resolve) => silent.close(resolve));
   }
 }, 60_000);
