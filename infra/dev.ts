@@ -62,6 +62,11 @@ process.on("SIGTERM", () => void stopAll(0));
 // The terminal closed. Left to the default, this process ended at once and wrangler's
 // group (started detached, so Ctrl-C reaches only us) lived on holding the ports.
 process.on("SIGHUP", () => void stopAll(0));
+// Whoever reads our output can go first: Ctrl-C on `npm run dev | tee dev.log` reaches
+// tee too, and writing "[dev] stopping…" then failed with EPIPE, which, unhandled,
+// ended this process before wrangler's detached group was stopped (it lived on,
+// holding the port). Output nobody reads is dropped, and the stack stops.
+for (const stream of [process.stdout, process.stderr]) stream.on("error", () => void stopAll(1));
 
 try {
   await main();
