@@ -50,7 +50,11 @@ function stopAll(code: number): Promise<void> {
   stopping ??= (async () => {
     step("stopping…");
     for (const { name, stop } of stops.reverse()) {
+      // Each part stops within a few seconds; one that does not is named, so a stop
+      // that hangs says where.
+      const slow = setTimeout(() => step(`still stopping ${name} after 5 s…`), 5_000);
       await stop().catch((error: Error) => console.error(`[dev] stopping ${name}: ${error.message}`));
+      clearTimeout(slow);
     }
     step("stopped");
     process.exit(code);

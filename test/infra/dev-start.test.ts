@@ -1,9 +1,7 @@
 import { spawn } from "node:child_process";
 import { createServer, type AddressInfo, type Socket } from "node:net";
 import { fileURLToPath } from "node:url";
-import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { describe, expect, it } from "vitest";
-import { useTestDatabase } from "../support/db.ts";
+import { expect, it } from "vitest";
 import { waitFor } from "../support/helpers.ts";
 
 const root = fileURLToPath(new URL("../..", import.meta.url));
@@ -146,46 +144,3 @@ it("npm run dev stops what it started when its terminal closes (SIGHUP), as on C
     await new Promise((resolve) => silent.close(resolve));
   }
 }, 60_000);
-
-describe("npm run dev with its output piped", () => {
-  const t = useTestDatabase();
-
-  it("stops everything it started when whoever read its output went first (Ctrl-C on `| tee`)", async () => {
-    const free = await listening();
-    await free.close();
-    const child = spawn(process.execPath, ["--import", "tsx", "infra/dev.ts"], {
-      cwd: root,
-      env: {
-        ...process.env,
-        DATABASE_URL: t.url,
-        PORT: String(free.port),
-        MAIL_SINK_PORT: "0",
-        DEV_SWEEP_SECONDS: "0",
-      },
-    });
-    let output = "";
-    let errors = "";
-    child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
-    child.stderr.on("data", (chunk: Buffer) => (errors += chunk.toString()));
-    const exited = new Promise<[number | null, NodeJS.Signals | null]>((resolve) =>
-      child.on("exit", (code, signal) => resolve([code, signal])),
-    );
-    const devVarsFile = `${root}/.dev.vars`;
-    const devVarsBefore = existsSync(devVarsFile) ? readFileSync(devVarsFile) : undefined;
-    try {
-      await waitFor(() => output.includes("is running") || child.exitCode !== null, 150_000);
-      expect(output).toContain("is running");
-      // tee got the Ctrl-C too and is gone: the stack's next line fails with EPIPE.
-      child.stdout.destroy();
-      child.kill("SIGINT");
-      expect(await exited).toEqual([0, null]);
-      expect(errors).not.toContain("EPIPE");
-      // Nothing it started outlived it: wrangler (its own process group) let go of the port.
-      await expect(fetch(`http://127.0.0.1:${free.port}/healthz`)).rejects.toThrow();
-    } finally {
-      child.kill("SIGKILL");
-      if (devVarsBefore === undefined) rmSync(devVarsFile, { force: true });
-      else writeFileSync(devVarsFile, devVarsBefore);
-    }
-  }, 200_000);
-});

@@ -246,4 +246,47 @@ describe("npm run dev", () => {
     expect(output).toContain("[dev] stopped");
     expect(output).not.toMatch(/\[dev\] stopping cron sweep/);
   }, 200_000);
+
+  // In this file, not beside the other npm run dev tests: two stacks in one checkout
+  // at once would share .dev.vars, which each writes for its own wrangler.
+  it("stops everything it started when whoever read its output went first (Ctrl-C on `| tee`)", async () => {
+    const probe = createServer();
+    await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
+    const port = (probe.address() as AddressInfo).port;
+    await new Promise((resolve) => probe.close(resolve));
+    const child = spawn(process.execPath, ["--import", "tsx", "infra/dev.ts"], {
+      cwd: root,
+      env: {
+        ...process.env,
+        DATABASE_URL: t.url,
+        PORT: String(port),
+        MAIL_SINK_PORT: "0",
+        DEV_SWEEP_SECONDS: "0",
+      },
+    });
+    let output = "";
+    let errors = "";
+    child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
+    child.stderr.on("data", (chunk: Buffer) => (errors += chunk.toString()));
+    const exited = new Promise<[number | null, NodeJS.Signals | null]>((resolve) =>
+      child.on("exit", (code, signal) => resolve([code, signal])),
+    );
+    const devVarsFile = `${root}/.dev.vars`;
+    const devVarsBefore = existsSync(devVarsFile) ? readFileSync(devVarsFile) : undefined;
+    try {
+      await waitFor(() => output.includes("is running") || child.exitCode !== null, 150_000);
+      expect(output).toContain("is running");
+      // tee got the Ctrl-C too and is gone: the stack's next line fails with EPIPE.
+      child.stdout.destroy();
+      child.kill("SIGINT");
+      expect(await exited).toEqual([0, null]);
+      expect(errors).not.toContain("EPIPE");
+      // Nothing it started outlived it: wrangler (its own process group) let go of the port.
+      await expect(fetch(`http://127.0.0.1:${port}/healthz`)).rejects.toThrow();
+    } finally {
+      child.kill("SIGKILL");
+      if (devVarsBefore === undefined) rmSync(devVarsFile, { force: true });
+      else writeFileSync(devVarsFile, devVarsBefore);
+    }
+  }, 200_000);
 });
