@@ -45,11 +45,13 @@ export interface DevSweepOptions {
   onFailure: (line: string) => void;
   /** How long one sweep may take before the tick counts as failed. */
   timeoutMs?: number;
+  /** How long stop() waits for a tick in flight to settle after aborting it. */
+  stopWaitMs?: number;
   fetch?: typeof fetch;
 }
 
 export interface DevSweep {
-  /** No request starts after this; one in flight is abandoned and awaited. */
+  /** No request starts after this; one in flight is abandoned, and awaited for stopWaitMs at most. */
   stop(): Promise<void>;
 }
 
@@ -110,7 +112,16 @@ export function startDevSweep(options: DevSweepOptions): DevSweep {
       stopped.abort();
       if (timer !== undefined) clearTimeout(timer);
       timer = undefined;
-      await inFlight;
+      // The tick in flight was aborted just now and settles at once, or is waited for
+      // a moment at most: in a full test run a stack's stop hung right here (a fetch
+      // that missed its abort, cause not found), and wrangler, stopped after this,
+      // outlived the stack. Abandoned, a tick says nothing (stopped is aborted).
+      let waited: ReturnType<typeof setTimeout> | undefined;
+      await Promise.race([
+        inFlight,
+        new Promise<void>((resolve) => (waited = setTimeout(resolve, options.stopWaitMs ?? 2_000))),
+      ]);
+      clearTimeout(waited);
     },
   };
 }

@@ -165,6 +165,32 @@ describe("startDevSweep", () => {
     expect(w.urls.length).toBeGreaterThanOrEqual(2);
   });
 
+  it("stops within its bound even when the sweep in flight never settles, abort or not", async () => {
+    let asked = 0;
+    // A fetch that ignores its signal: what stop() must not wait on for good.
+    const deaf = (() => {
+      asked++;
+      return new Promise<Response>(() => undefined);
+    }) as typeof fetch;
+    const lines: string[] = [];
+    sweep = startDevSweep({
+      workerUrl: "http://worker.test",
+      cron: "* * * * *",
+      periodMs: 10,
+      stopWaitMs: 300,
+      onFailure: (l) => lines.push(l),
+      fetch: deaf,
+    });
+    await waitFor(() => asked === 1);
+    const started = Date.now();
+    await sweep.stop();
+    expect(Date.now() - started).toBeGreaterThanOrEqual(250);
+    expect(Date.now() - started).toBeLessThan(2_000);
+    await sleep(50);
+    expect(asked).toBe(1);
+    expect(lines).toEqual([]);
+  });
+
   it("stops with a sweep in flight: that one abandoned and unreported, none after it", async () => {
     // Never answers: the tick is still in flight when the stack stops.
     const w = await worker(() => {});
