@@ -62,7 +62,10 @@ describe("outbox CLI", () => {
     const stats = await runCli(["stats"]);
     expect(stats.code).toBe(2);
     expect(stats.stderr.trim()).toBe("edge-outbox: DATABASE_URL is not set (environment or .env)");
-  });
+    // Twenty Node processes started at once, each loading tsx: 15–20 s of CPU on two
+    // cores, so the default 30 s was met only when nothing else ran (twice timed out
+    // beside other suites).
+  }, 120_000);
 
   it("says in one line when the database cannot be reached", async () => {
     const r = await runCli(["stats"], { DATABASE_URL: "postgres://postgres@127.0.0.1:1/none" });
