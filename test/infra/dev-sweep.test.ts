@@ -7,6 +7,7 @@ import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { devCronFromWranglerToml, startDevSweep, type DevSweep } from "../../infra/dev-sweep.ts";
+import { freePort } from "../../src/node/postgres.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { waitFor } from "../support/helpers.ts";
 
@@ -212,107 +213,102 @@ describe("startDevSweep", () => {
 describe("npm run dev", () => {
   const t = useTestDatabase();
 
-  it("runs the cron sweep on its own every DEV_SWEEP_SECONDS, with QSTASH_DEV_TIME_SCALE, and stops cleanly", async () => {
-    const probe = createServer();
-    await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
-    const port = (probe.address() as AddressInfo).port;
-    await new Promise((resolve) => probe.close(resolve));
-
-    // Its own database: no embedded Postgres, nothing under .dev but the secrets any run
-    // reads or makes. The .dev.vars it writes is put back as it was found.
+  /**
+   * `npm run dev` on this test's database (no embedded Postgres, nothing under .dev
+   * but the secrets any run reads or makes) and a free port, with `env` added. Its
+   * output is stamped with the seconds since the start, so a failure says which step
+   * was slow. `restore()` puts back the .dev.vars it writes as it was found.
+   */
+  async function startStack(env: Record<string, string>) {
+    const port = await freePort();
     const devVarsFile = `${root}/.dev.vars`;
     const devVarsBefore = existsSync(devVarsFile) ? readFileSync(devVarsFile) : undefined;
     const child = spawn(process.execPath, ["--import", "tsx", "infra/dev.ts"], {
       cwd: root,
-      env: {
-        ...process.env,
-        DATABASE_URL: t.url,
-        PORT: String(port),
-        MAIL_SINK_PORT: "0",
-        DEV_SWEEP_SECONDS: "1",
-        QSTASH_DEV_TIME_SCALE: "0.01",
-      },
+      env: { ...process.env, DATABASE_URL: t.url, PORT: String(port), MAIL_SINK_PORT: "0", ...env },
     });
-    let output = "";
-    // Each chunk stamped with the seconds since the start, so a failure says which step was slow.
+    const stack = { child, port, output: "", errors: "" };
     const started = Date.now();
-    const stamp = (chunk: Buffer) =>
-      (output += chunk
-        .toString()
-        .replace(/^(?=.)/gm, () => `+${((Date.now() - started) / 1000).toFixed(1)}s `));
-    child.stdout.on("data", stamp);
-    child.stderr.on("data", stamp);
-    const exited = new Promise<number | null>((resolve) => child.on("exit", resolve));
-    const withOutput = (error: unknown) =>
-      Object.assign(error as Error, {
-        message: `${(error as Error).message}\n--- npm run dev said:\n${output.slice(-6_000)}`,
-      });
+    const stamped = (chunk: Buffer) =>
+      chunk.toString().replace(/^(?=.)/gm, () => `+${((Date.now() - started) / 1000).toFixed(1)}s `);
+    child.stdout.on("data", (chunk: Buffer) => (stack.output += stamped(chunk)));
+    child.stderr.on("data", (chunk: Buffer) => {
+      stack.errors += chunk.toString();
+      stack.output += stamped(chunk);
+    });
+    const exited = new Promise<[number | null, NodeJS.Signals | null]>((resolve) =>
+      child.on("exit", (code, signal) => resolve([code, signal])),
+    );
+    return {
+      ...stack,
+      get output() {
+        return stack.output;
+      },
+      get errors() {
+        return stack.errors;
+      },
+      exited,
+      running: () => waitFor(() => stack.output.includes("is running") || child.exitCode !== null, 150_000),
+      withOutput: (error: unknown) =>
+        Object.assign(error as Error, {
+          message: `${(error as Error).message}\n--- npm run dev said:\n${stack.output.slice(-6_000)}`,
+        }),
+      restore() {
+        if (devVarsBefore === undefined) rmSync(devVarsFile, { force: true });
+        else writeFileSync(devVarsFile, devVarsBefore);
+      },
+    };
+  }
+
+  it("runs the cron sweep on its own every DEV_SWEEP_SECONDS, with QSTASH_DEV_TIME_SCALE, and stops cleanly", async () => {
+    const stack = await startStack({ DEV_SWEEP_SECONDS: "1", QSTASH_DEV_TIME_SCALE: "0.01" });
     try {
-      await waitFor(() => output.includes("is running") || child.exitCode !== null, 150_000);
-      expect(output).toContain("(time scale 0.01: delays and retry backoff ×0.01)");
-      expect(output).toContain("[dev] cron sweep: every 1 s (DEV_SWEEP_SECONDS)");
+      await stack.running();
+      expect(stack.output).toContain("(time scale 0.01: delays and retry backoff ×0.01)");
+      expect(stack.output).toContain("[dev] cron sweep: every 1 s (DEV_SWEEP_SECONDS)");
       // Nobody curls /__scheduled here: the Worker's own sweep line comes from the stack's timer.
-      await waitFor(() => (output.match(/\bsweep: fanned \d+ of \d+ claimed/g) ?? []).length >= 2, 30_000);
-      expect(output).not.toContain("[dev] cron sweep: /__scheduled");
+      await waitFor(
+        () => (stack.output.match(/\bsweep: fanned \d+ of \d+ claimed/g) ?? []).length >= 2,
+        30_000,
+      );
+      expect(stack.output).not.toContain("[dev] cron sweep: /__scheduled");
     } catch (error) {
-      throw withOutput(error);
+      throw stack.withOutput(error);
     } finally {
-      child.kill("SIGINT");
+      stack.child.kill("SIGINT");
       // A stack that does not stop within the stop's own bounds fails here, with its output.
-      const stopped = await Promise.race([exited.then(() => true), sleep(30_000).then(() => false)]);
-      if (devVarsBefore === undefined) rmSync(devVarsFile, { force: true });
-      else writeFileSync(devVarsFile, devVarsBefore);
+      const stopped = await Promise.race([stack.exited.then(() => true), sleep(30_000).then(() => false)]);
+      stack.restore();
       if (!stopped) {
-        child.kill("SIGKILL");
+        stack.child.kill("SIGKILL");
         // eslint-disable-next-line no-unsafe-finally -- the stack outliving its stop is the failure to report
-        throw withOutput(new Error("npm run dev did not stop within 30 s of SIGINT"));
+        throw stack.withOutput(new Error("npm run dev did not stop within 30 s of SIGINT"));
       }
     }
-    expect(await exited).toBe(0);
-    expect(output).toContain("[dev] stopped");
-    expect(output).not.toMatch(/\[dev\] stopping cron sweep/);
+    expect(await stack.exited).toEqual([0, null]);
+    expect(stack.output).toContain("[dev] stopped");
+    expect(stack.output).not.toMatch(/\[dev\] stopping cron sweep/);
   }, 200_000);
 
   // In this file, not beside the other npm run dev tests: two stacks in one checkout
   // at once would share .dev.vars, which each writes for its own wrangler.
   it("stops everything it started when whoever read its output went first (Ctrl-C on `| tee`)", async () => {
-    const probe = createServer();
-    await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
-    const port = (probe.address() as AddressInfo).port;
-    await new Promise((resolve) => probe.close(resolve));
-    const child = spawn(process.execPath, ["--import", "tsx", "infra/dev.ts"], {
-      cwd: root,
-      env: {
-        ...process.env,
-        DATABASE_URL: t.url,
-        PORT: String(port),
-        MAIL_SINK_PORT: "0",
-        DEV_SWEEP_SECONDS: "0",
-      },
-    });
-    let output = "";
-    let errors = "";
-    child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
-    child.stderr.on("data", (chunk: Buffer) => (errors += chunk.toString()));
-    const exited = new Promise<[number | null, NodeJS.Signals | null]>((resolve) =>
-      child.on("exit", (code, signal) => resolve([code, signal])),
-    );
-    const devVarsFile = `${root}/.dev.vars`;
-    const devVarsBefore = existsSync(devVarsFile) ? readFileSync(devVarsFile) : undefined;
+    const stack = await startStack({ DEV_SWEEP_SECONDS: "0" });
     try {
-      await waitFor(() => output.includes("is running") || child.exitCode !== null, 150_000);
-      expect(output).toContain("is running");
+      await stack.running();
+      expect(stack.output).toContain("is running");
       // tee got the Ctrl-C too and is gone: the stack's next line fails with EPIPE.
-      child.stdout.destroy();
-      child.kill("SIGINT");
-      expect(await exited).toEqual([0, null]);
-      expect(errors).not.toContain("EPIPE");
+      stack.child.stdout.destroy();
+      stack.child.kill("SIGINT");
+      expect(await stack.exited).toEqual([0, null]);
+      expect(stack.errors).not.toContain("EPIPE");
       // Nothing it started outlived it: wrangler (its own process group) let go of the port.
-      await expect(fetch(`http://127.0.0.1:${port}/healthz`)).rejects.toThrow();
+      await expect(fetch(`http://127.0.0.1:${stack.port}/healthz`)).rejects.toThrow();
+    } catch (error) {
+      throw stack.withOutput(error);
     } finally {
-      child.kill("SIGKILL");
-      if (devVarsBefore === undefined) rmSync(devVarsFile, { force: true });
-      else writeFileSync(devVarsFile, devVarsBefore);
+      stack.child.kill("SIGKILL");
+      stack.restore();
     }
   }, 200_000);
 });
