@@ -6,7 +6,12 @@ import { fileURLToPath } from "node:url";
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { devCronFromWranglerToml, startDevSweep, type DevSweep } from "../../infra/dev-sweep.ts";
+import {
+  devCronFromWranglerToml,
+  startDevSweep,
+  type DevSweep,
+  type DevSweepOptions,
+} from "../../infra/dev-sweep.ts";
 import { freePort } from "../../src/node/postgres.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { waitFor } from "../support/helpers.ts";
@@ -60,6 +65,24 @@ describe("startDevSweep", () => {
     server = undefined;
   });
 
+  /**
+   * The sweep on the every-minute cron, every `periodMs` (20 unless given), kept for
+   * afterEach to stop; answers its stop and the failure lines it says, as they come.
+   */
+  function sweepEvery(
+    options: Omit<DevSweepOptions, "cron" | "periodMs" | "onFailure"> & { periodMs?: number },
+  ): { lines: string[]; stop: () => Promise<void> } {
+    const lines: string[] = [];
+    const started = startDevSweep({
+      cron: "* * * * *",
+      periodMs: 20,
+      onFailure: (l) => lines.push(l),
+      ...options,
+    });
+    sweep = started;
+    return { lines, stop: () => started.stop() };
+  }
+
   /** A stand-in Worker: records each request, answers as `answer` says. */
   async function worker(answer: (n: number, res: ServerResponse) => void) {
     const urls: string[] = [];
@@ -76,17 +99,11 @@ describe("startDevSweep", () => {
       res.statusCode = n <= 2 ? 200 : 500;
       res.end(n <= 2 ? "Ran scheduled event" : "Error: sweep failed");
     });
-    const lines: string[] = [];
-    sweep = startDevSweep({
-      workerUrl: w.url,
-      cron: "* * * * *",
-      periodMs: 40,
-      onFailure: (l) => lines.push(l),
-    });
+    const { lines, stop } = sweepEvery({ workerUrl: w.url, periodMs: 40 });
     await waitFor(() => w.urls.length >= 2);
     expect(lines).toEqual([]);
     await waitFor(() => lines.length >= 2);
-    await sweep.stop();
+    await stop();
     expect(new Set(w.urls)).toEqual(new Set(["/__scheduled?cron=*+*+*+*+*"]));
     // One line per answered failure (a tick in flight at the stop is not one).
     expect(new Set(lines)).toEqual(new Set(["cron sweep: /__scheduled answered 500 (see the Worker's log)"]));
@@ -129,13 +146,7 @@ describe("startDevSweep", () => {
     const w = await worker((_, res) => res.end());
     await new Promise((resolve) => server!.close(resolve));
     server = undefined;
-    const lines: string[] = [];
-    sweep = startDevSweep({
-      workerUrl: w.url,
-      cron: "* * * * *",
-      periodMs: 20,
-      onFailure: (l) => lines.push(l),
-    });
+    const { lines } = sweepEvery({ workerUrl: w.url });
     await waitFor(() => lines.length >= 1);
     expect(lines[0]).toBe("cron sweep: /__scheduled could not be reached (ECONNREFUSED)");
   });
@@ -143,14 +154,7 @@ describe("startDevSweep", () => {
   it("times out a tick the Worker never answers, garbage collection or not, and ticks again", async () => {
     // Never answers: the Worker lost the request (wrangler dev has done so under load).
     const w = await worker(() => {});
-    const lines: string[] = [];
-    sweep = startDevSweep({
-      workerUrl: w.url,
-      cron: "* * * * *",
-      periodMs: 20,
-      timeoutMs: 1_000,
-      onFailure: (l) => lines.push(l),
-    });
+    const { lines } = sweepEvery({ workerUrl: w.url, timeoutMs: 1_000 });
     // AbortSignal.any over AbortSignal.timeout lost the timeout once the collector ran.
     const gc = collectGarbage();
     const collecting = setInterval(gc, 50);
@@ -173,18 +177,15 @@ describe("startDevSweep", () => {
       asked++;
       return new Promise<Response>(() => undefined);
     }) as typeof fetch;
-    const lines: string[] = [];
-    sweep = startDevSweep({
+    const { lines, stop } = sweepEvery({
       workerUrl: "http://worker.test",
-      cron: "* * * * *",
       periodMs: 10,
       stopWaitMs: 300,
-      onFailure: (l) => lines.push(l),
       fetch: deaf,
     });
     await waitFor(() => asked === 1);
     const started = Date.now();
-    await sweep.stop();
+    await stop();
     expect(Date.now() - started).toBeGreaterThanOrEqual(250);
     expect(Date.now() - started).toBeLessThan(2_000);
     await sleep(50);
@@ -195,15 +196,9 @@ describe("startDevSweep", () => {
   it("stops with a sweep in flight: that one abandoned and unreported, none after it", async () => {
     // Never answers: the tick is still in flight when the stack stops.
     const w = await worker(() => {});
-    const lines: string[] = [];
-    sweep = startDevSweep({
-      workerUrl: w.url,
-      cron: "* * * * *",
-      periodMs: 20,
-      onFailure: (l) => lines.push(l),
-    });
+    const { lines, stop } = sweepEvery({ workerUrl: w.url });
     await waitFor(() => w.urls.length === 1);
-    await sweep.stop();
+    await stop();
     await new Promise((resolve) => setTimeout(resolve, 150));
     expect(w.urls.length).toBe(1);
     expect(lines).toEqual([]);
