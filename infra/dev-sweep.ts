@@ -87,7 +87,7 @@ export function startDevSweep(options: DevSweepOptions): DevSweep {
         options.onFailure(`cron sweep: /__scheduled answered ${res.status} (see the Worker's log)`);
     } catch (error) {
       if (stopped.signal.aborted) return;
-      options.onFailure(`cron sweep: ${describe(tickSignal.signal.reason ?? error, timeoutMs)}`);
+      options.onFailure(`cron sweep: ${describe(error, timeoutMs)}`);
     } finally {
       clearTimeout(timer);
       stopped.signal.removeEventListener("abort", onStop);

@@ -122,14 +122,15 @@ export async function startMailSink(options: MailSinkOptions = {}): Promise<Mail
       }
     }
     if (!answer.delayMs) return send(res, answer.status, answer.body);
-    hold(entry, res, answer, Date.now());
+    hold(entry, res, answer);
   });
 
   /**
    * Sends `answer` after its delay, unless the sender closed the connection first
    * (its timeout): then the entry and one log line say after how long it gave up.
    */
-  function hold(entry: ReceivedRequest, res: http.ServerResponse, answer: SinkResponse, since: number) {
+  function hold(entry: ReceivedRequest, res: http.ServerResponse, answer: SinkResponse) {
+    const since = Date.now();
     const timer = setTimeout(() => {
       held.delete(timer);
       res.off("close", gaveUp);
