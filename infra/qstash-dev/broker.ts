@@ -6,6 +6,7 @@ import { DedupStore } from "./dedup.ts";
 import { deliver, type DeliveryResult } from "./delivery.ts";
 import type { DlqRetryOverrides, PublishRequest } from "./publish-request.ts";
 import { isNonRetryable, nextRetryDelay } from "./retry-policy.ts";
+import { Journal, type Recovered } from "./journal.ts";
 import { Scheduler } from "./scheduler.ts";
 import { signJwt } from "./signing.ts";
 import { MessageStore } from "./store.ts";
@@ -23,6 +24,14 @@ export interface BrokerConfig {
   dedupWindowMs: number;
   signingKey: () => string;
   log: (line: string) => void;
+  /**
+   * Keep the queue in this file across restarts (a journal: journal.ts, ADR 0029):
+   * waiting messages, dead letters and deduplication keys come back on the next start.
+   * Unset, everything is in memory only, as tests and benchmarks want it.
+   */
+  stateFile?: string;
+  /** Start with delivery paused (resumeDelivery starts it): nothing restored is tried before its destination is up. */
+  startPaused?: boolean;
 }
 
 export interface PublishResult {
@@ -46,12 +55,57 @@ export class Broker {
   private readonly abort = new AbortController();
   /** Kept-alive connections to destinations, shared by every attempt (see deliver()). */
   private readonly agent = new http.Agent({ keepAlive: true });
+  private readonly journal: Journal | undefined;
+  /** What the state file held at start: messages waiting, dead letters. */
+  readonly restored: { waiting: number; deadLetters: number } = { waiting: 0, deadLetters: 0 };
 
   constructor(private readonly config: BrokerConfig) {
     // Every in-flight delivery listens on this one signal; thousands are normal, not a leak.
     setMaxListeners(0, this.abort.signal);
     this.dedup = new DedupStore(config.dedupWindowMs);
     this.scheduler = new Scheduler((message, startedAt) => this.attempt(message, startedAt));
+    if (config.startPaused) this.scheduler.pause();
+    if (config.stateFile !== undefined) {
+      const { journal, recovered } = Journal.open(config.stateFile);
+      this.journal = journal;
+      this.restore(recovered);
+    }
+  }
+
+  private restore(recovered: Recovered): void {
+    let seq = 0;
+    for (const message of recovered.messages) {
+      seq = Math.max(seq, message.seq + 1);
+      this.store.add(message);
+      if (message.state === "CREATED" || message.state === "RETRY") {
+        this.scheduler.schedule(message);
+        this.restored.waiting++;
+      }
+    }
+    this.store.restoreMessageSeq(seq);
+    for (const entry of recovered.dlq) this.store.dlq.set(entry.dlqId, entry);
+    this.restored.deadLetters = recovered.dlq.length;
+    for (const { keys, messageId, until } of recovered.dedup) this.dedup.restore(keys, messageId, until);
+  }
+
+  /** Writes a message's line (journal.ts); the file is written afresh when it has grown enough. */
+  private persist(write: (journal: Journal) => void): void {
+    if (!this.journal) return;
+    write(this.journal);
+    if (this.journal.wantsCompaction) this.journal.compact(this.live());
+  }
+
+  /** What a restart must find: messages not yet settled, dead letters, deduplication keys. */
+  private live(): Recovered {
+    const dlq = [...this.store.dlq.values()];
+    const waiting = [...this.store.messages.values()].filter(
+      (m) => m.state === "CREATED" || m.state === "RETRY" || m.state === "ACTIVE",
+    );
+    return {
+      messages: [...waiting, ...dlq.map((e) => e.message)].sort((a, b) => a.seq - b.seq),
+      dlq,
+      dedup: this.dedup.entries(),
+    };
   }
 
   publish(request: PublishRequest, callerIP: string): PublishResult {
@@ -75,7 +129,8 @@ export class Broker {
         labels: request.labels,
       },
     );
-    this.dedup.remember(keys, message.messageId);
+    const until = this.dedup.remember(keys, message.messageId);
+    this.persist((journal) => journal.remember(keys, message.messageId, until));
     return { messageId: message.messageId, url: message.url };
   }
 
@@ -99,6 +154,7 @@ export class Broker {
     if (!message || (message.state !== "CREATED" && message.state !== "RETRY")) return false;
     this.scheduler.unschedule(message);
     message.state = "CANCELLED";
+    this.persist((journal) => journal.putMessage(message));
     this.store.changed(message);
     return true;
   }
@@ -112,6 +168,7 @@ export class Broker {
     const entry = this.store.dlq.get(dlqId);
     if (!entry) return undefined;
     this.store.dlq.delete(dlqId);
+    this.persist((journal) => journal.dropDlq(dlqId));
     const source = entry.message;
     const originalHeaders = Object.fromEntries(
       Object.entries(source.header).map(([k, v]) => [k, v.join(", ")]),
@@ -139,7 +196,10 @@ export class Broker {
 
   deleteFromDlq(dlqId: string): boolean {
     const deleted = this.store.dlq.delete(dlqId);
-    if (deleted) this.store.changed();
+    if (deleted) {
+      this.persist((journal) => journal.dropDlq(dlqId));
+      this.store.changed();
+    }
     return deleted;
   }
 
@@ -154,12 +214,15 @@ export class Broker {
     }
     this.dedup.clear();
     this.store.clear();
+    this.journal?.clear();
   }
 
   async close(): Promise<void> {
     this.abort.abort();
     await this.scheduler.close();
     this.agent.destroy();
+    // Attempts cut short above were never written: they come back waiting.
+    this.journal?.close();
   }
 
   private createMessage(
@@ -195,6 +258,8 @@ export class Broker {
       readyAt,
       attempts: [],
     };
+    // Written before anything answers with its id: a publish a killed process answered is in the file.
+    this.persist((journal) => journal.putMessage(message));
     this.store.add(message);
     this.scheduler.schedule(message);
     return message;
@@ -259,6 +324,12 @@ export class Broker {
     } else {
       this.moveToDlq(message, result, now);
     }
+    this.persist((journal) => {
+      journal.putMessage(message);
+      if (message.state === "ERROR" && message.dlqId !== undefined) {
+        journal.putDlq(this.store.dlq.get(message.dlqId)!);
+      }
+    });
     this.store.changed(message);
   }
 

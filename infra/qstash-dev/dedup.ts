@@ -29,8 +29,26 @@ export class DedupStore {
     return undefined;
   }
 
-  remember(keys: string[], messageId: string, now = Date.now()): void {
-    for (const key of keys) this.seen.set(key, { messageId, expiresAt: now + this.windowMs });
+  /** Returns when the keys expire. */
+  remember(keys: string[], messageId: string, now = Date.now()): number {
+    const expiresAt = now + this.windowMs;
+    for (const key of keys) this.seen.set(key, { messageId, expiresAt });
+    return expiresAt;
+  }
+
+  /** Keys kept from before a restart, given in expiry order (the order `sweep` relies on). */
+  restore(keys: string[], messageId: string, expiresAt: number): void {
+    for (const key of keys) this.seen.set(key, { messageId, expiresAt });
+  }
+
+  /** Every key still in its window, in expiry order. */
+  entries(now = Date.now()): { keys: string[]; messageId: string; until: number }[] {
+    this.sweep(now);
+    return [...this.seen].map(([key, { messageId, expiresAt }]) => ({
+      keys: [key],
+      messageId,
+      until: expiresAt,
+    }));
   }
 
   clear(): void {

@@ -3,9 +3,10 @@
  * Upstash's own dev server uses), with QSTASH_TOKEN / QSTASH_CURRENT_SIGNING_KEY /
  * QSTASH_NEXT_SIGNING_KEY taken from the environment or generated.
  * Optional: QSTASH_DEV_HOST (default 127.0.0.1), QSTASH_DEV_TIME_SCALE (e.g. 0.01 to
- * compress delays and retry backoff), QSTASH_DEV_SIGN_WITH_NEXT_KEY=true (key rotation).
+ * compress delays and retry backoff), QSTASH_DEV_SIGN_WITH_NEXT_KEY=true (key rotation),
+ * QSTASH_DEV_STATE_FILE (keep the queue in that file across restarts; unset, in memory).
  */
-import { startQStashDev, timeScaleFrom } from "./server.ts";
+import { restoredText, startQStashDev, timeScaleFrom } from "./server.ts";
 
 const env = process.env;
 const port = env.QSTASH_DEV_PORT ? Number(env.QSTASH_DEV_PORT) : 8080;
@@ -30,6 +31,7 @@ const dev = await startQStashDev({
   token: env.QSTASH_TOKEN || undefined,
   currentSigningKey: env.QSTASH_CURRENT_SIGNING_KEY || undefined,
   nextSigningKey: env.QSTASH_NEXT_SIGNING_KEY || undefined,
+  stateFile: env.QSTASH_DEV_STATE_FILE || undefined,
   log: (line) => console.log(line),
 }).catch((error: unknown) => {
   // Typically EADDRINUSE: say so plainly instead of dumping an unhandled rejection.
@@ -43,6 +45,7 @@ console.log(`qstash-dev listening on ${dev.url}
   QSTASH_CURRENT_SIGNING_KEY=${dev.currentSigningKey}
   QSTASH_NEXT_SIGNING_KEY=${dev.nextSigningKey}
   time scale ${timeScale}${env.QSTASH_DEV_SIGN_WITH_NEXT_KEY === "true" ? ", signing with the NEXT key" : ""}
+  ${env.QSTASH_DEV_STATE_FILE ? `queue kept in ${env.QSTASH_DEV_STATE_FILE}: ${restoredText(dev.restored)}` : "queue in memory only (QSTASH_DEV_STATE_FILE keeps it across restarts)"}
 Use: new Client({ baseUrl: QSTASH_URL, token: QSTASH_TOKEN, devMode: false })`);
 
 let stopping = false;

@@ -29,6 +29,12 @@ export function timeScaleFrom(raw: string | undefined): number {
   return n;
 }
 
+/** `restored` as the dev server's start-up line says it. */
+export function restoredText({ waiting, deadLetters }: { waiting: number; deadLetters: number }): string {
+  const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? "" : "s"}`;
+  return `${plural(waiting, "message")} waiting and ${plural(deadLetters, "dead letter")} from before`;
+}
+
 export interface QStashDevOptions {
   /** 0 (default) picks a free port. */
   port?: number;
@@ -48,6 +54,14 @@ export interface QStashDevOptions {
   /** Attempt timeout when Upstash-Timeout is absent (not time-scaled). */
   defaultTimeoutMs?: number;
   log?: (line: string) => void;
+  /**
+   * Keep the queue in this file (a journal) across restarts: messages not yet
+   * delivered, dead letters and deduplication keys come back on the next start,
+   * as QStash keeps them (ADR 0029). Unset, the queue lives in memory only.
+   */
+  stateFile?: string;
+  /** Start with delivery paused until `resumeDelivery()`, e.g. until restored messages' destination is up. */
+  startPaused?: boolean;
 }
 
 export interface QStashDev {
@@ -56,6 +70,8 @@ export interface QStashDev {
   token: string;
   currentSigningKey: string;
   nextSigningKey: string;
+  /** What `stateFile` held at start: messages waiting for an attempt, and dead letters. */
+  restored: { waiting: number; deadLetters: number };
   close(): Promise<void>;
   failNextPublishes(count: number, status: number): void;
   setPublishLatency(ms: number): void;
@@ -91,6 +107,8 @@ export async function startQStashDev(options: QStashDevOptions = {}): Promise<QS
     dedupWindowMs: options.dedupWindowMs ?? 10 * 60_000,
     signingKey: () => (signWithNextKey ? nextSigningKey : currentSigningKey),
     log,
+    stateFile: options.stateFile,
+    startPaused: options.startPaused,
   });
   const faults = new Faults();
   const apiContext = {
@@ -148,6 +166,10 @@ export async function startQStashDev(options: QStashDevOptions = {}): Promise<QS
       server.off("error", reject);
       resolve();
     });
+  }).catch(async (error: unknown) => {
+    // A port in use: the broker may already be delivering what it restored, and holds its file.
+    await broker.close();
+    throw error;
   });
   const address = server.address() as AddressInfo;
   const host = address.family === "IPv6" ? `[${address.address}]` : address.address;
@@ -162,6 +184,7 @@ export async function startQStashDev(options: QStashDevOptions = {}): Promise<QS
     token,
     currentSigningKey,
     nextSigningKey,
+    restored: { ...broker.restored },
     close() {
       closed ??= (async () => {
         faults.close();

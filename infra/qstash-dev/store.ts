@@ -36,6 +36,11 @@ export class MessageStore {
     return this.messageSeq++;
   }
 
+  /** After a restart: new messages are created after every restored one. */
+  restoreMessageSeq(next: number): void {
+    this.messageSeq = Math.max(this.messageSeq, next);
+  }
+
   /** Records a mutation (of `message`, when given) and schedules one wake-up of waiters. */
   changed(message?: MessageRecord): void {
     if (message) message.version += 1;
