@@ -16,7 +16,7 @@ import { devCronFromWranglerToml, startDevSweep } from "./dev-sweep.ts";
 import { devVars } from "./dev-vars.ts";
 import { watchWrangler } from "./dev-watch.ts";
 import { startMailSink, type MailSink } from "./mail-sink.ts";
-import { startQStashDev, timeScaleFrom, type QStashDev } from "./qstash-dev/server.ts";
+import { restoredText, startQStashDev, timeScaleFrom, type QStashDev } from "./qstash-dev/server.ts";
 import { startWsProxy, type WsProxy } from "./ws-proxy.ts";
 import { migrateDatabase, startEmbeddedPostgres, type EmbeddedServer } from "../src/node/postgres.ts";
 import { newSecretsKey } from "../src/domain/webhooks/secret-box.ts";
@@ -39,6 +39,9 @@ const sweepSeconds = wholeNumberFrom(
 );
 // As `npm run qstash:dev` reads it: 0.01 makes an hour of QStash retries 36 s.
 const qstashTimeScale = qstashTimeScaleFromEnv();
+// One queue per Worker port: its jobs are addressed to that Worker (PUBLIC_URL), so a
+// stack on another port (a second checkout's, a test's) neither takes nor delivers them.
+const qstashStateFile = env.QSTASH_DEV_STATE_FILE || path.join(root, ".dev", "qstash", `${port}.jsonl`);
 
 const step = (line: string) => console.log(`[dev] ${line}`);
 
@@ -137,10 +140,15 @@ async function main() {
     nextSigningKey: env.QSTASH_NEXT_SIGNING_KEY || secrets.QSTASH_NEXT_SIGNING_KEY,
     timeScale: qstashTimeScale,
     log: (line) => console.log(line),
+    // Its queue outlives the stack, as QStash's does (ADR 0029): jobs waiting for a
+    // retry or behind flow control when the stack stopped are delivered after the next
+    // start, once the Worker answers, not lost with the process.
+    stateFile: qstashStateFile,
+    startPaused: true,
   });
   stops.push({ name: "QStash dev server", stop: () => qstash.close() });
   step(
-    `QStash dev server: ${qstash.url}${qstashTimeScale === 1 ? "" : ` (time scale ${qstashTimeScale}: delays and retry backoff ×${qstashTimeScale})`}`,
+    `QStash dev server: ${qstash.url}${qstashTimeScale === 1 ? "" : ` (time scale ${qstashTimeScale}: delays and retry backoff ×${qstashTimeScale})`}; queue kept in ${path.relative(root, qstashStateFile)}: ${restoredText(qstash.restored)}`,
   );
 
   const sink: MailSink = await startMailSink({ port: sinkPort });
@@ -191,6 +199,9 @@ async function main() {
   // Stopped before wrangler is (stops run in reverse): stopping it is no death.
   stops.push({ name: "wrangler watch", stop: async () => watch.stop() });
   await waitForWorker(wrangler);
+  // Delivery waited for the Worker: a job restored from the last run would otherwise have
+  // spent attempts (and, at a small time scale, its retries) on a port nobody answered.
+  qstash.resumeDelivery();
 
   // Stopped before wrangler (stops run in reverse): no request reaches a stopping Worker.
   if (stopping) return;

@@ -1,11 +1,13 @@
 import { spawn } from "node:child_process";
-import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
-import { afterEach, describe, expect, it, vi } from "vitest";
+import { afterAll, afterEach, describe, expect, it, vi } from "vitest";
 import {
   devCronFromWranglerToml,
   startDevSweep,
@@ -207,20 +209,31 @@ describe("startDevSweep", () => {
 
 describe("npm run dev", () => {
   const t = useTestDatabase();
+  // The stacks' QStash queues (ADR 0029), kept out of .dev.
+  const queues = mkdtempSync(path.join(tmpdir(), "dev-queues-"));
+  afterAll(() => rmSync(queues, { recursive: true, force: true }));
 
   /**
    * `npm run dev` on this test's database (no embedded Postgres, nothing under .dev
-   * but the secrets any run reads or makes) and a free port, with `env` added. Its
+   * but the secrets any run reads or makes) and `port` (a free one by default), with
+   * `env` added; its QStash queue file is `<port>.jsonl` in a temporary folder. Its
    * output is stamped with the seconds since the start, so a failure says which step
    * was slow. `restore()` puts back the .dev.vars it writes as it was found.
    */
-  async function startStack(env: Record<string, string>) {
-    const port = await freePort();
+  async function startStack(env: Record<string, string>, port?: number) {
+    port ??= await freePort();
     const devVarsFile = `${root}/.dev.vars`;
     const devVarsBefore = existsSync(devVarsFile) ? readFileSync(devVarsFile) : undefined;
     const child = spawn(process.execPath, ["--import", "tsx", "infra/dev.ts"], {
       cwd: root,
-      env: { ...process.env, DATABASE_URL: t.url, PORT: String(port), MAIL_SINK_PORT: "0", ...env },
+      env: {
+        ...process.env,
+        DATABASE_URL: t.url,
+        PORT: String(port),
+        MAIL_SINK_PORT: "0",
+        QSTASH_DEV_STATE_FILE: path.join(queues, `${port}.jsonl`),
+        ...env,
+      },
     });
     const stack = { child, port, output: "", errors: "" };
     const started = Date.now();
@@ -244,6 +257,14 @@ describe("npm run dev", () => {
       },
       exited,
       running: () => waitFor(() => stack.output.includes("is running") || child.exitCode !== null, 150_000),
+      /** Ctrl-C, then its exit, within the stop's own bounds (30 s) or a failure with its output. */
+      async stop() {
+        child.kill("SIGINT");
+        const stopped = await Promise.race([exited.then(() => true), sleep(30_000).then(() => false)]);
+        if (stopped) return exited;
+        child.kill("SIGKILL");
+        throw this.withOutput(new Error("npm run dev did not stop within 30 s of SIGINT"));
+      },
       withOutput: (error: unknown) =>
         Object.assign(error as Error, {
           message: `${(error as Error).message}\n--- npm run dev said:\n${stack.output.slice(-6_000)}`,
@@ -306,4 +327,54 @@ describe("npm run dev", () => {
       stack.restore();
     }
   }, 200_000);
+
+  it("delivers after the next start the jobs still queued when it stopped (ADR 0029)", async () => {
+    const first = await startStack({ DEV_SWEEP_SECONDS: "0" });
+    const word = `restarted${Date.now()}`;
+    try {
+      await first.running();
+      expect(first.output).toContain(": 0 messages waiting and 0 dead letters from before");
+      const qstashUrl = /QStash \(dev\)\s+(http:\/\/\S+)/.exec(first.output)![1]!;
+      const qstashToken = /QSTASH_TOKEN='([^']+)'/.exec(first.output)![1]!;
+      const apiKey = /export EO_KEY='([^']+)'/.exec(first.output)![1]!;
+      // QStash holds the note's jobs, as it would behind flow control or a retry's wait.
+      const paused = await fetch(`${qstashUrl}/__admin/pause`, {
+        method: "POST",
+        headers: { Authorization: `Bearer ${qstashToken}` },
+      });
+      expect(paused.status).toBe(200);
+      const created = await fetch(`http://127.0.0.1:${first.port}/notes`, {
+        method: "POST",
+        headers: { Authorization: `Bearer ${apiKey}`, "content-type": "application/json", Prefer: "wait=5" },
+        body: JSON.stringify({ title: word, body: "queued when the stack stopped" }),
+      });
+      expect(created.status).toBe(201);
+      const receipt = (await created.json()) as { events: { fannedOutAt: string | null }[] };
+      expect(receipt.events.map((e) => e.fannedOutAt !== null)).toEqual([true]);
+      expect(await first.stop()).toEqual([0, null]);
+    } catch (error) {
+      first.child.kill("SIGKILL");
+      throw first.withOutput(error);
+    } finally {
+      first.restore();
+    }
+
+    const second = await startStack({ DEV_SWEEP_SECONDS: "0" }, first.port);
+    try {
+      await second.running();
+      expect(second.output).toMatch(/: [1-9]\d* messages? waiting and 0 dead letters from before/);
+      const apiKey = /export EO_KEY='([^']+)'/.exec(second.output)![1]!;
+      // Nothing publishes the note's jobs again: only the restored queue can index it.
+      await waitFor(async () => {
+        const found = await fetch(`http://127.0.0.1:${second.port}/notes/search?q=${word}`, {
+          headers: { Authorization: `Bearer ${apiKey}` },
+        });
+        return ((await found.json()) as { hits: unknown[] }).hits.length === 1;
+      }, 30_000);
+    } catch (error) {
+      throw second.withOutput(error);
+    } finally {
+      await second.stop().finally(() => second.restore());
+    }
+  }, 300_000);
 });

@@ -67,8 +67,8 @@ async function takeAndPublish(db: Db, queue: DeliverQueue, now: Date, where: SQL
 /**
  * Minutes past its due time after which a pending delivery's job is taken to be
  * lost. QStash comes back when the deliver job asked it to (its Retry-After), give or
- * take seconds; half an hour later the job is gone: a QStash dev server restarted
- * (it keeps its queue in memory), a message deleted from QStash's console.
+ * take seconds; half an hour later the job is gone: a message deleted from QStash's
+ * console, the local QStash dev server's queue file deleted (ADR 0029).
  */
 export const OVERDUE_AFTER_MINUTES = 30;
 
