@@ -12,6 +12,7 @@ import { createServer } from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { DEV_KEY_SCOPE, ensureDevApiKey, newDevApiKey } from "./dev-api-key.ts";
+import { forgetStack, recordStack, stopLeftovers, type StackRecord } from "./dev-leftovers.ts";
 import { devCronFromWranglerToml, startDevSweep } from "./dev-sweep.ts";
 import { devVars } from "./dev-vars.ts";
 import { watchWrangler } from "./dev-watch.ts";
@@ -43,6 +44,16 @@ const qstashTimeScale = qstashTimeScaleFromEnv();
 // stack on another port (a second checkout's, a test's) neither takes nor delivers them.
 const qstashStateFile = env.QSTASH_DEV_STATE_FILE || path.join(root, ".dev", "qstash", `${port}.jsonl`);
 
+// What this stack started outside its own process, for the next start to stop if this
+// process is killed before it can (infra/dev-leftovers.ts). One per port, as the queue.
+const stackFile = path.join(root, ".dev", `stack-${port}.json`);
+const stackRecord: StackRecord = { pid: process.pid };
+let recordingStack = false;
+const recordPart = (part: Partial<StackRecord>) => {
+  Object.assign(stackRecord, part);
+  recordStack(stackFile, stackRecord);
+};
+
 const step = (line: string) => console.log(`[dev] ${line}`);
 
 // Everything started so far, stopped in reverse order (wrangler first, Postgres last).
@@ -52,13 +63,19 @@ let stopping: Promise<void> | undefined;
 function stopAll(code: number): Promise<void> {
   stopping ??= (async () => {
     step("stopping…");
+    let allStopped = true;
     for (const { name, stop } of stops.reverse()) {
       // Each part stops within a few seconds; one that does not is named, so a stop
       // that hangs says where.
       const slow = setTimeout(() => step(`still stopping ${name} after 5 s…`), 5_000);
-      await stop().catch((error: Error) => console.error(`[dev] stopping ${name}: ${error.message}`));
+      await stop().catch((error: Error) => {
+        allStopped = false;
+        console.error(`[dev] stopping ${name}: ${error.message}`);
+      });
       clearTimeout(slow);
     }
+    // Kept when a part may still run: the next start then stops it.
+    if (recordingStack && allStopped) forgetStack(stackFile);
     step("stopped");
     process.exit(code);
   })();
@@ -84,6 +101,9 @@ try {
 }
 
 async function main() {
+  // A stack on this port whose own process was killed left wrangler and Postgres
+  // running, holding the ports checked next: stopped here, saying so.
+  await stopLeftovers(stackFile, { log: step });
   // Checked before anything starts: otherwise Postgres, the proxy and QStash come up
   // and only wrangler fails, naming a --port flag this command does not take.
   await ensurePortFree(port, "PORT");
@@ -98,6 +118,8 @@ async function main() {
     const pgPort = numberFrom("DEV_PG_PORT", 54329);
     const fresh = !existsSync(path.join(dataDir, "PG_VERSION"));
     step(`Postgres: ${fresh ? "initialising" : "starting"} embedded server in ${dataDir} on port ${pgPort}…`);
+    recordingStack = true;
+    recordPart({ postgres: { dataDir } });
     const pg: EmbeddedServer = await startEmbeddedPostgres({ dataDir, port: pgPort });
     stops.push({ name: "Postgres", stop: () => pg.stop() });
     // Without it every request would answer 503 while the banner says all is well.
@@ -186,6 +208,8 @@ async function main() {
 
   step(`wrangler dev: starting on ${publicUrl}…`);
   const wrangler = startWrangler();
+  recordingStack = true;
+  if (wrangler.pid !== undefined) recordPart({ wrangler: { pgid: wrangler.pid } });
   stops.push({ name: "wrangler dev", stop: () => stopProcessGroup(wrangler) });
   // Without it a dead Worker leaves the rest running and the terminal looking alive.
   const watch = watchWrangler({

@@ -7,7 +7,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
-import { afterAll, afterEach, describe, expect, it, vi } from "vitest";
+import { afterAll, afterEach, describe, expect, it, onTestFinished, vi } from "vitest";
 import {
   devCronFromWranglerToml,
   startDevSweep,
@@ -376,5 +376,51 @@ describe("npm run dev", () => {
     } finally {
       await second.stop().finally(() => second.restore());
     }
+  }, 300_000);
+
+  it("stops at its next start what a killed stack left running, and comes up (infra/dev-leftovers.ts)", async () => {
+    const first = await startStack({ DEV_SWEEP_SECONDS: "0" });
+    // Whatever the outcome, the killed stack's wrangler does not outlive the test.
+    let orphans: number | undefined;
+    onTestFinished(() => {
+      try {
+        if (orphans !== undefined) process.kill(-orphans, "SIGKILL");
+      } catch {
+        // Stopped by the second start, as it should be.
+      }
+      rmSync(path.join(root, ".dev", `stack-${first.port}.json`), { force: true });
+    });
+    try {
+      await first.running();
+      const record = readFileSync(path.join(root, ".dev", `stack-${first.port}.json`), "utf8");
+      orphans = (JSON.parse(record) as { wrangler: { pgid: number } }).wrangler.pgid;
+      first.child.kill("SIGKILL"); // the OOM killer, an editor ending its task
+      await first.exited;
+      // wrangler, in its own process group, lives on holding the port; its database
+      // path (the ws proxy) died with the stack's process.
+      expect((await fetch(`http://127.0.0.1:${first.port}/healthz`)).status).toBe(503);
+    } catch (error) {
+      throw first.withOutput(error);
+    } finally {
+      first.restore();
+    }
+
+    const second = await startStack({ DEV_SWEEP_SECONDS: "0" }, first.port);
+    try {
+      await second.running();
+      expect(second.output).toMatch(
+        new RegExp(
+          `\\[dev\\] the last npm run dev \\(pid ${first.child.pid}\\) ended without stopping what it started: stopping wrangler dev \\(process group \\d+\\)…`,
+        ),
+      );
+      expect(second.output).toContain("is running");
+      expect(second.output).not.toContain("is taken");
+    } catch (error) {
+      throw second.withOutput(error);
+    } finally {
+      await second.stop().finally(() => second.restore());
+    }
+    await expect(fetch(`http://127.0.0.1:${second.port}/healthz`)).rejects.toThrow();
+    expect(existsSync(path.join(root, ".dev", `stack-${second.port}.json`))).toBe(false);
   }, 300_000);
 });
