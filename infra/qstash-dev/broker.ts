@@ -129,6 +129,9 @@ export class Broker {
         labels: request.labels,
       },
     );
+    // After the message's own line: a process killed between the two leaves a message
+    // without its key (a replayed publish at worst delivers twice), never a key without
+    // its message (a replayed publish "deduplicated" into a job that never runs).
     const until = this.dedup.remember(keys, message.messageId);
     this.persist((journal) => journal.remember(keys, message.messageId, until));
     return { messageId: message.messageId, url: message.url };

@@ -11,31 +11,7 @@ import {
 import path from "node:path";
 import type { DlqEntry, MessageRecord } from "./types.ts";
 
-/**
- * What the broker keeps across a restart when it is given a state file (ADR 0029):
- * QStash holds a message it accepted until it is delivered or dead-lettered, whatever
- * happens to the process, and the relay marks an event fanned out on that promise. A
- * dev server that forgot its queue when `npm run dev` stopped (Ctrl-C, a closed
- * terminal, a crash) lost every job waiting for its retry or behind flow control, and
- * the notes those jobs were for were never indexed.
- *
- * The file is a journal: one JSON line per change, written with a synchronous write
- * before the change is answered (a publish's `messageId` goes out only after its line
- * is in the file). A killed process loses nothing it answered; the page cache keeps the
- * lines, so no fsync per write (a machine crash is not what a dev server guards against).
- * Lines:
- *
- * - `{"m": <message>}` a message as it now is (created, attempted, cancelled);
- * - `{"dlq": <entry, its message by id>}` and `{"undlq": <dlqId>}`;
- * - `{"dedup": [<keys>], "id": <messageId>, "until": <epoch ms>}`;
- *
- * An attempt's start is not written: a message killed mid-attempt comes back as it was
- * before the attempt and is tried again, which is QStash's at-least-once. Opening the
- * file replays it, keeps what is still live (messages not yet delivered, dead letters,
- * deduplication keys in their window) and writes that back as a fresh file; the file is
- * written afresh again whenever it grows past four times that (and 16 MB), so a long
- * run does not grow it without bound.
- */
+/** What a journal held: what the broker takes back at start. */
 export interface Recovered {
   /** Waiting messages and the messages of dead letters, in creation order. */
   messages: MessageRecord[];
@@ -61,6 +37,26 @@ type StoredDlqEntry = Omit<DlqEntry, "message"> & { messageId: string };
 
 const MIN_COMPACT_BYTES = 16 * 1024 * 1024;
 
+/**
+ * The dev server's queue on disk, when it is given a state file (ADR 0029): QStash
+ * holds a message it accepted until it is delivered or dead-lettered, whatever happens
+ * to the process, and the relay marks an event fanned out on that promise.
+ *
+ * One JSON line per change, written with a synchronous write before the change is
+ * answered (a publish's `messageId` goes out only after its line is in the file), so a
+ * killed process loses nothing it answered; the page cache keeps the lines, hence no
+ * fsync per write (a machine crash is not what a dev server guards against). Lines:
+ *
+ * - `{"m": <message>}` a message as it now is (created, attempted, cancelled);
+ * - `{"dlq": <entry, its message by id>}` and `{"undlq": <dlqId>}`;
+ * - `{"dedup": [<keys>], "id": <messageId>, "until": <epoch ms>}`.
+ *
+ * An attempt's start is not written: a message killed mid-attempt comes back as it was
+ * before the attempt and is tried again (at least once, as QStash). Opening the file
+ * replays it and writes back only what is live (messages not yet delivered, dead
+ * letters, deduplication keys in their window); so does `compact`, which the broker
+ * calls once the file has grown past four times that and 16 MB.
+ */
 export class Journal {
   #fd: number;
   #written = 0;

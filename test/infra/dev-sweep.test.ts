@@ -265,6 +265,20 @@ describe("npm run dev", () => {
         child.kill("SIGKILL");
         throw this.withOutput(new Error("npm run dev did not stop within 30 s of SIGINT"));
       },
+      /**
+       * `body` once the stack runs; a failure carries its output, and the stack is
+       * stopped and .dev.vars put back whatever happens.
+       */
+      async whileRunning(body: () => Promise<void>) {
+        try {
+          await this.running();
+          await body();
+        } catch (error) {
+          throw this.withOutput(error);
+        } finally {
+          await this.stop().finally(() => this.restore());
+        }
+      },
       withOutput: (error: unknown) =>
         Object.assign(error as Error, {
           message: `${(error as Error).message}\n--- npm run dev said:\n${stack.output.slice(-6_000)}`,
@@ -360,8 +374,7 @@ describe("npm run dev", () => {
     }
 
     const second = await startStack({ DEV_SWEEP_SECONDS: "0" }, first.port);
-    try {
-      await second.running();
+    await second.whileRunning(async () => {
       expect(second.output).toMatch(/: [1-9]\d* messages? waiting and 0 dead letters from before/);
       const apiKey = /export EO_KEY='([^']+)'/.exec(second.output)![1]!;
       // Nothing publishes the note's jobs again: only the restored queue can index it.
@@ -371,11 +384,7 @@ describe("npm run dev", () => {
         });
         return ((await found.json()) as { hits: unknown[] }).hits.length === 1;
       }, 30_000);
-    } catch (error) {
-      throw second.withOutput(error);
-    } finally {
-      await second.stop().finally(() => second.restore());
-    }
+    });
   }, 300_000);
 
   it("stops at its next start what a killed stack left running, and comes up (infra/dev-leftovers.ts)", async () => {
@@ -406,8 +415,7 @@ describe("npm run dev", () => {
     }
 
     const second = await startStack({ DEV_SWEEP_SECONDS: "0" }, first.port);
-    try {
-      await second.running();
+    await second.whileRunning(async () => {
       expect(second.output).toMatch(
         new RegExp(
           `\\[dev\\] the last npm run dev \\(pid ${first.child.pid}\\) ended without stopping what it started: stopping wrangler dev \\(process group \\d+\\)…`,
@@ -415,11 +423,7 @@ describe("npm run dev", () => {
       );
       expect(second.output).toContain("is running");
       expect(second.output).not.toContain("is taken");
-    } catch (error) {
-      throw second.withOutput(error);
-    } finally {
-      await second.stop().finally(() => second.restore());
-    }
+    });
     await expect(fetch(`http://127.0.0.1:${second.port}/healthz`)).rejects.toThrow();
     expect(existsSync(path.join(root, ".dev", `stack-${second.port}.json`))).toBe(false);
   }, 300_000);
