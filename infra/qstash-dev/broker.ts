@@ -261,9 +261,10 @@ export class Broker {
       readyAt,
       attempts: [],
     };
-    // Written before anything answers with its id: a publish a killed process answered is in the file.
-    this.persist((journal) => journal.putMessage(message));
     this.store.add(message);
+    // Written before anything answers with its id: a publish a killed process answered is
+    // in the file. After the store has it: a compaction this write sets off keeps it.
+    this.persist((journal) => journal.putMessage(message));
     this.scheduler.schedule(message);
     return message;
   }

@@ -189,6 +189,24 @@ describe("a state file: the queue outlives the process (ADR 0029)", () => {
       }
     });
 
+    it("keeps every message across the file's compactions, the one that set it off too", async () => {
+      const dev = await start();
+      dev.pauseDelivery();
+      const opened = statSync(file).ino;
+      const client = clientFor(dev);
+      // ~133 KB a line (the body as base64): 16 MB is passed at about the 120th.
+      const body = "x".repeat(100_000);
+      const ids: string[] = [];
+      for (let i = 0; i < 200; i++) {
+        ids.push((await client.publish({ url: "http://127.0.0.1:9/big", body })).messageId);
+      }
+      await dev.close();
+      expect(statSync(file).ino).not.toBe(opened); // written afresh (a new file renamed over it)
+      const again = await start({ startPaused: true });
+      expect(again.restored).toEqual({ waiting: 200, deadLetters: 0 });
+      expect(again.messages().map((m) => m.messageId)).toEqual(ids);
+    });
+
     it("says which line it cannot read, and drops a last line cut short", async () => {
       const dev = await start();
       dev.pauseDelivery();
