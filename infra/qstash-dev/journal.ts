@@ -58,7 +58,8 @@ const MIN_COMPACT_BYTES = 16 * 1024 * 1024;
  * calls once the file has grown past four times that and 16 MB.
  */
 export class Journal {
-  #fd: number;
+  /** Undefined once closed: a descriptor number is reused by the next file or socket opened. */
+  #fd: number | undefined;
   #written = 0;
   #compactAt: number;
 
@@ -110,7 +111,9 @@ export class Journal {
 
   /** Writes `live` as the whole file (a new file, then renamed over the old one). */
   compact(live: Recovered): void {
-    closeSync(this.#fd);
+    const fd = this.#open();
+    this.#fd = undefined;
+    closeSync(fd);
     const bytes = rewrite(this.file, liveLines(live));
     this.#fd = openSync(this.file, "a");
     this.#written = bytes;
@@ -123,11 +126,18 @@ export class Journal {
   }
 
   close(): void {
-    closeSync(this.#fd);
+    if (this.#fd !== undefined) closeSync(this.#fd);
+    this.#fd = undefined;
   }
 
   #append(line: Line): void {
-    this.#written += writeAll(this.#fd, `${JSON.stringify(line)}\n`);
+    this.#written += writeAll(this.#open(), `${JSON.stringify(line)}\n`);
+  }
+
+  /** A change after close (a publish while the server stops) fails: answered, it would be lost. */
+  #open(): number {
+    if (this.#fd === undefined) throw new Error(`the queue file ${this.file} is closed`);
+    return this.#fd;
   }
 }
 

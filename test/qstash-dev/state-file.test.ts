@@ -255,6 +255,8 @@ describe("a state file: the queue outlives the process (ADR 0029)", () => {
       }
     }
     journal.close();
+    // A change after close fails (its descriptor number may be another file's by now).
+    expect(() => journal.putMessage(waiting)).toThrow(`the queue file ${file} is closed`);
     expect(compactions).toBeGreaterThanOrEqual(2);
     expect(statSync(file).size).toBeLessThan(20 * 1024 * 1024);
     const { journal: reopened, recovered } = Journal.open(file);
