@@ -6,6 +6,8 @@ import {
   openSync,
   readFileSync,
   renameSync,
+  rmSync,
+  writeFileSync,
   writeSync,
 } from "node:fs";
 import path from "node:path";
@@ -81,10 +83,16 @@ export class Journal {
    */
   static open(file: string, now = Date.now()): { journal: Journal; recovered: Recovered } {
     mkdirSync(path.dirname(file), { recursive: true });
-    const recovered = existsSync(file) ? replay(file, now) : { messages: [], dlq: [], dedup: [] };
-    const liveBytes = rewrite(file, liveLines(recovered));
-    const fd = openSync(file, "a");
-    return { journal: new Journal(file, fd, liveBytes), recovered };
+    lock(file);
+    try {
+      const recovered = existsSync(file) ? replay(file, now) : { messages: [], dlq: [], dedup: [] };
+      const liveBytes = rewrite(file, liveLines(recovered));
+      const fd = openSync(file, "a");
+      return { journal: new Journal(file, fd, liveBytes), recovered };
+    } catch (error) {
+      unlock(file);
+      throw error;
+    }
   }
 
   putMessage(message: MessageRecord): void {
@@ -126,8 +134,10 @@ export class Journal {
   }
 
   close(): void {
-    if (this.#fd !== undefined) closeSync(this.#fd);
+    if (this.#fd === undefined) return;
+    closeSync(this.#fd);
     this.#fd = undefined;
+    unlock(this.file);
   }
 
   #append(line: Line): void {
@@ -138,6 +148,45 @@ export class Journal {
   #open(): number {
     if (this.#fd === undefined) throw new Error(`the queue file ${this.file} is closed`);
     return this.#fd;
+  }
+}
+
+/**
+ * One server per file, held by `<file>.lock` naming its pid. A second server on the same
+ * file rewrote it at start (a new file renamed over the one the first was appending to),
+ * and every later line of the first went to a file no name reached any more. A lock
+ * whose process is gone (killed) is taken over.
+ */
+function lock(file: string): void {
+  const lockFile = `${file}.lock`;
+  for (;;) {
+    try {
+      writeFileSync(lockFile, `${process.pid}\n`, { flag: "wx" });
+      return;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+    }
+    const holder = Number(readFileSync(lockFile, "utf8").trim());
+    if (Number.isInteger(holder) && holder > 0 && running(holder)) {
+      throw new Error(
+        `${file} is in use by another QStash dev server (pid ${holder}); stop it, or give this one a file of its own`,
+      );
+    }
+    rmSync(lockFile, { force: true });
+  }
+}
+
+function unlock(file: string): void {
+  rmSync(`${file}.lock`, { force: true });
+}
+
+function running(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    // EPERM: it exists, under another user.
+    return (error as NodeJS.ErrnoException).code === "EPERM";
   }
 }
 

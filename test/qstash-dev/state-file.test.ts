@@ -1,4 +1,13 @@
-import { appendFileSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { spawnSync } from "node:child_process";
+import {
+  appendFileSync,
+  existsSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { Client } from "@upstash/qstash";
@@ -205,6 +214,21 @@ describe("a state file: the queue outlives the process (ADR 0029)", () => {
       const again = await start({ startPaused: true });
       expect(again.restored).toEqual({ waiting: 200, deadLetters: 0 });
       expect(again.messages().map((m) => m.messageId)).toEqual(ids);
+    });
+
+    it("is one server's at a time, and a killed server's file is taken over", async () => {
+      const first = await start();
+      await expect(start()).rejects.toThrow(
+        `${file} is in use by another QStash dev server (pid ${process.pid}); stop it, or give this one a file of its own`,
+      );
+      await first.close();
+      await (await start()).close();
+      // The lock of a server that is gone: a pid no process holds any more.
+      writeFileSync(`${file}.lock`, `${spawnSync(process.execPath, ["-e", ""]).pid}\n`);
+      const next = await start();
+      expect(readFileSync(`${file}.lock`, "utf8")).toBe(`${process.pid}\n`);
+      await next.close();
+      expect(existsSync(`${file}.lock`)).toBe(false);
     });
 
     it("says which line it cannot read, and drops a last line cut short", async () => {
