@@ -99,7 +99,7 @@ export function flowControlFor(
   kind: string,
   parallelism: number,
 ): { key: string; parallelism: number } {
-  return { key: `edge-outbox-${kind ? `${keyPart(kind)}-` : ""}${hostOf(publicUrl)}`, parallelism };
+  return { key: `edge-outbox-${keyPart(kind)}-${hostOf(publicUrl)}`, parallelism };
 }
 
 /** The flow-control budget of one subscription's jobs: a slow handler holds back only its own. */
