@@ -85,7 +85,7 @@ export class Broker {
     this.store.restoreMessageSeq(seq);
     for (const entry of recovered.dlq) this.store.dlq.set(entry.dlqId, entry);
     this.restored.deadLetters = recovered.dlq.length;
-    for (const { keys, messageId, until } of recovered.dedup) this.dedup.restore(keys, messageId, until);
+    for (const { key, messageId, until } of recovered.dedup) this.dedup.restore(key, messageId, until);
   }
 
   /** Writes a message's line (journal.ts); the file is written afresh when it has grown enough. */

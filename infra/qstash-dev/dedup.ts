@@ -36,19 +36,15 @@ export class DedupStore {
     return expiresAt;
   }
 
-  /** Keys kept from before a restart, given in expiry order (the order `sweep` relies on). */
-  restore(keys: string[], messageId: string, expiresAt: number): void {
-    for (const key of keys) this.seen.set(key, { messageId, expiresAt });
+  /** A key kept from before a restart; given in expiry order (the order `sweep` relies on). */
+  restore(key: string, messageId: string, expiresAt: number): void {
+    this.seen.set(key, { messageId, expiresAt });
   }
 
   /** Every key still in its window, in expiry order. */
-  entries(now = Date.now()): { keys: string[]; messageId: string; until: number }[] {
+  entries(now = Date.now()): { key: string; messageId: string; until: number }[] {
     this.sweep(now);
-    return [...this.seen].map(([key, { messageId, expiresAt }]) => ({
-      keys: [key],
-      messageId,
-      until: expiresAt,
-    }));
+    return [...this.seen].map(([key, { messageId, expiresAt }]) => ({ key, messageId, until: expiresAt }));
   }
 
   clear(): void {

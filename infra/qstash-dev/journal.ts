@@ -21,8 +21,9 @@ export interface Recovered {
   dedup: DedupLine[];
 }
 
+/** One deduplication key, the message it stands for, and when it expires. */
 export interface DedupLine {
-  keys: string[];
+  key: string;
   messageId: string;
   until: number;
 }
@@ -233,7 +234,7 @@ function replay(file: string, now: number): Recovered {
     } else if ("undlq" in line) {
       dlq.delete(line.undlq);
     } else if ("dedup" in line) {
-      for (const key of line.dedup) dedup.set(key, { keys: [key], messageId: line.id, until: line.until });
+      for (const key of line.dedup) dedup.set(key, { key, messageId: line.id, until: line.until });
     }
   });
   const entries: DlqEntry[] = [];
@@ -255,7 +256,7 @@ function liveLines(live: Recovered): string {
   const lines: Line[] = [
     ...live.messages.map((m) => ({ m: stored(m) })),
     ...live.dlq.map(({ message, ...rest }) => ({ dlq: { ...rest, messageId: message.messageId } })),
-    ...live.dedup.map((d) => ({ dedup: d.keys, id: d.messageId, until: d.until })),
+    ...live.dedup.map((d) => ({ dedup: [d.key], id: d.messageId, until: d.until })),
   ];
   return lines.map((line) => `${JSON.stringify(line)}\n`).join("");
 }
