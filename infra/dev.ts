@@ -48,7 +48,6 @@ const qstashStateFile = env.QSTASH_DEV_STATE_FILE || path.join(root, ".dev", "qs
 // process is killed before it can (infra/dev-leftovers.ts). One per port, as the queue.
 const stackFile = path.join(root, ".dev", `stack-${port}.json`);
 const stackRecord: StackRecord = { pid: process.pid };
-let recordingStack = false;
 const recordPart = (part: Partial<StackRecord>) => {
   Object.assign(stackRecord, part);
   recordStack(stackFile, stackRecord);
@@ -74,8 +73,10 @@ function stopAll(code: number): Promise<void> {
       });
       clearTimeout(slow);
     }
-    // Kept when a part may still run: the next start then stops it.
-    if (recordingStack && allStopped) forgetStack(stackFile);
+    // Only a record this stack wrote (one of its parts started); kept when a part may
+    // still run: the next start then stops it.
+    const recorded = stackRecord.postgres !== undefined || stackRecord.wrangler !== undefined;
+    if (recorded && allStopped) forgetStack(stackFile);
     step("stopped");
     process.exit(code);
   })();
@@ -118,7 +119,6 @@ async function main() {
     const pgPort = numberFrom("DEV_PG_PORT", 54329);
     const fresh = !existsSync(path.join(dataDir, "PG_VERSION"));
     step(`Postgres: ${fresh ? "initialising" : "starting"} embedded server in ${dataDir} on port ${pgPort}…`);
-    recordingStack = true;
     recordPart({ postgres: { dataDir } });
     const pg: EmbeddedServer = await startEmbeddedPostgres({ dataDir, port: pgPort });
     stops.push({ name: "Postgres", stop: () => pg.stop() });
@@ -208,7 +208,6 @@ async function main() {
 
   step(`wrangler dev: starting on ${publicUrl}…`);
   const wrangler = startWrangler();
-  recordingStack = true;
   if (wrangler.pid !== undefined) recordPart({ wrangler: { pgid: wrangler.pid } });
   stops.push({ name: "wrangler dev", stop: () => stopProcessGroup(wrangler) });
   // Without it a dead Worker leaves the rest running and the terminal looking alive.
