@@ -470,6 +470,73 @@ describe("the dashboard in Chromium", () => {
     expect(problems).toEqual([]);
   }, 60_000);
 
+  it("every page fits a phone and a narrow window: the header's links wrap, tables scroll in their own box", async () => {
+    // At 390 px the header's links ran 210 px past the window, light text on the
+    // page's light background, and an endpoint's deliveries made its page 1,168 px wide.
+    const secretsKey = importSecretsKey(TEST_WEBHOOK_SECRETS_KEY);
+    const endpoint = await insertEndpoint(t.pool, secretsKey, {
+      url: "https://hooks.acme.example/outbox",
+      types: ["ledger.*"],
+    });
+    const [eventId] = await seedEvents(t.pool, 1, { type: "ledger.posted", fanned: true });
+    const [delivery] = (
+      await t.pool.query(
+        `INSERT INTO webhook_deliveries (endpoint_id, event_id, event_type, body, status, attempts, next_attempt_at, last_error)
+         VALUES ($1, $2, 'ledger.posted', '{}', 'pending', 1, now() + interval '1 minute', 'endpoint answered 500')
+         RETURNING id`,
+        [endpoint.id, eventId],
+      )
+    ).rows;
+    await t.pool.query(
+      `INSERT INTO webhook_attempts (delivery_id, attempted_at, duration_ms, status, error, response_body)
+       VALUES ($1, now(), 12, 500, NULL, 'nope')`,
+      [delivery.id],
+    );
+    await poison(t.pool, "QStash 400: invalid destination", "ledger.posted");
+    await t.pool.query(
+      `INSERT INTO outbox_alerts (kind, message) VALUES ('relay.lagging', 'oldest due event waited 312 s (threshold 300 s)')`,
+    );
+    await insertJobFailure(t.pool, { subscription: "corpus.index", body: relayJobBody("corpus.index") });
+
+    await signIn();
+    const paths = [
+      "/dashboard",
+      "/dashboard/events",
+      `/dashboard/events/${eventId}`,
+      "/dashboard/poisoned",
+      "/dashboard/alerts",
+      "/dashboard/job-failures",
+      "/dashboard/webhooks",
+      `/dashboard/webhooks/${endpoint.id}`,
+      `/dashboard/webhooks/deliveries/${delivery.id}`,
+    ];
+    const misfits: Record<string, unknown> = {};
+    for (const width of [360, 800]) {
+      await page.setViewportSize({ width, height: 900 });
+      for (const path of paths) {
+        await page.goto(`${stack.url}${path}`);
+        const px = await pageOverflow();
+        if (px > 0) misfits[`${width} ${path}: page wider than the window by`] = px;
+        // Every link and the sign-out button inside the window and on the header's dark band.
+        const outside = await page.evaluate(() => {
+          const band = document.querySelector("header.top")!.getBoundingClientRect();
+          return [...document.querySelectorAll("header.top a, header.top button")]
+            .filter((el) => {
+              const r = el.getBoundingClientRect();
+              return r.left < 0 || r.right > innerWidth || r.right > band.right || r.bottom > band.bottom;
+            })
+            .map((el) => el.textContent);
+        });
+        if (outside.length > 0) misfits[`${width} ${path}: off the header`] = outside;
+      }
+      await page.goto(`${stack.url}/dashboard/webhooks/${endpoint.id}`);
+      await shot(`webhook-endpoint-${width}`);
+    }
+    await page.setViewportSize({ width: 1280, height: 900 });
+    expect(misfits).toEqual({});
+    expect(problems).toEqual([]);
+  }, 60_000);
+
   it("edits an endpoint's URL and event types from its page", async () => {
     const secretsKey = importSecretsKey(TEST_WEBHOOK_SECRETS_KEY);
     const endpoint = await insertEndpoint(t.pool, secretsKey, {

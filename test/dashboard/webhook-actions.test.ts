@@ -141,7 +141,7 @@ describe("send test event", () => {
     const delivered = await browser.get(location);
     expect(delivered.text).toMatch(/<span class="state state-delivered">delivered<\/span>/);
     expect(delivered.text).toMatch(
-      /<h2>Attempts \(1\)<\/h2><table class="attempts">.*<td class="num">200<\/td>/,
+      /<h2>Attempts \(1\)<\/h2><div class="scroll"><table class="attempts">.*<td class="num">200<\/td>/,
     );
     expect(delivered.text).not.toMatch(/http-equiv="refresh"/);
     expect(delivered.text).toContain('<p class="notice" role="status">Test event sent.</p>');

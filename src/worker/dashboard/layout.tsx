@@ -103,6 +103,21 @@ export function age(seconds: number | null): string {
   return `${Math.round(seconds / 86_400)} d`;
 }
 
+/**
+ * Every table on the dashboard. A table of several columns is wider than a phone
+ * or a narrow window, so it scrolls sideways in its own box and the page keeps the
+ * window's width (styles.ts); each page once chose for itself, and most did not.
+ */
+export function Table({ class: className, id, children }: { class?: string; id?: string; children?: Child }) {
+  return (
+    <div class="scroll">
+      <table class={className} id={id}>
+        {children}
+      </table>
+    </div>
+  );
+}
+
 export function StateBadge({ state }: { state: string }) {
   return <span class={`state state-${state}`}>{state}</span>;
 }

@@ -13,20 +13,24 @@
  * keeps 14rem: a `msg_` id of 26 characters stays on one line with the `;` after
  * it, a longer one breaks into lines as long, never a few characters each.
  *
- * A table of many such columns is wider than a phone or a narrow window: it sits
- * in a `div.scroll` and scrolls sideways in that box, the page keeping its width.
+ * A table of many such columns is wider than a phone or a narrow window: every
+ * table sits in a `div.scroll` (layout.tsx's `Table`) and scrolls sideways in that
+ * box, the page keeping its width. In a narrow window the header's links take a
+ * line of their own under the name and "Sign out", and wrap there, instead of
+ * running past the header's edge (light text on the page's light background).
  * A button's label never wraps inside it ("Retr" / "y").
  */
 export const DASHBOARD_CSS = `
 :root{--fg:#1d2330;--muted:#5d6678;--line:#dde1e8;--bg:#f6f7f9;--card:#fff;--accent:#2557d6;--bad:#b42318;--ok:#067647;--warn:#b54708}
 *{box-sizing:border-box}
 body{margin:0;font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;color:var(--fg);background:var(--bg)}
-header.top{display:flex;align-items:center;gap:1.5rem;padding:.6rem 1.5rem;background:#111827;color:#fff}
-header.top .brand{font-weight:600;letter-spacing:.02em}
-header.top nav{display:flex;gap:1rem;flex:1}
-header.top a{color:#cbd5e1;text-decoration:none}
+header.top{display:flex;flex-wrap:wrap;align-items:center;gap:.4rem 1.5rem;padding:.6rem 1.5rem;background:#111827;color:#fff}
+header.top .brand{font-weight:600;letter-spacing:.02em;white-space:nowrap}
+header.top nav{display:flex;flex-wrap:wrap;gap:.3rem 1rem;flex:1}
+header.top a{color:#cbd5e1;text-decoration:none;white-space:nowrap}
 header.top a[aria-current=page]{color:#fff;border-bottom:2px solid #fff}
-header.top form{margin:0}
+header.top form{margin:0 0 0 auto}
+@media (max-width:48rem){header.top nav{order:3;flex-basis:100%}}
 header.top button{background:none;border:1px solid #475569;color:#cbd5e1;border-radius:4px;padding:.2rem .6rem;cursor:pointer}
 main{max-width:78rem;margin:0 auto;padding:1.2rem 1.5rem 3rem}
 h1{font-size:1.35rem;margin:.2rem 0 1rem}
@@ -68,13 +72,13 @@ button{font:inherit;cursor:pointer}
 .btn.secondary{background:#fff;color:var(--fg);border:1px solid #c3c8d2}
 .btn.danger{background:var(--bad)}
 .btn.small{padding:.05rem .5rem;font-size:.8rem}
-.actions form{display:flex;gap:.4rem;align-items:center;margin:0}
+.actions form{display:flex;flex-wrap:wrap;gap:.4rem;align-items:center;margin:0}
 .actions label{font-size:.85rem;color:var(--muted)}
 .inline{display:inline}
 .group{background:var(--card);border:1px solid var(--line);border-radius:8px;margin:.9rem 0;padding:.8rem 1rem}
 .group h3{margin:0 0 .3rem;font-size:.95rem;font-family:ui-monospace,monospace;word-break:break-word}
 .group .meta{color:var(--muted);font-size:.85rem;margin-bottom:.5rem}
-.actions{display:flex;gap:.6rem;align-items:center;margin:.5rem 0}
+.actions{display:flex;flex-wrap:wrap;gap:.6rem;align-items:center;margin:.5rem 0}
 figure.chart{margin:0}
 .chart{background:var(--card);border:1px solid var(--line);border-radius:8px;padding:.6rem}
 .chart svg{width:100%;height:auto;display:block}

@@ -3,7 +3,7 @@ import { z } from "zod";
 import { listAlerts, openAlertKinds, resolveAlerts } from "../../../outbox/index.ts";
 import { valid } from "../../validate.ts";
 import type { DashboardEnv } from "../env.ts";
-import { Notice, render, time } from "../layout.tsx";
+import { Notice, render, Table, time } from "../layout.tsx";
 
 export const resolveForm = z.union([
   z.object({ id: z.coerce.number().int().positive() }),
@@ -58,7 +58,7 @@ export function registerAlerts(dashboard: Hono<DashboardEnv>) {
         {alerts.length === 0 ? (
           <p class="muted">{q.show === "open" ? "No open alerts." : "No alerts."}</p>
         ) : (
-          <table>
+          <Table>
             <tr>
               <th>raised</th>
               <th>kind</th>
@@ -96,7 +96,7 @@ export function registerAlerts(dashboard: Hono<DashboardEnv>) {
                 </td>
               </tr>
             ))}
-          </table>
+          </Table>
         )}
       </>,
     );

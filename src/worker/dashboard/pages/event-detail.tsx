@@ -4,7 +4,7 @@ import { getEvent, type EventRow } from "../../../outbox/index.ts";
 import { ApiError } from "../../errors.ts";
 import { idParam } from "../../routes/params.ts";
 import type { DashboardEnv } from "../env.ts";
-import { Notice, StateBadge, render, time } from "../layout.tsx";
+import { Notice, StateBadge, render, Table, time } from "../layout.tsx";
 import { AttemptTable, deliveryHref } from "./webhook-deliveries.tsx";
 
 /** Where the row stands in the relay's eyes; a poisoned row has no next attempt, whatever the column says. */
@@ -69,7 +69,7 @@ export function registerEventDetail(dashboard: Hono<DashboardEnv>) {
           {`${event.type} `}
           <StateBadge state={event.state} />
         </h1>
-        <table class="kv">
+        <Table class="kv">
           <tr>
             <th>id</th>
             <td class="mono">{event.id}</td>
@@ -104,7 +104,7 @@ export function registerEventDetail(dashboard: Hono<DashboardEnv>) {
             <th>{event.state === "fanned" ? "earlier error" : "last error"}</th>
             <td class={event.state === "fanned" ? "muted" : "error"}>{event.lastError ?? "–"}</td>
           </tr>
-        </table>
+        </Table>
         {event.state === "poisoned" ? (
           <form class="actions" method="post" action="/dashboard/poisoned/requeue">
             <input type="hidden" name="id" value={event.id} />
@@ -119,7 +119,7 @@ export function registerEventDetail(dashboard: Hono<DashboardEnv>) {
         {fanout.length === 0 ? (
           <p class="muted">{event.fannedOutAt ? "No subscription matched." : "Not fanned out yet."}</p>
         ) : (
-          <table>
+          <Table>
             <tr>
               <th>subscription</th>
               <th>job</th>
@@ -139,7 +139,7 @@ export function registerEventDetail(dashboard: Hono<DashboardEnv>) {
                 </td>
               </tr>
             ))}
-          </table>
+          </Table>
         )}
 
         <h2>Webhook deliveries</h2>
@@ -152,7 +152,7 @@ export function registerEventDetail(dashboard: Hono<DashboardEnv>) {
         {event.alerts.length === 0 ? (
           <p class="muted">None.</p>
         ) : (
-          <table>
+          <Table>
             <tr>
               <th>raised</th>
               <th>kind</th>
@@ -167,7 +167,7 @@ export function registerEventDetail(dashboard: Hono<DashboardEnv>) {
                 <td>{a.resolvedAt ? time(a.resolvedAt) : "open"}</td>
               </tr>
             ))}
-          </table>
+          </Table>
         )}
       </>,
     );

@@ -11,7 +11,7 @@ import {
 } from "../../../outbox/index.ts";
 import { valid } from "../../validate.ts";
 import type { DashboardEnv } from "../env.ts";
-import { StateBadge, render, time } from "../layout.tsx";
+import { StateBadge, render, Table, time } from "../layout.tsx";
 
 /**
  * A time from the filter form: `<input type="datetime-local">` sends no zone, and
@@ -53,7 +53,7 @@ const localValue = (d: Date | undefined) => (d ? d.toISOString().slice(0, 16) : 
 
 export function EventTable({ events }: { events: EventRow[] }) {
   return (
-    <table>
+    <Table>
       <tr>
         <th class="num">seq</th>
         <th>recorded</th>
@@ -83,7 +83,7 @@ export function EventTable({ events }: { events: EventRow[] }) {
           <td class="error">{e.lastError && e.state !== "fanned" ? e.lastError.slice(0, 160) : ""}</td>
         </tr>
       ))}
-    </table>
+    </Table>
   );
 }
 

@@ -6,7 +6,7 @@ import { isOpenFailure, jobToRetry } from "../../../domain/job-failures/retry.ts
 import { IDENTITY_ID_DIGITS } from "../../../outbox/index.ts";
 import { valid } from "../../validate.ts";
 import type { DashboardEnv } from "../env.ts";
-import { Notice, render, time } from "../layout.tsx";
+import { Notice, render, Table, time } from "../layout.tsx";
 
 /** Job failures a page of /dashboard/job-failures shows. */
 export const JOB_FAILURES_PAGE = 50;
@@ -118,37 +118,35 @@ function lastAnswer(f: JobFailureRow): string {
  */
 export function JobFailureTable({ jobs, back }: { jobs: JobFailureRow[]; back?: string }) {
   return (
-    <div class="scroll">
-      <table>
+    <Table>
+      <tr>
+        <th>#</th>
+        <th>received</th>
+        <th>subscription</th>
+        <th>event</th>
+        <th>last answer</th>
+        <th>QStash message</th>
+        <th>retry</th>
+      </tr>
+      {jobs.map((f) => (
         <tr>
-          <th>#</th>
-          <th>received</th>
-          <th>subscription</th>
-          <th>event</th>
-          <th>last answer</th>
-          <th>QStash message</th>
-          <th>retry</th>
+          <td>{f.retryOfId === null ? `#${f.id}` : `#${f.id} (retry of #${f.retryOfId})`}</td>
+          <td class="time">{time(f.receivedAt)}</td>
+          <td>{f.subscription}</td>
+          <td class="mono nowrap">
+            {/* The id's end, as on the alerts page: the whole id on hover and behind the link. */}
+            {f.eventId ? (
+              <a href={`/dashboard/events/${f.eventId}`} title={f.eventId}>{`…${f.eventId.slice(-12)}`}</a>
+            ) : (
+              "–"
+            )}
+          </td>
+          <td class="error">{lastAnswer(f)}</td>
+          <td class="mono id">{f.messageId}</td>
+          <RetryCell failure={f} back={back} />
         </tr>
-        {jobs.map((f) => (
-          <tr>
-            <td>{f.retryOfId === null ? `#${f.id}` : `#${f.id} (retry of #${f.retryOfId})`}</td>
-            <td class="time">{time(f.receivedAt)}</td>
-            <td>{f.subscription}</td>
-            <td class="mono nowrap">
-              {/* The id's end, as on the alerts page: the whole id on hover and behind the link. */}
-              {f.eventId ? (
-                <a href={`/dashboard/events/${f.eventId}`} title={f.eventId}>{`…${f.eventId.slice(-12)}`}</a>
-              ) : (
-                "–"
-              )}
-            </td>
-            <td class="error">{lastAnswer(f)}</td>
-            <td class="mono id">{f.messageId}</td>
-            <RetryCell failure={f} back={back} />
-          </tr>
-        ))}
-      </table>
-    </div>
+      ))}
+    </Table>
   );
 }
 

@@ -8,7 +8,7 @@ import { JOB_FAILURE_ID, retryAllOrRefuse, retryOrRefuse } from "../../routes/ad
 import { valid } from "../../validate.ts";
 import { LineChart } from "../chart.tsx";
 import type { DashboardEnv } from "../env.ts";
-import { age, Notice, render, time } from "../layout.tsx";
+import { age, Notice, render, Table, time } from "../layout.tsx";
 import { afterRetry, JobFailureTable, retriedNotice } from "./job-failures.tsx";
 import { deliveryEventHref } from "./webhook-deliveries.tsx";
 
@@ -124,22 +124,20 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
         {alerts.length === 0 ? (
           <p class="muted">None.</p>
         ) : (
-          <div class="scroll">
-            <table>
+          <Table>
+            <tr>
+              <th>raised</th>
+              <th>kind</th>
+              <th>message</th>
+            </tr>
+            {alerts.map((a) => (
               <tr>
-                <th>raised</th>
-                <th>kind</th>
-                <th>message</th>
+                <td class="time">{time(a.createdAt)}</td>
+                <td>{a.kind}</td>
+                <td class="error">{a.message}</td>
               </tr>
-              {alerts.map((a) => (
-                <tr>
-                  <td class="time">{time(a.createdAt)}</td>
-                  <td>{a.kind}</td>
-                  <td class="error">{a.message}</td>
-                </tr>
-              ))}
-            </table>
-          </div>
+            ))}
+          </Table>
         )}
 
         <h2>Jobs that exhausted their retries</h2>
@@ -169,30 +167,28 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
         {deliveries.length === 0 ? (
           <p class="muted">None.</p>
         ) : (
-          <div class="scroll">
-            <table>
+          <Table>
+            <tr>
+              <th>failed</th>
+              <th>endpoint</th>
+              <th>event</th>
+              <th class="num">attempts</th>
+              <th>last error</th>
+            </tr>
+            {deliveries.map((d) => (
               <tr>
-                <th>failed</th>
-                <th>endpoint</th>
-                <th>event</th>
-                <th class="num">attempts</th>
-                <th>last error</th>
+                <td class="time">{time(d.failedAt)}</td>
+                <td class="mono">
+                  <a href={`/dashboard/webhooks/${d.endpointId}`}>{d.endpointUrl}</a>
+                </td>
+                <td class="mono">
+                  <a href={deliveryEventHref(d)}>{d.eventType}</a>
+                </td>
+                <td class="num">{String(d.attempts)}</td>
+                <td class="error">{d.lastError ?? "–"}</td>
               </tr>
-              {deliveries.map((d) => (
-                <tr>
-                  <td class="time">{time(d.failedAt)}</td>
-                  <td class="mono">
-                    <a href={`/dashboard/webhooks/${d.endpointId}`}>{d.endpointUrl}</a>
-                  </td>
-                  <td class="mono">
-                    <a href={deliveryEventHref(d)}>{d.eventType}</a>
-                  </td>
-                  <td class="num">{String(d.attempts)}</td>
-                  <td class="error">{d.lastError ?? "–"}</td>
-                </tr>
-              ))}
-            </table>
-          </div>
+            ))}
+          </Table>
         )}
       </>,
     );

@@ -10,7 +10,7 @@ import {
 import { kickRelay } from "../../relay.ts";
 import { valid } from "../../validate.ts";
 import type { DashboardEnv } from "../env.ts";
-import { Notice, render, time } from "../layout.tsx";
+import { Notice, render, Table, time } from "../layout.tsx";
 import { EventTable } from "./events.tsx";
 
 /** Rows listed (with a checkbox each) under a group; "requeue whole group" covers the rest. */
@@ -66,7 +66,7 @@ function Group({ group }: { group: PoisonedGroup }) {
           select all shown
         </label>
       </div>
-      <table>
+      <Table>
         <tr>
           <th class="pick"></th>
           <th>event</th>
@@ -81,7 +81,7 @@ function Group({ group }: { group: PoisonedGroup }) {
             </td>
           </tr>
         ))}
-      </table>
+      </Table>
       {group.count > shown.length ? (
         <p class="muted">{`and ${group.count - shown.length} more in this group`}</p>
       ) : null}

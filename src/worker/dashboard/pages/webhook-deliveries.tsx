@@ -6,7 +6,7 @@ import { ApiError } from "../../errors.ts";
 import { idParam } from "../../routes/params.ts";
 import { deliverQueueFor, queuedOrRefused } from "../../webhooks.ts";
 import type { DashboardEnv } from "../env.ts";
-import { Notice, StateBadge, render, time } from "../layout.tsx";
+import { Notice, StateBadge, render, Table, time } from "../layout.tsx";
 
 /**
  * One webhook delivery with every attempt, and redeliver through the delivery
@@ -24,7 +24,7 @@ export const deliveryHref = (id: string) => `/dashboard/webhooks/deliveries/${id
 export function AttemptTable({ attempts }: { attempts: AttemptRow[] }) {
   if (attempts.length === 0) return <p class="muted">No attempt yet.</p>;
   return (
-    <table class="attempts">
+    <Table class="attempts">
       <tr>
         <th>attempted</th>
         <th class="num">status</th>
@@ -41,7 +41,7 @@ export function AttemptTable({ attempts }: { attempts: AttemptRow[] }) {
           <td class="mono">{a.responseBody ?? ""}</td>
         </tr>
       ))}
-    </table>
+    </Table>
   );
 }
 
@@ -90,7 +90,7 @@ export function registerWebhookDeliveries(dashboard: Hono<DashboardEnv>) {
         <div class="actions">
           <RedeliverForm deliveryId={d.id} label="Redeliver this delivery" />
         </div>
-        <table class="kv">
+        <Table class="kv">
           <tr>
             <th>endpoint</th>
             <td class="mono">
@@ -135,7 +135,7 @@ export function registerWebhookDeliveries(dashboard: Hono<DashboardEnv>) {
             <th>last error</th>
             <td class={d.lastError ? "error" : undefined}>{d.lastError ?? "–"}</td>
           </tr>
-        </table>
+        </Table>
         <h2>{`Attempts (${d.attemptLog.length})`}</h2>
         <AttemptTable attempts={d.attemptLog} />
       </>,

@@ -22,7 +22,7 @@ import { toFieldIssues, valid } from "../../validate.ts";
 import { deliverQueueFor, queuedOrRefused } from "../../webhooks.ts";
 import { requireSecretsKey, webhookSecretsKey } from "../../webhook-secrets-key.ts";
 import type { DashboardEnv } from "../env.ts";
-import { Notice, StateBadge, render, time } from "../layout.tsx";
+import { Notice, StateBadge, render, Table, time } from "../layout.tsx";
 import { RedeliverForm, deliveryEventHref, deliveryHref } from "./webhook-deliveries.tsx";
 
 /**
@@ -152,7 +152,7 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
         {endpoints.length === 0 ? (
           <p class="muted">No endpoints.</p>
         ) : (
-          <table>
+          <Table>
             <tr>
               <th>endpoint</th>
               <th>scope</th>
@@ -186,7 +186,7 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
                 </tr>
               );
             })}
-          </table>
+          </Table>
         )}
       </>,
     );
@@ -254,7 +254,7 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
         ) : (
           <p class="muted">Enable the endpoint to send a test event, redeliver or recover.</p>
         )}
-        <table class="kv">
+        <Table class="kv">
           <tr>
             <th>health</th>
             <td>
@@ -284,7 +284,7 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
             <th>failing since</th>
             <td>{time(endpoint.failingSince)}</td>
           </tr>
-        </table>
+        </Table>
         <details class="edit">
           <summary>Edit URL, event types or description</summary>
           <form method="post" action={`/dashboard/webhooks/${endpoint.id}/edit`}>
@@ -304,7 +304,7 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
         {deliveries.length === 0 ? (
           <p class="muted">{q.before ? "No older deliveries." : "None yet."}</p>
         ) : (
-          <table id="deliveries">
+          <Table id="deliveries">
             <tr>
               <th>created</th>
               <th>event</th>
@@ -349,7 +349,7 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
                 ) : null}
               </tr>
             ))}
-          </table>
+          </Table>
         )}
         <nav class="pager">
           {q.before ? <a href={`/dashboard/webhooks/${endpoint.id}`}>« newest</a> : null}
