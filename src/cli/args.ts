@@ -20,6 +20,8 @@ commands:
                                   newest first, a page at a time (--before pages back)
   events show <id>                an event: fan-out, last error, payload, webhook deliveries, alerts
   events requeue <id>...          put poisoned events back in line
+  events requeue --all [--type <glob>]
+                                  every event poisoned so far (of that type), with progress
   job-failures list [--limit <n>]
                                   jobs that exhausted their QStash retries, newest first
   job-failures retry <id>         publish a failed job again as a new job, once
@@ -130,7 +132,7 @@ const OPTIONS_OF: Record<string, readonly string[]> = {
   "relay drain": ["budget", "batch-size"],
   "events list": ["state", "type", "subject", "scope", "limit", "before"],
   "events show": [],
-  "events requeue": [],
+  "events requeue": ["all", "type"],
   "job-failures list": ["limit"],
   "job-failures retry": ["all"],
   "webhooks list": [],

@@ -10,7 +10,9 @@ import {
   isTypeGlob,
   browseEvents,
   MAX_LIST_LIMIT,
+  countPoisoned,
   requeue,
+  requeuePoisoned,
   TYPE_GLOB_RULE,
 } from "../outbox/index.ts";
 import { intOption, Refusal, UsageError } from "./args.ts";
@@ -76,8 +78,16 @@ export const eventsCommand: Command = ({ options, sub, rest }) => {
       return 0;
     };
   }
+  if (sub === "requeue" && options.all) {
+    if (rest.length > 0) throw new UsageError("events requeue --all takes no id");
+    if (options.type !== undefined && !isTypeGlob(options.type)) {
+      throw new UsageError(`--type ${TYPE_GLOB_RULE}, got "${options.type}"`);
+    }
+    return requeueAll(options.type);
+  }
+  if (options.type !== undefined) throw new UsageError("events requeue --type goes with --all, not with ids");
   if (sub === "requeue") {
-    if (rest.length === 0) throw new UsageError("events requeue takes one or more event ids");
+    if (rest.length === 0) throw new UsageError("events requeue takes one or more event ids, or --all");
     rest.forEach(assertEventId);
     return async ({ pool, print }) => {
       const result = await requeue(pool, rest);
@@ -99,3 +109,37 @@ export const eventsCommand: Command = ({ options, sub, rest }) => {
       : `unknown events command "${sub}" (list, show, requeue)`,
   );
 };
+
+/**
+ * `events requeue --all [--type <glob>]`: every event poisoned up to the moment the
+ * command started (the database's clock), a thousand a statement, oldest first,
+ * with a line per round. One poisoned again meanwhile, because its cause is not
+ * fixed, is left poisoned for the operator to see, so the run always ends.
+ */
+function requeueAll(type: string | undefined): ReturnType<Command> {
+  return async ({ pool, print }) => {
+    // ISO 8601 to the microsecond, as POST /admin/events/requeue-poisoned takes it:
+    // a JS Date would drop the last three digits, and a row poisoned in them.
+    const { rows } = await pool.query<{ now: string }>(
+      `SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS now`,
+    );
+    const upTo = rows[0]!.now;
+    const filter = type === undefined ? { upTo } : { upTo, type };
+    const total = await countPoisoned(pool, filter);
+    let requeued = 0;
+    for (;;) {
+      const round = await requeuePoisoned(pool, filter);
+      requeued += round.requeued;
+      if (round.requeued > 0 && round.more) console.error(`requeued ${requeued} of ${total}…`);
+      // Nothing put back although more match: another requeue has them.
+      if (!round.more || round.requeued === 0) break;
+    }
+    const what = type === undefined ? "poisoned event" : `poisoned ${type} event`;
+    print({ requeued, upTo, ...(type === undefined ? {} : { type }) }, () =>
+      requeued === 0
+        ? `no ${what} to requeue`
+        : `requeued ${requeued} ${what}${requeued === 1 ? "" : "s"} (poisoned up to ${upTo}); the relay fans them out on its next pass`,
+    );
+    return 0;
+  };
+}

@@ -141,15 +141,7 @@ export async function requeue(db: Queryable, ids: string[]): Promise<RequeueResu
   const [row] = (
     await query<{ requeued: string[]; known: string[] }>(
       db,
-      `WITH requeued AS (
-       UPDATE events SET poisoned_at = NULL, attempts = 0, next_attempt_at = NULL
-        WHERE ${idsSql("$1")} AND ${STATE_SQL.poisoned}
-       RETURNING id
-     ), resolved AS (
-       UPDATE outbox_alerts SET resolved_at = now()
-        WHERE event_id IN (SELECT id FROM requeued) AND resolved_at IS NULL
-       RETURNING id
-     )
+      `WITH ${requeueing(idsSql("$1"))}
      SELECT (SELECT coalesce(jsonb_agg(id), '[]') FROM requeued) AS requeued,
             (SELECT coalesce(jsonb_agg(id), '[]') FROM events_browse WHERE id = ANY($1::uuid[])) AS known,
             (SELECT count(*) FROM resolved) AS resolved`,
@@ -163,6 +155,80 @@ export async function requeue(db: Queryable, ids: string[]): Promise<RequeueResu
     notPoisoned: unique.filter((id) => known.has(id) && !requeued.includes(id)),
     unknown: unique.filter((id) => !known.has(id)),
   };
+}
+
+/**
+ * The requeue itself, as CTEs `requeued` (the ids put back) and `resolved`, for the
+ * events `which` (a predicate on `events`) picks that are poisoned: fresh attempts,
+ * no backoff, their alerts resolved. One home for what "requeue" means.
+ */
+function requeueing(which: string): string {
+  return `requeued AS (
+       UPDATE events SET poisoned_at = NULL, attempts = 0, next_attempt_at = NULL
+        WHERE ${which} AND ${STATE_SQL.poisoned}
+       RETURNING id
+     ), resolved AS (
+       UPDATE outbox_alerts SET resolved_at = now()
+        WHERE event_id IN (SELECT id FROM requeued) AND resolved_at IS NULL
+       RETURNING id
+     )`;
+}
+
+/** Poisoned events put back by one call of requeuePoisoned: one statement's worth. */
+export const REQUEUE_POISONED_BATCH = 1_000;
+
+export interface RequeuePoisonedOptions {
+  /**
+   * Only events poisoned at or before this time (timestamptz text, e.g. ISO 8601):
+   * the newest poisoning the operator saw. One poisoned again meanwhile (its cause
+   * not fixed yet) is not put back unseen, and a loop over the batches ends.
+   */
+  upTo: string;
+  /** Only events whose type matches this glob (`supplier.*`). */
+  type?: string;
+  limit?: number;
+}
+
+/**
+ * After an outage that poisoned events by the thousand (a QStash 400 for a header
+ * it would not take is charged to every row): puts back in line, oldest poisoning
+ * first, up to `limit` of the events poisoned at or before `upTo`, as `requeue`
+ * does for ids. `more` says whether others that match are left for the next call.
+ */
+export async function requeuePoisoned(
+  db: Queryable,
+  { upTo, type, limit = REQUEUE_POISONED_BATCH }: RequeuePoisonedOptions,
+): Promise<{ requeued: number; more: boolean }> {
+  const [row] = (
+    await query<{ requeued: number; picked: number }>(
+      db,
+      // poisoned_at <= $1 implies the poisoned index's predicate, so the rows are
+      // found there, oldest first, however large the table. SKIP LOCKED: two
+      // operators requeueing at once take different rows instead of one waiting.
+      `WITH picked AS (
+       SELECT seq, poisoned_at FROM events
+        WHERE poisoned_at <= $1::timestamptz ${type === undefined ? "" : "AND type LIKE $3"}
+        ORDER BY poisoned_at, seq LIMIT $2 + 1
+        FOR UPDATE SKIP LOCKED
+     ), ${requeueing("seq IN (SELECT seq FROM picked ORDER BY poisoned_at, seq LIMIT $2)")}
+     SELECT (SELECT count(*) FROM requeued)::int AS requeued, (SELECT count(*) FROM picked)::int AS picked`,
+      type === undefined ? [upTo, limit] : [upTo, limit, globToLike(type)],
+    )
+  ).rows;
+  return { requeued: row?.requeued ?? 0, more: (row?.picked ?? 0) > limit };
+}
+
+/** How many events requeuePoisoned with these options would put back in all. */
+export async function countPoisoned(db: Queryable, { upTo, type }: Omit<RequeuePoisonedOptions, "limit">) {
+  const [row] = (
+    await query<{ n: number }>(
+      db,
+      `SELECT count(*)::int AS n FROM events
+        WHERE poisoned_at <= $1::timestamptz ${type === undefined ? "" : "AND type LIKE $2"}`,
+      type === undefined ? [upTo] : [upTo, globToLike(type)],
+    )
+  ).rows;
+  return row?.n ?? 0;
 }
 
 export interface Stats {

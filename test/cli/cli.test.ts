@@ -39,6 +39,19 @@ describe("outbox CLI", () => {
       [["events", "list", "extra"], /events list takes no argument, got "extra"/],
       [["events", "list", "--type", "Bad Type"], /--type must be an event-type glob: .*, got "Bad Type"/],
       [["events", "show"], /events show takes one event id/],
+      [["events", "requeue"], /events requeue takes one or more event ids, or --all/],
+      [
+        ["events", "requeue", "--all", "00000000-0000-4000-8000-000000000000"],
+        /events requeue --all takes no id/,
+      ],
+      [
+        ["events", "requeue", "--all", "--type", "Bad Type"],
+        /--type must be an event-type glob: .*, got "Bad Type"/,
+      ],
+      [
+        ["events", "requeue", "00000000-0000-4000-8000-000000000000", "--type", "supplier.*"],
+        /events requeue --type goes with --all, not with ids/,
+      ],
       [["relay"], /relay needs a command: once or drain/],
       [["relay", "drain", "--budget", "0"], /--budget must be a positive integer, got "0"/],
       [["relay", "once", "--budget", "5"], /--budget is for relay drain/],
@@ -272,6 +285,56 @@ describe("outbox CLI", () => {
     expect(r.code).toBe(1);
     const { rows } = await t.pool.query(`SELECT poisoned_at, attempts FROM events WHERE id = $1`, [poisoned]);
     expect(rows[0]).toEqual({ poisoned_at: null, attempts: 0 });
+  });
+
+  it("requeues every poisoned event, of a type or all, a thousand at a time with progress", async () => {
+    const suppliers = await seedEvents(t.pool, 1_500, { type: "supplier.connected" });
+    const notes = await seedEvents(t.pool, 3, { type: "corpus.note.created" });
+    const [pending] = await seedEvents(t.pool, 1, { type: "supplier.connected" });
+    await t.pool.query(
+      `UPDATE events SET poisoned_at = now() - interval '1 minute', attempts = 5, last_error = 'QStash 400: bad label'
+        WHERE id = ANY($1::uuid[])`,
+      [[...suppliers, ...notes]],
+    );
+    // A pending row in its own backoff: a requeue must not reset it.
+    await t.pool.query(
+      `UPDATE events SET attempts = 2, next_attempt_at = now() + interval '1 minute' WHERE id = $1`,
+      [pending],
+    );
+    const typed = await runCli(["events", "requeue", "--all", "--type", "supplier.*"], env());
+    expect(typed.stderr).toBe("requeued 1000 of 1500…\n");
+    expect(typed.stdout).toMatch(
+      /^requeued 1500 poisoned supplier\.\* events \(poisoned up to .+\); the relay fans them out on its next pass\n$/,
+    );
+    expect(typed.code).toBe(0);
+    const counts = async () =>
+      (
+        await t.pool.query(
+          `SELECT type, count(*) FILTER (WHERE poisoned_at IS NOT NULL)::int AS poisoned,
+                  count(*) FILTER (WHERE poisoned_at IS NULL AND attempts = 0)::int AS back
+             FROM events GROUP BY type ORDER BY type`,
+        )
+      ).rows;
+    expect(await counts()).toEqual([
+      { type: "corpus.note.created", poisoned: 3, back: 0 },
+      { type: "supplier.connected", poisoned: 0, back: 1_500 },
+    ]);
+
+    const all = await runCli(["events", "requeue", "--all", "--json"], env());
+    const answer = JSON.parse(all.stdout);
+    expect(answer).toEqual({ requeued: 3, upTo: expect.any(String) });
+    // The database's clock, to the microsecond: a row poisoned after it is not taken.
+    expect(Date.parse(answer.upTo)).toBeGreaterThan(Date.now() - 60_000);
+    expect(all.stderr).toBe("");
+    expect(await counts()).toEqual([
+      { type: "corpus.note.created", poisoned: 0, back: 3 },
+      { type: "supplier.connected", poisoned: 0, back: 1_500 },
+    ]);
+    const none = await runCli(["events", "requeue", "--all"], env());
+    expect(none.stdout).toBe("no poisoned event to requeue\n");
+    expect(none.code).toBe(0);
+    const { rows } = await t.pool.query(`SELECT attempts FROM events WHERE id = $1`, [pending]);
+    expect(rows[0].attempts).toBe(2);
   });
 
   it("migrate is idempotent on an up-to-date database", async () => {

@@ -2,11 +2,13 @@ import { beforeEach, describe, expect, it } from "vitest";
 import {
   NonRetryableError,
   awaitFanout,
+  countPoisoned,
   deleteOldFannedEvents,
   evaluateAlerts,
   listAlerts,
   parseJobBody,
   readReceipt,
+  requeuePoisoned,
   runJob,
   runPass,
 } from "../../src/outbox/index.ts";
@@ -54,6 +56,118 @@ describe("retention", () => {
     expect(await deleteOldFannedEvents(t.pool, { olderThanDays: 30, batchSize: 10, maxBatches: 2 })).toBe(20);
     expect(await deleteOldFannedEvents(t.pool, { olderThanDays: 30, batchSize: 10, maxBatches: 2 })).toBe(5);
     expect((await eventStates(t.pool)).map((e) => e.id)).toEqual([pending, poisoned]);
+  });
+});
+
+describe("requeueing every poisoned event", () => {
+  /** Poisons `ids` as of `at` (timestamptz text), each with an open alert. */
+  async function poisonAt(ids: string[], at: string) {
+    await t.pool.query(
+      `UPDATE events SET poisoned_at = $2::timestamptz, attempts = 5, last_error = 'QStash 400: bad label',
+              next_attempt_at = $2::timestamptz + interval '1 hour'
+        WHERE id = ANY($1::uuid[])`,
+      [ids, at],
+    );
+    await t.pool.query(
+      `INSERT INTO outbox_alerts (kind, event_id, message) SELECT 'event.poisoned', id, 'poisoned' FROM unnest($1::uuid[]) id`,
+      [ids],
+    );
+  }
+  const stateOf = async (ids: string[]) =>
+    (
+      await t.pool.query<{ id: string; poisoned: boolean; attempts: number; alert_open: boolean }>(
+        `SELECT e.id, e.poisoned_at IS NOT NULL AS poisoned, e.attempts,
+                EXISTS (SELECT 1 FROM outbox_alerts a WHERE a.event_id = e.id AND a.resolved_at IS NULL) AS alert_open
+           FROM events e WHERE e.id = ANY($1::uuid[]) ORDER BY e.seq`,
+        [ids],
+      )
+    ).rows;
+
+  it("puts back, oldest first and a batch at a time, those poisoned up to the time given, of the type given", async () => {
+    const suppliers = await seedEvents(t.pool, 5, { type: "supplier.connected" });
+    const ledger = await seedEvents(t.pool, 2, { type: "ledger.posted" });
+    const [late] = await seedEvents(t.pool, 1, { type: "supplier.connected" });
+    const [pending] = await seedEvents(t.pool, 1, { type: "supplier.connected" });
+    const [fanned] = await seedEvents(t.pool, 1, { type: "supplier.connected", fanned: true });
+    const upTo = "2026-12-05 18:00:00+00";
+    // Poisoned oldest last in seq order, so "oldest first" is the poisoning's order, not the table's.
+    for (const [i, id] of suppliers.entries()) await poisonAt([id], `2026-12-05 17:5${5 - i}:00+00`);
+    await poisonAt(ledger, "2026-12-05 17:59:00+00");
+    // Poisoned again after the operator looked: not put back unseen.
+    await poisonAt([late!], "2026-12-05 18:00:00.000001+00");
+
+    expect(await countPoisoned(t.pool, { upTo })).toBe(7);
+    expect(await countPoisoned(t.pool, { upTo, type: "supplier.*" })).toBe(5);
+    expect(await requeuePoisoned(t.pool, { upTo, type: "supplier.*", limit: 2 })).toEqual({
+      requeued: 2,
+      more: true,
+    });
+    expect((await stateOf(suppliers)).map((r) => r.poisoned)).toEqual([true, true, true, false, false]);
+    expect(await requeuePoisoned(t.pool, { upTo, type: "supplier.*", limit: 2 })).toEqual({
+      requeued: 2,
+      more: true,
+    });
+    expect(await requeuePoisoned(t.pool, { upTo, type: "supplier.*", limit: 2 })).toEqual({
+      requeued: 1,
+      more: false,
+    });
+    expect(await stateOf(suppliers)).toEqual(
+      suppliers.map((id) => ({ id, poisoned: false, attempts: 0, alert_open: false })),
+    );
+    expect((await stateOf(ledger)).map((r) => r.poisoned)).toEqual([true, true]);
+
+    expect(await requeuePoisoned(t.pool, { upTo })).toEqual({ requeued: 2, more: false });
+    expect(await requeuePoisoned(t.pool, { upTo })).toEqual({ requeued: 0, more: false });
+    expect(await stateOf([late!, pending!, fanned!])).toEqual([
+      { id: late, poisoned: true, attempts: 5, alert_open: true },
+      { id: pending, poisoned: false, attempts: 0, alert_open: false },
+      { id: fanned, poisoned: false, attempts: 0, alert_open: false },
+    ]);
+    const { rows } = await t.pool.query(
+      `SELECT fanned_out_at IS NOT NULL AS fanned FROM events WHERE id = $1`,
+      [fanned],
+    );
+    expect(rows[0].fanned).toBe(true);
+  });
+
+  it("two operators requeueing at once take different rows, and put each event back once", async () => {
+    const ids = await seedEvents(t.pool, 2_500, { type: "supplier.connected" });
+    await poisonAt(ids, "2026-12-05 17:00:00+00");
+    const upTo = "2026-12-05 18:00:00+00";
+    // One operator's batch is held open; the other, on its own connection, neither
+    // waits for those rows nor takes them.
+    const first = await t.pool.connect();
+    try {
+      await first.query("BEGIN");
+      expect(await requeuePoisoned(first, { upTo, limit: 100 })).toEqual({ requeued: 100, more: true });
+      expect(await requeuePoisoned(t.pool, { upTo, limit: 100 })).toEqual({ requeued: 100, more: true });
+      await first.query("COMMIT");
+    } finally {
+      first.release();
+    }
+    // Then both run to the end at once.
+    const operator = async () => {
+      const client = await t.pool.connect();
+      let total = 0;
+      try {
+        for (;;) {
+          const round = await requeuePoisoned(client, { upTo, limit: 100 });
+          total += round.requeued;
+          if (!round.more || round.requeued === 0) break;
+        }
+      } finally {
+        client.release();
+      }
+      return total;
+    };
+    const [a, b] = await Promise.all([operator(), operator()]);
+    expect(200 + a + b).toBe(2_500);
+    const { rows } = await t.pool.query(
+      `SELECT count(*) FILTER (WHERE poisoned_at IS NULL AND attempts = 0)::int AS back,
+              (SELECT count(*) FROM outbox_alerts WHERE resolved_at IS NULL)::int AS open_alerts
+         FROM events`,
+    );
+    expect(rows[0]).toEqual({ back: 2_500, open_alerts: 0 });
   });
 });
 

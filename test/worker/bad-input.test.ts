@@ -430,6 +430,7 @@ function otherCases(): Case[] {
     ["POST", "/healthz", "none"],
     ["DELETE", "/admin/stats", "admin"],
     ["GET", "/admin/events/requeue", "admin"],
+    ["GET", "/admin/events/requeue-poisoned", "admin"],
     ["PUT", "/admin/api-keys", "admin"],
     ["GET", "/jobs/notify.mail", "none"],
     ["GET", "/jobs/_failed", "none"],

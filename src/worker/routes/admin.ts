@@ -18,6 +18,7 @@ import {
   resolveAlert,
   resolveAlerts,
   requeue,
+  requeuePoisoned,
   stats,
   TYPE_GLOB_RULE,
 } from "../../outbox/index.ts";
@@ -47,6 +48,16 @@ const eventsQuery = z.strictObject({
 
 const requeueBody = z.strictObject({
   ids: z.array(z.guid("must be an event id (a UUID)")).min(1, "must name at least one event").max(1000),
+});
+
+const requeuePoisonedBody = z.strictObject({
+  // The newest poisoning the operator saw: one poisoned later (its cause not fixed
+  // yet) is not put back unseen.
+  upTo: z.iso.datetime({
+    offset: true,
+    message: "must be a time in ISO 8601 with its offset, e.g. 2026-12-05T18:00:00Z",
+  }),
+  type: singleLine(200).refine(isTypeGlob, TYPE_GLOB_RULE).optional(),
 });
 
 const resolveKindBody = z.strictObject({
@@ -88,6 +99,11 @@ export function registerAdmin(app: App) {
 
   app.post("/admin/events/requeue", valid("json", requeueBody), async (c) => {
     return c.json(await requeue(c.var.pool, c.req.valid("json").ids));
+  });
+
+  app.post("/admin/events/requeue-poisoned", valid("json", requeuePoisonedBody), async (c) => {
+    const { upTo, type } = c.req.valid("json");
+    return c.json(await requeuePoisoned(c.var.pool, type === undefined ? { upTo } : { upTo, type }));
   });
 
   app.get(

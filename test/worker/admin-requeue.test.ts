@@ -1,0 +1,84 @@
+import { beforeAll, beforeEach, describe, expect, it } from "vitest";
+import type { Bindings } from "../../src/worker/env.ts";
+import { useTestDatabase } from "../support/db.ts";
+import { seedEvents } from "../support/events.ts";
+import { resetOutbox } from "../support/relay.ts";
+import { appOverTestDatabase, bindings, call } from "../support/worker.ts";
+
+// Requeueing poisoned events in bulk through the admin API, as `events requeue
+// --all` does from a terminal: the app over node-postgres.
+const t = useTestDatabase();
+const app = appOverTestDatabase(t);
+let env: Bindings;
+beforeAll(() => {
+  env = bindings({ DATABASE_URL: t.url });
+});
+beforeEach(() => resetOutbox(t.pool));
+
+const requeuePoisoned = (body: unknown, token = env.ADMIN_TOKEN) =>
+  call(app, env, "POST", "/admin/events/requeue-poisoned", body, {
+    headers: { authorization: `Bearer ${token}` },
+  });
+
+async function poisonAt(ids: string[], at: string) {
+  await t.pool.query(
+    `UPDATE events SET poisoned_at = $2::timestamptz, attempts = 5, last_error = 'QStash 400: bad label'
+      WHERE id = ANY($1::uuid[])`,
+    [ids, at],
+  );
+}
+const poisoned = async () =>
+  (await t.pool.query(`SELECT type FROM events WHERE poisoned_at IS NOT NULL ORDER BY seq`)).rows.map(
+    (r) => r.type as string,
+  );
+
+describe("POST /admin/events/requeue-poisoned", () => {
+  it("puts back a thousand a request those poisoned up to the time given, of the type given", async () => {
+    const suppliers = await seedEvents(t.pool, 1_200, { type: "supplier.connected" });
+    const notes = await seedEvents(t.pool, 2, { type: "corpus.note.created" });
+    const [late] = await seedEvents(t.pool, 1, { type: "supplier.connected" });
+    await poisonAt([...suppliers, ...notes], "2026-12-05T17:00:00Z");
+    await poisonAt([late!], "2026-12-05T18:00:01Z");
+    const upTo = "2026-12-05T19:00:00+01:00";
+
+    const first = await requeuePoisoned({ upTo, type: "supplier.*" });
+    expect(first.status).toBe(200);
+    expect(first.body).toEqual({ requeued: 1_000, more: true });
+    expect((await requeuePoisoned({ upTo, type: "supplier.*" })).body).toEqual({
+      requeued: 200,
+      more: false,
+    });
+    expect(await poisoned()).toEqual(["corpus.note.created", "corpus.note.created", "supplier.connected"]);
+    expect((await requeuePoisoned({ upTo })).body).toEqual({ requeued: 2, more: false });
+    // Poisoned after the time given: left for the operator to see.
+    expect(await poisoned()).toEqual(["supplier.connected"]);
+  });
+
+  it("refuses a body it cannot read, naming the field, and a caller without the token", async () => {
+    const cases: [unknown, string][] = [
+      [{}, "upTo"],
+      [{ upTo: "yesterday" }, "upTo"],
+      [{ upTo: "2026-12-05T18:00:00" }, "upTo"],
+      [{ upTo: "2026-12-05 18:00:00+00" }, "upTo"],
+      [{ upTo: 1_764_950_400_000 }, "upTo"],
+      [{ upTo: "2026-12-05T18:00:00Z", type: "Bad Type" }, "type"],
+      [{ upTo: "2026-12-05T18:00:00Z", type: "" }, "type"],
+      [{ upTo: "2026-12-05T18:00:00Z", ids: [] }, "ids"],
+    ];
+    const [id] = await seedEvents(t.pool, 1);
+    await poisonAt([id!], "2026-12-05T17:00:00Z");
+    for (const [body, path] of cases) {
+      const res = await requeuePoisoned(body);
+      expect(res.status, JSON.stringify(body)).toBe(400);
+      expect(res.body.error.code).toBe("BAD_REQUEST");
+      expect(
+        res.body.error.issues.map((i: { path: string }) => i.path),
+        JSON.stringify(body),
+      ).toContain(path);
+    }
+    expect((await requeuePoisoned({ upTo: "2026-12-05T18:00:00Z" }, "wrong-token-0123456789")).status).toBe(
+      401,
+    );
+    expect(await poisoned()).toEqual(["test.happened"]);
+  });
+});
