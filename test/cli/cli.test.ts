@@ -1,6 +1,6 @@
 import { beforeEach, describe, expect, it } from "vitest";
 import { useTestDatabase } from "../support/db.ts";
-import { seedEvents } from "../support/events.ts";
+import { poisonEvents, seedEvents } from "../support/events.ts";
 import { resetOutbox } from "../support/relay.ts";
 import { expectUsageErrors, runCli } from "../support/cli.ts";
 
@@ -291,11 +291,7 @@ describe("outbox CLI", () => {
     const suppliers = await seedEvents(t.pool, 1_500, { type: "supplier.connected" });
     const notes = await seedEvents(t.pool, 3, { type: "corpus.note.created" });
     const [pending] = await seedEvents(t.pool, 1, { type: "supplier.connected" });
-    await t.pool.query(
-      `UPDATE events SET poisoned_at = now() - interval '1 minute', attempts = 5, last_error = 'QStash 400: bad label'
-        WHERE id = ANY($1::uuid[])`,
-      [[...suppliers, ...notes]],
-    );
+    await poisonEvents(t.pool, [...suppliers, ...notes], new Date(Date.now() - 60_000).toISOString());
     // A pending row in its own backoff: a requeue must not reset it.
     await t.pool.query(
       `UPDATE events SET attempts = 2, next_attempt_at = now() + interval '1 minute' WHERE id = $1`,

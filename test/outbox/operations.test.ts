@@ -13,7 +13,7 @@ import {
   runPass,
 } from "../../src/outbox/index.ts";
 import { useTestDatabase } from "../support/db.ts";
-import { eventStates, seedEvents } from "../support/events.ts";
+import { eventStates, poisonEvents, seedEvents } from "../support/events.ts";
 import { waitFor } from "../support/helpers.ts";
 import { RecordingPublisher } from "../support/publishers.ts";
 import { everything, resetOutbox } from "../support/relay.ts";
@@ -60,19 +60,7 @@ describe("retention", () => {
 });
 
 describe("requeueing every poisoned event", () => {
-  /** Poisons `ids` as of `at` (timestamptz text), each with an open alert. */
-  async function poisonAt(ids: string[], at: string) {
-    await t.pool.query(
-      `UPDATE events SET poisoned_at = $2::timestamptz, attempts = 5, last_error = 'QStash 400: bad label',
-              next_attempt_at = $2::timestamptz + interval '1 hour'
-        WHERE id = ANY($1::uuid[])`,
-      [ids, at],
-    );
-    await t.pool.query(
-      `INSERT INTO outbox_alerts (kind, event_id, message) SELECT 'event.poisoned', id, 'poisoned' FROM unnest($1::uuid[]) id`,
-      [ids],
-    );
-  }
+  const poisonAt = (ids: string[], at: string) => poisonEvents(t.pool, ids, at);
   const stateOf = async (ids: string[]) =>
     (
       await t.pool.query<{ id: string; poisoned: boolean; attempts: number; alert_open: boolean }>(

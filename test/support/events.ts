@@ -46,3 +46,21 @@ export async function unfannedCount(pool: pg.Pool): Promise<number> {
   );
   return rows[0]!.n;
 }
+
+/**
+ * Poisons `ids` as of `at` (timestamptz text) as the relay does after five tries,
+ * with the error a QStash 400 leaves and an open `event.poisoned` alert each.
+ */
+export async function poisonEvents(pool: pg.Pool, ids: string[], at: string): Promise<void> {
+  await pool.query(
+    `UPDATE events SET poisoned_at = $2::timestamptz, attempts = 5, last_error = 'QStash 400: bad label',
+            next_attempt_at = $2::timestamptz + interval '1 hour'
+      WHERE id = ANY($1::uuid[])`,
+    [ids, at],
+  );
+  await pool.query(
+    `INSERT INTO outbox_alerts (kind, event_id, message)
+     SELECT 'event.poisoned', id, 'poisoned' FROM unnest($1::uuid[]) id`,
+    [ids],
+  );
+}

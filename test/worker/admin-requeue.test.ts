@@ -1,7 +1,7 @@
 import { beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { Bindings } from "../../src/worker/env.ts";
 import { useTestDatabase } from "../support/db.ts";
-import { seedEvents } from "../support/events.ts";
+import { poisonEvents, seedEvents } from "../support/events.ts";
 import { resetOutbox } from "../support/relay.ts";
 import { appOverTestDatabase, bindings, call } from "../support/worker.ts";
 
@@ -20,13 +20,7 @@ const requeuePoisoned = (body: unknown, token = env.ADMIN_TOKEN) =>
     headers: { authorization: `Bearer ${token}` },
   });
 
-async function poisonAt(ids: string[], at: string) {
-  await t.pool.query(
-    `UPDATE events SET poisoned_at = $2::timestamptz, attempts = 5, last_error = 'QStash 400: bad label'
-      WHERE id = ANY($1::uuid[])`,
-    [ids, at],
-  );
-}
+const poisonAt = (ids: string[], at: string) => poisonEvents(t.pool, ids, at);
 const poisoned = async () =>
   (await t.pool.query(`SELECT type FROM events WHERE poisoned_at IS NOT NULL ORDER BY seq`)).rows.map(
     (r) => r.type as string,
