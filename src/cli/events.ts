@@ -118,14 +118,8 @@ export const eventsCommand: Command = ({ options, sub, rest }) => {
  */
 function requeueAll(type: string | undefined): ReturnType<Command> {
   return async ({ pool, print }) => {
-    // ISO 8601 to the microsecond, as POST /admin/events/requeue-poisoned takes it:
-    // a JS Date would drop the last three digits, and a row poisoned in them.
-    const { rows } = await pool.query<{ now: string }>(
-      `SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS now`,
-    );
-    const upTo = rows[0]!.now;
+    const { upTo, count: total } = await countPoisoned(pool, type === undefined ? {} : { type });
     const filter = type === undefined ? { upTo } : { upTo, type };
-    const total = await countPoisoned(pool, filter);
     let requeued = 0;
     for (;;) {
       const round = await requeuePoisoned(pool, filter);

@@ -218,17 +218,28 @@ export async function requeuePoisoned(
   return { requeued: row?.requeued ?? 0, more: (row?.picked ?? 0) > limit };
 }
 
-/** How many events requeuePoisoned with these options would put back in all. */
-export async function countPoisoned(db: Queryable, { upTo, type }: Omit<RequeuePoisonedOptions, "limit">) {
+/**
+ * How many events requeuePoisoned would put back in all, and the time it would
+ * take them up to: `upTo` as given, or the database's clock now, as ISO 8601 to
+ * the microsecond (a JS Date would drop the last three digits, and a row
+ * poisoned in them), the form POST /admin/events/requeue-poisoned takes.
+ */
+export async function countPoisoned(
+  db: Queryable,
+  { upTo, type }: { upTo?: string; type?: string } = {},
+): Promise<{ upTo: string; count: number }> {
   const [row] = (
-    await query<{ n: number }>(
+    await query<{ up_to: string; n: number }>(
       db,
-      `SELECT count(*)::int AS n FROM events
-        WHERE poisoned_at <= $1::timestamptz ${type === undefined ? "" : "AND type LIKE $2"}`,
-      type === undefined ? [upTo] : [upTo, globToLike(type)],
+      `WITH t AS (SELECT coalesce($1::timestamptz, now()) AS up_to)
+       SELECT to_char(t.up_to AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS up_to,
+              (SELECT count(*) FROM events
+                WHERE poisoned_at <= t.up_to ${type === undefined ? "" : "AND type LIKE $2"})::int AS n
+         FROM t`,
+      type === undefined ? [upTo ?? null] : [upTo ?? null, globToLike(type)],
     )
   ).rows;
-  return row?.n ?? 0;
+  return { upTo: row!.up_to, count: row!.n };
 }
 
 export interface Stats {

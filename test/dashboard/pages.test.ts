@@ -3,7 +3,7 @@ import { configureNeonForWsProxy, startWsProxy, type WsProxy } from "../../infra
 import type { Bindings } from "../../src/worker/env.ts";
 import { dashboardClient, poison, stateOf } from "../support/dashboard.ts";
 import { useTestDatabase } from "../support/db.ts";
-import { seedEvents } from "../support/events.ts";
+import { poisonEvents, seedEvents } from "../support/events.ts";
 import { resetOutbox } from "../support/relay.ts";
 import { bindings } from "../support/worker.ts";
 import { clearFailuresSql } from "../../src/outbox/relay/backoff.ts";
@@ -352,6 +352,43 @@ describe("poisoned, grouped by cause", () => {
     expect((await stateOf(t.pool, other[0]!)).poisoned_at).not.toBeNull();
     expect((await stateOf(t.pool, rejected[1]!)).attempts).toBe(0);
   });
+
+  it("requeues every event poisoned up to the page's time at once, 10,000 a press, whatever its group", async () => {
+    await setUp();
+    const page = await browser.get("/dashboard/poisoned");
+    expect(page.text).toContain("Requeue all 5 poisoned");
+    const upTo =
+      /<form method="post" action="\/dashboard\/poisoned\/requeue-all"><input type="hidden" name="upTo" value="([^"]+)"/.exec(
+        page.text,
+      )![1]!;
+    expect(upTo).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/);
+    // Poisoned after the operator looked: not put back unseen.
+    const [late] = await seedEvents(t.pool, 1);
+    await poisonEvents(t.pool, [late!], new Date(Date.parse(upTo) + 1_000).toISOString());
+
+    const res = await browser.post("/dashboard/poisoned/requeue-all", { upTo });
+    expect(res.status).toBe(303);
+    expect(res.headers.get("location")).toBe("/dashboard/poisoned?requeued=5");
+    const after = await browser.get("/dashboard/poisoned?requeued=5");
+    expect(after.text).toContain("Requeued 5 events.");
+    expect(after.text).toContain("1 poisoned event in 1 group");
+    const { rows } = await t.pool.query(`SELECT id FROM events WHERE poisoned_at IS NOT NULL`);
+    expect(rows.map((r) => r.id)).toEqual([late]);
+
+    // More than a press takes: the rest wait for the next one, and the page says so.
+    const many = await seedEvents(t.pool, 10_001);
+    await poisonEvents(t.pool, many, "2026-12-05T17:00:00Z");
+    const capped = await browser.post("/dashboard/poisoned/requeue-all", { upTo });
+    expect(capped.headers.get("location")).toBe("/dashboard/poisoned?requeued=10000&more=1");
+    expect((await browser.get("/dashboard/poisoned?requeued=10000&more=1")).text).toContain(
+      "More poisoned before that press remain: press Requeue all again.",
+    );
+    expect((await browser.post("/dashboard/poisoned/requeue-all", { upTo })).headers.get("location")).toBe(
+      "/dashboard/poisoned?requeued=1",
+    );
+    expect((await browser.post("/dashboard/poisoned/requeue-all", { upTo: "yesterday" })).status).toBe(400);
+    expect((await browser.post("/dashboard/poisoned/requeue-all", {})).status).toBe(400);
+  }, 60_000);
 
   it("requeues one row from its page and goes back to it", async () => {
     const id = await poison(t.pool, "boom");

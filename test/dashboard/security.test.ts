@@ -208,6 +208,12 @@ describe("cross-site posts and headers", () => {
       expect(forged.status).toBe(403);
       expect(forged.headers.get("content-type")).toMatch(/text\/html/);
       expect(forged.text).toContain("cross-site request refused");
+      const forgedAll = await browser.post(
+        "/dashboard/poisoned/requeue-all",
+        { upTo: "2999-01-01T00:00:00Z" },
+        headers,
+      );
+      expect(forgedAll.status).toBe(403);
     }
     const alert = await t.pool.query(
       `INSERT INTO outbox_alerts (kind, message) VALUES ('job.failed', 'x') RETURNING id`,

@@ -436,6 +436,7 @@ function otherCases(): Case[] {
     ["GET", "/jobs/_failed", "none"],
     ["PUT", "/dashboard", "basic"],
     ["GET", "/dashboard/poisoned/requeue", "basic"],
+    ["GET", "/dashboard/poisoned/requeue-all", "basic"],
     ["DELETE", "/dashboard/alerts", "basic"],
   ];
   for (const [method, path, auth] of wrong)

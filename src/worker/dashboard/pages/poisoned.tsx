@@ -2,9 +2,12 @@ import type { Hono } from "hono";
 import { z } from "zod";
 import {
   browseEvents,
+  countPoisoned,
   poisonedGroups,
   poisonedIdsWithFingerprint,
   requeue,
+  requeuePoisoned,
+  REQUEUE_POISONED_BATCH,
   type PoisonedGroup,
 } from "../../../outbox/index.ts";
 import { kickRelay } from "../../relay.ts";
@@ -30,8 +33,21 @@ export const requeueForm = z.object({
   back: z.literal("event").optional(),
 });
 
+/**
+ * Statements of REQUEUE_POISONED_BATCH one "Requeue all" press runs: 10,000 events,
+ * a few seconds of a Worker's request at most; the page says when more remain.
+ */
+const ALL_ROUNDS_PER_PRESS = 10;
+
+const requeueAllForm = z.object({
+  // When the page was shown (the database's clock): one poisoned since is not put back unseen.
+  upTo: z.iso.datetime({ offset: true }),
+});
+
 const poisonedQuery = z.object({
   requeued: z.coerce.number().int().min(0).optional(),
+  /** After "Requeue all": events poisoned up to then are still left (the press's cap). */
+  more: z.literal("1").optional(),
   track: z
     .string()
     .optional()
@@ -92,8 +108,9 @@ function Group({ group }: { group: PoisonedGroup }) {
 export function registerPoisoned(dashboard: Hono<DashboardEnv>) {
   dashboard.get("/poisoned", valid("query", poisonedQuery), async (c) => {
     const q = c.req.valid("query");
-    const [{ groups, scanned, truncated }, tracked] = await Promise.all([
+    const [{ groups, scanned, truncated }, all, tracked] = await Promise.all([
       poisonedGroups(c.var.pool),
+      countPoisoned(c.var.pool),
       q.track.length > 0
         ? browseEvents(c.var.pool, { ids: q.track, limit: TRACKED }).then((p) => p.events)
         : Promise.resolve([]),
@@ -110,6 +127,7 @@ export function registerPoisoned(dashboard: Hono<DashboardEnv>) {
           <div class="panel" id="requeued">
             <p>
               {`Requeued ${q.requeued} event${q.requeued === 1 ? "" : "s"}. `}
+              {q.more ? "More poisoned before that press remain: press Requeue all again. " : ""}
               {tracked.length === 0
                 ? ""
                 : stillPending > 0
@@ -117,6 +135,19 @@ export function registerPoisoned(dashboard: Hono<DashboardEnv>) {
                   : `All ${tracked.length} shown have left the queue.`}
             </p>
             {tracked.length > 0 ? <EventTable events={tracked} /> : null}
+          </div>
+        ) : null}
+        {all.count > 0 ? (
+          // Every poisoned event at once, whatever its group (an outage poisons them by
+          // the thousand, ADR 0003): the groups below show at most the newest 5,000.
+          <div class="actions">
+            <form method="post" action="/dashboard/poisoned/requeue-all">
+              <input type="hidden" name="upTo" value={all.upTo} />
+              <button class="btn" type="submit">
+                {`Requeue all ${all.count} poisoned`}
+              </button>
+            </form>
+            <span class="muted">{`oldest first, ${(ALL_ROUNDS_PER_PRESS * REQUEUE_POISONED_BATCH).toLocaleString("en")} a press`}</span>
           </div>
         ) : null}
         {groups.length === 0 ? (
@@ -132,6 +163,21 @@ export function registerPoisoned(dashboard: Hono<DashboardEnv>) {
         ))}
       </>,
     );
+  });
+
+  dashboard.post("/poisoned/requeue-all", valid("form", requeueAllForm), async (c) => {
+    const { upTo } = c.req.valid("form");
+    let requeued = 0;
+    let more = false;
+    for (let round = 0; round < ALL_ROUNDS_PER_PRESS; round++) {
+      const result = await requeuePoisoned(c.var.pool, { upTo });
+      requeued += result.requeued;
+      more = result.more;
+      // Nothing put back although more match: another requeue has them.
+      if (!more || result.requeued === 0) break;
+    }
+    if (requeued > 0) c.var.background(kickRelay(c.var.pool, c.var.config));
+    return c.redirect(`/dashboard/poisoned?requeued=${requeued}${more ? "&more=1" : ""}`, 303);
   });
 
   dashboard.post("/poisoned/requeue", valid("form", requeueForm), async (c) => {
