@@ -12,7 +12,7 @@ import {
   MAX_LIST_LIMIT,
   countPoisoned,
   requeue,
-  requeuePoisoned,
+  requeuePoisonedInRounds,
   TYPE_GLOB_RULE,
 } from "../outbox/index.ts";
 import { intOption, Refusal, UsageError } from "./args.ts";
@@ -120,14 +120,9 @@ function requeueAll(type: string | undefined): ReturnType<Command> {
   return async ({ pool, print }) => {
     const { upTo, count: total } = await countPoisoned(pool, type === undefined ? {} : { type });
     const filter = type === undefined ? { upTo } : { upTo, type };
-    let requeued = 0;
-    for (;;) {
-      const round = await requeuePoisoned(pool, filter);
-      requeued += round.requeued;
-      if (round.requeued > 0 && round.more) console.error(`requeued ${requeued} of ${total}…`);
-      // Nothing put back although more match: another requeue has them.
-      if (!round.more || round.requeued === 0) break;
-    }
+    const { requeued } = await requeuePoisonedInRounds(pool, filter, {
+      onRound: (soFar) => console.error(`requeued ${soFar} of ${total}…`),
+    });
     const what = type === undefined ? "poisoned event" : `poisoned ${type} event`;
     print({ requeued, upTo, ...(type === undefined ? {} : { type }) }, () =>
       requeued === 0

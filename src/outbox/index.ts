@@ -82,6 +82,7 @@ export {
   listAlerts,
   requeue,
   requeuePoisoned,
+  requeuePoisonedInRounds,
   countPoisoned,
   REQUEUE_POISONED_BATCH,
   stats,

@@ -219,6 +219,32 @@ export async function requeuePoisoned(
 }
 
 /**
+ * requeuePoisoned a batch after another until none that match is left, or for at
+ * most `maxRounds` batches (a Worker's request bounds its own work), calling
+ * `onRound` with the total so far after each batch that leaves more.
+ */
+export async function requeuePoisonedInRounds(
+  db: Queryable,
+  options: Omit<RequeuePoisonedOptions, "limit">,
+  {
+    maxRounds = Number.POSITIVE_INFINITY,
+    onRound,
+  }: { maxRounds?: number; onRound?: (soFar: number) => void } = {},
+): Promise<{ requeued: number; more: boolean }> {
+  let requeued = 0;
+  let more = false;
+  for (let round = 0; round < maxRounds; round++) {
+    const result = await requeuePoisoned(db, options);
+    requeued += result.requeued;
+    more = result.more;
+    // Nothing put back although more match: another requeue has them.
+    if (!more || result.requeued === 0) break;
+    onRound?.(requeued);
+  }
+  return { requeued, more };
+}
+
+/**
  * How many events requeuePoisoned would put back in all, and the time it would
  * take them up to: `upTo` as given, or the database's clock now, as ISO 8601 to
  * the microsecond (a JS Date would drop the last three digits, and a row

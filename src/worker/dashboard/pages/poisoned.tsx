@@ -6,7 +6,7 @@ import {
   poisonedGroups,
   poisonedIdsWithFingerprint,
   requeue,
-  requeuePoisoned,
+  requeuePoisonedInRounds,
   REQUEUE_POISONED_BATCH,
   type PoisonedGroup,
 } from "../../../outbox/index.ts";
@@ -167,15 +167,11 @@ export function registerPoisoned(dashboard: Hono<DashboardEnv>) {
 
   dashboard.post("/poisoned/requeue-all", valid("form", requeueAllForm), async (c) => {
     const { upTo } = c.req.valid("form");
-    let requeued = 0;
-    let more = false;
-    for (let round = 0; round < ALL_ROUNDS_PER_PRESS; round++) {
-      const result = await requeuePoisoned(c.var.pool, { upTo });
-      requeued += result.requeued;
-      more = result.more;
-      // Nothing put back although more match: another requeue has them.
-      if (!more || result.requeued === 0) break;
-    }
+    const { requeued, more } = await requeuePoisonedInRounds(
+      c.var.pool,
+      { upTo },
+      { maxRounds: ALL_ROUNDS_PER_PRESS },
+    );
     if (requeued > 0) c.var.background(kickRelay(c.var.pool, c.var.config));
     return c.redirect(`/dashboard/poisoned?requeued=${requeued}${more ? "&more=1" : ""}`, 303);
   });
