@@ -126,6 +126,8 @@ interface Counters {
   rolledBackSql: number;
   terminatedPasses: number;
   killedDrains: number;
+  /** Of those, killed while their connection held a claim (idle in transaction). */
+  killedDrainsMidPass: number;
   drainsStarted: number;
   sweeps: number;
   sweepsFailed: number;
@@ -148,6 +150,7 @@ describe("chaos: the whole system under faults", () => {
       rolledBackSql: 0,
       terminatedPasses: 0,
       killedDrains: 0,
+      killedDrainsMidPass: 0,
       drainsStarted: 0,
       sweeps: 0,
       sweepsFailed: 0,
@@ -325,6 +328,8 @@ describe("chaos: the whole system under faults", () => {
     const children = new Set<ChildProcess>();
     function cliDrain(kill: boolean): Promise<number | null> {
       c.drainsStarted++;
+      // Named, so the kill below can find its connection in pg_stat_activity.
+      const name = `chaos-drain-${c.drainsStarted}`;
       const child = spawn(
         process.execPath,
         ["--import", "tsx", cliEntry, "relay", "drain", "--budget", "60"],
@@ -332,7 +337,7 @@ describe("chaos: the whole system under faults", () => {
           cwd: repo,
           env: {
             PATH: process.env.PATH ?? "",
-            DATABASE_URL: adminUrl,
+            DATABASE_URL: `${adminUrl}${adminUrl.includes("?") ? "&" : "?"}application_name=${name}`,
             QSTASH_URL: faults!.url,
             QSTASH_TOKEN: stack.env.QSTASH_TOKEN!,
             PUBLIC_URL: stack.url,
@@ -349,21 +354,49 @@ describe("chaos: the whole system under faults", () => {
         }),
       );
       if (kill) {
-        // Node and tsx take about a second to start; the kill lands within a pass or two.
-        setTimeout(
-          () => {
-            if (child.exitCode === null && child.kill("SIGKILL")) c.killedDrains++;
-          },
-          1_200 + Math.random() * 1_500,
-        );
+        // The process dies mid-pass: once its connection holds a claim and waits on the
+        // publish (idle in transaction), or after 5 s whatever it is doing. A timer
+        // alone (1.2–2.7 s) killed no drain in a run on a quiet machine: each found
+        // nothing to claim and had exited in 0.7 s.
+        void (async () => {
+          const deadline = Date.now() + 5_000;
+          let midPass = false;
+          while (!midPass && child.exitCode === null && Date.now() < deadline) {
+            await sleep(20);
+            try {
+              const { rows } = await observe<{ state: string }>(
+                `SELECT state FROM pg_stat_activity WHERE application_name = $1`,
+                [name],
+              );
+              midPass = rows[0]?.state === "idle in transaction";
+            } catch {
+              // down during the restart
+            }
+          }
+          if (child.exitCode === null && child.kill("SIGKILL")) {
+            c.killedDrains++;
+            if (midPass) c.killedDrainsMidPass++;
+          }
+        })();
       }
       return exited;
     }
     // One drain every few seconds, not back to back: each costs about a second of CPU to
     // start (Node and tsx), which back to back took a third of a core from delivery
     // for the whole write phase; the terminator cuts far more passes than the drains.
+    // A drain starts when there is a backlog it may claim (the relay not backed off),
+    // so its kill can land mid-pass.
     const drainer = (async () => {
       while (!stopChaos) {
+        const backlog = await observe<{ n: number }>(
+          `SELECT count(*)::int AS n FROM (SELECT 1 FROM events
+             WHERE fanned_out_at IS NULL AND poisoned_at IS NULL LIMIT 50) due
+            WHERE (SELECT coalesce(backoff_until <= now(), true) FROM outbox_relay_state WHERE id = 1)`,
+        ).catch(() => ({ rows: [{ n: 0 }] }));
+        if ((backlog.rows[0]?.n ?? 0) < 50) {
+          await sleep(250);
+          continue;
+        }
         await cliDrain(true);
         await sleep(4_000);
       }
@@ -601,6 +634,25 @@ describe("chaos: the whole system under faults", () => {
       if (i > 0) await sleep(500);
       unsettled = stack.qstash.messages().filter((m) => !settled(m)).length;
     }
+    if (unsettled !== 0) {
+      // What is stuck, for whoever reads the failure: its route, state, retries and attempts.
+      for (const m of stack.qstash.messages().filter((m) => !settled(m)))
+        console.error(
+          "unsettled:",
+          JSON.stringify({
+            id: m.messageId,
+            kind: m.kind,
+            url: m.url,
+            state: m.state,
+            retried: m.retried,
+            maxRetries: m.maxRetries,
+            flowControlKey: m.flowControlKey,
+            ageSeconds: Math.round((Date.now() - m.createdAt) / 1000),
+            attempts: m.attempts.slice(-3),
+            body: m.body.slice(0, 300),
+          }),
+        );
+    }
     expect(unsettled, "QStash messages not settled 2 minutes after the sweeps drained").toBe(0);
     const drainedMs = Date.now() - lastFaultAt;
     stack.sink.respondWith(null);
@@ -788,6 +840,7 @@ describe("chaos: the whole system under faults", () => {
         ),
         passesCutByTerminate: c.terminatedPasses,
         drainsKilled: c.killedDrains,
+        drainsKilledMidPass: c.killedDrainsMidPass,
         mailApi503: mail503,
         webhookReceiver503: webhook503,
         outageSeconds: Math.round(outageMs / 1000),
