@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 
 /**
@@ -33,6 +33,8 @@ export function forgetStack(file: string): void {
 
 export interface LeftoverOptions {
   log: (line: string) => void;
+  /** Who left them, as the line names it. */
+  who?: string;
   /** How long each part may take to stop after its polite signal before it is killed. */
   graceMs?: number;
 }
@@ -72,7 +74,7 @@ export async function stopLeftovers(file: string, options: LeftoverOptions): Pro
   ];
   if (names.length > 0) {
     options.log(
-      `the last npm run dev (pid ${record.pid}) ended without stopping what it started: stopping ${names.join(" and ")}…`,
+      `${options.who ?? "the last npm run dev"} (pid ${record.pid}) ended without stopping what it started: stopping ${names.join(" and ")}…`,
     );
   }
   if (group.length > 0) {
@@ -96,6 +98,38 @@ export async function stopLeftovers(file: string, options: LeftoverOptions): Pro
     stopped.push("Postgres");
   }
   forgetStack(file);
+  return stopped;
+}
+
+/**
+ * stopLeftovers for every other port's record in `dir` whose Postgres ran on
+ * `dataDir`. Its server still holds that folder, so a stack started on another port
+ * after the kill (PORT changed) could not start its own there, and the old port's
+ * wrangler lived on: stopped here, naming the port. A stack still running is left
+ * alone, as by stopLeftovers; Postgres then says the folder is in use.
+ */
+export async function stopLeftoversOnDataDir(
+  dir: string,
+  dataDir: string,
+  ownFile: string,
+  options: LeftoverOptions,
+): Promise<string[]> {
+  if (!existsSync(dir)) return [];
+  const stopped: string[] = [];
+  for (const name of readdirSync(dir).sort()) {
+    const port = /^stack-(\d+)\.json$/.exec(name)?.[1];
+    const file = path.join(dir, name);
+    if (port === undefined || path.resolve(file) === path.resolve(ownFile)) continue;
+    let record: StackRecord;
+    try {
+      record = JSON.parse(readFileSync(file, "utf8")) as StackRecord;
+    } catch {
+      continue; // that port's own next start clears it
+    }
+    if (record.postgres === undefined || path.resolve(record.postgres.dataDir) !== path.resolve(dataDir))
+      continue;
+    stopped.push(...(await stopLeftovers(file, { ...options, who: `the npm run dev on port ${port}` })));
+  }
   return stopped;
 }
 

@@ -12,7 +12,13 @@ import { createServer } from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { DEV_KEY_SCOPE, ensureDevApiKey, newDevApiKey } from "./dev-api-key.ts";
-import { forgetStack, recordStack, stopLeftovers, type StackRecord } from "./dev-leftovers.ts";
+import {
+  forgetStack,
+  recordStack,
+  stopLeftovers,
+  stopLeftoversOnDataDir,
+  type StackRecord,
+} from "./dev-leftovers.ts";
 import { devCronFromWranglerToml, startDevSweep } from "./dev-sweep.ts";
 import { devVars } from "./dev-vars.ts";
 import { watchWrangler } from "./dev-watch.ts";
@@ -118,6 +124,8 @@ async function main() {
     const dataDir = postgresDataDir();
     const pgPort = numberFrom("DEV_PG_PORT", 54329);
     const fresh = !existsSync(path.join(dataDir, "PG_VERSION"));
+    // A stack killed on another port (PORT changed since) left its Postgres on this folder.
+    await stopLeftoversOnDataDir(path.dirname(stackFile), dataDir, stackFile, { log: step });
     step(`Postgres: ${fresh ? "initialising" : "starting"} embedded server in ${dataDir} on port ${pgPort}…`);
     recordPart({ postgres: { dataDir } });
     const pg: EmbeddedServer = await startEmbeddedPostgres({ dataDir, port: pgPort });

@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { recordStack, stopLeftovers } from "../../infra/dev-leftovers.ts";
+import { recordStack, stopLeftovers, stopLeftoversOnDataDir } from "../../infra/dev-leftovers.ts";
 
 /**
  * Real processes standing in for what a killed `npm run dev` leaves behind, told apart
@@ -151,5 +151,46 @@ describe("stopLeftovers", () => {
     writeFileSync(file, "{ not json");
     expect(await stopLeftovers(file, { log })).toEqual([]);
     expect(existsSync(file)).toBe(false);
+  });
+});
+
+describe("stopLeftoversOnDataDir", () => {
+  it("stops a stack killed on another port whose Postgres holds this data folder, naming the port", async () => {
+    // Killed on 8787; started again with PORT=8788 on the same embedded data folder.
+    const wrangler = await fakeWrangler();
+    const dataDir = path.join(dir, "pg");
+    const postgres = fakePostgres(dataDir);
+    const pid = await deadPid();
+    recordStack(file, { pid, postgres: { dataDir }, wrangler: { pgid: wrangler.leader.pid! } });
+    // Another port's dead stack on another folder, and this port's own record: not this call's.
+    const elsewhere = fakePostgres(path.join(dir, "other-pg"));
+    const otherFile = path.join(dir, "stack-9000.json");
+    recordStack(otherFile, { pid: await deadPid(), postgres: { dataDir: path.join(dir, "other-pg") } });
+    const own = path.join(dir, "stack-8788.json");
+    recordStack(own, { pid: await deadPid(), postgres: { dataDir } });
+
+    expect(await stopLeftoversOnDataDir(dir, dataDir, own, { log })).toEqual(["wrangler dev", "Postgres"]);
+    expect(said).toEqual([
+      `the npm run dev on port 8787 (pid ${pid}) ended without stopping what it started: stopping wrangler dev (process group ${wrangler.leader.pid}) and Postgres (pid ${postgres.pid})…`,
+    ]);
+    await exited(postgres);
+    await exited(wrangler.leader);
+    expect(alive(wrangler.workerd)).toBe(false);
+    expect(existsSync(file)).toBe(false);
+    expect(alive(elsewhere.pid!)).toBe(true);
+    expect(existsSync(otherFile)).toBe(true);
+    expect(existsSync(own)).toBe(true);
+  });
+
+  it("leaves a stack on another port that is still running, and a folder with no records", async () => {
+    const dataDir = path.join(dir, "pg");
+    const postgres = fakePostgres(dataDir);
+    const stack = start(["-e", idle, "infra/dev.ts"]);
+    recordStack(file, { pid: stack.pid!, postgres: { dataDir } });
+    const own = path.join(dir, "stack-8788.json");
+    expect(await stopLeftoversOnDataDir(dir, dataDir, own, { log })).toEqual([]);
+    expect(alive(postgres.pid!)).toBe(true);
+    expect(said).toEqual([]);
+    expect(await stopLeftoversOnDataDir(path.join(dir, "none"), dataDir, own, { log })).toEqual([]);
   });
 });
