@@ -44,15 +44,25 @@ async function fakeWrangler(): Promise<{ leader: ChildProcess; workerd: number }
   return { leader, workerd };
 }
 
-function fakePostgres(dataDir: string, onSigint = "process.exit(0)"): ChildProcess {
+/**
+ * A `postgres -D dataDir` that answers SIGINT with `onSigint`; resolves once its handler
+ * is in place (a SIGINT before that, under a loaded machine, killed it by default).
+ */
+async function fakePostgres(dataDir: string, onSigint = "process.exit(0)"): Promise<ChildProcess> {
   mkdirSync(dataDir, { recursive: true });
-  const child = start([
-    "-e",
-    `process.on("SIGINT", () => { ${onSigint} }); ${idle}`,
-    "postgres",
-    "-D",
-    dataDir,
-  ]);
+  const child = spawn(
+    process.execPath,
+    [
+      "-e",
+      `process.on("SIGINT", () => { ${onSigint} }); console.log("ready"); ${idle}`,
+      "postgres",
+      "-D",
+      dataDir,
+    ],
+    { stdio: ["ignore", "pipe", "ignore"] },
+  );
+  started.push(child);
+  await new Promise((resolve) => child.stdout!.once("data", resolve));
   writeFileSync(path.join(dataDir, "postmaster.pid"), `${child.pid}\n${dataDir}\n`);
   return child;
 }
@@ -88,7 +98,7 @@ describe("stopLeftovers", () => {
   it("stops what a killed stack left running, wrangler's whole group and Postgres, and says so", async () => {
     const wrangler = await fakeWrangler();
     const dataDir = path.join(dir, "pg");
-    const postgres = fakePostgres(dataDir);
+    const postgres = await fakePostgres(dataDir);
     const pid = await deadPid();
     recordStack(file, { pid, postgres: { dataDir }, wrangler: { pgid: wrangler.leader.pid! } });
 
@@ -138,7 +148,7 @@ describe("stopLeftovers", () => {
 
   it("says so when a Postgres left behind will not stop, and keeps the record", async () => {
     const dataDir = path.join(dir, "pg");
-    const postgres = fakePostgres(dataDir, "/* busy */");
+    const postgres = await fakePostgres(dataDir, "/* busy */");
     recordStack(file, { pid: await deadPid(), postgres: { dataDir } });
     await expect(stopLeftovers(file, { log, graceMs: 500 })).rejects.toThrow(
       `Postgres (pid ${postgres.pid}) left by the last npm run dev did not stop within 0.5 s of SIGINT`,
@@ -159,11 +169,11 @@ describe("stopLeftoversOnDataDir", () => {
     // Killed on 8787; started again with PORT=8788 on the same embedded data folder.
     const wrangler = await fakeWrangler();
     const dataDir = path.join(dir, "pg");
-    const postgres = fakePostgres(dataDir);
+    const postgres = await fakePostgres(dataDir);
     const pid = await deadPid();
     recordStack(file, { pid, postgres: { dataDir }, wrangler: { pgid: wrangler.leader.pid! } });
     // Another port's dead stack on another folder, and this port's own record: not this call's.
-    const elsewhere = fakePostgres(path.join(dir, "other-pg"));
+    const elsewhere = await fakePostgres(path.join(dir, "other-pg"));
     const otherFile = path.join(dir, "stack-9000.json");
     recordStack(otherFile, { pid: await deadPid(), postgres: { dataDir: path.join(dir, "other-pg") } });
     const own = path.join(dir, "stack-8788.json");
@@ -184,7 +194,7 @@ describe("stopLeftoversOnDataDir", () => {
 
   it("leaves a stack on another port that is still running, and a folder with no records", async () => {
     const dataDir = path.join(dir, "pg");
-    const postgres = fakePostgres(dataDir);
+    const postgres = await fakePostgres(dataDir);
     const stack = start(["-e", idle, "infra/dev.ts"]);
     recordStack(file, { pid: stack.pid!, postgres: { dataDir } });
     const own = path.join(dir, "stack-8788.json");
