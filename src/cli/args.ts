@@ -40,6 +40,10 @@ commands:
   alerts resolve <id>|--kind <kind>
                                   mark one alert, or every open one of a kind, as seen
   stats                           backlog, oldest pending age, poisoned count, relay backoff
+  api-keys list                   tenant API keys (never the keys themselves)
+  api-keys create --name <n> (--scope <s> | --unscoped)
+                                  a key for that scope, shown once
+  api-keys revoke <id>            refuse that key from now on
 
 options:
   --json                          machine-readable output
@@ -101,6 +105,8 @@ export function parseCommandLine(argv: string[]) {
         state: { type: "string" },
         status: { type: "string" },
         kind: { type: "string" },
+        name: { type: "string" },
+        unscoped: { type: "boolean", default: false },
         subject: { type: "string" },
         scope: { type: "string" },
         before: { type: "string" },
@@ -146,6 +152,9 @@ const OPTIONS_OF: Record<string, readonly string[]> = {
   alerts: ["open", "limit"],
   "alerts resolve": ["kind"],
   stats: [],
+  "api-keys list": [],
+  "api-keys create": ["name", "scope", "unscoped"],
+  "api-keys revoke": [],
 };
 
 /** A usage error for an option the command does not read (after the command itself was checked). */

@@ -1,3 +1,4 @@
+import type { ApiKey } from "../domain/api-keys/keys.ts";
 import type { listJobFailures } from "../domain/job-failures/record.ts";
 import {
   healthLabel,
@@ -278,4 +279,20 @@ export function formatDelivery(
 function oneLine(text: string, max: number): string {
   const folded = text.replace(/\s+/g, " ").trim();
   return folded.length <= max ? folded : `${folded.slice(0, max)}…`;
+}
+
+export function formatApiKeys(keys: ApiKey[]): string {
+  if (keys.length === 0) return "no API keys";
+  return table(
+    ["ID", "SCOPE", "NAME", "PREFIX", "CREATED", "LAST USED", "REVOKED"],
+    keys.map((k) => [
+      k.id,
+      k.scope ?? "(none)",
+      k.name,
+      `${k.prefix}…`,
+      when(k.createdAt),
+      when(k.lastUsedAt),
+      when(k.revokedAt),
+    ]),
+  );
 }

@@ -14,6 +14,7 @@ import {
 } from "./args.ts";
 import type { Command } from "./command.ts";
 import { databaseVariables, readVariables } from "./config.ts";
+import { apiKeysCommand } from "./api-keys.ts";
 import { eventsCommand } from "./events.ts";
 import { jobFailuresCommand } from "./job-failures.ts";
 import { migrateCommand } from "./migrate.ts";
@@ -30,6 +31,7 @@ const commands: Record<string, Command> = {
   webhooks: webhooksCommand,
   alerts: alertsCommand,
   stats: statsCommand,
+  "api-keys": apiKeysCommand,
 };
 
 const asJson = (data: unknown) => JSON.stringify(data, null, 2);

@@ -62,16 +62,22 @@ export async function listApiKeys(db: Db): Promise<ApiKey[]> {
   return db.select(publicColumns).from(apiKeys).orderBy(desc(apiKeys.createdAt), apiKeys.id);
 }
 
-/** Revokes a key; revoking it again changes nothing. Null when there is no such key. */
-export async function revokeApiKey(db: Db, id: string): Promise<ApiKey | null> {
+/**
+ * Revokes a key; revoking it again changes nothing (`revokedNow` false). Null when
+ * there is no such key.
+ */
+export async function revokeApiKey(
+  db: Db,
+  id: string,
+): Promise<{ apiKey: ApiKey; revokedNow: boolean } | null> {
   const [revoked] = await db
     .update(apiKeys)
     .set({ revokedAt: sql`now()` })
     .where(and(eq(apiKeys.id, id), isNull(apiKeys.revokedAt)))
     .returning(publicColumns);
-  if (revoked) return revoked;
+  if (revoked) return { apiKey: revoked, revokedNow: true };
   const [existing] = await db.select(publicColumns).from(apiKeys).where(eq(apiKeys.id, id));
-  return existing ?? null;
+  return existing ? { apiKey: existing, revokedNow: false } : null;
 }
 
 /**

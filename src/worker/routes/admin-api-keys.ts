@@ -18,8 +18,8 @@ export function registerAdminApiKeys(app: App) {
   app.get("/admin/api-keys", async (c) => c.json({ apiKeys: await listApiKeys(c.var.db) }));
 
   app.delete(`/admin/api-keys/${ID}`, async (c) => {
-    const apiKey = await revokeApiKey(c.var.db, c.req.param("id"));
-    if (!apiKey) throw new ApiError("NOT_FOUND", `API key ${c.req.param("id")} not found`);
-    return c.json({ apiKey });
+    const revoked = await revokeApiKey(c.var.db, c.req.param("id"));
+    if (!revoked) throw new ApiError("NOT_FOUND", `API key ${c.req.param("id")} not found`);
+    return c.json({ apiKey: revoked.apiKey });
   });
 }
