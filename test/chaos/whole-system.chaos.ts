@@ -399,19 +399,11 @@ describe("chaos: the whole system under faults", () => {
     // One drain every few seconds, not back to back: each costs about a second of CPU to
     // start (Node and tsx), which back to back took a third of a core from delivery
     // for the whole write phase; the terminator cuts far more passes than the drains.
-    // A drain starts when there is a backlog it may claim (the relay not backed off),
-    // so its kill can land mid-pass.
+    // Not only when there is a backlog: gated on one, 2–3 drains ran a run instead of
+    // about 8, and with them fewer passes for the terminator to cut (18–46 in CI
+    // against 52 before, once under MIN_CUTS).
     const drainer = (async () => {
       while (!stopChaos) {
-        const backlog = await observe<{ n: number }>(
-          `SELECT count(*)::int AS n FROM (SELECT 1 FROM events
-             WHERE fanned_out_at IS NULL AND poisoned_at IS NULL LIMIT 50) due
-            WHERE (SELECT coalesce(backoff_until <= now(), true) FROM outbox_relay_state WHERE id = 1)`,
-        ).catch(() => ({ rows: [{ n: 0 }] }));
-        if ((backlog.rows[0]?.n ?? 0) < 50) {
-          await sleep(250);
-          continue;
-        }
         await cliDrain(true);
         await sleep(4_000);
       }
@@ -549,9 +541,17 @@ describe("chaos: the whole system under faults", () => {
       }
     })();
     await Promise.all(Array.from({ length: WRITERS }, (_, w) => writer(w)));
-    // Keep cutting passes until enough were cut (bounded by the write phase's deadline).
+    // Keep cutting passes until enough were cut (bounded by the write phase's deadline),
+    // one writer still writing so that there are passes to cut: on a quiet machine the
+    // events were all written with 18 passes cut, and then the sweeps found nothing.
+    const feeder = (async () => {
+      for (let i = 0; !stopChaos && !stopWriting && c.terminatedPasses < MIN_CUTS; i++) {
+        await write("POST", "/notes", { title: `cut feeder ${i}`, body: "chaos" });
+      }
+    })();
     for (let i = 0; i < 300 && !stopChaos && c.terminatedPasses < MIN_CUTS; i++) await sleep(100);
     stopChaos = true;
+    await feeder;
     clearTimeout(writeDeadline);
     await Promise.all([drainer, terminator, restarter, pacer]);
     const writePhaseMs = Date.now() - started;
