@@ -118,13 +118,16 @@ export const eventsCommand: Command = ({ options, sub, rest }) => {
  */
 function requeueAll(type: string | undefined): ReturnType<Command> {
   return async ({ pool, print }) => {
-    const { upTo, count: total } = await countPoisoned(pool, type === undefined ? {} : { type });
-    const filter = type === undefined ? { upTo } : { upTo, type };
-    const { requeued } = await requeuePoisonedInRounds(pool, filter, {
-      onRound: (soFar) => console.error(`requeued ${soFar} of ${total}…`),
-    });
+    const { upTo, count: total } = await countPoisoned(pool, { type });
+    const { requeued } = await requeuePoisonedInRounds(
+      pool,
+      { upTo, type },
+      {
+        onRound: (soFar) => console.error(`requeued ${soFar} of ${total}…`),
+      },
+    );
     const what = type === undefined ? "poisoned event" : `poisoned ${type} event`;
-    print({ requeued, upTo, ...(type === undefined ? {} : { type }) }, () =>
+    print({ requeued, upTo, type }, () =>
       requeued === 0
         ? `no ${what} to requeue`
         : `requeued ${requeued} ${what}${requeued === 1 ? "" : "s"} (poisoned up to ${upTo}); the relay fans them out on its next pass`,

@@ -190,6 +190,18 @@ export interface RequeuePoisonedOptions {
 }
 
 /**
+ * Events poisoned at or before `upTo` whose type matches the LIKE pattern `like`
+ * (NULL: any type), both SQL expressions: what requeuePoisoned takes and
+ * countPoisoned counts. `poisoned_at <= …` implies the poisoned index's predicate,
+ * so the rows are found there, oldest first, however large the table.
+ */
+function poisonedMatching(upTo: string, like: string): string {
+  return `poisoned_at <= ${upTo} AND (${like}::text IS NULL OR type LIKE ${like})`;
+}
+
+const likeOf = (type: string | undefined) => (type === undefined ? null : globToLike(type));
+
+/**
  * After an outage that poisoned events by the thousand (a QStash 400 for a header
  * it would not take is charged to every row): puts back in line, oldest poisoning
  * first, up to `limit` of the events poisoned at or before `upTo`, as `requeue`
@@ -202,17 +214,16 @@ export async function requeuePoisoned(
   const [row] = (
     await query<{ requeued: number; picked: number }>(
       db,
-      // poisoned_at <= $1 implies the poisoned index's predicate, so the rows are
-      // found there, oldest first, however large the table. SKIP LOCKED: two
-      // operators requeueing at once take different rows instead of one waiting.
+      // SKIP LOCKED: two operators requeueing at once take different rows instead of
+      // one waiting for the other's.
       `WITH picked AS (
        SELECT seq, poisoned_at FROM events
-        WHERE poisoned_at <= $1::timestamptz ${type === undefined ? "" : "AND type LIKE $3"}
+        WHERE ${poisonedMatching("$1::timestamptz", "$3")}
         ORDER BY poisoned_at, seq LIMIT $2 + 1
         FOR UPDATE SKIP LOCKED
      ), ${requeueing("seq IN (SELECT seq FROM picked ORDER BY poisoned_at, seq LIMIT $2)")}
      SELECT (SELECT count(*) FROM requeued)::int AS requeued, (SELECT count(*) FROM picked)::int AS picked`,
-      type === undefined ? [upTo, limit] : [upTo, limit, globToLike(type)],
+      [upTo, limit, likeOf(type)],
     )
   ).rows;
   return { requeued: row?.requeued ?? 0, more: (row?.picked ?? 0) > limit };
@@ -259,10 +270,9 @@ export async function countPoisoned(
       db,
       `WITH t AS (SELECT coalesce($1::timestamptz, now()) AS up_to)
        SELECT to_char(t.up_to AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS up_to,
-              (SELECT count(*) FROM events
-                WHERE poisoned_at <= t.up_to ${type === undefined ? "" : "AND type LIKE $2"})::int AS n
+              (SELECT count(*) FROM events WHERE ${poisonedMatching("t.up_to", "$2")})::int AS n
          FROM t`,
-      type === undefined ? [upTo ?? null] : [upTo ?? null, globToLike(type)],
+      [upTo ?? null, likeOf(type)],
     )
   ).rows;
   return { upTo: row!.up_to, count: row!.n };

@@ -102,8 +102,7 @@ export function registerAdmin(app: App) {
   });
 
   app.post("/admin/events/requeue-poisoned", valid("json", requeuePoisonedBody), async (c) => {
-    const { upTo, type } = c.req.valid("json");
-    return c.json(await requeuePoisoned(c.var.pool, type === undefined ? { upTo } : { upTo, type }));
+    return c.json(await requeuePoisoned(c.var.pool, c.req.valid("json")));
   });
 
   app.get(
