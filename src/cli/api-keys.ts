@@ -1,9 +1,6 @@
-import { drizzle } from "drizzle-orm/node-postgres";
-import type pg from "pg";
 import { apiKeyInput, createApiKey, listApiKeys, revokeApiKey } from "../domain/api-keys/keys.ts";
-import type { Db } from "../domain/db.ts";
 import { idArgument, Refusal, UsageError } from "./args.ts";
-import type { Command } from "./command.ts";
+import { dbOf, type Command } from "./command.ts";
 import { formatApiKeys } from "./format.ts";
 
 /**
@@ -14,7 +11,7 @@ export const apiKeysCommand: Command = ({ options, sub, rest }) => {
   if (sub === "list") {
     if (rest.length > 0) throw new UsageError(`api-keys list takes no argument, got "${rest[0]}"`);
     return async ({ pool, print }) => {
-      const keys = await listApiKeys(db(pool));
+      const keys = await listApiKeys(dbOf(pool));
       print(keys, () => formatApiKeys(keys));
       return 0;
     };
@@ -41,7 +38,7 @@ export const apiKeysCommand: Command = ({ options, sub, rest }) => {
       );
     }
     return async ({ pool, print }) => {
-      const { apiKey, key } = await createApiKey(db(pool), parsed.data);
+      const { apiKey, key } = await createApiKey(dbOf(pool), parsed.data);
       print({ apiKey, key }, () =>
         [
           `API key ${apiKey.id} for ${apiKey.scope === null ? "rows without a scope" : `scope "${apiKey.scope}"`} (${apiKey.name}):`,
@@ -57,7 +54,7 @@ export const apiKeysCommand: Command = ({ options, sub, rest }) => {
     if (!raw || rest.length > 1) throw new UsageError("api-keys revoke takes one API key id");
     const id = idArgument(raw, "an API key", "uuid");
     return async ({ pool, print }) => {
-      const revoked = await revokeApiKey(db(pool), id);
+      const revoked = await revokeApiKey(dbOf(pool), id);
       if (!revoked) throw new Refusal("not_found", `no API key ${id}`);
       const { apiKey, revokedNow } = revoked;
       print({ apiKey, revokedNow }, () =>
@@ -74,5 +71,3 @@ export const apiKeysCommand: Command = ({ options, sub, rest }) => {
       : `unknown api-keys command "${sub}" (list, create, revoke)`,
   );
 };
-
-const db = (pool: pg.Pool) => drizzle(pool) as unknown as Db;

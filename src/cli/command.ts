@@ -1,4 +1,6 @@
+import { drizzle } from "drizzle-orm/node-postgres";
 import type pg from "pg";
+import type { Db } from "../domain/db.ts";
 import type { Options } from "./args.ts";
 
 /** What a command is given to read: its options, its sub-command and the words after it. */
@@ -24,3 +26,12 @@ export interface CommandIo {
  * one way, and as JSON under --json.
  */
 export type Command = (line: CommandLine) => (io: CommandIo) => Promise<number>;
+
+/**
+ * The command's pool as the domain's Db, for the use cases written against drizzle
+ * (the Worker's is drizzle over the Neon WebSocket Pool; the cast bridges the two
+ * drivers' query-result types, as src/domain/db.ts describes).
+ */
+export function dbOf(pool: pg.Pool): Db {
+  return drizzle(pool) as unknown as Db;
+}

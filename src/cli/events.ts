@@ -1,5 +1,3 @@
-import { drizzle } from "drizzle-orm/node-postgres";
-import type { Db } from "../domain/db.ts";
 import { singleLine } from "../domain/text.ts";
 import { eventDeliveries } from "../domain/webhooks/delivery-log.ts";
 import {
@@ -16,7 +14,7 @@ import {
   TYPE_GLOB_RULE,
 } from "../outbox/index.ts";
 import { intOption, Refusal, UsageError } from "./args.ts";
-import type { Command } from "./command.ts";
+import { dbOf, type Command } from "./command.ts";
 import { formatEvent, formatEventTable } from "./format.ts";
 
 /** A subject or scope filter, by the rule GET /admin/events takes it (trimmed, one line). */
@@ -72,7 +70,7 @@ export const eventsCommand: Command = ({ options, sub, rest }) => {
       if (!event) throw new Refusal("not_found", `no event ${id}`);
       // What the event's webhooks did, as the dashboard's event page shows it; each
       // delivery's attempts are `webhooks delivery <id>`'s to show, so none is read here.
-      const webhookDeliveries = await eventDeliveries(drizzle(pool) as unknown as Db, id);
+      const webhookDeliveries = await eventDeliveries(dbOf(pool), id);
       const shown = { ...event, webhookDeliveries };
       print(shown, () => formatEvent(shown));
       return 0;

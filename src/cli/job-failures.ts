@@ -1,11 +1,9 @@
-import { drizzle } from "drizzle-orm/node-postgres";
-import type { Db } from "../domain/db.ts";
 import { listJobFailures } from "../domain/job-failures/record.ts";
 import { notRetriedMessage, retryAllJobFailures, retryJobFailure } from "../domain/job-failures/retry.ts";
 import { MAX_LIST_LIMIT, publishAdvice } from "../outbox/index.ts";
 import { publisherFor } from "../worker/relay.ts";
 import { idArgument, intOption, Refusal, refusedUnpublished, UsageError } from "./args.ts";
-import type { Command } from "./command.ts";
+import { dbOf, type Command } from "./command.ts";
 import { publishVariables, readVariables } from "./config.ts";
 import { formatJobFailures } from "./format.ts";
 
@@ -18,7 +16,7 @@ export const jobFailuresCommand: Command = ({ options, sub, rest }) => {
     if (rest.length > 0) throw new UsageError(`job-failures list takes no argument, got "${rest[0]}"`);
     const limit = intOption(options.limit, "--limit", 50, MAX_LIST_LIMIT);
     return async ({ pool, print }) => {
-      const found = await listJobFailures(drizzle(pool) as unknown as Db, { limit });
+      const found = await listJobFailures(dbOf(pool), { limit });
       print(found, () => formatJobFailures(found));
       return 0;
     };
@@ -33,11 +31,9 @@ export const jobFailuresCommand: Command = ({ options, sub, rest }) => {
     idArgument(id, "a job failure", "whole");
     return async ({ pool, print }) => {
       const env = readVariables(publishVariables);
-      const result = await retryJobFailure(
-        drizzle(pool) as unknown as Db,
-        publisherFor(env),
-        Number(id),
-      ).catch(refusedUnpublished((error) => notRetriedMessage(id, error)));
+      const result = await retryJobFailure(dbOf(pool), publisherFor(env), Number(id)).catch(
+        refusedUnpublished((error) => notRetriedMessage(id, error)),
+      );
       if (!result.retried) throw new Refusal(result.refused, result.message);
       const { retriedAt, retryMessageId } = result;
       print(
@@ -61,7 +57,7 @@ export const jobFailuresCommand: Command = ({ options, sub, rest }) => {
  */
 const retryAll: ReturnType<Command> = async ({ pool, print }) => {
   const env = readVariables(publishVariables);
-  const db = drizzle(pool) as unknown as Db;
+  const db = dbOf(pool);
   const { rows } = await pool.query<{ newest: string | null }>("SELECT max(id) AS newest FROM job_failures");
   const upTo = Number(rows[0]?.newest ?? 0);
   const retried: { id: number; retryMessageId: string }[] = [];

@@ -1,5 +1,3 @@
-import { drizzle } from "drizzle-orm/node-postgres";
-import type { Db } from "../domain/db.ts";
 import { webhookDeliveryStatuses, type WebhookDeliveryStatus } from "../domain/schema.ts";
 import { getDelivery, listDeliveries } from "../domain/webhooks/deliveries.ts";
 import { notQueuedMessage } from "../domain/webhooks/deliver-queue.ts";
@@ -12,7 +10,7 @@ import { PAGE_LIMIT_MAX } from "../domain/webhooks/schemas.ts";
 import { updateEndpoint } from "../domain/webhooks/update.ts";
 import { deliverQueueFor } from "../worker/webhooks.ts";
 import { idArgument, intOption, refusedUnpublished, UsageError } from "./args.ts";
-import type { Command, CommandIo } from "./command.ts";
+import { dbOf, type Command, type CommandIo } from "./command.ts";
 import { readVariables, webhookPublishVariables } from "./config.ts";
 import { formatDelivery, formatEndpoint, formatEndpointTable } from "./format.ts";
 
@@ -22,8 +20,6 @@ function oneId(rest: string[], sub: string, what: string): string {
   if (!id || rest.length > 1) throw new UsageError(`webhooks ${sub} takes one ${what} id`);
   return idArgument(id, `a ${what}`, "uuid");
 }
-
-const dbOf = (io: CommandIo) => drizzle(io.pool) as unknown as Db;
 
 /** A re-send QStash did not take: a refusal saying nothing changed for `what` (notQueuedMessage). */
 const notQueued = (what: string) => refusedUnpublished((error) => notQueuedMessage(what, error));
@@ -39,7 +35,7 @@ export const webhooksCommand: Command = ({ options, sub, rest }) => {
     if (rest.length > 0) throw new UsageError(`webhooks list takes no argument, got "${rest[0]}"`);
     return async (io) => {
       // The edit form's digest is the dashboard's, not an operator's to read.
-      const endpoints = (await endpointHealth(dbOf(io))).map(({ version: _, ...e }) => e);
+      const endpoints = (await endpointHealth(dbOf(io.pool))).map(({ version: _, ...e }) => e);
       io.print(endpoints, () => formatEndpointTable(endpoints));
       return 0;
     };
@@ -51,7 +47,7 @@ export const webhooksCommand: Command = ({ options, sub, rest }) => {
       throw new UsageError(`--status must be pending, delivered or failed, got "${status}"`);
     const limit = intOption(options.limit, "--limit", 20, PAGE_LIMIT_MAX);
     return async (io) => {
-      const db = dbOf(io);
+      const db = dbOf(io.pool);
       const { endpoint, health } = await getEndpoint(db, id);
       const page = await listDeliveries(db, id, { limit, ...(status ? { status } : {}) });
       const shown = { endpoint, health, deliveries: page.deliveries, more: page.nextCursor !== null };
@@ -62,7 +58,7 @@ export const webhooksCommand: Command = ({ options, sub, rest }) => {
   if (sub === "delivery") {
     const id = oneId(rest, sub, "webhook delivery");
     return async (io) => {
-      const db = dbOf(io);
+      const db = dbOf(io.pool);
       const { delivery } = await getDelivery(db, id);
       const { url } = await findEndpointRow(db, delivery.endpointId);
       const shown = { ...delivery, endpointUrl: url };
@@ -74,7 +70,7 @@ export const webhooksCommand: Command = ({ options, sub, rest }) => {
     const id = oneId(rest, sub, "webhook delivery");
     return async (io) => {
       const queue = deliverQueueFor(readVariables(webhookPublishVariables));
-      const queued = await redeliver(dbOf(io), queue, id).catch(notQueued(`delivery ${id}`));
+      const queued = await redeliver(dbOf(io.pool), queue, id).catch(notQueued(`delivery ${id}`));
       io.print(queued, () => `delivery ${id}: a new deliver job is queued (same body and webhook-id)`);
       return 0;
     };
@@ -97,7 +93,7 @@ export const webhooksCommand: Command = ({ options, sub, rest }) => {
     const id = oneId(rest, sub, "webhook endpoint");
     return async (io) => {
       const queue = deliverQueueFor(readVariables(webhookPublishVariables));
-      const sent = await sendTestEvent(dbOf(io), queue, id).catch(notQueued(`webhook endpoint ${id}`));
+      const sent = await sendTestEvent(dbOf(io.pool), queue, id).catch(notQueued(`webhook endpoint ${id}`));
       io.print(
         sent,
         () =>
@@ -112,7 +108,7 @@ export const webhooksCommand: Command = ({ options, sub, rest }) => {
     return async (io) => {
       // Only `enabled` changes, so no URL is checked and the policy is never read.
       const endpoint = await updateEndpoint(
-        dbOf(io),
+        dbOf(io.pool),
         id,
         { enabled: sub === "enable" },
         { allowPrivate: false },
@@ -143,7 +139,7 @@ function isDeliveryStatus(s: string): s is WebhookDeliveryStatus {
  */
 async function recoverAll(io: CommandIo, id: string, since: Date): Promise<number> {
   const queue = deliverQueueFor(readVariables(webhookPublishVariables));
-  const db = dbOf(io);
+  const db = dbOf(io.pool);
   let recovered = 0;
   for (;;) {
     const round = await recoverFailed(db, queue, id, since).catch(
