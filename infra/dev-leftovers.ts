@@ -27,6 +27,15 @@ export function recordStack(file: string, record: StackRecord): void {
   writeFileSync(file, `${JSON.stringify(record)}\n`);
 }
 
+/** The record in `file`, or undefined when there is none or it cannot be read. */
+function readStack(file: string): StackRecord | undefined {
+  try {
+    return JSON.parse(readFileSync(file, "utf8")) as StackRecord;
+  } catch {
+    return undefined;
+  }
+}
+
 export function forgetStack(file: string): void {
   rmSync(file, { force: true });
 }
@@ -49,13 +58,12 @@ export interface LeftoverOptions {
  */
 export async function stopLeftovers(file: string, options: LeftoverOptions): Promise<string[]> {
   if (!existsSync(file)) return [];
-  let record: StackRecord;
-  try {
-    record = JSON.parse(readFileSync(file, "utf8")) as StackRecord;
-  } catch {
+  const record = readStack(file);
+  if (!record) {
     forgetStack(file);
     return [];
   }
+  const who = options.who ?? "the last npm run dev";
   const processes = listProcesses();
   const commandOf = (pid: number) => processes.find((p) => p.pid === pid)?.command;
   if (commandOf(record.pid)?.includes("infra/dev.ts")) return [];
@@ -74,7 +82,7 @@ export async function stopLeftovers(file: string, options: LeftoverOptions): Pro
   ];
   if (names.length > 0) {
     options.log(
-      `${options.who ?? "the last npm run dev"} (pid ${record.pid}) ended without stopping what it started: stopping ${names.join(" and ")}…`,
+      `${who} (pid ${record.pid}) ended without stopping what it started: stopping ${names.join(" and ")}…`,
     );
   }
   if (group.length > 0) {
@@ -92,7 +100,7 @@ export async function stopLeftovers(file: string, options: LeftoverOptions): Pro
     const gone = await signalUntilGone(() => signal(postmaster, "SIGINT"), alive, graceMs);
     if (!gone) {
       throw new Error(
-        `Postgres (pid ${postmaster}) left by the last npm run dev did not stop within ${graceMs / 1000} s of SIGINT; stop it, then start again`,
+        `Postgres (pid ${postmaster}) left by ${who} did not stop within ${graceMs / 1000} s of SIGINT; stop it, then start again`,
       );
     }
     stopped.push("Postgres");
@@ -120,13 +128,9 @@ export async function stopLeftoversOnDataDir(
     const port = /^stack-(\d+)\.json$/.exec(name)?.[1];
     const file = path.join(dir, name);
     if (port === undefined || path.resolve(file) === path.resolve(ownFile)) continue;
-    let record: StackRecord;
-    try {
-      record = JSON.parse(readFileSync(file, "utf8")) as StackRecord;
-    } catch {
-      continue; // that port's own next start clears it
-    }
-    if (record.postgres === undefined || path.resolve(record.postgres.dataDir) !== path.resolve(dataDir))
+    // An unreadable record is left for that port's own next start, which clears it.
+    const record = readStack(file);
+    if (record?.postgres === undefined || path.resolve(record.postgres.dataDir) !== path.resolve(dataDir))
       continue;
     stopped.push(...(await stopLeftovers(file, { ...options, who: `the npm run dev on port ${port}` })));
   }
