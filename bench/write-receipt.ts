@@ -41,6 +41,7 @@ import { arch, cpus, loadavg, platform, totalmem } from "node:os";
 import { resolve } from "node:path";
 import { DEV_KEY_SCOPE, ensureDevApiKey, newDevApiKey } from "../infra/dev-api-key.ts";
 import { startWorkerdStack, type WorkerdStack } from "../infra/workerd-stack.ts";
+import { isSettled } from "../infra/qstash-dev/server.ts";
 import { startWsProxy, takesPipelinedConnect } from "../infra/ws-proxy.ts";
 import { pairedTarget, target, type Target } from "./report.ts";
 import { benchCommandLine, wholeOption } from "./support/args.ts";
@@ -602,9 +603,8 @@ function quiet(): Promise<void> {
 /** Until QStash has delivered every job it accepted (or given up on it), then forgets them. */
 async function deliveriesSettled(s: WorkerdStack): Promise<void> {
   const deadline = Date.now() + 180_000;
-  const done = new Set(["DELIVERED", "ERROR", "CANCELLED"]);
   for (;;) {
-    const left = s.qstash.messages().filter((m) => !done.has(m.state)).length;
+    const left = s.qstash.messages().filter((m) => !isSettled(m.state)).length;
     if (left === 0) break;
     if (Date.now() > deadline) throw new Error(`QStash still has ${left} jobs to deliver after 180 s`);
     await new Promise((resolve) => setTimeout(resolve, 500));

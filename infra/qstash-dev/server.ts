@@ -7,10 +7,12 @@ import { isAuthorized } from "./auth.ts";
 import { Broker } from "./broker.ts";
 import { HttpError, sendError } from "./http-util.ts";
 import { generateSigningKey } from "./signing.ts";
+import { isSettled } from "./types.ts";
 import { snapshot, type MessageSnapshot } from "./views.ts";
 
 export type { MessageSnapshot } from "./views.ts";
 export type { Attempt, MessageState } from "./types.ts";
+export { isSettled } from "./types.ts";
 export { signJwt } from "./signing.ts";
 
 /**
@@ -219,9 +221,7 @@ export async function startQStashDev(options: QStashDevOptions = {}): Promise<QS
       return broker.store.waitFor(
         () => {
           const message = broker.store.get(messageId);
-          return message && ["DELIVERED", "ERROR", "CANCELLED"].includes(message.state)
-            ? snapshot(message)
-            : undefined;
+          return message && isSettled(message.state) ? snapshot(message) : undefined;
         },
         timeoutMs,
         () => summarize(snapshots()),
@@ -239,7 +239,7 @@ function summarize(messages: MessageSnapshot[]): string {
   const counts = new Map<string, number>();
   for (const m of messages) counts.set(m.state, (counts.get(m.state) ?? 0) + 1);
   const unsettled = messages
-    .filter((m) => !["DELIVERED", "ERROR", "CANCELLED"].includes(m.state))
+    .filter((m) => !isSettled(m.state))
     .slice(0, 10)
     .map((m) => `${m.messageId} ${m.kind} ${m.state} ${m.url} attempts=${m.attempts.length}`);
   return `${[...counts].map(([state, n]) => `${state}=${n}`).join(" ") || "no messages"}${

@@ -4,6 +4,11 @@
  */
 export type MessageState = "CREATED" | "ACTIVE" | "RETRY" | "DELIVERED" | "ERROR" | "CANCELLED";
 
+/** Whether a message is done with: delivered, dead-lettered (ERROR) or cancelled. */
+export function isSettled(state: MessageState): boolean {
+  return state === "DELIVERED" || state === "ERROR" || state === "CANCELLED";
+}
+
 /** What produced a message: a publish, or QStash itself answering with a (failure) callback. */
 export type MessageKind = "publish" | "callback" | "failure-callback";
 

@@ -18,6 +18,7 @@ import {
 } from "../../src/node/postgres.ts";
 import type { TestDatabase } from "../support/db.ts";
 import { backoffMs } from "../../infra/qstash-dev/retry-policy.ts";
+import { isSettled } from "../../infra/qstash-dev/server.ts";
 import { useWorkerd } from "../support/workerd.ts";
 import { startPublishFaults, type PublishFaults } from "./publish-faults.ts";
 
@@ -317,9 +318,7 @@ describe("chaos: the whole system under faults", () => {
         const pendingNow = await observe<{ n: number }>(
           `SELECT count(*)::int AS n FROM events WHERE fanned_out_at IS NULL AND poisoned_at IS NULL`,
         ).catch(() => null);
-        const open = stack.qstash
-          .messages()
-          .filter((m) => !["DELIVERED", "ERROR", "CANCELLED"].includes(m.state));
+        const open = stack.qstash.messages().filter((m) => !isSettled(m.state));
         process.stderr.write(
           `chaos ${Math.round((Date.now() - started) / 1000)}s ${phase}: answered ${c.eventsAnswered} events, ` +
             `pending ${pendingNow?.rows[0]?.n ?? "?"}, qstash unsettled ${open.length}, cuts ${c.terminatedPasses}, ` +
@@ -529,9 +528,7 @@ describe("chaos: the whole system under faults", () => {
           `SELECT count(*)::int AS n FROM events WHERE fanned_out_at IS NULL AND poisoned_at IS NULL`,
         ).catch(() => null);
         if (!pendingNow) continue;
-        const unsettledJobs = messages.filter(
-          (m) => !["DELIVERED", "ERROR", "CANCELLED"].includes(m.state),
-        ).length;
+        const unsettledJobs = messages.filter((m) => !isSettled(m.state)).length;
         const backlog = unsettledJobs + pendingNow.rows[0]!.n * JOBS_PER_EVENT;
         const finishAt = now - started + (backlog / (rate * AFTER_WRITES_SPEED_UP)) * 1000 + AFTER_WRITES_MS;
         if (finishAt > FINISH_BY_MS && !stopChaos && !stopWriting) {
@@ -643,34 +640,32 @@ describe("chaos: the whole system under faults", () => {
     expect(finalDrain).toBe(0);
     // Checked twice a second rather than by the dev server's waitFor, which copies
     // every message on every change: with 20,000 messages that alone took minutes of CPU.
-    const settled = (m: { state: string }) => ["DELIVERED", "ERROR", "CANCELLED"].includes(m.state);
-    let unsettled = -1;
+    const unsettledNow = () => stack.qstash.messages().filter((m) => !isSettled(m.state));
     const settleBy = Date.now() + LAST_RETRY_MS + 60_000;
-    for (let i = 0; unsettled !== 0 && (i === 0 || Date.now() < settleBy); i++) {
-      if (i > 0) await sleep(500);
-      unsettled = stack.qstash.messages().filter((m) => !settled(m)).length;
+    let unsettled = unsettledNow();
+    while (unsettled.length > 0 && Date.now() < settleBy) {
+      await sleep(500);
+      unsettled = unsettledNow();
     }
-    if (unsettled !== 0) {
-      // What is stuck, for whoever reads the failure: its route, state, retries and attempts.
-      for (const m of stack.qstash.messages().filter((m) => !settled(m)))
-        console.error(
-          "unsettled:",
-          JSON.stringify({
-            id: m.messageId,
-            kind: m.kind,
-            url: m.url,
-            state: m.state,
-            retried: m.retried,
-            maxRetries: m.maxRetries,
-            flowControlKey: m.flowControlKey,
-            ageSeconds: Math.round((Date.now() - m.createdAt) / 1000),
-            attempts: m.attempts.slice(-3),
-            body: m.body.slice(0, 300),
-          }),
-        );
-    }
+    // What is stuck, for whoever reads the failure: its route, state, retries and attempts.
+    for (const m of unsettled)
+      console.error(
+        "unsettled:",
+        JSON.stringify({
+          id: m.messageId,
+          kind: m.kind,
+          url: m.url,
+          state: m.state,
+          retried: m.retried,
+          maxRetries: m.maxRetries,
+          flowControlKey: m.flowControlKey,
+          ageSeconds: Math.round((Date.now() - m.createdAt) / 1000),
+          attempts: m.attempts.slice(-3),
+          body: m.body.slice(0, 300),
+        }),
+      );
     expect(
-      unsettled,
+      unsettled.length,
       `QStash messages not settled ${Math.round((LAST_RETRY_MS + 60_000) / 1000)} s after the sweeps drained`,
     ).toBe(0);
     const drainedMs = Date.now() - lastFaultAt;
