@@ -48,9 +48,24 @@ async function parseOrThrow<Schema extends z.ZodType>(
     error: (issue) => (issue.input === undefined ? "is required" : undefined),
   });
   if (result.success) return result.data as z.output<Schema>;
-  const issues = toFieldIssues(result.error);
-  const listed = issues.map((i) => (i.path ? `${i.path}: ${i.message}` : i.message)).join("; ");
-  throw new ApiError("BAD_REQUEST", `invalid ${describe(target)}: ${listed}`, issues);
+  throw invalidInput(`invalid ${describe(target)}`, toFieldIssues(result.error));
+}
+
+/**
+ * Field issues a 400 names, at most: a body of 100,000 bad tags answered a 10 MB
+ * error listing each of them, which helps no caller. The message says how many
+ * more there were.
+ */
+export const LISTED_ISSUES_MAX = 20;
+
+/** The 400 for `issues`, after `lead` ("invalid body"), naming the first LISTED_ISSUES_MAX. */
+export function invalidInput(lead: string, issues: FieldIssue[]): ApiError {
+  const shown = issues.slice(0, LISTED_ISSUES_MAX);
+  const more = issues.length - shown.length;
+  const listed =
+    shown.map((i) => (i.path ? `${i.path}: ${i.message}` : i.message)).join("; ") +
+    (more > 0 ? `; and ${more} more` : "");
+  return new ApiError("BAD_REQUEST", `${lead}: ${listed}`, shown);
 }
 
 const JSON_TYPE = /^application\/([\w.-]+\+)?json$/;
@@ -77,28 +92,41 @@ function requireMediaType(header: string | undefined, target: "json" | "form"): 
  * "invalid byte sequence", a 500. Every string a caller sends (values and keys,
  * at any depth, in a body, query or form) passes here before any schema or SQL
  * sees it, so no route can forget the check. Each offending field is named.
+ *
+ * No input of any route nests deeper than a few levels, so anything past
+ * INPUT_DEPTH_MAX is refused here: this walk (and Postgres' own JSON parser, for a
+ * value that reached it) recurses per level, and 5,000 nested arrays, a 10 KB
+ * body, overflowed the stack and answered 500.
  */
 export function refuseNul(value: unknown, what: string): void {
   const issues: FieldIssue[] = [];
-  const visit = (v: unknown, path: string) => {
+  const visit = (v: unknown, path: string, depth: number) => {
     if (typeof v === "string") {
       if (v.includes("\u0000")) issues.push({ path, message: NUL_MESSAGE });
-    } else if (Array.isArray(v)) {
-      v.forEach((item, i) => visit(item, path ? `${path}.${i}` : String(i)));
-    } else if (v !== null && typeof v === "object") {
-      for (const [key, item] of Object.entries(v)) {
-        const at = path ? `${path}.${key}` : key;
-        if (key.includes("\u0000")) issues.push({ path: at, message: NUL_MESSAGE });
-        else visit(item, at);
-      }
+      return;
+    }
+    if (v === null || typeof v !== "object") return;
+    if (depth === INPUT_DEPTH_MAX) {
+      throw invalidInput(`invalid ${what}`, [
+        { path, message: `nests deeper than ${INPUT_DEPTH_MAX} levels` },
+      ]);
+    }
+    if (Array.isArray(v)) {
+      v.forEach((item, i) => visit(item, path ? `${path}.${i}` : String(i), depth + 1));
+      return;
+    }
+    for (const [key, item] of Object.entries(v)) {
+      const at = path ? `${path}.${key}` : key;
+      if (key.includes("\u0000")) issues.push({ path: at, message: NUL_MESSAGE });
+      else visit(item, at, depth + 1);
     }
   };
-  visit(value, "");
-  if (issues.length > 0) {
-    const listed = issues.map((i) => (i.path ? `${i.path}: ${i.message}` : i.message)).join("; ");
-    throw new ApiError("BAD_REQUEST", `invalid ${what}: ${listed}`, issues);
-  }
+  visit(value, "", 0);
+  if (issues.length > 0) throw invalidInput(`invalid ${what}`, issues);
 }
+
+/** Levels of arrays and objects an input may nest: every route's needs two or three. */
+export const INPUT_DEPTH_MAX = 32;
 
 const NUL_MESSAGE = "must not contain NUL (\\u0000)";
 

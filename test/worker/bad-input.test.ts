@@ -217,6 +217,15 @@ function jsonCases(route: JsonRoute): Case[] {
   add("an unknown field named like SQL", { ...route.valid(), "title; DROP TABLE events": 1 });
   add("a NUL in a key", { ...route.valid(), "a\u0000": 1 });
   add("an empty object", {});
+  // 5,000 nested arrays (10 KB) overflowed the input walk's stack: a 500.
+  const firstField = Object.keys(route.fields)[0]!;
+  add(
+    "nested 5,000 levels deep",
+    JSON.stringify({ ...route.valid(), [firstField]: "DEEP" }).replace(
+      '"DEEP"',
+      "[".repeat(5000) + "]".repeat(5000),
+    ),
+  );
   for (const [field, spec] of Object.entries(route.fields)) {
     if (spec.required) {
       const body = route.valid();
@@ -663,6 +672,51 @@ describe(`bad input, every route (${cases.length} cases)`, () => {
         requestId: expect.any(String),
       }),
     });
+  });
+
+  it("names the level past which input nests too deep", async () => {
+    const deep = (n: number) => `{"title":"t","tags":${"[".repeat(n)}${"]".repeat(n)}}`;
+    const res = await send({
+      name: "deep",
+      method: "POST",
+      path: "/notes",
+      auth: "tenant",
+      body: deep(5000),
+    });
+    expect(res.status).toBe(400);
+    const { error } = JSON.parse(res.text) as { error: { message: string; issues: unknown[] } };
+    const at = ["tags", ...Array.from({ length: 31 }, () => "0")].join(".");
+    expect(error.message).toBe(`invalid body: ${at}: nests deeper than 32 levels`);
+    expect(error.issues).toEqual([{ path: at, message: "nests deeper than 32 levels" }]);
+  });
+
+  it("answers thousands of bad fields with a short error that counts the rest", async () => {
+    // 100,000 NUL tags (refused by the walk before any schema) and an import of
+    // 2,000 notes with numbers for titles (the schema's issues): each answered an
+    // error many times the size of its body, one issue per field.
+    const many = [
+      {
+        path: "/notes",
+        body: { title: "t", tags: Array.from({ length: 100_000 }, () => "\u0000") },
+        paths: (i: number) => `tags.${i}`,
+        more: 99_980,
+      },
+      {
+        path: "/notes/import",
+        body: { notes: Array.from({ length: 2000 }, () => ({ title: 1 })) },
+        paths: (i: number) => `notes.${i}.title`,
+        more: 1980,
+      },
+    ];
+    for (const { path, body, paths, more } of many) {
+      const res = await send({ name: "many", method: "POST", path, auth: "tenant", body });
+      expect(res.status).toBe(400);
+      expect(res.text.length).toBeLessThan(5_000);
+      const { error } = JSON.parse(res.text) as { error: { message: string; issues: { path: string }[] } };
+      expect(error.issues.map((i) => i.path)).toEqual(Array.from({ length: 20 }, (_, i) => paths(i)));
+      expect(error.message.startsWith(`invalid body: ${paths(0)}: `)).toBe(true);
+      expect(error.message.endsWith(`; and ${more} more`)).toBe(true);
+    }
   });
 
   it("left every table as it was", async () => {

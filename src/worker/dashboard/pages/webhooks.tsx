@@ -18,7 +18,7 @@ import {
 } from "../../../domain/webhooks/delivery-log.ts";
 import { ApiError } from "../../errors.ts";
 import { idParam } from "../../routes/params.ts";
-import { toFieldIssues, valid } from "../../validate.ts";
+import { invalidInput, toFieldIssues, valid } from "../../validate.ts";
 import { deliverQueueFor, queuedOrRefused } from "../../webhooks.ts";
 import { requireSecretsKey, webhookSecretsKey } from "../../webhook-secrets-key.ts";
 import type { DashboardEnv } from "../env.ts";
@@ -398,11 +398,7 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
     };
     const policy = { allowPrivate: c.var.config.WEBHOOK_ALLOW_PRIVATE_URLS };
     const parsed = updateEndpointInput(policy).safeParse(input);
-    if (!parsed.success) {
-      const issues = toFieldIssues(parsed.error);
-      const listed = issues.map((i) => (i.path ? `${i.path}: ${i.message}` : i.message)).join("; ");
-      throw new ApiError("BAD_REQUEST", `endpoint not saved: ${listed}`, issues);
-    }
+    if (!parsed.success) throw invalidInput("endpoint not saved", toFieldIssues(parsed.error));
     const version = text("version");
     if (!version) throw new ApiError("BAD_REQUEST", "endpoint not saved: the form carries no version");
     await updateEndpoint(c.var.db, id, parsed.data, policy, { ifVersion: version });
