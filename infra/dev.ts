@@ -35,6 +35,10 @@ const port = numberFrom("PORT", 8787);
 // A fixed port, as Postgres': an endpoint made from the banner's curl names the sink,
 // and must reach it again after a restart.
 const sinkPort = numberFrom("MAIL_SINK_PORT", 54330);
+// Fixed too: the banner has the operator export QSTASH_URL for the CLI's re-sends,
+// and on a port chosen anew each start that terminal's commands failed after a
+// restart (ECONNREFUSED) while its tokens, kept in .dev/secrets.json, still held.
+const qstashPort = numberFrom("QSTASH_DEV_PORT", 54331);
 const publicUrl = `http://127.0.0.1:${port}`;
 // As Cloudflare runs `crons` in production; `wrangler dev --test-scheduled` only on request.
 const devCron = devCronFromWranglerToml(readFileSync(path.join(root, "wrangler.toml"), "utf8"));
@@ -115,6 +119,7 @@ async function main() {
   // and only wrangler fails, naming a --port flag this command does not take.
   await ensurePortFree(port, "PORT");
   await ensurePortFree(sinkPort, "MAIL_SINK_PORT");
+  await ensurePortFree(qstashPort, "QSTASH_DEV_PORT");
   const secrets = await localSecrets();
 
   let databaseUrl = env.DATABASE_URL;
@@ -164,7 +169,7 @@ async function main() {
   step(`ws proxy (pooled, transaction mode): ${proxy.url}`);
 
   const qstash: QStashDev = await startQStashDev({
-    port: numberFrom("QSTASH_DEV_PORT", 0),
+    port: qstashPort,
     token: env.QSTASH_TOKEN || secrets.QSTASH_TOKEN,
     currentSigningKey: env.QSTASH_CURRENT_SIGNING_KEY || secrets.QSTASH_CURRENT_SIGNING_KEY,
     nextSigningKey: env.QSTASH_NEXT_SIGNING_KEY || secrets.QSTASH_NEXT_SIGNING_KEY,

@@ -28,7 +28,12 @@ async function listening(): Promise<{ port: number; close: () => Promise<void> }
 it("npm run dev stops at once, naming the port and PORT, when the Worker's port is taken", async () => {
   const taken = await listening();
   try {
-    const env: NodeJS.ProcessEnv = { ...process.env, PORT: String(taken.port), MAIL_SINK_PORT: "0" };
+    const env: NodeJS.ProcessEnv = {
+      ...process.env,
+      PORT: String(taken.port),
+      MAIL_SINK_PORT: "0",
+      QSTASH_DEV_PORT: "0",
+    };
     // Whatever the test run uses, the script must fail before it would start or reach Postgres.
     delete env.DATABASE_URL;
     const { code, output } = await runDev(env);
@@ -63,6 +68,28 @@ it("npm run dev stops at once, naming MAIL_SINK_PORT, when the sink's port is ta
   }
 }, 60_000);
 
+it("npm run dev stops at once, naming QSTASH_DEV_PORT, when the local QStash's port is taken", async () => {
+  const taken = await listening();
+  const free = await listening();
+  await free.close();
+  try {
+    const env: NodeJS.ProcessEnv = {
+      ...process.env,
+      PORT: String(free.port),
+      MAIL_SINK_PORT: "0",
+      QSTASH_DEV_PORT: String(taken.port),
+    };
+    delete env.DATABASE_URL;
+    const { code, output } = await runDev(env);
+    expect(code).toBe(1);
+    expect(output).toContain(`[dev] port ${taken.port} on 127.0.0.1 is taken`);
+    expect(output).toContain(`QSTASH_DEV_PORT=${taken.port + 1} npm run dev`);
+    expect(output).not.toContain("Postgres:");
+  } finally {
+    await taken.close();
+  }
+}, 60_000);
+
 it("npm run dev says in one line when DATABASE_URL cannot be reached", async () => {
   const free = await listening();
   await free.close();
@@ -72,6 +99,7 @@ it("npm run dev says in one line when DATABASE_URL cannot be reached", async () 
     PORT: String(free.port),
     // Not the default: a running npm run dev holds it.
     MAIL_SINK_PORT: "0",
+    QSTASH_DEV_PORT: "0",
     DATABASE_URL: "postgres://postgres@127.0.0.1:1/none",
   });
   expect(code).toBe(1);
@@ -99,6 +127,7 @@ it("npm run dev refuses a DEV_SWEEP_SECONDS or QSTASH_DEV_TIME_SCALE it cannot u
     const { code, output } = await runDev({
       ...process.env,
       MAIL_SINK_PORT: "0",
+      QSTASH_DEV_PORT: "0",
       DATABASE_URL: "postgres://postgres@127.0.0.1:1/none",
       [name]: value,
     });
@@ -123,6 +152,7 @@ it("npm run dev stops what it started when its terminal closes (SIGHUP), as on C
       ...process.env,
       PORT: String(free.port),
       MAIL_SINK_PORT: "0",
+      QSTASH_DEV_PORT: "0",
       DATABASE_URL: `postgres://postgres@127.0.0.1:${(silent.address() as AddressInfo).port}/none`,
     },
   });

@@ -231,6 +231,7 @@ describe("npm run dev", () => {
         DATABASE_URL: t.url,
         PORT: String(port),
         MAIL_SINK_PORT: "0",
+        QSTASH_DEV_PORT: "0",
         QSTASH_DEV_STATE_FILE: path.join(queues, `${port}.jsonl`),
         ...env,
       },
