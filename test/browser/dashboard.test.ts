@@ -537,11 +537,14 @@ describe("the dashboard in Chromium", () => {
     expect(problems).toEqual([]);
   }, 60_000);
 
-  it("edits an endpoint's URL and event types from its page", async () => {
+  it("edits an endpoint's URL and event types from its page, keeping its description's lines", async () => {
     const secretsKey = importSecretsKey(TEST_WEBHOOK_SECRETS_KEY);
+    // Two lines, as the API takes them: a one-line input in the form dropped the break.
+    const description = "Acme ledger sync\nowner: payments team";
     const endpoint = await insertEndpoint(t.pool, secretsKey, {
       url: "https://hooks.acme.example/wrong-path",
       types: ["ledger.*"],
+      description,
     });
     await signIn();
     await page.goto(`${stack.url}/dashboard/webhooks/${endpoint.id}`);
@@ -553,13 +556,24 @@ describe("the dashboard in Chromium", () => {
     await page.waitForURL(`${stack.url}/dashboard/webhooks/${endpoint.id}?edited=1`);
     expect(await page.textContent("h1")).toBe("https://hooks.acme.example/right-path");
     expect(await page.textContent(".notice")).toContain("Endpoint saved");
-    const { rows } = await t.pool.query("SELECT url, types FROM webhook_endpoints WHERE id = $1", [
-      endpoint.id,
-    ]);
-    expect(rows[0]).toEqual({
+    const read = async () =>
+      (
+        await t.pool.query("SELECT url, types, description FROM webhook_endpoints WHERE id = $1", [
+          endpoint.id,
+        ])
+      ).rows[0];
+    expect(await read()).toEqual({
       url: "https://hooks.acme.example/right-path",
       types: ["ledger.*", "supplier.connected"],
+      description,
     });
+    // Shown on its two lines, and a third typed into the form is stored with LF, as the API's.
+    expect(await page.innerText("p.desc")).toBe(description);
+    await page.click("details.edit summary");
+    await page.fill("#description", `${description}\nescalate: #ledger-oncall`);
+    await page.getByRole("button", { name: "Save" }).click();
+    await page.waitForURL(`${stack.url}/dashboard/webhooks/${endpoint.id}?edited=1`);
+    expect((await read()).description).toBe(`${description}\nescalate: #ledger-oncall`);
     expect(problems).toEqual([]);
   }, 60_000);
 

@@ -402,6 +402,24 @@ describe("editing an endpoint from its page", () => {
     expect((await local.get(saved.headers.get("location")!)).text).toContain("Endpoint saved");
   });
 
+  it("holds a description's line breaks in the form, and stores a browser's CRLF as LF", async () => {
+    const e = await endpoint("/lines");
+    await t.pool.query("UPDATE webhook_endpoints SET description = $2 WHERE id = $1", [e.id, "one\n<two>"]);
+    const local = dashboardClient(() => ({ ...env, WEBHOOK_ALLOW_PRIVATE_URLS: "true" }));
+    expect((await local.login()).status).toBe(303);
+    const page = await local.get(`/dashboard/webhooks/${e.id}`);
+    // A textarea keeps the break (a one-line input's value loses it), escaped as text.
+    expect(page.text).toContain('name="description" rows="3" maxlength="500">one\n&lt;two&gt;</textarea>');
+    const saved = await local.post(`/dashboard/webhooks/${e.id}/edit`, {
+      version: versionOf(page.text),
+      url: receiver.url("/lines"),
+      types: "*",
+      description: "one\r\n<two>\r\nthree",
+    });
+    expect(saved.status).toBe(303);
+    expect((await read(e.id)).description).toBe("one\n<two>\nthree");
+  });
+
   it("a form saved after someone else's change is refused, and changes nothing", async () => {
     const e = await endpoint("/stale");
     const local = dashboardClient(() => ({ ...env, WEBHOOK_ALLOW_PRIVATE_URLS: "true" }));

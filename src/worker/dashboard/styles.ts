@@ -66,7 +66,8 @@ pre{background:#0f172a;color:#e2e8f0;padding:.8rem;border-radius:6px;overflow:au
 .state-delivered{background:#ecfdf3;color:var(--ok)}.state-failed{background:#fef3f2;color:var(--bad)}
 form.filters{display:flex;flex-wrap:wrap;gap:.6rem;align-items:end;margin-bottom:.8rem}
 form.filters label{display:flex;flex-direction:column;font-size:.8rem;color:var(--muted)}
-input,select{font:inherit;padding:.25rem .4rem;border:1px solid #c3c8d2;border-radius:4px}
+input,select,textarea{font:inherit;padding:.25rem .4rem;border:1px solid #c3c8d2;border-radius:4px}
+.desc{white-space:pre-line}
 button{font:inherit;cursor:pointer}
 .btn{background:var(--accent);color:#fff;border:0;border-radius:4px;padding:.3rem .8rem;white-space:nowrap}
 .btn.secondary{background:#fff;color:var(--fg);border:1px solid #c3c8d2}

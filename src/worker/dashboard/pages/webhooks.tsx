@@ -171,7 +171,7 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
                     <a class="mono" href={`/dashboard/webhooks/${e.id}`}>
                       {e.url}
                     </a>
-                    {e.description ? <div class="muted">{e.description}</div> : null}
+                    {e.description ? <div class="muted desc">{e.description}</div> : null}
                   </td>
                   <td>{e.scope ?? "–"}</td>
                   <td>
@@ -219,7 +219,7 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
           }
         />
         <h1 class="mono">{endpoint.url}</h1>
-        {endpoint.description ? <p class="muted">{endpoint.description}</p> : null}
+        {endpoint.description ? <p class="muted desc">{endpoint.description}</p> : null}
         <div class="actions">
           <form class="inline" method="post" action={`/dashboard/webhooks/${endpoint.id}/enabled`}>
             <input type="hidden" name="enabled" value={endpoint.enabled ? "false" : "true"} />
@@ -294,7 +294,11 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
             <label for="types">event types (globs, separated by commas or spaces)</label>
             <input id="types" type="text" name="types" value={endpoint.types.join(", ")} required />
             <label for="description">description</label>
-            <input id="description" type="text" name="description" value={endpoint.description} />
+            {/* A textarea: a one-line input drops the line breaks the API accepts, so
+                saving only new event types lost them. */}
+            <textarea id="description" name="description" rows={3} maxlength={500}>
+              {endpoint.description}
+            </textarea>
             <button class="btn secondary" type="submit">
               Save
             </button>
@@ -394,7 +398,8 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
     const input = {
       url: text("url"),
       types: types === undefined ? undefined : types.split(/[\s,]+/).filter(Boolean),
-      description: text("description"),
+      // A browser sends a textarea's line breaks as CRLF; the API stores LF.
+      description: text("description")?.replace(/\r\n?/g, "\n"),
     };
     const policy = { allowPrivate: c.var.config.WEBHOOK_ALLOW_PRIVATE_URLS };
     const parsed = updateEndpointInput(policy).safeParse(input);
