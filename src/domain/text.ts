@@ -46,12 +46,21 @@ export function oneLine(value: string): string {
  * `1e2`, `0x10`, `1.0` or ` 5` are refused rather than read the way Number() would.
  */
 export function wholeNumber(min: number, max: number) {
-  return z
-    .union([z.number(), z.string()])
-    .transform((v) => String(v))
-    .pipe(z.string().regex(/^\d{1,9}$/, "must be a whole number"))
-    .transform(Number)
-    .pipe(z.number().int().min(min, `must be at least ${min}`).max(max, `must be at most ${max}`));
+  // Past this, a Number no longer holds every digit it was given.
+  const ceiling = Math.min(max, Number.MAX_SAFE_INTEGER);
+  return (
+    z
+      .union([z.number(), z.string()])
+      .transform((v) => String(v))
+      .pipe(z.string().regex(/^\d+$/, "must be a whole number"))
+      // More digits than the ceiling has is past it: said so, rather than "not a
+      // whole number" (or read as a Number that lost its last digits).
+      .transform((v) => {
+        const digits = v.replace(/^0+(?=\d)/, "");
+        return digits.length > String(ceiling).length ? ceiling + 1 : Number(digits);
+      })
+      .pipe(z.number().int().min(min, `must be at least ${min}`).max(ceiling, `must be at most ${ceiling}`))
+  );
 }
 
 /** JSON.parse, or undefined for text that is not JSON: for bodies a caller checks with a schema next. */

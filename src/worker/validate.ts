@@ -48,7 +48,7 @@ async function parseOrThrow<Schema extends z.ZodType>(
     error: (issue) => (issue.input === undefined ? "is required" : undefined),
   });
   if (result.success) return result.data as z.output<Schema>;
-  throw invalidInput(`invalid ${describe(target)}`, toFieldIssues(result.error));
+  throw invalidInput(`invalid ${describe(target)}`, toFieldIssues(result.error, value));
 }
 
 /**
@@ -130,9 +130,24 @@ export const INPUT_DEPTH_MAX = 32;
 
 const NUL_MESSAGE = "must not contain NUL (\\u0000)";
 
-export function toFieldIssues(error: z.ZodError): FieldIssue[] {
+/**
+ * One FieldIssue per bad field. Given the `input` that was parsed, a field it lacks
+ * is said to be required: a schema's own message for a wrong type (e.g. "must be a
+ * job failure id") wins over the parse's "is required", and told a caller who sent
+ * `{}` that their missing field had the wrong form. A schema that says "is required"
+ * its own way (with an example) keeps its words.
+ */
+export function toFieldIssues(error: z.ZodError, input?: unknown): FieldIssue[] {
   return error.issues.flatMap((issue) => {
     const path = issue.path.map(String).join(".");
+    if (
+      issue.code === "invalid_type" &&
+      input !== undefined &&
+      !issue.message.startsWith("is required") &&
+      isMissing(input, issue.path)
+    ) {
+      return [{ path, message: "is required" }];
+    }
     // A strict object reports all unknown keys in one issue; name each of them.
     if (issue.code === "unrecognized_keys") {
       return issue.keys.map((key) => ({
@@ -146,4 +161,14 @@ export function toFieldIssues(error: z.ZodError): FieldIssue[] {
 
 function describe(target: keyof ValidationTargets): string {
   return target === "json" ? "body" : target === "param" ? "path" : target;
+}
+
+/** Whether `input` has no value at `path` (an absent key, not a null). */
+function isMissing(input: unknown, path: readonly PropertyKey[]): boolean {
+  let at: unknown = input;
+  for (const key of path) {
+    if (at === null || typeof at !== "object" || !Object.hasOwn(at, key)) return true;
+    at = (at as Record<PropertyKey, unknown>)[key];
+  }
+  return at === undefined;
 }

@@ -230,9 +230,19 @@ describe("POST /admin/job-failures/retry", () => {
   });
 
   it("refuses a body without a whole-number upTo", async () => {
-    for (const body of [{}, { upTo: "5" }, { upTo: 0 }, { upTo: 1.5 }, { upTo: 5, all: true }]) {
+    const said: [unknown, string][] = [
+      // Missing is said as missing, not as the wrong form the schema's own message names.
+      [{}, "upTo: is required"],
+      [{ upTo: null }, "upTo: must be a job failure id (a whole number)"],
+      [{ upTo: "5" }, "upTo: must be a job failure id (a whole number)"],
+      [{ upTo: 0 }, "upTo: must be at least 1"],
+      [{ upTo: 1.5 }, "upTo: must be a job failure id (a whole number)"],
+      [{ upTo: 5, all: true }, "all: is not a known field"],
+    ];
+    for (const [body, message] of said) {
       const res = await retryAll(body);
       expect(res.status, JSON.stringify(body)).toBe(400);
+      expect(res.body.error.message, JSON.stringify(body)).toBe(`invalid body: ${message}`);
     }
     expect(jobsInQStash()).toHaveLength(0);
   });

@@ -257,6 +257,23 @@ describe("errors: one envelope for every route", () => {
     expect(res.body.error.issues).toEqual([{ path: "name", message: "is required" }]);
   });
 
+  it("a limit past its maximum says so, however many digits it has", async () => {
+    for (const limit of ["101", "99999999999", "99999999999999999999999", "0000000000000000000000101"]) {
+      const res = await api("GET", `/notes/search?q=x&limit=${limit}`);
+      expect(res.status, limit).toBe(400);
+      expect(res.body.error.issues, limit).toEqual([{ path: "limit", message: "must be at most 100" }]);
+    }
+    for (const [limit, message] of [
+      ["0000", "must be at least 1"],
+      ["1e3", "must be a whole number"],
+      ["-5", "must be a whole number"],
+    ]) {
+      const res = await api("GET", `/notes/search?q=x&limit=${limit}`);
+      expect(res.body.error.issues, limit).toEqual([{ path: "limit", message }]);
+    }
+    expect((await api("GET", "/notes/search?q=x&limit=007")).status).toBe(200);
+  });
+
   it("a body that is not JSON is a 400 in the envelope", async () => {
     const res = await api("POST", "/notes", "{not json");
     expect(res.status).toBe(400);

@@ -403,7 +403,7 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
     };
     const policy = { allowPrivate: c.var.config.WEBHOOK_ALLOW_PRIVATE_URLS };
     const parsed = updateEndpointInput(policy).safeParse(input);
-    if (!parsed.success) throw invalidInput("endpoint not saved", toFieldIssues(parsed.error));
+    if (!parsed.success) throw invalidInput("endpoint not saved", toFieldIssues(parsed.error, input));
     const version = text("version");
     if (!version) throw new ApiError("BAD_REQUEST", "endpoint not saved: the form carries no version");
     await updateEndpoint(c.var.db, id, parsed.data, policy, { ifVersion: version });
