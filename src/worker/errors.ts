@@ -1,7 +1,13 @@
 import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import { DomainError, type DomainErrorCode } from "../domain/errors.ts";
-import { InvalidInputError, PublishError } from "../outbox/index.ts";
+import {
+  IDENTITY_ID_DIGITS,
+  InvalidInputError,
+  PublishError,
+  SUBSCRIPTION_NAME,
+  UUID_PATTERN,
+} from "../outbox/index.ts";
 import type { HonoEnv } from "./env.ts";
 
 /**
@@ -125,8 +131,68 @@ export function handleError(err: Error, c: Context<HonoEnv>) {
   );
 }
 
-export function handleNotFound(c: Context<HonoEnv>) {
-  return errorResponse(c, "NOT_FOUND", `no route for ${c.req.method} ${c.req.path}`);
+/**
+ * The 404 for a request no route took. A path that a route would take but for an
+ * id of the wrong form (`/notes/not-a-uuid`) is a route whose id cannot exist, and
+ * is said so, naming the form: "no route" sent callers looking for a typo in the path.
+ */
+export function handleNotFound(
+  c: Context<HonoEnv>,
+  routes: readonly { method: string; path: string }[] = [],
+) {
+  const { method, path } = c.req;
+  for (const route of routes) {
+    if (route.method !== method) continue;
+    const misfit = misfitParam(route.path, path);
+    if (misfit) {
+      const shape = route.path.replace(/\{.*?\}(?=\/|$)/g, "");
+      return errorResponse(
+        c,
+        "NOT_FOUND",
+        `no such ${misfit.name}: "${misfit.value}" is not ${misfit.form} (${method} ${shape})`,
+      );
+    }
+  }
+  return errorResponse(c, "NOT_FOUND", `no route for ${method} ${path}`);
+}
+
+/** What each constrained path parameter's pattern means, as a caller reads it. */
+const PARAM_FORMS: Record<string, string> = {
+  [UUID_PATTERN]: "a UUID",
+  [IDENTITY_ID_DIGITS]: "a whole number from 1",
+  [SUBSCRIPTION_NAME]: "a subscription name (a lowercase letter, then lowercase letters, digits, _, . or -)",
+};
+
+/**
+ * The parameter of `pattern` (a Hono route path with `:name{regex}` segments) whose
+ * value in `path` does not fit its regex, when every other segment matches; else null.
+ */
+function misfitParam(pattern: string, path: string): { name: string; value: string; form: string } | null {
+  const want = pattern.split("/");
+  const got = path.split("/");
+  if (want.length !== got.length) return null;
+  let misfit: { name: string; value: string; form: string } | null = null;
+  for (const [i, segment] of want.entries()) {
+    const value = got[i]!;
+    const param = /^:(\w+)(?:\{(.*)\})?$/.exec(segment);
+    if (!param) {
+      if (segment !== value) return null;
+      continue;
+    }
+    const [, name, regex] = param;
+    if (regex === undefined || value === "" || new RegExp(`^(?:${regex})$`).test(value)) continue;
+    if (misfit) return null;
+    misfit = { name: name!, value: safeDecode(value), form: PARAM_FORMS[regex] ?? `of the form /${regex}/` };
+  }
+  return misfit;
+}
+
+function safeDecode(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return segment;
+  }
 }
 
 // Hono raises some refusals without a message; say what was refused and why.

@@ -41,7 +41,7 @@ export function newApp(options: AppOptions = {}) {
           new ApiError("NOT_FOUND", `no page ${c.req.path}`),
           c as unknown as Context<DashboardEnv>,
         )
-      : handleNotFound(c),
+      : handleNotFound(c, app.routes),
   );
   app.onError(handleError);
   return app;

@@ -14,8 +14,17 @@ import { ApiError } from "./errors.ts";
 /**
  * On `/jobs/*`, before the body is read or capped: a request without a signature
  * is refused at once, so an unsigned caller cannot make the Worker buffer anything.
+ * QStash only POSTs; any other method is told so (405) rather than asked for a
+ * signature no GET could carry.
  */
 export const requireSignatureHeader: MiddlewareHandler<HonoEnv> = async (c, next) => {
+  if (c.req.method !== "POST") {
+    c.header("Allow", "POST");
+    throw new ApiError(
+      "METHOD_NOT_ALLOWED",
+      `the job routes take only POST (QStash's deliveries), not ${c.req.method}`,
+    );
+  }
   if (!c.req.header("upstash-signature")) throw new ApiError("UNAUTHORIZED", "missing Upstash-Signature");
   await next();
 };

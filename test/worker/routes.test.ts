@@ -302,6 +302,39 @@ describe("errors: one envelope for every route", () => {
     expect(res.body.error).toMatchObject({ code: "NOT_FOUND", message: "no route for GET /no/such/route" });
   });
 
+  it("an id of the wrong form is a 404 naming the form, not 'no route'", async () => {
+    const said: [string, string, string][] = [
+      ["GET", "/notes/not-a-uuid", 'no such id: "not-a-uuid" is not a UUID (GET /notes/:id)'],
+      ["DELETE", "/notes/search", 'no such id: "search" is not a UUID (DELETE /notes/:id)'],
+      ["POST", "/suppliers/x%20y/connect", 'no such id: "x y" is not a UUID (POST /suppliers/:id/connect)'],
+      [
+        "POST",
+        "/admin/alerts/abc/resolve",
+        'no such id: "abc" is not a whole number from 1 (POST /admin/alerts/:id/resolve)',
+      ],
+      // A path no route has, whatever its ids, is still no route.
+      ["GET", "/notes/not-a-uuid/extra", "no route for GET /notes/not-a-uuid/extra"],
+      ["PUT", "/notes/not-a-uuid", "no route for PUT /notes/not-a-uuid"],
+    ];
+    for (const [method, path, message] of said) {
+      const res = await call(app, env, method, path, undefined, {
+        headers: { authorization: path.startsWith("/admin") ? `Bearer ${env.ADMIN_TOKEN}` : `Bearer ${key}` },
+      });
+      expect(res.status, path).toBe(404);
+      expect(res.body.error.message, path).toBe(message);
+    }
+  });
+
+  it("the job routes answer any method but POST with 405 and Allow: POST, before asking for a signature", async () => {
+    for (const method of ["GET", "PUT", "DELETE"]) {
+      const res = await call(app, env, method, "/jobs/corpus.index");
+      expect(res.status, method).toBe(405);
+      expect(res.headers.get("allow"), method).toBe("POST");
+      expect(res.body.error.code).toBe("METHOD_NOT_ALLOWED");
+    }
+    expect((await call(app, env, "POST", "/jobs/corpus.index", "{}")).status).toBe(401);
+  });
+
   it("an unexpected failure is a 500 that names the request id, not the internals", async () => {
     const errors = vi.spyOn(console, "error").mockImplementation(() => undefined);
     const broken = createApp({
