@@ -47,48 +47,36 @@ it("npm run dev stops at once, naming the port and PORT, when the Worker's port 
   }
 }, 60_000);
 
-it("npm run dev stops at once, naming MAIL_SINK_PORT, when the sink's port is taken", async () => {
-  const taken = await listening();
-  const free = await listening();
-  await free.close();
-  try {
-    const env: NodeJS.ProcessEnv = {
-      ...process.env,
-      PORT: String(free.port),
-      MAIL_SINK_PORT: String(taken.port),
-    };
-    delete env.DATABASE_URL;
-    const { code, output } = await runDev(env);
-    expect(code).toBe(1);
-    expect(output).toContain(`[dev] port ${taken.port} on 127.0.0.1 is taken`);
-    expect(output).toContain(`MAIL_SINK_PORT=${taken.port + 1} npm run dev`);
-    expect(output).not.toContain("Postgres:");
-  } finally {
-    await taken.close();
-  }
-}, 60_000);
-
-it("npm run dev stops at once, naming QSTASH_DEV_PORT, when the local QStash's port is taken", async () => {
-  const taken = await listening();
-  const free = await listening();
-  await free.close();
-  try {
-    const env: NodeJS.ProcessEnv = {
-      ...process.env,
-      PORT: String(free.port),
-      MAIL_SINK_PORT: "0",
-      QSTASH_DEV_PORT: String(taken.port),
-    };
-    delete env.DATABASE_URL;
-    const { code, output } = await runDev(env);
-    expect(code).toBe(1);
-    expect(output).toContain(`[dev] port ${taken.port} on 127.0.0.1 is taken`);
-    expect(output).toContain(`QSTASH_DEV_PORT=${taken.port + 1} npm run dev`);
-    expect(output).not.toContain("Postgres:");
-  } finally {
-    await taken.close();
-  }
-}, 60_000);
+// The fixed ports besides the Worker's, each checked before anything starts.
+it.each([
+  ["MAIL_SINK_PORT", "the sink's"],
+  ["QSTASH_DEV_PORT", "the local QStash's"],
+])(
+  "npm run dev stops at once, naming %s, when %s port is taken",
+  async (variable) => {
+    const taken = await listening();
+    const free = await listening();
+    await free.close();
+    try {
+      const env: NodeJS.ProcessEnv = {
+        ...process.env,
+        PORT: String(free.port),
+        MAIL_SINK_PORT: "0",
+        QSTASH_DEV_PORT: "0",
+        [variable]: String(taken.port),
+      };
+      delete env.DATABASE_URL;
+      const { code, output } = await runDev(env);
+      expect(code).toBe(1);
+      expect(output).toContain(`[dev] port ${taken.port} on 127.0.0.1 is taken`);
+      expect(output).toContain(`${variable}=${taken.port + 1} npm run dev`);
+      expect(output).not.toContain("Postgres:");
+    } finally {
+      await taken.close();
+    }
+  },
+  60_000,
+);
 
 it("npm run dev says in one line when DATABASE_URL cannot be reached", async () => {
   const free = await listening();
