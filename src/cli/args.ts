@@ -22,8 +22,9 @@ commands:
   events requeue <id>...          put poisoned events back in line
   events requeue --all [--type <glob>]
                                   every event poisoned so far (of that type), with progress
-  job-failures list [--limit <n>]
-                                  jobs that exhausted their QStash retries, newest first
+  job-failures list [--limit <n>] [--before <id>]
+                                  jobs that exhausted their QStash retries, newest first, a page
+                                  at a time (default 50; --before pages back)
   job-failures retry <id>         publish a failed job again as a new job, once
   job-failures retry --all        the same for every failure not yet retried (after an outage)
   webhooks list                   endpoints: health, the last day's success rate, pending, failed
@@ -36,7 +37,9 @@ commands:
   webhooks test <endpoint-id>     send a webhook.test event to that endpoint only
   webhooks enable|disable <endpoint-id>
                                   turn an endpoint on (its failed deliveries stay failed) or off
-  alerts [--open]                 recent alerts
+  alerts [--open] [--limit <n>] [--before <id>]
+                                  recent alerts, newest first, a page at a time (default 50;
+                                  --before pages back)
   alerts resolve <id>|--kind <kind>
                                   mark one alert, or every open one of a kind, as seen
   stats                           backlog, oldest pending age, poisoned count, relay backoff
@@ -139,7 +142,7 @@ const OPTIONS_OF: Record<string, readonly string[]> = {
   "events list": ["state", "type", "subject", "scope", "limit", "before"],
   "events show": [],
   "events requeue": ["all", "type"],
-  "job-failures list": ["limit"],
+  "job-failures list": ["limit", "before"],
   "job-failures retry": ["all"],
   "webhooks list": [],
   "webhooks show": ["status", "limit"],
@@ -149,7 +152,7 @@ const OPTIONS_OF: Record<string, readonly string[]> = {
   "webhooks test": [],
   "webhooks enable": [],
   "webhooks disable": [],
-  alerts: ["open", "limit"],
+  alerts: ["open", "limit", "before"],
   "alerts resolve": ["kind"],
   stats: [],
   "api-keys list": [],

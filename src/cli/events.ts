@@ -15,7 +15,7 @@ import {
 } from "../outbox/index.ts";
 import { intOption, Refusal, UsageError } from "./args.ts";
 import { dbOf, type Command } from "./command.ts";
-import { formatEvent, formatEventTable } from "./format.ts";
+import { formatEvent, formatEventTable, olderHint } from "./format.ts";
 
 /** A subject or scope filter, by the rule GET /admin/events takes it (trimmed, one line). */
 const filterText = singleLine(200);
@@ -53,11 +53,7 @@ export const eventsCommand: Command = ({ options, sub, rest }) => {
         ...(before === undefined ? {} : { beforeSeq: before }),
         limit,
       });
-      const more =
-        page.nextBeforeSeq === null
-          ? ""
-          : `\nolder ones: the same command with --before ${page.nextBeforeSeq}`;
-      print(page.events, () => formatEventTable(page.events) + more);
+      print(page.events, () => formatEventTable(page.events) + olderHint(page.nextBeforeSeq));
       return 0;
     };
   }

@@ -90,6 +90,14 @@ export function formatEvent(
   return lines.join("\n");
 }
 
+/**
+ * What a listing's text form ends with when there is an older page (nothing when
+ * there is not): the command to see it. Only the text form: --json stays the list.
+ */
+export function olderHint(nextBefore: number | null): string {
+  return nextBefore === null ? "" : `\nolder ones: the same command with --before ${nextBefore}`;
+}
+
 export function formatAlerts(alerts: AlertRow[]): string {
   if (alerts.length === 0) return "no alerts";
   return table(

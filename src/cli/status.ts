@@ -1,16 +1,29 @@
-import { listAlerts, openAlertKinds, resolveAlert, resolveAlerts, stats } from "../outbox/index.ts";
+import {
+  alertsPage,
+  MAX_LIST_LIMIT,
+  openAlertKinds,
+  resolveAlert,
+  resolveAlerts,
+  stats,
+} from "../outbox/index.ts";
 import { idArgument, intOption, Refusal, UsageError, type Options } from "./args.ts";
 import type { Command } from "./command.ts";
-import { formatAlerts, formatStats } from "./format.ts";
+import { formatAlerts, formatStats, olderHint } from "./format.ts";
 
-/** `alerts [--open]`, and `alerts resolve <id>|--kind <kind>`: what the dashboard's alerts page shows and does. */
+/**
+ * `alerts [--open] [--limit <n>] [--before <id>]`, and `alerts resolve <id>|--kind <kind>`:
+ * what the dashboard's alerts page shows and does.
+ */
 export const alertsCommand: Command = ({ options, sub, rest }) => {
   if (sub === "resolve") return resolveCommand(options, rest);
   if (sub) throw new UsageError(`alerts takes no argument but resolve, got "${sub}"`);
-  const limit = intOption(options.limit, "--limit", 50);
+  const limit = intOption(options.limit, "--limit", 50, MAX_LIST_LIMIT);
+  const before = options.before === undefined ? undefined : intOption(options.before, "--before", 0);
   return async ({ pool, print }) => {
-    const found = await listAlerts(pool, { open: options.open, limit });
-    print(found, () => formatAlerts(found));
+    // A page at a time, as `events list`: --before pages back by id. The hint is the
+    // text form's; --json stays the array it was.
+    const page = await alertsPage(pool, { open: options.open, before, limit });
+    print(page.alerts, () => formatAlerts(page.alerts) + olderHint(page.nextBefore));
     return 0;
   };
 };

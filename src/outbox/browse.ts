@@ -8,7 +8,7 @@ import {
   type DbEvent,
   type EventRow,
 } from "./operations.ts";
-import { query, type Queryable } from "./sql.ts";
+import { keysetPage, query, type Queryable } from "./sql.ts";
 import { STATE_SQL, idsSql, type EventState } from "./state.ts";
 
 export interface EventFilter {
@@ -121,11 +121,8 @@ export async function browseEvents(db: Queryable, options: BrowseOptions = {}): 
     text = timeRangePage(s, { own, keys }, take, { fromSeq, toSeq, before });
   }
   const { rows: found } = await query<DbEvent>(db, text, s.values);
-  const events = found.slice(0, limit).map(toEvent);
-  return {
-    events,
-    nextBeforeSeq: found.length > limit ? (events[events.length - 1]?.seq ?? null) : null,
-  };
+  const page = keysetPage(found.map(toEvent), limit, (e) => e.seq);
+  return { events: page.rows, nextBeforeSeq: page.nextBefore };
 }
 
 interface LookUp {
@@ -249,9 +246,10 @@ function timeRangePage(
 }
 
 /**
- * One page of events, newest first, without its cursor: the admin route's and the
- * CLI's listing, on the same index-backed statements as the dashboard's page (a
- * type glob, a subject or a scope found through events_browse, not by scanning).
+ * One page of events, newest first, without its cursor, on the same index-backed
+ * statements as the dashboard's page (a type glob, a subject or a scope found
+ * through events_browse, not by scanning). The admin route and the CLI page with
+ * browseEvents itself, for its cursor.
  */
 export async function listEvents(db: Queryable, options: BrowseOptions = {}): Promise<EventRow[]> {
   return (await browseEvents(db, options)).events;

@@ -51,6 +51,7 @@ export { PublishError, InvalidInputError, type FailureKind } from "./errors.ts";
 
 // The relay.
 export type { Queryable, QueryCallback, SqlPool, SqlClient } from "./sql.ts";
+export { keysetPage } from "./sql.ts";
 export {
   runPass,
   openPasses,
@@ -80,6 +81,9 @@ export {
   getEvent,
   MAX_LIST_LIMIT,
   listAlerts,
+  alertsPage,
+  type AlertListOptions,
+  type AlertPage,
   requeue,
   requeuePoisoned,
   requeuePoisonedInRounds,

@@ -1,7 +1,7 @@
 import type { Fanout } from "./schema.ts";
 import { eventFromRow, type ClaimedEvent, type DbClaimedEvent } from "./types.ts";
 import { InvalidInputError } from "./errors.ts";
-import { query, type Queryable } from "./sql.ts";
+import { keysetPage, query, type Queryable } from "./sql.ts";
 import { STATE_SQL, dueSql, idsSql, stateOf, type EventState } from "./state.ts";
 
 /** An event as operators see it: what the relay claims, plus where it stands. */
@@ -111,16 +111,40 @@ export async function getEvent(
   return { ...toEvent(row), alerts: alerts.rows.map(toAlert) };
 }
 
-export async function listAlerts(
-  db: Queryable,
-  options: { open?: boolean; limit?: number } = {},
-): Promise<AlertRow[]> {
+export interface AlertListOptions {
+  /** Only alerts not resolved yet. */
+  open?: boolean;
+  /** Keyset cursor: only alerts with a smaller id (the previous page's last). */
+  before?: number;
+  limit?: number;
+}
+
+/** Newest first. */
+export async function listAlerts(db: Queryable, options: AlertListOptions = {}): Promise<AlertRow[]> {
+  const values: unknown[] = [options.limit ?? 50];
+  const where: string[] = [];
+  if (options.open) where.push("resolved_at IS NULL");
+  if (options.before !== undefined) where.push(`id < $${values.push(options.before)}`);
   const { rows } = await query<DbAlert>(
     db,
-    `SELECT * FROM outbox_alerts ${options.open ? "WHERE resolved_at IS NULL" : ""} ORDER BY id DESC LIMIT $1`,
-    [options.limit ?? 50],
+    `SELECT * FROM outbox_alerts ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY id DESC LIMIT $1`,
+    values,
   );
   return rows.map(toAlert);
+}
+
+export interface AlertPage {
+  alerts: AlertRow[];
+  /** The cursor for the next (older) page, or null when this is the last. */
+  nextBefore: number | null;
+}
+
+/** listAlerts a page at a time, with the cursor of the next: the admin route's and the CLI's. */
+export async function alertsPage(db: Queryable, options: AlertListOptions = {}): Promise<AlertPage> {
+  const limit = options.limit ?? 50;
+  const found = await listAlerts(db, { ...options, limit: limit + 1 });
+  const { rows: alerts, nextBefore } = keysetPage(found, limit, (a) => a.id);
+  return { alerts, nextBefore };
 }
 
 export interface RequeueResult {

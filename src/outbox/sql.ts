@@ -95,3 +95,18 @@ export function positiveInt(value: number, name: string): number {
     throw new RangeError(`${name} must be a positive integer, got ${value}`);
   return value;
 }
+
+/**
+ * A newest-first page from `found`, read with one row more than `limit` asked: that
+ * row tells whether an older page exists, without a count. The next page's cursor
+ * is the last row's key (its seq or id), or null on the last page.
+ */
+export function keysetPage<Row>(
+  found: Row[],
+  limit: number,
+  keyOf: (row: Row) => number,
+): { rows: Row[]; nextBefore: number | null } {
+  const rows = found.slice(0, limit);
+  const last = rows[rows.length - 1];
+  return { rows, nextBefore: found.length > limit && last !== undefined ? keyOf(last) : null };
+}

@@ -247,6 +247,54 @@ describe("outbox CLI", () => {
     ]);
   });
 
+  it("lists alerts a page at a time, says how to see older ones, and pages back with --before", async () => {
+    const { rows } = await t.pool.query<{ id: string }>(
+      `INSERT INTO outbox_alerts (kind, message, resolved_at)
+       SELECT 'event.poisoned', 'alert ' || n, CASE WHEN n = 2 THEN now() END
+         FROM generate_series(1, 5) AS n
+       RETURNING id`,
+    );
+    const ids = rows.map((r) => r.id);
+    const idsIn = (stdout: string) =>
+      stdout
+        .trim()
+        .split("\n")
+        .slice(1)
+        .filter((l) => !l.startsWith("older ones"))
+        .map((l) => l.split(/\s+/)[0]);
+
+    const first = await runCli(["alerts", "--limit", "2"], env());
+    expect(first.code).toBe(0);
+    expect(idsIn(first.stdout)).toEqual([ids[4], ids[3]]);
+    const hint = /older ones: the same command with --before (\d+)$/.exec(first.stdout.trim());
+    expect(hint?.[1]).toBe(ids[3]);
+    const second = await runCli(["alerts", "--limit", "2", "--before", hint![1]!], env());
+    expect(idsIn(second.stdout)).toEqual([ids[2], ids[1]]);
+    const last = await runCli(["alerts", "--limit", "2", "--before", ids[1]!], env());
+    expect(idsIn(last.stdout)).toEqual([ids[0]]);
+    expect(last.stdout).not.toMatch(/older ones/);
+    // The default page is 50: the hint is what says more exist.
+    expect((await runCli(["alerts"], env())).stdout).not.toMatch(/older ones/);
+
+    // --open keeps to open alerts on every page (the second one is resolved).
+    const open = await runCli(["alerts", "--open", "--limit", "2", "--before", ids[3]!], env());
+    expect(idsIn(open.stdout)).toEqual([ids[2], ids[0]]);
+    expect(open.stdout).not.toMatch(/older ones/);
+
+    // --json is the page alone, the hint left out, so stdout parses.
+    const json = await runCli(["alerts", "--limit", "2", "--before", ids[4]!, "--json"], env());
+    expect((JSON.parse(json.stdout) as { id: number }[]).map((a) => a.id)).toEqual(
+      [ids[3], ids[2]].map(Number),
+    );
+
+    await expectUsageErrors([
+      [["alerts", "--before", "0"], /--before must be a positive integer, got "0"/],
+      [["alerts", "--before", "x"], /--before must be a positive integer, got "x"/],
+      [["alerts", "resolve", "1", "--before", "5"], /--before is not an option of alerts resolve/],
+    ]);
+    expect((await runCli(["--help"])).stdout).toMatch(/alerts \[--open\] \[--limit <n>\] \[--before <id>\]/);
+  });
+
   it("says a backoff that has run out is over, and a poisoned event has no next attempt", async () => {
     await t.pool.query(
       `UPDATE outbox_relay_state SET failures = 3, backoff_until = now() - interval '2 minutes',

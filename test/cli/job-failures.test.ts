@@ -67,6 +67,33 @@ describe("outbox job-failures", () => {
     expect(lines[2]).toMatch(new RegExp(`^${id}\\s.* as ${retried.retryMessageId}, failed again: ${again}$`));
   });
 
+  it("list shows a page at a time, says how to see older ones, and pages back with --before", async () => {
+    const ids: number[] = [];
+    for (let i = 0; i < 3; i++) ids.push(await insertJobFailure(t.pool));
+    const idsIn = (stdout: string) =>
+      stdout
+        .trim()
+        .split("\n")
+        .slice(1)
+        .filter((l) => !l.startsWith("older ones"))
+        .map((l) => Number(l.split(/\s+/)[0]));
+
+    const first = await runCli(["job-failures", "list", "--limit", "2"], { DATABASE_URL: t.url });
+    expect(first.code).toBe(0);
+    expect(idsIn(first.stdout)).toEqual([ids[2], ids[1]]);
+    const hint = /older ones: the same command with --before (\d+)$/.exec(first.stdout.trim());
+    expect(Number(hint?.[1])).toBe(ids[1]);
+    const older = await runCli(["job-failures", "list", "--limit", "2", "--before", hint![1]!], {
+      DATABASE_URL: t.url,
+    });
+    expect(idsIn(older.stdout)).toEqual([ids[0]]);
+    expect(older.stdout).not.toMatch(/older ones/);
+
+    // --json is the page alone, the hint left out, so stdout parses.
+    const json = await runCli(["job-failures", "list", "--limit", "1", "--json"], { DATABASE_URL: t.url });
+    expect((JSON.parse(json.stdout) as { id: number }[]).map((f) => f.id)).toEqual([ids[2]]);
+  });
+
   it("retry --all retries every failure not yet retried, once, and says how many", async () => {
     const ids = [await insertJobFailure(t.pool), await insertJobFailure(t.pool)];
     await insertJobFailure(t.pool, {
@@ -119,6 +146,11 @@ describe("outbox job-failures", () => {
       [["job-failures", "retry", "1", "2"], /job-failures retry takes one job failure id/],
       [["job-failures", "list", "x"], /job-failures list takes no argument, got "x"/],
       [["job-failures", "retry", "--all", "5"], /job-failures retry --all takes no id/],
+      [["job-failures", "list", "--before", "1.5"], /--before must be a positive integer, got "1.5"/],
+      [
+        ["job-failures", "retry", "--all", "--before", "5"],
+        /--before is not an option of job-failures retry/,
+      ],
     ];
     await expectUsageErrors(cases);
     const id = await insertJobFailure(t.pool);

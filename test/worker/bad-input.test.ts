@@ -367,6 +367,12 @@ function queryCases(): Case[] {
     q(`admin alerts: limit ${limit}`, `/admin/alerts?limit=${limit}`, "admin");
     q(`admin job failures: limit ${limit}`, `/admin/job-failures?limit=${limit}`, "admin");
   }
+  // A page's cursor, read as limit is: digits only, from 1.
+  for (const before of ["x", "0", "-1", "1.5", "1e3", "0x10", "%205", "9".repeat(20), ""]) {
+    q(`admin events: before ${before}`, `/admin/events?before=${before}`, "admin");
+    q(`admin alerts: before ${before}`, `/admin/alerts?open=true&before=${before}`, "admin");
+    q(`admin job failures: before ${before}`, `/admin/job-failures?before=${before}`, "admin");
+  }
   for (const open of ["yes", "1", "TRUE", "' OR 1=1", ""])
     q(`admin alerts: open ${open}`, `/admin/alerts?open=${enc(open)}`, "admin");
   q("admin alerts: an unknown parameter", "/admin/alerts?kind=x", "admin");

@@ -1,6 +1,7 @@
 import { desc, eq, getTableColumns, lt, sql } from "drizzle-orm";
 import { alias } from "drizzle-orm/pg-core";
 import type { Db } from "../db.ts";
+import { keysetPage } from "../../outbox/index.ts";
 import { jobFailures } from "../schema.ts";
 
 export interface JobFailure {
@@ -66,4 +67,17 @@ export async function listJobFailures(db: Db, options: { limit?: number; before?
     .where(options.before === undefined ? undefined : lt(jobFailures.id, options.before))
     .orderBy(desc(jobFailures.id))
     .limit(options.limit ?? 50);
+}
+
+export type JobFailureRow = Awaited<ReturnType<typeof listJobFailures>>[number];
+
+/** listJobFailures a page at a time, with the cursor of the next: the admin route's and the CLI's. */
+export async function jobFailuresPage(
+  db: Db,
+  options: { limit?: number; before?: number } = {},
+): Promise<{ jobFailures: JobFailureRow[]; nextBefore: number | null }> {
+  const limit = options.limit ?? 50;
+  const found = await listJobFailures(db, { ...options, limit: limit + 1 });
+  const { rows: jobFailures, nextBefore } = keysetPage(found, limit, (f) => f.id);
+  return { jobFailures, nextBefore };
 }

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import type { Db } from "../../domain/db.ts";
-import { listJobFailures } from "../../domain/job-failures/record.ts";
+import { jobFailuresPage } from "../../domain/job-failures/record.ts";
 import {
   notRetriedMessage,
   retryAllJobFailures,
@@ -8,11 +8,11 @@ import {
   type RetryAllResult,
 } from "../../domain/job-failures/retry.ts";
 import {
+  alertsPage,
+  browseEvents,
   EVENT_STATES,
   getEvent,
   isTypeGlob,
-  listAlerts,
-  listEvents,
   publishAdvice,
   IDENTITY_ID_DIGITS,
   resolveAlert,
@@ -35,6 +35,10 @@ import { ID } from "./params.ts";
 export const JOB_FAILURE_ID = `:id{${IDENTITY_ID_DIGITS}}` as const;
 
 const limit = wholeNumber(1, 1000).default(50);
+// A page's cursor, as the previous page's `nextBefore` gave it: only older rows (a
+// smaller seq for events, a smaller id for alerts and job failures). Keyset rather
+// than an offset, so rows added while a caller pages do not shift the next page.
+const before = wholeNumber(1, Number.MAX_SAFE_INTEGER).optional();
 
 const eventsQuery = z.strictObject({
   state: z.enum(EVENT_STATES).optional(),
@@ -44,6 +48,7 @@ const eventsQuery = z.strictObject({
   subject: singleLine(200).optional(),
   scope: singleLine(200).optional(),
   limit,
+  before,
 });
 
 const requeueBody = z.strictObject({
@@ -86,8 +91,11 @@ export function registerAdmin(app: App) {
 
   app.get("/admin/stats", async (c) => c.json({ stats: await stats(c.var.pool) }));
 
+  // The CLI's `events list` and the dashboard's events page, a page at a time.
   app.get("/admin/events", valid("query", eventsQuery), async (c) => {
-    return c.json({ events: await listEvents(c.var.pool, c.req.valid("query")) });
+    const { before: beforeSeq, ...filter } = c.req.valid("query");
+    const page = await browseEvents(c.var.pool, { ...filter, beforeSeq });
+    return c.json({ events: page.events, nextBefore: page.nextBeforeSeq });
   });
 
   app.get(`/admin/events/${ID}`, async (c) => {
@@ -107,10 +115,10 @@ export function registerAdmin(app: App) {
 
   app.get(
     "/admin/alerts",
-    valid("query", z.strictObject({ open: z.enum(["true", "false"]).optional(), limit })),
+    valid("query", z.strictObject({ open: z.enum(["true", "false"]).optional(), limit, before })),
     async (c) => {
-      const { open, limit: n } = c.req.valid("query");
-      return c.json({ alerts: await listAlerts(c.var.pool, { open: open === "true", limit: n }) });
+      const { open, ...page } = c.req.valid("query");
+      return c.json(await alertsPage(c.var.pool, { open: open === "true", ...page }));
     },
   );
 
@@ -129,8 +137,8 @@ export function registerAdmin(app: App) {
     return c.json({ kind, resolved: await resolveAlerts(c.var.pool, { kind, upTo }) });
   });
 
-  app.get("/admin/job-failures", valid("query", z.strictObject({ limit })), async (c) => {
-    return c.json({ jobFailures: await listJobFailures(c.var.db, c.req.valid("query")) });
+  app.get("/admin/job-failures", valid("query", z.strictObject({ limit, before })), async (c) => {
+    return c.json(await jobFailuresPage(c.var.db, c.req.valid("query")));
   });
 
   app.post("/admin/job-failures/retry", valid("json", retryAllBody), async (c) => {
