@@ -15,9 +15,10 @@ commands:
   migrate                         apply pending migrations
   relay once                      run one relay pass
   relay drain [--budget <s>]      run passes until nothing is claimable (default budget 300 s)
-  events list [--state ${EVENT_STATES.join("|")}] [--type <glob>] [--subject <s>] [--scope <s>]
-              [--limit <n>] [--before <seq>]
-                                  newest first, a page at a time (--before pages back)
+  events list [--state ${EVENT_STATES.join("|")}] [--type <glob>] [--subject <s>]
+              [--scope <s> | --unscoped] [--limit <n>] [--before <seq>]
+                                  newest first, a page at a time (--before pages back;
+                                  --unscoped: the events without a scope)
   events show <id>                an event: fan-out, last error, payload, webhook deliveries, alerts
   events requeue <id>...          put poisoned events back in line
   events requeue --all [--type <glob>]
@@ -139,7 +140,7 @@ const OPTIONS_OF: Record<string, readonly string[]> = {
   migrate: [],
   "relay once": ["batch-size"],
   "relay drain": ["budget", "batch-size"],
-  "events list": ["state", "type", "subject", "scope", "limit", "before"],
+  "events list": ["state", "type", "subject", "scope", "unscoped", "limit", "before"],
   "events show": [],
   "events requeue": ["all", "type"],
   "job-failures list": ["limit", "before"],

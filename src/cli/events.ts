@@ -1,4 +1,4 @@
-import { singleLine } from "../domain/text.ts";
+import { SCOPE_MAX, singleLine } from "../domain/text.ts";
 import { eventDeliveries } from "../domain/webhooks/delivery-log.ts";
 import {
   assertEventId,
@@ -17,8 +17,8 @@ import { intOption, Refusal, UsageError } from "./args.ts";
 import { dbOf, type Command } from "./command.ts";
 import { formatEvent, formatEventTable, olderHint } from "./format.ts";
 
-/** A subject or scope filter, by the rule GET /admin/events takes it (trimmed, one line). */
-const filterText = singleLine(200);
+/** The longest each filter may be, by the rules GET /admin/events takes them with (trimmed, one line). */
+const FILTER_MAX = { subject: 200, scope: SCOPE_MAX } as const;
 
 /** `events list|show|requeue`: what an operator looks at, and the one fix they apply. */
 export const eventsCommand: Command = ({ options, sub, rest }) => {
@@ -36,11 +36,16 @@ export const eventsCommand: Command = ({ options, sub, rest }) => {
     const [subject, scope] = (["subject", "scope"] as const).map((name) => {
       const value = options[name];
       if (value === undefined) return undefined;
-      const parsed = filterText.safeParse(value);
+      const parsed = singleLine(FILTER_MAX[name]).safeParse(value);
       if (!parsed.success)
-        throw new UsageError(`--${name} must be one line of 1 to 200 characters, got "${value}"`);
+        throw new UsageError(
+          `--${name} must be one line of 1 to ${FILTER_MAX[name]} characters, got "${value}"`,
+        );
       return parsed.data;
     });
+    // The events without a scope are asked for by name, as `api-keys create` does.
+    if (options.unscoped && scope !== undefined)
+      throw new UsageError("events list takes --scope <scope> or --unscoped, not both");
     const limit = intOption(options.limit, "--limit", 50, MAX_LIST_LIMIT);
     const before = options.before === undefined ? undefined : intOption(options.before, "--before", 0);
     return async ({ pool, print }) => {
@@ -49,7 +54,7 @@ export const eventsCommand: Command = ({ options, sub, rest }) => {
         ...(state ? { state } : {}),
         ...(options.type ? { type: options.type } : {}),
         ...(subject ? { subject } : {}),
-        ...(scope ? { scope } : {}),
+        ...(scope ? { scope } : options.unscoped ? { scope: null } : {}),
         ...(before === undefined ? {} : { beforeSeq: before }),
         limit,
       });

@@ -21,6 +21,23 @@ export function singleLine(max: number) {
     .max(max);
 }
 
+/** The longest scope a row, a key or an endpoint may have. */
+export const SCOPE_MAX = 128;
+
+/**
+ * A scope filter in a query string: a scope, or `?scope=` with no value for the rows
+ * without one (a real scope is never empty). Absent: no filter.
+ */
+export const scopeFilter = z
+  .string()
+  .refine(
+    (s) => s === "" || singleLine(SCOPE_MAX).safeParse(s).success,
+    `must be one line of at most ${SCOPE_MAX} characters, or empty for rows without a scope`,
+  )
+  .trim()
+  .optional()
+  .transform((s) => (s === undefined ? undefined : s === "" ? null : s));
+
 /** Free text (a note body): line breaks and tabs allowed, other control characters not. */
 export function multiLine(max: number) {
   return z

@@ -16,7 +16,8 @@ export interface EventFilter {
   /** A glob over the type, as subscriptions write them: `supplier.*`. */
   type?: string;
   subject?: string;
-  scope?: string;
+  /** A scope, or null for the events without one. */
+  scope?: string | null;
   /** Recorded at or after. */
   from?: Date;
   /** Recorded before. */
@@ -97,7 +98,8 @@ export async function browseEvents(db: Queryable, options: BrowseOptions = {}): 
   if (options.state) own.push(STATE_SQL[options.state]);
   if (types) keys.push(`b.type = ANY(${s.bind(types)}::text[])`);
   if (options.subject) keys.push(`b.subject = ${s.bind(options.subject)}`);
-  if (options.scope) keys.push(`b.scope = ${s.bind(options.scope)}`);
+  if (options.scope === null) keys.push("b.scope IS NULL");
+  else if (options.scope) keys.push(`b.scope = ${s.bind(options.scope)}`);
   if (options.from) keys.push(`b.created_at >= ${s.bind(options.from)}`);
   if (options.to) keys.push(`b.created_at < ${s.bind(options.to)}`);
   if (options.ids) own.push(idsSql(s.bind(options.ids), "e"));

@@ -147,9 +147,17 @@ describe("outbox CLI", () => {
     expect(older.stdout).toContain(mine[0]!);
     expect(older.stdout).not.toMatch(/older ones/);
 
+    // --unscoped: the events without a scope, not everyone's.
+    const unscoped = await seedEvents(t.pool, 2, { type: "corpus.note.changed", subject: () => note });
+    const none = await runCli(["events", "list", "--subject", note, "--unscoped", "--json"], env());
+    expect(ids(none)).toEqual([...unscoped].reverse());
+
     await expectUsageErrors([
       [["events", "list", "--before", "0"], /--before must be a positive integer, got "0"/],
       [["events", "list", "--subject", "a\nb"], /--subject must be one line of 1 to 200 characters/],
+      // A scope is at most 128 characters wherever it is written.
+      [["events", "list", "--scope", "s".repeat(129)], /--scope must be one line of 1 to 128 characters/],
+      [["events", "list", "--scope", "acme", "--unscoped"], /takes --scope <scope> or --unscoped, not both/],
     ]);
   });
 

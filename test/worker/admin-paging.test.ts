@@ -84,6 +84,31 @@ describe("GET /admin/events?before=", () => {
     expect(sizes).toEqual([2, 2]);
   });
 
+  it("lists the events without a scope for scope= with no value, a page at a time", async () => {
+    const unscoped: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      unscoped.push(...(await seedEvents(t.pool, 1, { type: "paging.unscoped" })));
+      await seedEvents(t.pool, 1, { type: "paging.unscoped", scope: "acme" });
+    }
+    const { rows } = await everyPage<{ id: string; scope: string | null }>(
+      "/admin/events?type=paging.unscoped&scope=&limit=2",
+      "events",
+    );
+    expect(rows.map((e) => e.id)).toEqual([...unscoped].reverse());
+    expect(rows.every((e) => e.scope === null)).toBe(true);
+    // A scope is a scope's events; one longer than any scope can be is refused, naming the limit.
+    const acme = await get("/admin/events?type=paging.unscoped&scope=acme");
+    expect((acme.body.events as { scope: string }[]).map((e) => e.scope)).toEqual(["acme", "acme", "acme"]);
+    const long = await get(`/admin/events?scope=${"s".repeat(129)}`);
+    expect(long.status).toBe(400);
+    expect(long.body.error.issues).toEqual([
+      {
+        path: "scope",
+        message: "must be one line of at most 128 characters, or empty for rows without a scope",
+      },
+    ]);
+  });
+
   it("refuses a before that is not a whole number from 1, naming it, and takes one that is", async () => {
     await expectBadBefore("/admin/events", "events");
     await expectBadBefore("/admin/events?state=pending", "events");

@@ -1,13 +1,13 @@
 import { z } from "zod";
 import type { corpusNotes } from "../schema.ts";
-import { multiLine, singleLine, wholeNumber } from "../text.ts";
+import { multiLine, SCOPE_MAX, singleLine, wholeNumber } from "../text.ts";
 
 export const MAX_IMPORT = 2_000;
 
 const title = singleLine(300);
 const body = multiLine(100_000);
 const tags = z.array(singleLine(64)).max(32);
-const scope = singleLine(128).nullable();
+const scope = singleLine(SCOPE_MAX).nullable();
 
 export const noteInput = z.strictObject({
   title,
@@ -33,7 +33,7 @@ export const noteImport = z.strictObject({
 
 export const noteSearch = z.strictObject({
   q: singleLine(500),
-  scope: singleLine(128).optional(),
+  scope: singleLine(SCOPE_MAX).optional(),
   limit: wholeNumber(1, 100).default(20),
 });
 export type NoteSearch = z.input<typeof noteSearch>;

@@ -1,10 +1,10 @@
 import { z } from "zod";
 import type { suppliers } from "../schema.ts";
-import { singleLine } from "../text.ts";
+import { SCOPE_MAX, singleLine } from "../text.ts";
 
 export const supplierInput = z.strictObject({
   name: singleLine(200),
-  scope: singleLine(128).nullable().optional(),
+  scope: singleLine(SCOPE_MAX).nullable().optional(),
 });
 export type SupplierInput = z.input<typeof supplierInput>;
 

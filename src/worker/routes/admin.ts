@@ -22,7 +22,7 @@ import {
   stats,
   TYPE_GLOB_RULE,
 } from "../../outbox/index.ts";
-import { singleLine, wholeNumber } from "../../domain/text.ts";
+import { scopeFilter, singleLine, wholeNumber } from "../../domain/text.ts";
 import { adminAuth } from "../admin-auth.ts";
 import type { Config } from "../env.ts";
 import type { App } from "../new-app.ts";
@@ -46,7 +46,8 @@ const eventsQuery = z.strictObject({
   // can match (`Bad Type`) is a mistake to say, not an empty list.
   type: singleLine(200).refine(isTypeGlob, TYPE_GLOB_RULE).optional(),
   subject: singleLine(200).optional(),
-  scope: singleLine(200).optional(),
+  // `?scope=` with no value: the events without a scope, as for webhook endpoints.
+  scope: scopeFilter,
   limit,
   before,
 });
