@@ -12,6 +12,7 @@ import { importSecretsKey, newSecretsKey, openSecret } from "../../src/domain/we
 import { signingSecrets } from "../../src/domain/webhooks/secrets.ts";
 import { waitFor } from "../support/helpers.ts";
 import { insertEndpoint } from "../support/webhooks.ts";
+import { ALERTS_PAGE } from "../../src/worker/dashboard/pages/alerts.tsx";
 
 // Every page and action, signed in, through the app as the Worker runs it.
 const t = useTestDatabase();
@@ -710,5 +711,37 @@ describe("alerts", () => {
     const all = await browser.get("/dashboard/alerts?show=all");
     expect(all.text).toContain(`job one ${ESCAPED}`);
     expect(all.text).toMatch(/resolved \d{4}-/);
+  });
+
+  it("pages back through more alerts than a page holds, open or all, each alert once", async () => {
+    // It showed the newest 200 and nothing of the rest.
+    await t.pool.query(
+      `INSERT INTO outbox_alerts (kind, message, resolved_at)
+       SELECT 'job.failed', 'paged ' || n, CASE WHEN n % 2 = 0 THEN now() END FROM generate_series(1, 260) n`,
+    );
+    const messages = (html: string) => [...html.matchAll(/>paged (\d+)</g)].map((m) => Number(m[1]));
+    for (const [start, expected] of [
+      ["/dashboard/alerts", Array.from({ length: 130 }, (_, i) => 259 - 2 * i)],
+      ["/dashboard/alerts?show=all", Array.from({ length: 260 }, (_, i) => 260 - i)],
+    ] as const) {
+      const seen: number[] = [];
+      let path: string | undefined = start;
+      const pages: string[] = [];
+      while (path !== undefined) {
+        const page = await browser.get(path);
+        expect(page.status, path).toBe(200);
+        seen.push(...messages(page.text));
+        pages.push(path);
+        path = /<a rel="next" href="([^"]+)">/.exec(page.text)?.[1]?.replace(/&amp;/g, "&");
+        if (pages.length > 5) throw new Error(`${start}: the older links never ended`);
+      }
+      expect(seen, start).toEqual(expected);
+      // Other tests' alerts share the pages: at least as many as these alone fill.
+      expect(pages.length, start).toBeGreaterThanOrEqual(Math.ceil(expected.length / ALERTS_PAGE));
+      // The kind of list shown is kept on the way back, and an older page links to the newest.
+      if (start.includes("show=all")) expect(pages.slice(1).every((p) => p.includes("show=all&"))).toBe(true);
+      expect((await browser.get(pages[1]!)).text).toContain("« newest");
+    }
+    await t.pool.query(`UPDATE outbox_alerts SET resolved_at = now() WHERE message LIKE 'paged %'`);
   });
 });

@@ -1,6 +1,7 @@
 import type { Hono } from "hono";
 import { z } from "zod";
-import { listAlerts, openAlertKinds, resolveAlerts } from "../../../outbox/index.ts";
+import { blankIsAbsent } from "../../../domain/text.ts";
+import { alertsPage, openAlertKinds, resolveAlerts } from "../../../outbox/index.ts";
 import { valid } from "../../validate.ts";
 import type { DashboardEnv } from "../env.ts";
 import { Notice, render, Table, time } from "../layout.tsx";
@@ -11,18 +12,26 @@ export const resolveForm = z.union([
   z.object({ kind: z.string().min(1).max(200), upTo: z.coerce.number().int().positive() }),
 ]);
 
+/** Alerts a page of /dashboard/alerts shows; older ones are a link away (it showed 200, then nothing). */
+export const ALERTS_PAGE = 100;
+
 const alertsQuery = z.object({
   show: z.enum(["open", "all"]).default("open"),
   resolved: z.coerce.number().int().min(0).optional(),
+  before: z.preprocess(
+    blankIsAbsent,
+    z.coerce.number().int().positive().max(Number.MAX_SAFE_INTEGER).optional(),
+  ),
 });
 
 export function registerAlerts(dashboard: Hono<DashboardEnv>) {
   dashboard.get("/alerts", valid("query", alertsQuery), async (c) => {
     const q = c.req.valid("query");
-    const [alerts, kinds] = await Promise.all([
-      listAlerts(c.var.pool, { open: q.show === "open", limit: 200 }),
+    const [{ alerts, nextBefore: older }, kinds] = await Promise.all([
+      alertsPage(c.var.pool, { open: q.show === "open", before: q.before, limit: ALERTS_PAGE }),
       openAlertKinds(c.var.pool),
     ]);
+    const show = q.show === "all" ? "show=all&" : "";
     return render(
       c,
       { title: "Alerts", section: "alerts" },
@@ -56,7 +65,13 @@ export function registerAlerts(dashboard: Hono<DashboardEnv>) {
           </div>
         ) : null}
         {alerts.length === 0 ? (
-          <p class="muted">{q.show === "open" ? "No open alerts." : "No alerts."}</p>
+          <p class="muted">
+            {q.before !== undefined
+              ? "No older alerts."
+              : q.show === "open"
+                ? "No open alerts."
+                : "No alerts."}
+          </p>
         ) : (
           <Table>
             <tr>
@@ -98,6 +113,16 @@ export function registerAlerts(dashboard: Hono<DashboardEnv>) {
             ))}
           </Table>
         )}
+        <nav class="pager">
+          {q.before !== undefined ? (
+            <a href={`/dashboard/alerts${show ? "?show=all" : ""}`}>« newest</a>
+          ) : null}
+          {older !== null ? (
+            <a rel="next" href={`/dashboard/alerts?${show}before=${older}`}>
+              older »
+            </a>
+          ) : null}
+        </nav>
       </>,
     );
   });

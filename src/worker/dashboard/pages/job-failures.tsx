@@ -1,7 +1,7 @@
 import type { Hono } from "hono";
 import { z } from "zod";
 import { blankIsAbsent } from "../../../domain/text.ts";
-import { listJobFailures } from "../../../domain/job-failures/record.ts";
+import { jobFailuresPage, type JobFailureRow } from "../../../domain/job-failures/record.ts";
 import { isOpenFailure, jobToRetry } from "../../../domain/job-failures/retry.ts";
 import { IDENTITY_ID_DIGITS } from "../../../outbox/index.ts";
 import { valid } from "../../validate.ts";
@@ -10,8 +10,6 @@ import { Notice, render, Table, time } from "../layout.tsx";
 
 /** Job failures a page of /dashboard/job-failures shows. */
 export const JOB_FAILURES_PAGE = 50;
-
-export type JobFailureRow = Awaited<ReturnType<typeof listJobFailures>>[number];
 
 const jobFailuresQuery = z.object({
   before: z.preprocess(
@@ -153,10 +151,10 @@ export function JobFailureTable({ jobs, back }: { jobs: JobFailureRow[]; back?: 
 export function registerJobFailures(dashboard: Hono<DashboardEnv>) {
   dashboard.get("/job-failures", valid("query", jobFailuresQuery), async (c) => {
     const q = c.req.valid("query");
-    // One more than a page: whether there is an older page, without counting.
-    const rows = await listJobFailures(c.var.db, { before: q.before, limit: JOB_FAILURES_PAGE + 1 });
-    const jobs = rows.slice(0, JOB_FAILURES_PAGE);
-    const older = rows.length > JOB_FAILURES_PAGE ? jobs[jobs.length - 1]!.id : undefined;
+    const { jobFailures: jobs, nextBefore: older } = await jobFailuresPage(c.var.db, {
+      before: q.before,
+      limit: JOB_FAILURES_PAGE,
+    });
     const here =
       q.before === undefined ? "/dashboard/job-failures" : `/dashboard/job-failures?before=${q.before}`;
     return render(
@@ -173,7 +171,7 @@ export function registerJobFailures(dashboard: Hono<DashboardEnv>) {
         )}
         <nav class="pager">
           {q.before !== undefined ? <a href="/dashboard/job-failures">« newest</a> : null}
-          {older !== undefined ? (
+          {older !== null ? (
             <a rel="next" href={`/dashboard/job-failures?before=${older}`}>
               older »
             </a>
