@@ -2,7 +2,7 @@ import { beforeEach, describe, expect, it } from "vitest";
 import { useTestDatabase } from "../support/db.ts";
 import { poisonEvents, seedEvents } from "../support/events.ts";
 import { resetOutbox } from "../support/relay.ts";
-import { expectUsageErrors, runCli } from "../support/cli.ts";
+import { expectUsageErrors, firstColumn, runCli } from "../support/cli.ts";
 
 const t = useTestDatabase();
 beforeEach(() => resetOutbox(t.pool));
@@ -263,13 +263,7 @@ describe("outbox CLI", () => {
        RETURNING id`,
     );
     const ids = rows.map((r) => r.id);
-    const idsIn = (stdout: string) =>
-      stdout
-        .trim()
-        .split("\n")
-        .slice(1)
-        .filter((l) => !l.startsWith("older ones"))
-        .map((l) => l.split(/\s+/)[0]);
+    const idsIn = firstColumn;
 
     const first = await runCli(["alerts", "--limit", "2"], env());
     expect(first.code).toBe(0);

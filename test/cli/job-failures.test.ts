@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { expectUsageErrors, runCli } from "../support/cli.ts";
+import { expectUsageErrors, firstColumn, runCli } from "../support/cli.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { insertJobFailure, jobFailureRow, relayJobBody, usePausedQStash } from "../support/job-failures.ts";
 
@@ -70,13 +70,7 @@ describe("outbox job-failures", () => {
   it("list shows a page at a time, says how to see older ones, and pages back with --before", async () => {
     const ids: number[] = [];
     for (let i = 0; i < 3; i++) ids.push(await insertJobFailure(t.pool));
-    const idsIn = (stdout: string) =>
-      stdout
-        .trim()
-        .split("\n")
-        .slice(1)
-        .filter((l) => !l.startsWith("older ones"))
-        .map((l) => Number(l.split(/\s+/)[0]));
+    const idsIn = (stdout: string) => firstColumn(stdout).map(Number);
 
     const first = await runCli(["job-failures", "list", "--limit", "2"], { DATABASE_URL: t.url });
     expect(first.code).toBe(0);

@@ -54,3 +54,13 @@ export async function expectUsageErrors(cases: [string[], RegExp][]): Promise<Cl
   });
   return results;
 }
+
+/** The first column (an id) of each row of a listing's text form: past its header, before its older-page hint. */
+export function firstColumn(stdout: string): string[] {
+  return stdout
+    .trim()
+    .split("\n")
+    .slice(1)
+    .filter((l) => !l.startsWith("older ones"))
+    .map((l) => l.split(/\s+/)[0]!);
+}
