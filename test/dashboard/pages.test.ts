@@ -210,7 +210,21 @@ describe("events", () => {
     );
     expect(await get("to=2026-01-01T09:59")).toEqual([]);
 
+    // "without a scope": the events written with none, kept onto the next page's link.
+    expect(await get("unscoped=1")).toEqual(where((r) => r.scope === null));
+    expect(await get("unscoped=1&type=supplier.*")).toEqual(
+      where((r) => r.scope === null && r.type.startsWith("supplier.")),
+    );
+    expect((await browser.get("/dashboard/events?unscoped=1")).text).toMatch(
+      /<input type="checkbox" name="unscoped" value="1" checked=""\/>/,
+    );
+
     await seedEvents(t.pool, 60, { type: "supplier.connected", scope: "acme" });
+    await seedEvents(t.pool, 55, { type: "ledger.posted" });
+    const unscoped = await browser.get("/dashboard/events?unscoped=1");
+    expect(/<a rel="next" href="([^"]+)"/.exec(unscoped.text)![1]!).toMatch(
+      /^\/dashboard\/events\?unscoped=1&amp;before=\d+$/,
+    );
     const page = await browser.get("/dashboard/events?type=supplier.*&scope=acme");
     const next = /<a rel="next" href="([^"]+)"/.exec(page.text)![1]!.replace(/&amp;/g, "&");
     expect(next).toMatch(/^\/dashboard\/events\?type=supplier\.\*&scope=acme&before=\d+$/);
@@ -222,6 +236,9 @@ describe("events", () => {
     expect(bad.headers.get("content-type")).toMatch(/text\/html/);
     expect(bad.text).toContain("state");
     expect(bad.text).toContain("from");
+    const both = await browser.get("/dashboard/events?scope=acme&unscoped=1");
+    expect(both.status).toBe(400);
+    expect(both.text).toContain("give a scope or tick “without a scope”, not both");
   });
 });
 

@@ -1,6 +1,6 @@
 import type { Hono } from "hono";
 import { z } from "zod";
-import { blankIsAbsent } from "../../../domain/text.ts";
+import { blankIsAbsent, SCOPE_MAX } from "../../../domain/text.ts";
 import {
   EVENT_STATES,
   TYPE_GLOB_RULE,
@@ -27,22 +27,32 @@ const utcTime = z.preprocess(
 );
 const text = z.preprocess(blankIsAbsent, z.string().trim().max(200).optional());
 
-export const eventsQuery = z.object({
-  state: z.preprocess(blankIsAbsent, z.enum(EVENT_STATES).optional()),
-  // A glob no event type can match (`Bad Type`) is said, as the API says it, not shown as no events.
-  type: z.preprocess(blankIsAbsent, z.string().trim().max(200).refine(isTypeGlob, TYPE_GLOB_RULE).optional()),
-  subject: text,
-  scope: text,
-  from: utcTime,
-  to: utcTime,
-  before: z.preprocess(blankIsAbsent, z.coerce.number().int().positive().optional()),
-});
+export const eventsQuery = z
+  .object({
+    state: z.preprocess(blankIsAbsent, z.enum(EVENT_STATES).optional()),
+    // A glob no event type can match (`Bad Type`) is said, as the API says it, not shown as no events.
+    type: z.preprocess(
+      blankIsAbsent,
+      z.string().trim().max(200).refine(isTypeGlob, TYPE_GLOB_RULE).optional(),
+    ),
+    subject: text,
+    scope: z.preprocess(blankIsAbsent, z.string().trim().max(SCOPE_MAX).optional()),
+    // The events written with no scope: a checkbox, since an empty scope field means any scope.
+    unscoped: z.preprocess(blankIsAbsent, z.literal("1", { error: "must be 1 when given" }).optional()),
+    from: utcTime,
+    to: utcTime,
+    before: z.preprocess(blankIsAbsent, z.coerce.number().int().positive().optional()),
+  })
+  .refine((q) => !(q.scope && q.unscoped), {
+    path: ["scope"],
+    message: "give a scope or tick “without a scope”, not both",
+  });
 
 /** The filters as query parameters, to carry them onto the next page's link. */
 function filterParams(q: z.output<typeof eventsQuery>, beforeSeq?: number): string {
   const p = new URLSearchParams();
   if (q.state) p.set("state", q.state);
-  for (const key of ["type", "subject", "scope"] as const) if (q[key]) p.set(key, q[key]);
+  for (const key of ["type", "subject", "scope", "unscoped"] as const) if (q[key]) p.set(key, q[key]);
   if (q.from) p.set("from", q.from.toISOString());
   if (q.to) p.set("to", q.to.toISOString());
   if (beforeSeq !== undefined) p.set("before", String(beforeSeq));
@@ -94,7 +104,7 @@ export function registerEvents(dashboard: Hono<DashboardEnv>) {
       state: q.state,
       type: q.type,
       subject: q.subject,
-      scope: q.scope,
+      scope: q.unscoped ? null : q.scope,
       from: q.from,
       to: q.to,
     };
@@ -127,6 +137,11 @@ export function registerEvents(dashboard: Hono<DashboardEnv>) {
           <label>
             scope
             <input name="scope" value={q.scope ?? ""} />
+          </label>
+          <label class="check">
+            <span>
+              <input type="checkbox" name="unscoped" value="1" checked={q.unscoped === "1"} /> without a scope
+            </span>
           </label>
           <label>
             from (UTC)
