@@ -42,7 +42,13 @@ export const events = pgTable(
     subject: text("subject").notNull(),
     scope: text("scope"),
     payload: jsonb("payload").notNull().default({}),
-    createdAt: timestamp("created_at", tz).notNull().defaultNow(),
+    // When the row was inserted, not when its transaction began (now()): a write that
+    // waited for another's row lock commits after it but began before it, and its
+    // event carried the earlier time, so one subject's events (and the webhooks'
+    // `timestamp`, which receivers are told to order by) ran against commit order.
+    createdAt: timestamp("created_at", tz)
+      .notNull()
+      .default(sql`clock_timestamp()`),
     fannedOutAt: timestamp("fanned_out_at", tz),
     fanout: jsonb("fanout").$type<Fanout>(),
     attempts: integer("attempts").notNull().default(0),

@@ -1,3 +1,4 @@
+import { sql } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import { createNote } from "../../src/domain/notes/create.ts";
 import { getNote } from "../../src/domain/notes/get.ts";
@@ -108,6 +109,57 @@ describe("notes use cases", () => {
         ["title"],
       ]);
       expect(eventIds).toEqual([recorded[2]!.id]);
+    } finally {
+      other.release();
+    }
+  });
+
+  it("a write that waited for another's lock is stamped after it: updatedAt and its event's time follow commit order", async () => {
+    // Ours begins first and commits second: it waits for the other writer's row lock.
+    // With now() (the transaction's start) its event and updatedAt carried the earlier
+    // time, so the newest state had the oldest stamp, and webhook receivers ordering
+    // by `timestamp` (as the README says to) took the other write for the latest.
+    const { note } = await createNote(t.db, { title: "Ordered" });
+    const other = await t.pool.connect();
+    let begin!: () => void;
+    const begun = new Promise<void>((resolve) => (begin = resolve));
+    let releaseOurs!: () => void;
+    const otherHolds = new Promise<void>((resolve) => (releaseOurs = resolve));
+    try {
+      const ours = t.db.transaction(async (tx) => {
+        await tx.execute(sql`SELECT now()`); // the transaction's start, fixed from here
+        begin();
+        await otherHolds;
+        return updateNote(tx, note.id, { title: "by us, committed last" });
+      });
+      await begun;
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      await other.query("BEGIN");
+      await other.query(
+        "UPDATE corpus_notes SET title = 'by other', updated_at = clock_timestamp() WHERE id = $1",
+        [note.id],
+      );
+      releaseOurs();
+      await waitFor(async () => {
+        const { rows } = await t.pool.query(
+          `SELECT count(*)::int AS n FROM pg_stat_activity
+            WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+        );
+        return rows[0].n > 0;
+      });
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      await other.query("COMMIT");
+      const { note: ourNote } = await ours;
+
+      const recorded = await eventsAbout(t.pool, note.id);
+      const [, byOther, byUs] = recorded;
+      expect(byUs!.seq).toBeGreaterThan(byOther!.seq);
+      expect(+byUs!.createdAt).toBeGreaterThan(+byOther!.createdAt);
+      const { rows } = await t.pool.query("SELECT title, updated_at FROM corpus_notes WHERE id = $1", [
+        note.id,
+      ]);
+      expect(rows[0].title).toBe("by us, committed last");
+      expect(+ourNote.updatedAt).toBeGreaterThan(+byOther!.createdAt);
     } finally {
       other.release();
     }

@@ -24,7 +24,10 @@ export async function updateNote(
     const highWater = await eventsHighWater(tx);
     const [note] = await tx
       .update(corpusNotes)
-      .set({ ...values, updatedAt: sql`now()` })
+      // The time of this write, after the lock above was granted, not of the
+      // transaction's start: a patch that waited behind another commits after it and
+      // must not carry an earlier updatedAt (as the event's created_at, migration 0015).
+      .set({ ...values, updatedAt: sql`clock_timestamp()` })
       .where(eq(corpusNotes.id, id))
       .returning();
     if (!note) throw new Error("updateNote: the locked row vanished");
