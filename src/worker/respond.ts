@@ -1,5 +1,5 @@
 import type { Context } from "hono";
-import { awaitFanout, receiptFromKick } from "../outbox/index.ts";
+import { awaitFanout, receiptFromKick, type Receipt } from "../outbox/index.ts";
 import type { HonoEnv } from "./env.ts";
 import { kickRelay } from "./relay.ts";
 
@@ -15,8 +15,8 @@ import { kickRelay } from "./relay.ts";
  *   out, else read from the rows (until complete or N seconds passed). Every
  *   event fanned out (or poisoned): the route's own status (201 for creates,
  *   else 200) with each event's fan-out (subscription → messageId, or
- *   coalescedInto). Otherwise 202 Accepted, `Location: /events/<first id>`
- *   to poll, and the events as far as they got.
+ *   coalescedInto). Otherwise 202 Accepted, `Location: /events/<id>` of the
+ *   first event not yet fanned out (pollLink), and the events as far as they got.
  */
 export async function written<T extends Record<string, unknown>>(
   c: Context<HonoEnv>,
@@ -40,6 +40,16 @@ export async function written<T extends Record<string, unknown>>(
   });
   c.header("Preference-Applied", `wait=${wait}`);
   if (receipt.complete) return c.json({ ...result, events: receipt.events }, status);
-  c.header("Location", `/events/${eventIds[0]}`);
+  c.header("Location", pollLink(eventIds, receipt));
   return c.json({ ...result, events: receipt.events }, 202);
+}
+
+/**
+ * Where a 202 sends its caller to poll: the first event still on its way. The first
+ * event of an import of 2,000 was usually fanned out already, and a client polling
+ * it concluded the whole write had been while 1,400 events had not.
+ */
+export function pollLink(eventIds: string[], receipt: Receipt): string {
+  const waiting = receipt.events.find((e) => e.fannedOutAt === null && !e.poisoned);
+  return `/events/${waiting?.id ?? eventIds[0]}`;
 }
