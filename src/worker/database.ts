@@ -37,6 +37,11 @@ export const openNeonDatabase: OpenDatabase = (config) => {
   const pool = new Pool({
     connectionString: config.DATABASE_URL,
     connectionTimeoutMillis: 10_000,
+    // Never closed for idleness: the pool ends with its request anyway. pg's default
+    // (10 s) closed the connection a webhook delivery held while its receiver took up
+    // to 15 s, so recording the attempt connected again, and workerd reported that
+    // close as "Network connection lost", logged as a pool error.
+    idleTimeoutMillis: 0,
     max: MAX_CONNECTIONS_PER_INVOCATION,
   });
   let ending = false;

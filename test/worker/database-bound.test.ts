@@ -42,4 +42,25 @@ describe("connections per invocation", () => {
       await close();
     }
   });
+
+  it("keeps an idle connection while the invocation waits on something slow (a 15 s webhook receiver)", async () => {
+    // pg's default closed it after 10 s idle: recording the attempt then connected
+    // again, and in workerd that close was logged as "Network connection lost".
+    const { pool, close } = openNeonDatabase({
+      DATABASE_URL: t.url,
+      NEON_WS_PROXY: proxy.address,
+      NEON_PIPELINE_CONNECT: process.env.NEON_PIPELINE_CONNECT !== "off",
+    } as Config);
+    try {
+      const pid = async () =>
+        ((await pool.query("SELECT pg_backend_pid() AS pid")) as { rows: { pid: number }[] }).rows[0]!.pid;
+      const first = await pid();
+      const before = proxy.stats().connections;
+      await new Promise((r) => setTimeout(r, 11_000));
+      expect(await pid()).toBe(first);
+      expect(proxy.stats().connections).toBe(before);
+    } finally {
+      await close();
+    }
+  }, 30_000);
 });
