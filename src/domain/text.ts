@@ -53,6 +53,15 @@ export function multiLine(max: number) {
 export const blankIsAbsent = (v: unknown): unknown =>
   typeof v === "string" && v.trim() === "" ? undefined : v;
 
+/**
+ * A dashboard page's `before` (an id the previous page ended on): blank is absent,
+ * else a whole number from 1 that a Number holds exactly.
+ */
+export const idCursor = z.preprocess(
+  blankIsAbsent,
+  z.coerce.number().int().positive().max(Number.MAX_SAFE_INTEGER).optional(),
+);
+
 /** For output built from stored values (a mail subject): any control character becomes a space. */
 export function oneLine(value: string): string {
   return value.replace(new RegExp(LINE_BREAKING.source, "gu"), " ");

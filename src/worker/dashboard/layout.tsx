@@ -118,6 +118,23 @@ export function Table({ class: className, id, children }: { class?: string; id?:
   );
 }
 
+/**
+ * The links under a keyset-paged list: back to the newest page (on an older one)
+ * and to the next older page (when there is one). Each page says where they go.
+ */
+export function Pager({ newest, older }: { newest?: string | undefined; older?: string | undefined }) {
+  return (
+    <nav class="pager">
+      {newest !== undefined ? <a href={newest}>« newest</a> : null}
+      {older !== undefined ? (
+        <a rel="next" href={older}>
+          older »
+        </a>
+      ) : null}
+    </nav>
+  );
+}
+
 export function StateBadge({ state }: { state: string }) {
   return <span class={`state state-${state}`}>{state}</span>;
 }

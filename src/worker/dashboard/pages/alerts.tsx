@@ -1,10 +1,10 @@
 import type { Hono } from "hono";
 import { z } from "zod";
-import { blankIsAbsent } from "../../../domain/text.ts";
+import { idCursor } from "../../../domain/text.ts";
 import { alertsPage, openAlertKinds, resolveAlerts } from "../../../outbox/index.ts";
 import { valid } from "../../validate.ts";
 import type { DashboardEnv } from "../env.ts";
-import { Notice, render, Table, time } from "../layout.tsx";
+import { Notice, Pager, render, Table, time } from "../layout.tsx";
 
 export const resolveForm = z.union([
   z.object({ id: z.coerce.number().int().positive() }),
@@ -18,10 +18,7 @@ export const ALERTS_PAGE = 100;
 const alertsQuery = z.object({
   show: z.enum(["open", "all"]).default("open"),
   resolved: z.coerce.number().int().min(0).optional(),
-  before: z.preprocess(
-    blankIsAbsent,
-    z.coerce.number().int().positive().max(Number.MAX_SAFE_INTEGER).optional(),
-  ),
+  before: idCursor,
 });
 
 export function registerAlerts(dashboard: Hono<DashboardEnv>) {
@@ -113,16 +110,10 @@ export function registerAlerts(dashboard: Hono<DashboardEnv>) {
             ))}
           </Table>
         )}
-        <nav class="pager">
-          {q.before !== undefined ? (
-            <a href={`/dashboard/alerts${show ? "?show=all" : ""}`}>« newest</a>
-          ) : null}
-          {older !== null ? (
-            <a rel="next" href={`/dashboard/alerts?${show}before=${older}`}>
-              older »
-            </a>
-          ) : null}
-        </nav>
+        <Pager
+          newest={q.before !== undefined ? `/dashboard/alerts${show ? "?show=all" : ""}` : undefined}
+          older={older !== null ? `/dashboard/alerts?${show}before=${older}` : undefined}
+        />
       </>,
     );
   });

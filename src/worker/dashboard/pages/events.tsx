@@ -11,7 +11,7 @@ import {
 } from "../../../outbox/index.ts";
 import { valid } from "../../validate.ts";
 import type { DashboardEnv } from "../env.ts";
-import { StateBadge, render, Table, time } from "../layout.tsx";
+import { Pager, StateBadge, render, Table, time } from "../layout.tsx";
 
 /**
  * A time from the filter form: `<input type="datetime-local">` sends no zone, and
@@ -161,14 +161,14 @@ export function registerEvents(dashboard: Hono<DashboardEnv>) {
         ) : (
           <EventTable events={page.events} />
         )}
-        <nav class="pager">
-          {q.before !== undefined ? <a href={`/dashboard/events?${filterParams(q)}`}>« newest</a> : null}
-          {page.nextBeforeSeq !== null ? (
-            <a rel="next" href={`/dashboard/events?${filterParams(q, page.nextBeforeSeq)}`}>
-              older »
-            </a>
-          ) : null}
-        </nav>
+        <Pager
+          newest={q.before !== undefined ? `/dashboard/events?${filterParams(q)}` : undefined}
+          older={
+            page.nextBeforeSeq !== null
+              ? `/dashboard/events?${filterParams(q, page.nextBeforeSeq)}`
+              : undefined
+          }
+        />
       </>,
     );
   });

@@ -1,21 +1,18 @@
 import type { Hono } from "hono";
 import { z } from "zod";
-import { blankIsAbsent } from "../../../domain/text.ts";
+import { idCursor } from "../../../domain/text.ts";
 import { jobFailuresPage, type JobFailureRow } from "../../../domain/job-failures/record.ts";
 import { isOpenFailure, jobToRetry } from "../../../domain/job-failures/retry.ts";
 import { IDENTITY_ID_DIGITS } from "../../../outbox/index.ts";
 import { valid } from "../../validate.ts";
 import type { DashboardEnv } from "../env.ts";
-import { Notice, render, Table, time } from "../layout.tsx";
+import { Notice, Pager, render, Table, time } from "../layout.tsx";
 
 /** Job failures a page of /dashboard/job-failures shows. */
 export const JOB_FAILURES_PAGE = 50;
 
 const jobFailuresQuery = z.object({
-  before: z.preprocess(
-    blankIsAbsent,
-    z.coerce.number().int().positive().max(Number.MAX_SAFE_INTEGER).optional(),
-  ),
+  before: idCursor,
   retried: z.coerce.number().int().positive().max(Number.MAX_SAFE_INTEGER).optional(),
 });
 
@@ -169,14 +166,10 @@ export function registerJobFailures(dashboard: Hono<DashboardEnv>) {
         ) : (
           <JobFailureTable jobs={jobs} back={here} />
         )}
-        <nav class="pager">
-          {q.before !== undefined ? <a href="/dashboard/job-failures">« newest</a> : null}
-          {older !== null ? (
-            <a rel="next" href={`/dashboard/job-failures?before=${older}`}>
-              older »
-            </a>
-          ) : null}
-        </nav>
+        <Pager
+          newest={q.before !== undefined ? "/dashboard/job-failures" : undefined}
+          older={older !== null ? `/dashboard/job-failures?before=${older}` : undefined}
+        />
       </>,
     );
   });

@@ -22,7 +22,7 @@ import { invalidInput, toFieldIssues, valid } from "../../validate.ts";
 import { deliverQueueFor, queuedOrRefused } from "../../webhooks.ts";
 import { requireSecretsKey, webhookSecretsKey } from "../../webhook-secrets-key.ts";
 import type { DashboardEnv } from "../env.ts";
-import { Notice, StateBadge, render, Table, time } from "../layout.tsx";
+import { Notice, Pager, StateBadge, render, Table, time } from "../layout.tsx";
 import { RedeliverForm, deliveryEventHref, deliveryHref } from "./webhook-deliveries.tsx";
 
 /**
@@ -355,17 +355,14 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
             ))}
           </Table>
         )}
-        <nav class="pager">
-          {q.before ? <a href={`/dashboard/webhooks/${endpoint.id}`}>« newest</a> : null}
-          {next ? (
-            <a
-              rel="next"
-              href={`/dashboard/webhooks/${endpoint.id}?${new URLSearchParams({ before: `${next.createdAt},${next.id}` })}`}
-            >
-              older »
-            </a>
-          ) : null}
-        </nav>
+        <Pager
+          newest={q.before ? `/dashboard/webhooks/${endpoint.id}` : undefined}
+          older={
+            next
+              ? `/dashboard/webhooks/${endpoint.id}?${new URLSearchParams({ before: `${next.createdAt},${next.id}` })}`
+              : undefined
+          }
+        />
       </>,
     );
   });
