@@ -201,3 +201,8 @@ export function intOption(raw: string | undefined, name: string, fallback: numbe
   }
   return parsed.data;
 }
+
+/** A listing's `--before <seq|id>` (the cursor its older-page hint names), or undefined when not given. */
+export function beforeOption(raw: string | undefined): number | undefined {
+  return raw === undefined ? undefined : intOption(raw, "--before", 0);
+}

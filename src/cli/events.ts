@@ -13,7 +13,7 @@ import {
   requeuePoisonedInRounds,
   TYPE_GLOB_RULE,
 } from "../outbox/index.ts";
-import { intOption, Refusal, UsageError } from "./args.ts";
+import { beforeOption, intOption, Refusal, UsageError } from "./args.ts";
 import { dbOf, type Command } from "./command.ts";
 import { formatEvent, formatEventTable, olderHint } from "./format.ts";
 
@@ -47,7 +47,7 @@ export const eventsCommand: Command = ({ options, sub, rest }) => {
     if (options.unscoped && scope !== undefined)
       throw new UsageError("events list takes --scope <scope> or --unscoped, not both");
     const limit = intOption(options.limit, "--limit", 50, MAX_LIST_LIMIT);
-    const before = options.before === undefined ? undefined : intOption(options.before, "--before", 0);
+    const before = beforeOption(options.before);
     return async ({ pool, print }) => {
       // The dashboard's events page, a page at a time: --before pages back by seq.
       const page = await browseEvents(pool, {

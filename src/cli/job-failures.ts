@@ -2,7 +2,7 @@ import { jobFailuresPage } from "../domain/job-failures/record.ts";
 import { notRetriedMessage, retryAllJobFailures, retryJobFailure } from "../domain/job-failures/retry.ts";
 import { MAX_LIST_LIMIT, publishAdvice } from "../outbox/index.ts";
 import { publisherFor } from "../worker/relay.ts";
-import { idArgument, intOption, Refusal, refusedUnpublished, UsageError } from "./args.ts";
+import { beforeOption, idArgument, intOption, Refusal, refusedUnpublished, UsageError } from "./args.ts";
 import { dbOf, type Command } from "./command.ts";
 import { publishVariables, readVariables } from "./config.ts";
 import { formatJobFailures, olderHint } from "./format.ts";
@@ -15,7 +15,7 @@ export const jobFailuresCommand: Command = ({ options, sub, rest }) => {
   if (sub === "list") {
     if (rest.length > 0) throw new UsageError(`job-failures list takes no argument, got "${rest[0]}"`);
     const limit = intOption(options.limit, "--limit", 50, MAX_LIST_LIMIT);
-    const before = options.before === undefined ? undefined : intOption(options.before, "--before", 0);
+    const before = beforeOption(options.before);
     return async ({ pool, print }) => {
       // A page at a time, as the dashboard's job failures page: --before pages back by id.
       const page = await jobFailuresPage(dbOf(pool), { before, limit });

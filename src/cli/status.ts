@@ -6,7 +6,7 @@ import {
   resolveAlerts,
   stats,
 } from "../outbox/index.ts";
-import { idArgument, intOption, Refusal, UsageError, type Options } from "./args.ts";
+import { beforeOption, idArgument, intOption, Refusal, UsageError, type Options } from "./args.ts";
 import type { Command } from "./command.ts";
 import { formatAlerts, formatStats, olderHint } from "./format.ts";
 
@@ -18,7 +18,7 @@ export const alertsCommand: Command = ({ options, sub, rest }) => {
   if (sub === "resolve") return resolveCommand(options, rest);
   if (sub) throw new UsageError(`alerts takes no argument but resolve, got "${sub}"`);
   const limit = intOption(options.limit, "--limit", 50, MAX_LIST_LIMIT);
-  const before = options.before === undefined ? undefined : intOption(options.before, "--before", 0);
+  const before = beforeOption(options.before);
   return async ({ pool, print }) => {
     // A page at a time, as `events list`: --before pages back by id. The hint is the
     // text form's; --json stays the array it was.
