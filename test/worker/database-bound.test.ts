@@ -17,14 +17,18 @@ afterAll(async () => {
   await proxy?.close();
 });
 
+/** One invocation's database, as the Worker opens it, through the ws proxy. */
+const openInvocationDatabase = () =>
+  openNeonDatabase({
+    DATABASE_URL: t.url,
+    NEON_WS_PROXY: proxy.address,
+    // As the global set-up found: a trust or SCRAM server refuses a pipelined connect.
+    NEON_PIPELINE_CONNECT: process.env.NEON_PIPELINE_CONNECT !== "off",
+  } as Config);
+
 describe("connections per invocation", () => {
   it(`opens at most ${MAX_CONNECTIONS_PER_INVOCATION} connections for many concurrent queries`, async () => {
-    const { pool, close } = openNeonDatabase({
-      DATABASE_URL: t.url,
-      NEON_WS_PROXY: proxy.address,
-      // As the global set-up found: a trust or SCRAM server refuses a pipelined connect.
-      NEON_PIPELINE_CONNECT: process.env.NEON_PIPELINE_CONNECT !== "off",
-    } as Config);
+    const { pool, close } = openInvocationDatabase();
     try {
       const queries = Array.from({ length: 8 }, () => pool.query("SELECT pg_sleep(0.4) /* bound-probe */"));
       let peak = 0;
@@ -46,11 +50,7 @@ describe("connections per invocation", () => {
   it("keeps an idle connection while the invocation waits on something slow (a 15 s webhook receiver)", async () => {
     // pg's default closed it after 10 s idle: recording the attempt then connected
     // again, and in workerd that close was logged as "Network connection lost".
-    const { pool, close } = openNeonDatabase({
-      DATABASE_URL: t.url,
-      NEON_WS_PROXY: proxy.address,
-      NEON_PIPELINE_CONNECT: process.env.NEON_PIPELINE_CONNECT !== "off",
-    } as Config);
+    const { pool, close } = openInvocationDatabase();
     try {
       const pid = async () =>
         ((await pool.query("SELECT pg_backend_pid() AS pid")) as { rows: { pid: number }[] }).rows[0]!.pid;
