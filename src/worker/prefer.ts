@@ -1,6 +1,7 @@
 import type { MiddlewareHandler } from "hono";
 import type { HonoEnv } from "./env.ts";
 import { ApiError } from "./errors.ts";
+import { isDomainPath } from "./tenant-auth.ts";
 
 /** The longest a write waits for its fan-out before answering 202 with a link to poll. */
 export const MAX_WAIT_SECONDS = 10;
@@ -21,9 +22,10 @@ export function parseWait(header: string | undefined): number | undefined {
   for (const preference of header.split(",")) {
     // A preference may carry parameters after `;`; wait has none worth reading.
     const [token = ""] = preference.split(";");
-    const match = token.trim().match(/^wait\s*=\s*(.*)$/i);
+    // A bare `wait` asks to wait and names no time: refused as `wait=` is.
+    const match = token.trim().match(/^wait(?:\s*=\s*(.*))?$/i);
     if (!match) continue;
-    const value = match[1]!.trim().replace(/^"(.*)"$/, "$1");
+    const value = (match[1] ?? "").trim().replace(/^"(.*)"$/, "$1");
     if (!/^\d+$/.test(value)) {
       throw new ApiError(
         "BAD_REQUEST",
@@ -37,10 +39,15 @@ export function parseWait(header: string | undefined): number | undefined {
   return undefined;
 }
 
-/** Parses Prefer before the handler runs, so a malformed one rejects the write before it commits. */
+/**
+ * Parses Prefer before the handler runs, so a malformed one rejects the write before
+ * it commits. Only the domain routes' writes wait for a fan-out: an operator's, a
+ * job's or a dashboard form's request never does, so its Prefer is not read (a
+ * malformed one answered an operator call without its token 400 instead of 401,
+ * and a dashboard login a JSON error).
+ */
 export const preferWait: MiddlewareHandler<HonoEnv> = async (c, next) => {
-  // Job routes never wait, and must answer an unsigned caller 401 before anything else.
   const write = c.req.method !== "GET" && c.req.method !== "HEAD";
-  if (write && !c.req.path.startsWith("/jobs/")) c.set("wait", parseWait(c.req.header("prefer")));
+  if (write && isDomainPath(c.req.path)) c.set("wait", parseWait(c.req.header("prefer")));
   await next();
 };

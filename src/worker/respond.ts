@@ -24,8 +24,12 @@ export async function written<T extends Record<string, unknown>>(
   eventIds: string[],
   status: 200 | 201 = 200,
 ) {
-  // A write that changed nothing recorded no event: nothing to fan out or wait for.
-  if (eventIds.length === 0) return c.json({ ...result, events: [] }, status);
+  // A write that changed nothing recorded no event: nothing to fan out or wait for,
+  // so a wait asked for is met at once, and said so as for any other write.
+  if (eventIds.length === 0) {
+    if (c.var.wait !== undefined) c.header("Preference-Applied", `wait=${c.var.wait}`);
+    return c.json({ ...result, events: [] }, status);
+  }
   const kick = kickRelay(c.var.pool, c.var.config, c.var.wait === undefined ? [] : eventIds);
   // Registered either way, so the request's pool outlives a kick that outlives the wait.
   c.var.background(kick);

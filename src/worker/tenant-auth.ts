@@ -5,6 +5,9 @@ import { ApiError, type FieldIssue } from "./errors.ts";
 
 /** The domain routes: each takes a tenant API key and acts only in its scope. */
 const DOMAIN_PATHS = /^\/(notes|suppliers)(\/|$)|^\/events\//;
+
+/** Whether `path` is a domain route's (a tenant's), not an operator's, a job's or the dashboard's. */
+export const isDomainPath = (path: string): boolean => DOMAIN_PATHS.test(path);
 const REALM = 'Bearer realm="edge-outbox"';
 
 /**
@@ -14,7 +17,7 @@ const REALM = 'Bearer realm="edge-outbox"';
  * key: 401 invalid_token. The key's scope is `c.var.tenant` for the route.
  */
 export const tenantAuth: MiddlewareHandler<HonoEnv> = async (c, next) => {
-  if (!DOMAIN_PATHS.test(c.req.path)) return next();
+  if (!isDomainPath(c.req.path)) return next();
   const header = c.req.header("authorization");
   if (!header) {
     c.header("WWW-Authenticate", REALM);

@@ -28,7 +28,17 @@ describe("Prefer: wait=N (RFC 7240)", () => {
   });
 
   it("rejects values that are not delta-seconds", () => {
-    for (const bad of ["wait=soon", "wait=-1", "wait=1.5", "wait=", "wait=1e3", "wait= 5x", "wait=0x10"]) {
+    for (const bad of [
+      "wait=soon",
+      "wait=-1",
+      "wait=1.5",
+      "wait=",
+      "wait",
+      "respond-async, WAIT",
+      "wait=1e3",
+      "wait= 5x",
+      "wait=0x10",
+    ]) {
       expect(() => parseWait(bad), bad).toThrow(ApiError);
     }
   });

@@ -80,3 +80,68 @@ describe("actions that take no body", () => {
     expect(text.status).toBe(400);
   });
 });
+
+describe("Prefer: wait is read only by the domain routes' writes", () => {
+  const bad = { headers: { prefer: "wait=abc" } };
+
+  it("an operator route answers without its token 401, whatever Prefer says", async () => {
+    const res = await call(app, env(), "POST", "/admin/api-keys", { scope: "x", name: "y" }, bad);
+    expect(res.status).toBe(401);
+    expect(res.body.error.code).toBe("UNAUTHORIZED");
+  });
+
+  it("an unknown route is a 404, and a dashboard form is answered by the dashboard", async () => {
+    expect((await call(app, env(), "POST", "/nowhere", undefined, bad)).status).toBe(404);
+    const { ctx, settled } = executionContext();
+    const login = await app.request(
+      "http://worker.test/dashboard/login",
+      {
+        method: "POST",
+        headers: {
+          ...bad.headers,
+          "content-type": "application/x-www-form-urlencoded",
+          origin: "http://worker.test",
+        },
+        body: "password=wrong",
+      },
+      env(),
+      ctx,
+    );
+    await settled();
+    expect(login.status).not.toBe(400);
+    expect(login.headers.get("content-type")).toMatch(/^text\/html/);
+  });
+
+  it("a bare `wait` is refused before the write, as `wait=` is", async () => {
+    const res = await call(
+      app,
+      env(),
+      "POST",
+      "/notes",
+      { title: "bare wait" },
+      withKey(key, { headers: { prefer: "wait" } }),
+    );
+    expect(res.status).toBe(400);
+    expect(res.body.error.issues).toEqual([{ path: "header.prefer", message: expect.any(String) }]);
+    const search = await t.pool.query(
+      "SELECT count(*)::int AS n FROM corpus_notes WHERE title = 'bare wait'",
+    );
+    expect(search.rows[0].n).toBe(0);
+  });
+
+  it("a write that changes nothing answers at once, saying the wait was applied", async () => {
+    const created = await call(app, env(), "POST", "/notes", { title: "same" }, withKey(key));
+    const id = created.body.note.id as string;
+    const res = await call(
+      app,
+      env(),
+      "PATCH",
+      `/notes/${id}`,
+      { title: "same" },
+      withKey(key, { headers: { prefer: "wait=5" } }),
+    );
+    expect(res.status).toBe(200);
+    expect(res.body.events).toEqual([]);
+    expect(res.headers.get("preference-applied")).toBe("wait=5");
+  });
+});
