@@ -63,6 +63,23 @@ export class ApiError extends Error {
 }
 
 /**
+ * Field issues a 400 or 403 names, at most: a body of 100,000 bad tags answered a
+ * 10 MB error listing each of them, which helps no caller. The message says how
+ * many more there were.
+ */
+export const LISTED_ISSUES_MAX = 20;
+
+/** An error for `issues`: `lead` ("invalid body"), then the first LISTED_ISSUES_MAX of them. */
+export function issueError(code: ErrorCode, lead: string, issues: FieldIssue[]): ApiError {
+  const shown = issues.slice(0, LISTED_ISSUES_MAX);
+  const more = issues.length - shown.length;
+  const listed =
+    shown.map((i) => (i.path ? `${i.path}: ${i.message}` : i.message)).join("; ") +
+    (more > 0 ? `; and ${more} more` : "");
+  return new ApiError(code, `${lead}: ${listed}`, shown);
+}
+
+/**
  * `send`, or a 503 saying what QStash's refusal left as it was (`say`): every
  * operator action that publishes (a job-failure retry, a webhook re-send) changes
  * nothing when QStash does not take its job, so asking again is safe.

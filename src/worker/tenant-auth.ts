@@ -1,7 +1,7 @@
 import type { Context, MiddlewareHandler } from "hono";
 import { authenticate, type Tenant } from "../domain/api-keys/keys.ts";
 import type { HonoEnv } from "./env.ts";
-import { ApiError, type FieldIssue } from "./errors.ts";
+import { ApiError, issueError, type FieldIssue } from "./errors.ts";
 
 /** The domain routes: each takes a tenant API key and acts only in its scope. */
 const DOMAIN_PATHS = /^\/(notes|suppliers)(\/|$)|^\/events\//;
@@ -57,7 +57,7 @@ export function ownScope(
       });
   });
   if (issues.length > 0)
-    throw new ApiError("FORBIDDEN", `this API key acts only in scope ${describe(tenant.scope)}`, issues);
+    throw issueError("FORBIDDEN", `this API key acts only in scope ${describe(tenant.scope)}`, issues);
   return tenant.scope;
 }
 

@@ -2,7 +2,7 @@ import type { Context, MiddlewareHandler, ValidationTargets } from "hono";
 import { validator } from "hono/validator";
 import { z } from "zod";
 import type { Config, HonoEnv } from "./env.ts";
-import { ApiError, type FieldIssue } from "./errors.ts";
+import { ApiError, issueError, type FieldIssue } from "./errors.ts";
 
 /**
  * Hono's validator with a zod schema: valid input reaches the handler typed, and
@@ -51,21 +51,9 @@ async function parseOrThrow<Schema extends z.ZodType>(
   throw invalidInput(`invalid ${describe(target)}`, toFieldIssues(result.error, value));
 }
 
-/**
- * Field issues a 400 names, at most: a body of 100,000 bad tags answered a 10 MB
- * error listing each of them, which helps no caller. The message says how many
- * more there were.
- */
-export const LISTED_ISSUES_MAX = 20;
-
 /** The 400 for `issues`, after `lead` ("invalid body"), naming the first LISTED_ISSUES_MAX. */
 export function invalidInput(lead: string, issues: FieldIssue[]): ApiError {
-  const shown = issues.slice(0, LISTED_ISSUES_MAX);
-  const more = issues.length - shown.length;
-  const listed =
-    shown.map((i) => (i.path ? `${i.path}: ${i.message}` : i.message)).join("; ") +
-    (more > 0 ? `; and ${more} more` : "");
-  return new ApiError("BAD_REQUEST", `${lead}: ${listed}`, shown);
+  return issueError("BAD_REQUEST", lead, issues);
 }
 
 const JSON_TYPE = /^application\/([\w.-]+\+)?json$/;
