@@ -12,7 +12,10 @@ export function valid<Target extends keyof ValidationTargets, Schema extends z.Z
   target: Target,
   schema: Schema,
 ) {
-  return validator(target, (value, c: Context<HonoEnv>) => parseOrThrow(c, target, schema, value));
+  return utf8First(
+    target,
+    validator(target, (value, c: Context<HonoEnv>) => parseOrThrow(c, target, schema, value)),
+  );
 }
 
 /**
@@ -31,8 +34,11 @@ export function validFor<Target extends keyof ValidationTargets, Schema extends 
   target: Target,
   schemaFor: (config: Config) => Schema,
 ) {
-  return validator(target, (value, c: Context<HonoEnv>) =>
-    parseOrThrow(c, target, schemaFor(c.var.config), value),
+  return utf8First(
+    target,
+    validator(target, (value, c: Context<HonoEnv>) =>
+      parseOrThrow(c, target, schemaFor(c.var.config), value),
+    ),
   );
 }
 
@@ -43,13 +49,39 @@ async function parseOrThrow<Schema extends z.ZodType>(
   value: unknown,
 ): Promise<z.output<Schema>> {
   if (target === "json" || target === "form") requireMediaType(c.req.header("content-type"), target);
-  refuseNul(value, describe(target));
+  refuseUnstorable(value, describe(target));
   const result = await schema.safeParseAsync(value, {
     error: (issue) => (issue.input === undefined ? "is required" : undefined),
   });
   if (result.success) return result.data as z.output<Schema>;
   throw invalidInput(`invalid ${describe(target)}`, toFieldIssues(result.error, value));
 }
+
+/**
+ * A JSON body's bytes must be UTF-8: the platform's decoder puts U+FFFD in place of
+ * any byte sequence that is not, and a note was stored changed, with a 201. So a
+ * JSON validator decodes the bytes strictly first; the body is cached, and its
+ * parser then reads the same bytes, not the request again. Checked where the body is
+ * parsed, after the route's auth, so a caller without a key learns nothing of it.
+ */
+function utf8First<M>(target: keyof ValidationTargets, check: M): M {
+  if (target !== "json") return check;
+  const first: MiddlewareHandler = async (c, next) => {
+    // Its type first: bytes named as another charset are refused for that (415).
+    requireMediaType(c.req.header("content-type"), "json");
+    if (c.req.raw.body) {
+      try {
+        STRICT_UTF8.decode(await c.req.arrayBuffer());
+      } catch {
+        throw new ApiError("BAD_REQUEST", "the body is not valid UTF-8, which JSON must be (RFC 8259 §8.1)");
+      }
+    }
+    return (check as MiddlewareHandler)(c, next);
+  };
+  return first as M;
+}
+
+const STRICT_UTF8 = new TextDecoder("utf-8", { fatal: true });
 
 /** The 400 for `issues`, after `lead` ("invalid body"), naming the first LISTED_ISSUES_MAX. */
 export function invalidInput(lead: string, issues: FieldIssue[]): ApiError {
@@ -65,9 +97,24 @@ const FORM_TYPES = ["application/x-www-form-urlencoded", "multipart/form-data"];
  * The honest answer is 415, naming what to send.
  */
 function requireMediaType(header: string | undefined, target: "json" | "form"): void {
-  const type = (header ?? "").split(";")[0]!.trim().toLowerCase();
+  const [first = "", ...parameters] = (header ?? "").split(";");
+  const type = first.trim().toLowerCase();
   const ok = target === "json" ? JSON_TYPE.test(type) : FORM_TYPES.includes(type);
-  if (ok) return;
+  if (ok) {
+    // JSON is UTF-8 (RFC 8259 §8.1) and the body is read as UTF-8 whatever the header
+    // says: a Latin-1 "café" was stored as "caf\ufffd". A caller naming another
+    // charset is told so rather than having its text changed.
+    const charset = parameters
+      .map((p) => p.trim().match(/^charset\s*=\s*"?([^"]*)"?$/i)?.[1])
+      .find((c) => c !== undefined);
+    if (target === "json" && charset !== undefined && charset.trim().toLowerCase() !== "utf-8") {
+      throw new ApiError(
+        "UNSUPPORTED_MEDIA_TYPE",
+        `the body must be UTF-8 (charset=utf-8, or none), got charset=${charset.trim().slice(0, 40)}`,
+      );
+    }
+    return;
+  }
   const want = target === "json" ? "application/json" : FORM_TYPES.join(" or ");
   throw new ApiError(
     "UNSUPPORTED_MEDIA_TYPE",
@@ -76,21 +123,24 @@ function requireMediaType(header: string | undefined, target: "json" | "form"): 
 }
 
 /**
- * Postgres text cannot hold U+0000: a NUL that reached a query failed it with
- * "invalid byte sequence", a 500. Every string a caller sends (values and keys,
- * at any depth, in a body, query or form) passes here before any schema or SQL
- * sees it, so no route can forget the check. Each offending field is named.
+ * Text Postgres would not keep as sent: U+0000, which it cannot hold (a NUL that
+ * reached a query failed it with "invalid byte sequence", a 500), and a lone UTF-16
+ * surrogate (`"\ud800"` in JSON), which has no UTF-8 form and was stored as U+FFFD,
+ * silently, in place of what the caller sent. Every string a caller sends (values
+ * and keys, at any depth, in a body, query or form) passes here before any schema
+ * or SQL sees it, so no route can forget the check. Each offending field is named.
  *
  * No input of any route nests deeper than a few levels, so anything past
  * INPUT_DEPTH_MAX is refused here: this walk (and Postgres' own JSON parser, for a
  * value that reached it) recurses per level, and 5,000 nested arrays, a 10 KB
  * body, overflowed the stack and answered 500.
  */
-export function refuseNul(value: unknown, what: string): void {
+export function refuseUnstorable(value: unknown, what: string): void {
   const issues: FieldIssue[] = [];
   const visit = (v: unknown, path: string, depth: number) => {
     if (typeof v === "string") {
-      if (v.includes("\u0000")) issues.push({ path, message: NUL_MESSAGE });
+      const wrong = unstorable(v);
+      if (wrong) issues.push({ path, message: wrong });
       return;
     }
     if (v === null || typeof v !== "object") return;
@@ -105,7 +155,8 @@ export function refuseNul(value: unknown, what: string): void {
     }
     for (const [key, item] of Object.entries(v)) {
       const at = path ? `${path}.${key}` : key;
-      if (key.includes("\u0000")) issues.push({ path: at, message: NUL_MESSAGE });
+      const wrong = unstorable(key);
+      if (wrong) issues.push({ path: at, message: wrong });
       else visit(item, at, depth + 1);
     }
   };
@@ -117,6 +168,15 @@ export function refuseNul(value: unknown, what: string): void {
 export const INPUT_DEPTH_MAX = 32;
 
 const NUL_MESSAGE = "must not contain NUL (\\u0000)";
+// In a `u` regex a surrogate pair is one code point, so only a lone half matches.
+const LONE_SURROGATE = /\p{Cs}/u;
+
+function unstorable(text: string): string | undefined {
+  if (text.includes("\u0000")) return NUL_MESSAGE;
+  if (LONE_SURROGATE.test(text))
+    return "must be well-formed Unicode: a lone surrogate (\\ud800 to \\udfff) is not a character";
+  return undefined;
+}
 
 /**
  * One FieldIssue per bad field. Given the `input` that was parsed, a field it lacks

@@ -5,7 +5,7 @@ import type { Mail, Mailer } from "../../src/domain/mail/mailer.ts";
 import type { Bindings } from "../../src/worker/env.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { newApiKey, withKey } from "../support/api-keys.ts";
-import { appOverTestDatabase, bindings, call } from "../support/worker.ts";
+import { appOverTestDatabase, bindings, call, executionContext } from "../support/worker.ts";
 
 // The app over node-postgres: these answers are decided before any SQL runs, and
 // when a check is missing, Postgres' own refusal of NUL is what the test sees.
@@ -151,5 +151,62 @@ describe("control characters in one-line fields are a 400; a mail subject never 
     expect(sent).toHaveLength(1);
     expect(sent[0]!.subject).not.toMatch(/[\r\n]/);
     expect(sent[0]!.subject).toBe("Supplier Acme  Bcc: victim@example.com: supplier.created");
+  });
+});
+
+describe("text is stored as sent, or refused: never silently replaced", () => {
+  // Each of these was stored with U+FFFD in place of what was sent, and answered 201.
+  const raw = async (body: Uint8Array<ArrayBuffer> | string, type = "application/json", auth = true) => {
+    const { ctx, settled } = executionContext();
+    const headers: Record<string, string> = { "content-type": type };
+    if (auth) headers.authorization = `Bearer ${key}`;
+    const res = await app.request("http://worker.test/notes", { method: "POST", headers, body }, env, ctx);
+    const answer = {
+      status: res.status,
+      body: (await res.json()) as { error?: { code: string; message: string; issues?: unknown[] } },
+    };
+    await settled();
+    return answer;
+  };
+  const titled = async (title: string) =>
+    (await t.pool.query("SELECT count(*)::int AS n FROM corpus_notes WHERE title LIKE $1", [title])).rows[0]
+      .n;
+
+  it.each([
+    ["a title", '{"title":"bad \\ud800 x"}', "title"],
+    ["a tag", '{"title":"t","tags":["ok","\\udc00"]}', "tags.1"],
+    ["a body", '{"title":"t","body":"a\\ud800"}', "body"],
+    ["a pair in the wrong order", '{"title":"\\ude00\\ud83d"}', "title"],
+  ])("a lone surrogate in %s is a 400 naming the field", async (_what, body, field) => {
+    const res = await raw(body);
+    expect(res.status).toBe(400);
+    expect(res.body.error!.issues).toEqual([
+      { path: field, message: expect.stringContaining("well-formed Unicode") },
+    ]);
+  });
+
+  it("a surrogate pair is one character, and kept", async () => {
+    const res = await raw('{"title":"smile \\ud83d\\ude00"}');
+    expect(res.status).toBe(201);
+    expect(await titled("smile \u{1F600}")).toBe(1);
+  });
+
+  it("bytes that are not UTF-8 are a 400, after the key is checked", async () => {
+    const latin1 = Uint8Array.from(
+      [...'{"title":"caf'].map((ch) => ch.charCodeAt(0)).concat([0xe9, 0x22, 0x7d]),
+    );
+    expect((await raw(latin1, "application/json", false)).status).toBe(401);
+    const res = await raw(latin1);
+    expect(res.status).toBe(400);
+    expect(res.body.error!.message).toMatch(/not valid UTF-8/);
+    // Named as another charset, the same bytes are refused for what they are.
+    const named = await raw(latin1, "application/json; charset=iso-8859-1");
+    expect(named.status).toBe(415);
+    expect(named.body.error!.message).toBe(
+      "the body must be UTF-8 (charset=utf-8, or none), got charset=iso-8859-1",
+    );
+    expect(await titled("caf%")).toBe(0);
+    expect((await raw('{"title":"café"}', 'application/json; charset="UTF-8"')).status).toBe(201);
+    expect(await titled("café")).toBe(1);
   });
 });
