@@ -15,7 +15,12 @@ const NOT_TEXT = /(?![\t\n\r])\p{Cc}/u;
 export function singleLine(max: number) {
   return z
     .string()
-    .refine((v) => !LINE_BREAKING.test(v), "must not contain control characters or line breaks")
+    // abort: a value with a line break is refused for that alone, not also by every
+    // rule a caller's schema adds after (a type glob's), which named the field twice.
+    .refine((v) => !LINE_BREAKING.test(v), {
+      message: "must not contain control characters or line breaks",
+      abort: true,
+    })
     .trim()
     .min(1, "must not be empty")
     .max(max);
@@ -85,7 +90,9 @@ export function wholeNumber(min: number, max: number) {
         const digits = v.replace(/^0+(?=\d)/, "");
         return digits.length > String(ceiling).length ? ceiling + 1 : Number(digits);
       })
-      .pipe(z.number().int().min(min, `must be at least ${min}`).max(ceiling, `must be at most ${ceiling}`))
+      // No .int(): digits are whole already, and its safe-integer check said "too big"
+      // a second time for a number past the ceiling.
+      .pipe(z.number().min(min, `must be at least ${min}`).max(ceiling, `must be at most ${ceiling}`))
   );
 }
 

@@ -50,9 +50,7 @@ async function parseOrThrow<Schema extends z.ZodType>(
 ): Promise<z.output<Schema>> {
   if (target === "json" || target === "form") requireMediaType(c.req.header("content-type"), target);
   refuseUnstorable(value, describe(target));
-  const result = await schema.safeParseAsync(value, {
-    error: (issue) => (issue.input === undefined ? "is required" : undefined),
-  });
+  const result = await schema.safeParseAsync(value, { error: plainWords(target) });
   if (result.success) return result.data as z.output<Schema>;
   throw invalidInput(`invalid ${describe(target)}`, toFieldIssues(result.error, value));
 }
@@ -82,6 +80,50 @@ function utf8First<M>(target: keyof ValidationTargets, check: M): M {
 }
 
 const STRICT_UTF8 = new TextDecoder("utf-8", { fatal: true });
+
+/**
+ * What a field's issue says when its schema gave no message of its own (a schema's
+ * message always wins): zod's defaults ("Too big: expected string to have <=300
+ * characters", "Invalid input") read differently from every message this API
+ * writes. A query parameter given twice arrives as an array, and is said so.
+ */
+export function plainWords(target: keyof ValidationTargets) {
+  return (issue: z.core.$ZodRawIssue): string | undefined => {
+    if (issue.input === undefined) return "is required";
+    if (target === "query" && Array.isArray(issue.input)) return "must be given once";
+    switch (issue.code) {
+      case "invalid_type":
+        return `must be ${TYPE_NAMES[issue.expected] ?? issue.expected}`;
+      case "too_big": {
+        const most = String(issue.maximum);
+        if (issue.origin === "string") return `must be at most ${most} characters`;
+        if (issue.origin === "array" || issue.origin === "set") return `must hold at most ${most}`;
+        return issue.inclusive === false ? `must be less than ${most}` : `must be at most ${most}`;
+      }
+      case "too_small": {
+        const least = String(issue.minimum);
+        const empty = issue.minimum === 1 && issue.inclusive !== false;
+        if (issue.origin === "string")
+          return empty ? "must not be empty" : `must be at least ${least} characters`;
+        if (issue.origin === "array" || issue.origin === "set")
+          return empty ? "must not be empty" : `must hold at least ${least}`;
+        return issue.inclusive === false ? `must be more than ${least}` : `must be at least ${least}`;
+      }
+      default:
+        return undefined;
+    }
+  };
+}
+
+const TYPE_NAMES: Record<string, string> = {
+  string: "a string",
+  number: "a number",
+  int: "a whole number",
+  boolean: "true or false",
+  object: "an object",
+  array: "an array",
+  null: "null",
+};
 
 /** The 400 for `issues`, after `lead` ("invalid body"), naming the first LISTED_ISSUES_MAX. */
 export function invalidInput(lead: string, issues: FieldIssue[]): ApiError {

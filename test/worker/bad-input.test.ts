@@ -662,6 +662,8 @@ beforeAll(async () => {
   before = await rowCounts();
 });
 
+const ZOD_WORDING = /Too big|Too small|Invalid input|expected \w+, received|expected \w+ to/;
+
 describe(`bad input, every route (${cases.length} cases)`, () => {
   it.each(cases.map((c) => [c.name, c] as const))("%s", async (_name, c) => {
     const res = await send(c);
@@ -678,13 +680,19 @@ describe(`bad input, every route (${cases.length} cases)`, () => {
     // Dashboard pages answer people with an HTML error page; everything else with the envelope.
     if (c.auth === "basic" && res.type.includes("text/html")) return;
     expect(res.type).toContain("application/json");
-    expect(JSON.parse(res.text)).toEqual({
+    const { error } = JSON.parse(res.text) as { error: { message: string; issues?: { message: string }[] } };
+    expect({ error }).toEqual({
       error: expect.objectContaining({
         code: expect.any(String),
         message: expect.any(String),
         requestId: expect.any(String),
       }),
     });
+    // In this API's words, not zod's defaults ("Too big: expected string to have
+    // <=300 characters", "Invalid input"), and one issue per field.
+    expect(error.message).not.toMatch(ZOD_WORDING);
+    const paths = (error.issues ?? []).map((i) => (i as { path: string }).path);
+    expect(paths, error.message).toEqual([...new Set(paths)]);
   });
 
   it("names the level past which input nests too deep", async () => {

@@ -18,7 +18,7 @@ import {
 } from "../../../domain/webhooks/delivery-log.ts";
 import { ApiError } from "../../errors.ts";
 import { idParam } from "../../routes/params.ts";
-import { invalidInput, toFieldIssues, valid } from "../../validate.ts";
+import { invalidInput, plainWords, toFieldIssues, valid } from "../../validate.ts";
 import { deliverQueueFor, queuedOrRefused } from "../../webhooks.ts";
 import { requireSecretsKey, webhookSecretsKey } from "../../webhook-secrets-key.ts";
 import type { DashboardEnv } from "../env.ts";
@@ -399,7 +399,7 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
       description: text("description")?.replace(/\r\n?/g, "\n"),
     };
     const policy = { allowPrivate: c.var.config.WEBHOOK_ALLOW_PRIVATE_URLS };
-    const parsed = updateEndpointInput(policy).safeParse(input);
+    const parsed = updateEndpointInput(policy).safeParse(input, { error: plainWords("form") });
     if (!parsed.success) throw invalidInput("endpoint not saved", toFieldIssues(parsed.error, input));
     const version = text("version");
     if (!version) throw new ApiError("BAD_REQUEST", "endpoint not saved: the form carries no version");
