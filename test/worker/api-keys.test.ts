@@ -85,6 +85,29 @@ describe("managing keys (operator token)", () => {
     );
   });
 
+  it("every operator challenge names its realm, as the domain routes' do", async () => {
+    const challenge = async (authorization?: string) =>
+      (
+        await call(app, env, "GET", "/admin/stats", undefined, {
+          headers: authorization ? { authorization } : {},
+        })
+      ).headers.get("www-authenticate");
+    const realm = 'Bearer realm="edge-outbox operators"';
+    expect(await challenge()).toBe(realm);
+    expect(await challenge("Bearer wrong-token")).toBe(`${realm}, error="invalid_token"`);
+    expect(await challenge("Token abc")).toBe(`${realm}, error="invalid_request"`);
+  });
+
+  it("the key list takes no parameter: a filter it would ignore is a 400", async () => {
+    await newApiKey(t.db, "listed");
+    for (const query of ["limit=1", "scope=listed"]) {
+      const res = await call(app, env, "GET", `/admin/api-keys?${query}`, undefined, admin());
+      expect(res.status, query).toBe(400);
+      expect(res.body.error.issues).toEqual([{ path: query.split("=")[0], message: "is not a known field" }]);
+    }
+    expect((await call(app, env, "GET", "/admin/api-keys", undefined, admin())).status).toBe(200);
+  });
+
   it("a key's scope must be given (null for no scope) and be one plain line", async () => {
     for (const body of [
       { name: "n" },

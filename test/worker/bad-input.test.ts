@@ -680,7 +680,9 @@ describe(`bad input, every route (${cases.length} cases)`, () => {
     // Dashboard pages answer people with an HTML error page; everything else with the envelope.
     if (c.auth === "basic" && res.type.includes("text/html")) return;
     expect(res.type).toContain("application/json");
-    const { error } = JSON.parse(res.text) as { error: { message: string; issues?: { message: string }[] } };
+    const { error } = JSON.parse(res.text) as {
+      error: { message: string; issues?: { path: string; message: string }[] };
+    };
     expect({ error }).toEqual({
       error: expect.objectContaining({
         code: expect.any(String),
@@ -691,7 +693,7 @@ describe(`bad input, every route (${cases.length} cases)`, () => {
     // In this API's words, not zod's defaults ("Too big: expected string to have
     // <=300 characters", "Invalid input"), and one issue per field.
     expect(error.message).not.toMatch(ZOD_WORDING);
-    const paths = (error.issues ?? []).map((i) => (i as { path: string }).path);
+    const paths = (error.issues ?? []).map((i) => i.path);
     expect(paths, error.message).toEqual([...new Set(paths)]);
   });
 

@@ -1,3 +1,4 @@
+import { z } from "zod";
 import { apiKeyInput, createApiKey, listApiKeys, revokeApiKey } from "../../domain/api-keys/keys.ts";
 import type { App } from "../new-app.ts";
 import { ApiError } from "../errors.ts";
@@ -15,7 +16,10 @@ export function registerAdminApiKeys(app: App) {
     return c.json({ apiKey, key }, 201);
   });
 
-  app.get("/admin/api-keys", async (c) => c.json({ apiKeys: await listApiKeys(c.var.db) }));
+  // Takes no parameter: `?scope=` or `?limit=` answered every key, as if they had applied.
+  app.get("/admin/api-keys", valid("query", z.strictObject({})), async (c) =>
+    c.json({ apiKeys: await listApiKeys(c.var.db) }),
+  );
 
   app.delete(`/admin/api-keys/${ID}`, async (c) => {
     const revoked = await revokeApiKey(c.var.db, c.req.param("id"));
