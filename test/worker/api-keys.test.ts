@@ -256,6 +256,12 @@ describe("a key acts only in its scope", () => {
     }
     // Naming its own scope is allowed and changes nothing.
     expect((await a("GET", "/notes/search?q=zeppelin&scope=tenant-a")).body.hits).toHaveLength(1);
+    // `scope=` with no value names "no scope", as on every other filter: a key for
+    // rows without one may say so; a scoped key is told it named another scope.
+    const unscoped = await none("GET", "/notes/search?q=zeppelin&scope=");
+    expect(unscoped.status).toBe(200);
+    expect(unscoped.body.hits.map((h: { noteId: string }) => h.noteId)).toEqual([ids.none]);
+    expect((await a("GET", "/notes/search?q=zeppelin&scope=")).status).toBe(403);
   });
 });
 

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import type { corpusNotes } from "../schema.ts";
-import { multiLine, SCOPE_MAX, singleLine, wholeNumber } from "../text.ts";
+import { multiLine, SCOPE_MAX, scopeFilter, singleLine, wholeNumber } from "../text.ts";
 
 export const MAX_IMPORT = 2_000;
 
@@ -33,7 +33,8 @@ export const noteImport = z.strictObject({
 
 export const noteSearch = z.strictObject({
   q: singleLine(500),
-  scope: singleLine(SCOPE_MAX).optional(),
+  // `?scope=` with no value: the notes without a scope, as on every other filter.
+  scope: scopeFilter,
   limit: wholeNumber(1, 100).default(20),
 });
 export type NoteSearch = z.input<typeof noteSearch>;

@@ -1,4 +1,4 @@
-import { and, desc, eq, sql } from "drizzle-orm";
+import { and, desc, eq, isNull, sql } from "drizzle-orm";
 import { corpusIndex } from "../schema.ts";
 import type { Db } from "../db.ts";
 import { noteSearch, type NoteSearch } from "./schemas.ts";
@@ -34,7 +34,11 @@ export async function searchNotes(db: Db, params: NoteSearch, within?: Within): 
     .where(
       and(
         sql`${corpusIndex.document} @@ ${query}`,
-        scope === undefined ? undefined : eq(corpusIndex.scope, scope),
+        scope === undefined
+          ? undefined
+          : scope === null
+            ? isNull(corpusIndex.scope)
+            : eq(corpusIndex.scope, scope),
         inScope(corpusIndex.scope, within),
       ),
     )
