@@ -158,6 +158,19 @@ export function handleNotFound(
   routes: readonly { method: string; path: string }[] = [],
 ) {
   const { method, path } = c.req;
+  // A path some route serves, asked with another method: 405 naming the ones it takes
+  // (RFC 9110 §15.5.6), or for OPTIONS the list itself. "no route for PUT /notes/<id>"
+  // sent callers looking for a typo in a path that was right.
+  const allowed = allowedMethods(routes, path);
+  if (allowed.length > 0) {
+    c.header("Allow", allowed.join(", "));
+    if (method === "OPTIONS") return c.body(null, 204);
+    return errorResponse(
+      c,
+      "METHOD_NOT_ALLOWED",
+      `${method} is not allowed on ${path}; it takes ${allowed.join(" or ")}`,
+    );
+  }
   for (const route of routes) {
     if (route.method !== method) continue;
     const misfit = misfitParam(route.path, path);
@@ -171,6 +184,30 @@ export function handleNotFound(
     }
   }
   return errorResponse(c, "NOT_FOUND", `no route for ${method} ${path}`);
+}
+
+/** The methods the app's routes (not its middleware) take on `path`; GET brings HEAD. */
+function allowedMethods(routes: readonly { method: string; path: string }[], path: string): string[] {
+  const methods = new Set<string>();
+  for (const route of routes) {
+    if (route.method === "ALL" || route.path.includes("*")) continue;
+    if (servesPath(route.path, path)) methods.add(route.method);
+  }
+  if (methods.has("GET")) methods.add("HEAD");
+  return [...methods];
+}
+
+/** Whether a route path (`:name{regex}` segments) takes `path`. */
+function servesPath(pattern: string, path: string): boolean {
+  const want = pattern.split("/");
+  const got = path.split("/");
+  if (want.length !== got.length) return false;
+  return want.every((segment, i) => {
+    const value = got[i]!;
+    const param = /^:(\w+)(?:\{(.*)\})?$/.exec(segment);
+    if (!param) return segment === value;
+    return value !== "" && (param[2] === undefined || new RegExp(`^(?:${param[2]})$`).test(value));
+  });
 }
 
 /** What each constrained path parameter's pattern means, as a caller reads it. */

@@ -305,7 +305,7 @@ describe("errors: one envelope for every route", () => {
   it("an id of the wrong form is a 404 naming the form, not 'no route'", async () => {
     const said: [string, string, string][] = [
       ["GET", "/notes/not-a-uuid", 'no such id: "not-a-uuid" is not a UUID (GET /notes/:id)'],
-      ["DELETE", "/notes/search", 'no such id: "search" is not a UUID (DELETE /notes/:id)'],
+      ["DELETE", "/notes/bogus", 'no such id: "bogus" is not a UUID (DELETE /notes/:id)'],
       ["POST", "/suppliers/x%20y/connect", 'no such id: "x y" is not a UUID (POST /suppliers/:id/connect)'],
       [
         "POST",
@@ -323,6 +323,33 @@ describe("errors: one envelope for every route", () => {
       expect(res.status, path).toBe(404);
       expect(res.body.error.message, path).toBe(message);
     }
+  });
+
+  it("a path a route serves, asked with another method, is a 405 naming the methods it takes", async () => {
+    const asked: [string, string, string[]][] = [
+      ["PUT", `/notes/${missing}`, ["GET", "HEAD", "PATCH", "DELETE"]],
+      ["GET", "/notes", ["POST"]],
+      ["DELETE", "/notes/search", ["GET", "HEAD"]],
+      // Once "no such id: \"requeue\" is not a UUID", as if GET /admin/events/:id were meant.
+      ["GET", "/admin/events/requeue", ["POST"]],
+    ];
+    for (const [method, path, methods] of asked) {
+      const res = await call(app, env, method, path, undefined, {
+        headers: { authorization: path.startsWith("/admin") ? `Bearer ${env.ADMIN_TOKEN}` : `Bearer ${key}` },
+      });
+      expect(res.status, `${method} ${path}`).toBe(405);
+      expect(res.body.error.code).toBe("METHOD_NOT_ALLOWED");
+      expect(res.headers.get("allow")?.split(", ").sort(), path).toEqual([...methods].sort());
+      expect(res.body.error.message).toBe(
+        `${method} is not allowed on ${path}; it takes ${res.headers.get("allow")!.split(", ").join(" or ")}`,
+      );
+    }
+    // OPTIONS is answered with the list itself.
+    const options = await call(app, env, "OPTIONS", "/notes", undefined, {
+      headers: { authorization: `Bearer ${key}` },
+    });
+    expect(options.status).toBe(204);
+    expect(options.headers.get("allow")).toBe("POST");
   });
 
   it("the job routes answer any method but POST with 405 and Allow: POST, before asking for a signature", async () => {
