@@ -26,6 +26,13 @@ export function newApp(options: AppOptions = {}) {
   // A caller's own id is kept only when short and plain (letters, digits, -, _, =):
   // it is echoed in headers and written to logs.
   app.use(requestId({ limitLength: 64 }));
+  // No answer of the API may be kept by a cache between it and its caller: some carry
+  // a secret shown once (a new API key, an endpoint's signing secret), and the rest
+  // (a receipt, a poll) are stale a moment later. The dashboard sets its own.
+  app.use(async (c, next) => {
+    await next();
+    if (!c.res.headers.has("Cache-Control")) c.res.headers.set("Cache-Control", "no-store");
+  });
   app.use(validateBindings);
   // Unsigned job requests are refused before their body is read; every body is capped before it is parsed.
   app.use("/jobs/*", requireSignatureHeader);

@@ -145,3 +145,21 @@ describe("Prefer: wait is read only by the domain routes' writes", () => {
     expect(res.headers.get("preference-applied")).toBe("wait=5");
   });
 });
+
+describe("caching", () => {
+  it("no API answer may be stored by a cache: some carry a secret shown once", async () => {
+    const admin = { headers: { authorization: `Bearer ${env().ADMIN_TOKEN}` } };
+    const answers = [
+      await call(app, env(), "POST", "/admin/api-keys", { scope: "cache", name: "once" }, admin),
+      await call(app, env(), "POST", "/notes", { title: "cached?" }, withKey(key)),
+      await call(app, env(), "GET", "/healthz"),
+      await call(app, env(), "GET", "/nowhere"),
+      await call(app, env(), "POST", "/notes", { title: 7 }, withKey(key)),
+    ];
+    expect(answers[0]!.body.key).toMatch(/^eo_/);
+    for (const res of answers) expect(res.headers.get("cache-control"), String(res.status)).toBe("no-store");
+    // The dashboard's public assets keep their own.
+    const css = await app.request("http://worker.test/dashboard/assets/dashboard.css", {}, env());
+    expect(css.headers.get("cache-control")).toBe("public, max-age=300");
+  });
+});
