@@ -244,14 +244,16 @@ export function classify(error: unknown): AttemptError {
 
 /**
  * The attempt-log row every outcome writes first, as a CTE body of its one statement.
- * It is written once the answer is in, so the attempt's time is taken back by its
- * duration: when the POST went out, as the delivery's last_attempt_at says, not
- * when a 15 s timeout ended.
+ * It is written once the answer is in, so its time is the lease's: the
+ * last_attempt_at the delivery was given when this attempt began, read back from the
+ * row (the statement's CTEs all see it as the lease left it), not when a 15 s
+ * timeout ended. Taken back by the attempt's duration instead, it was a few to tens
+ * of milliseconds off the delivery's lastAttemptAt, which a client compares.
  */
 function insertAttempt(deliveryId: string, a: Attempt) {
   return sql`INSERT INTO webhook_attempts (delivery_id, attempted_at, duration_ms, status, error, response_headers, response_body)
-      VALUES (${deliveryId}, now() - make_interval(secs => ${a.durationMs}::float8 / 1000), ${a.durationMs},
-              ${a.status}, ${a.error}, ${JSON.stringify(a.headers)}::jsonb, ${a.body})`;
+      SELECT id, last_attempt_at, ${a.durationMs}, ${a.status}, ${a.error}, ${JSON.stringify(a.headers)}::jsonb, ${a.body}
+        FROM webhook_deliveries WHERE id = ${deliveryId}`;
 }
 
 async function recordDelivered(db: Db, d: Leased, a: Attempt): Promise<void> {
