@@ -1,4 +1,5 @@
 import type { Context } from "hono";
+import { DrizzleQueryError } from "drizzle-orm";
 import { HTTPException } from "hono/http-exception";
 import { DomainError, type DomainErrorCode } from "../domain/errors.ts";
 import {
@@ -96,6 +97,34 @@ export async function orUnavailable<T>(
   }
 }
 
+/**
+ * What was thrown, as an Error. In workerd the Neon driver rejects with its
+ * WebSocket's ErrorEvent when the socket fails ("Network connection lost"), not an
+ * Error: Hono hands only Errors to onError, so such a rejection escaped as
+ * workerd's own 500 page, and Drizzle's wrapper hid it as the cause of a 500. The
+ * event's own error says what happened.
+ */
+export function asError(thrown: unknown): Error {
+  if (thrown instanceof Error) return thrown;
+  const event = thrown as { error?: unknown; message?: unknown } | null;
+  if (event?.error instanceof Error) return event.error;
+  if (typeof event?.message === "string") return new Error(event.message);
+  return new Error(String(thrown));
+}
+
+/**
+ * An error as the log gets it: a failed Drizzle query is its driver's reason and
+ * the statement, never its parameters, which hold what callers sent (note text, an
+ * API key's hash, an endpoint's sealed secret).
+ */
+export function loggable(error: unknown): unknown {
+  if (!(error instanceof DrizzleQueryError)) return error;
+  const cause = error.cause === undefined ? undefined : asError(error.cause);
+  const code = (cause as { code?: unknown } | undefined)?.code;
+  const why = `${cause?.message ?? "no reason given"}${typeof code === "string" ? ` (${code})` : ""}`;
+  return `query failed: ${why}; the statement, its parameters withheld: ${error.query}`;
+}
+
 /** The one way an error is answered: the envelope, with the code's status and headers. */
 export function errorResponse(c: Context<HonoEnv>, code: ErrorCode, message: string, issues?: FieldIssue[]) {
   // requestId is set by the first middleware; an error thrown before it still gets one.
@@ -132,7 +161,7 @@ export function handleError(err: Error, c: Context<HonoEnv>) {
     }
     return errorResponse(c, code, err.message || defaultMessage[err.status] || code);
   }
-  console.error(`[${c.get("requestId") ?? "-"}] ${c.req.method} ${c.req.path}:`, err);
+  console.error(`[${c.get("requestId") ?? "-"}] ${c.req.method} ${c.req.path}:`, loggable(err));
   const unavailable = databaseUnavailable(err);
   if (unavailable)
     return errorResponse(
@@ -284,7 +313,11 @@ const UNAVAILABLE_MESSAGE =
  * driver errors, so the causes are walked.
  */
 export function databaseUnavailable(err: unknown): string | undefined {
-  for (let e: unknown = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
+  for (
+    let e: Error | undefined = asError(err), depth = 0;
+    e !== undefined && depth < 5;
+    e = e.cause === undefined ? undefined : asError(e.cause), depth++
+  ) {
     const code = (e as { code?: unknown }).code;
     if (code === "53300") return "too many clients: no connection slot left";
     if (typeof code === "string" && /^57P0[123]$/.test(code)) return "the database is restarting";

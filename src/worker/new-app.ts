@@ -6,7 +6,7 @@ import { database, type OpenDatabase } from "./database.ts";
 import type { HonoEnv } from "./env.ts";
 import type { DashboardEnv } from "./dashboard/env.ts";
 import { dashboardError } from "./dashboard/errors.tsx";
-import { ApiError, handleError, handleNotFound } from "./errors.ts";
+import { ApiError, asError, handleError, handleNotFound } from "./errors.ts";
 import { preferWait } from "./prefer.ts";
 import { requireSignatureHeader } from "./signature.ts";
 import { tenantAuth } from "./tenant-auth.ts";
@@ -32,6 +32,15 @@ export function newApp(options: AppOptions = {}) {
   app.use(async (c, next) => {
     await next();
     if (!c.res.headers.has("Cache-Control")) c.res.headers.set("Cache-Control", "no-store");
+  });
+  // Whatever a handler throws reaches onError as an Error (asError: the Neon driver's
+  // WebSocket rejects with an ErrorEvent, which Hono would let escape as workerd's 500).
+  app.use(async (_c, next) => {
+    try {
+      await next();
+    } catch (thrown) {
+      throw asError(thrown);
+    }
   });
   app.use(validateBindings);
   // Unsigned job requests are refused before their body is read; every body is capped before it is parsed.

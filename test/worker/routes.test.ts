@@ -1,9 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { DrizzleQueryError } from "drizzle-orm";
 import { refreshNoteIndex } from "../../src/domain/corpus-index/refresh.ts";
 import { createApp } from "../../src/worker/app.ts";
 import { MAX_CONNECTIONS_PER_INVOCATION, openNeonDatabase } from "../../src/worker/database.ts";
 import { parseConfig, type Bindings, type Config } from "../../src/worker/env.ts";
-import { databaseUnavailable } from "../../src/worker/errors.ts";
+import { databaseUnavailable, loggable } from "../../src/worker/errors.ts";
 import { configureNeonForWsProxy, startWsProxy, type WsProxy } from "../../infra/ws-proxy.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { eventsAbout } from "../support/helpers.ts";
@@ -86,6 +87,27 @@ describe("a database out of reach", () => {
     }
   });
 
+  const socketEvent = {
+    type: "error",
+    message: "Uncaught Error: Network connection lost.",
+    error: new Error("Network connection lost."),
+  };
+
+  it("logs a failed query's reason and statement, never its parameters", () => {
+    const failed = new DrizzleQueryError(
+      'insert into "api_keys" ("key_hash") values ($1)',
+      ["4f1c0ffee-hash-of-a-key"],
+      Object.assign(new Error("duplicate key value violates unique constraint"), { code: "23505" }),
+    );
+    const logged = String(loggable(failed));
+    expect(logged).toBe(
+      'query failed: duplicate key value violates unique constraint (23505); the statement, its parameters withheld: insert into "api_keys" ("key_hash") values ($1)',
+    );
+    expect(
+      String(loggable(new DrizzleQueryError("select 1", ["x"], socketEvent as unknown as Error))),
+    ).toMatch(/^query failed: Network connection lost\./);
+  });
+
   it("tells an unavailable database from other failures by SQLSTATE or the driver's words, through wrappers", () => {
     const withCode = (code: string) => Object.assign(new Error("x"), { code });
     const cases: [unknown, string | undefined][] = [
@@ -102,6 +124,9 @@ describe("a database out of reach", () => {
         "connection lost or refused",
       ],
       [new Error("Failed query: select 1", { cause: withCode("57P01") }), "the database is restarting"],
+      // workerd: the Neon driver's WebSocket rejects with an ErrorEvent, bare or as Drizzle's cause.
+      [socketEvent, "connection lost or refused"],
+      [new DrizzleQueryError("select 1", [], socketEvent as unknown as Error), "connection lost or refused"],
       [withCode("23505"), undefined],
       [withCode("22P02"), undefined],
       [withCode("57014"), undefined],

@@ -1,23 +1,23 @@
 import { sql } from "drizzle-orm";
 import type { App } from "../new-app.ts";
-import { ApiError } from "../errors.ts";
+import { ApiError, databaseUnavailable, loggable } from "../errors.ts";
 
-/** 200 when the database answers a query; 503 with the reason when it does not. */
+/**
+ * 200 when the database answers a query; 503 with the reason in a few words when it
+ * does not (the words databaseUnavailable uses for any route's 503). Anyone may ask,
+ * so the driver's own message, which can name the database role or carry the SQL
+ * Drizzle ran, goes only to the log.
+ */
 export function registerHealthz(app: App) {
   app.get("/healthz", async (c) => {
     const started = Date.now();
     try {
       await c.var.db.execute(sql`SELECT 1`);
     } catch (error) {
-      throw new ApiError("SERVICE_UNAVAILABLE", `database unavailable: ${reason(error)}`);
+      console.error(`[${c.get("requestId")}] /healthz:`, loggable(error));
+      const why = databaseUnavailable(error) ?? "its query failed; the request id identifies it in the logs";
+      throw new ApiError("SERVICE_UNAVAILABLE", `database unavailable: ${why}`);
     }
     return c.json({ status: "ok", database: { ok: true, latencyMs: Date.now() - started } });
   });
-}
-
-// Drizzle wraps driver errors in "Failed query: …"; the driver's own message is the reason.
-function reason(error: unknown): string {
-  let e = error;
-  while (e instanceof Error && e.cause instanceof Error) e = e.cause;
-  return e instanceof Error && e.message ? e.message : String(e);
 }
