@@ -10,6 +10,11 @@ import { eventsAbout } from "../support/helpers.ts";
 const t = useTestDatabase();
 const missing = "00000000-0000-4000-8000-000000000000";
 
+async function eventCount(): Promise<number> {
+  const { rows } = await t.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM events");
+  return rows[0]!.n;
+}
+
 describe("suppliers use cases", () => {
   it("create → connect → activate, each committing its event with the change", async () => {
     const created = await createSupplier(t.db, { name: "Acme", scope: "tenant-1" });
@@ -83,6 +88,67 @@ describe("suppliers use cases", () => {
       "supplier.created",
       "supplier.connected",
     ]);
+  });
+
+  // Guarantee 1 from the other side: a change that fails to commit leaves no event.
+  // The failure comes at COMMIT, after the use case has recorded its event, from a
+  // deferred constraint trigger on the supplier's row; an event written anywhere but
+  // in the change's own transaction would be committed already, and left behind.
+  it.each([
+    ["createSupplier", "created"],
+    ["connectSupplier", "connected"],
+    ["activateSupplier", "active"],
+  ] as const)("%s records no event when its transaction fails at commit", async (useCase, to) => {
+    const name = `Refused at commit: ${useCase}`;
+    // The supplier a transition starts from; create's row is the change itself.
+    const id = useCase === "createSupplier" ? undefined : (await createSupplier(t.db, { name })).supplier.id;
+    if (useCase === "activateSupplier") await connectSupplier(t.db, id!);
+    const before = await eventCount();
+    await t.pool.query(`
+      CREATE FUNCTION refuse_at_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN RAISE EXCEPTION 'refused at commit'; END $$;
+      CREATE CONSTRAINT TRIGGER refuse_at_commit AFTER INSERT OR UPDATE ON suppliers
+        DEFERRABLE INITIALLY DEFERRED
+        FOR EACH ROW WHEN (NEW.status = '${to}') EXECUTE FUNCTION refuse_at_commit();`);
+    try {
+      const run =
+        useCase === "createSupplier"
+          ? createSupplier(t.db, { name })
+          : useCase === "connectSupplier"
+            ? connectSupplier(t.db, id!)
+            : activateSupplier(t.db, id!);
+      await expect(run).rejects.toMatchObject({
+        message: expect.stringMatching(/^Failed query: commit/),
+        cause: { message: "refused at commit" },
+      });
+    } finally {
+      await t.pool.query("DROP TRIGGER refuse_at_commit ON suppliers; DROP FUNCTION refuse_at_commit();");
+    }
+    expect(await eventCount()).toBe(before);
+    const { rows } = await t.pool.query<{ status: string }>("SELECT status FROM suppliers WHERE name = $1", [
+      name,
+    ]);
+    expect(rows.map((r) => r.status)).toEqual(
+      { createSupplier: [], connectSupplier: ["created"], activateSupplier: ["connected"] }[useCase],
+    );
+  });
+
+  it("each use case's event is written by the transaction that writes its change", async () => {
+    // The same xmin: the supplier's row version and its event are one transaction's.
+    const sameTransaction = async (id: string, eventId: string) => {
+      const { rows } = await t.pool.query<{ same: boolean }>(
+        `SELECT (SELECT xmin::text FROM suppliers WHERE id = $1) = (SELECT xmin::text FROM events WHERE id = $2) AS same`,
+        [id, eventId],
+      );
+      return rows[0]!.same;
+    };
+    const created = await createSupplier(t.db, { name: "One transaction" });
+    const id = created.supplier.id;
+    expect(await sameTransaction(id, created.eventIds[0]!)).toBe(true);
+    const connected = await connectSupplier(t.db, id);
+    expect(await sameTransaction(id, connected.eventIds[0]!)).toBe(true);
+    const activated = await activateSupplier(t.db, id);
+    expect(await sameTransaction(id, activated.eventIds[0]!)).toBe(true);
   });
 
   it("two racing connects: one wins, the other is refused, one event", async () => {
