@@ -4,7 +4,7 @@
 // and must still take every row whose holder has gone, however it went.
 import type pg from "pg";
 import { beforeEach, describe, expect, it } from "vitest";
-import { claimSql, fullXidSql } from "../../src/outbox/relay/claim.ts";
+import { claim, claimSql, fullXidSql } from "../../src/outbox/relay/claim.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { seedEvents } from "../support/events.ts";
 import { waitFor } from "../support/helpers.ts";
@@ -113,6 +113,37 @@ describe("the claim skips rows other passes hold by their snapshot, not their lo
     } finally {
       await client.query("ROLLBACK");
       client.release();
+    }
+  });
+
+  it("a held row the snapshot test lets through is still skipped by the row lock, not waited for", async () => {
+    // The snapshot test cannot see every holder: pg_current_snapshot() lists running
+    // top-level transactions only, so a row locked inside a subtransaction reads as
+    // free once a later transaction has completed (the snapshot's xmax is past it).
+    // SKIP LOCKED is what keeps the claim from queueing behind such a row, or behind
+    // one locked between the claim's snapshot and its row lock.
+    await seedEvents(t.pool, 5);
+    const held = await t.newPool(1).connect();
+    const claimer = await t.newPool(1).connect();
+    try {
+      await held.query("BEGIN");
+      await held.query("SAVEPOINT s");
+      const locked = await held.query<{ seq: string }>(
+        `SELECT seq FROM events WHERE fanned_out_at IS NULL ORDER BY seq LIMIT 1 FOR UPDATE`,
+      );
+      expect(locked.rows.map((r) => Number(r.seq))).toEqual([1]);
+      // A transaction that starts and commits after the holder's: the snapshot's xmax
+      // moves past the subtransaction's xid, so the filter no longer hides row 1.
+      await t.pool.query("SELECT txid_current()");
+      // A claim that waited for row 1 would fail here instead of hanging the test.
+      await claimer.query("SET lock_timeout = '2s'");
+      const { events } = await claim(claimer, 10, undefined);
+      expect(events.map((e) => e.seq)).toEqual([2, 3, 4, 5]);
+    } finally {
+      await claimer.query("ROLLBACK").catch(() => undefined);
+      claimer.release(true);
+      await held.query("ROLLBACK");
+      held.release(true);
     }
   });
 

@@ -10,6 +10,7 @@ import {
   type Publisher,
 } from "../../src/outbox/index.ts";
 import { classifyPublishFailure, kindOfStatus } from "../../src/outbox/errors.ts";
+import { RELAY_POLICY } from "../../src/outbox/relay/policy.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { eventStates, seedEvents, unfannedCount } from "../support/events.ts";
 import { RecordingPublisher, outage, rejected } from "../support/publishers.ts";
@@ -173,6 +174,66 @@ describe("a transport outage poisons nothing", () => {
     expect(next).toMatchObject({ mode: "rows", fanned: 3 });
   });
 
+  it("stops a rows pass at its deadline though each publish is within its own timeout, charging no row", async () => {
+    await seedEvents(t.pool, 10);
+    // A rows pass, as after a failed one: one publish per row.
+    await t.pool.query(`UPDATE outbox_relay_state SET failures = 1`);
+    const publisher = new RecordingPublisher();
+    publisher.delayMs = 100;
+    const pass = await runPass({
+      pool: t.pool,
+      publisher,
+      subscriptions: everything,
+      publishTimeoutMs: 1_000,
+      passTimeoutMs: 700,
+    });
+    // Ten publishes of 100 ms each would take 1 s: the pass deadline (700 ms) cuts
+    // the one in flight, and no further row is tried. It is the pass's deadline, not
+    // the publish's own timeout (1 s), that gave up.
+    expect(pass).toMatchObject({ mode: "rows", claimed: 10, failed: 0, poisoned: [] });
+    expect(pass.error).toMatch(/publish gave up: TimeoutError: signal timed out after 700 ms/);
+    expect(pass.backedOffUntil).not.toBeNull();
+    expect(pass.fanned).toBeGreaterThan(0);
+    expect(pass.fanned).toBeLessThan(10);
+    const rows = await eventStates(t.pool);
+    // What was published before the deadline is marked; the rest is as it was, and
+    // no row is charged for the relay giving up.
+    expect(rows.filter((r) => r.fanned_out_at !== null)).toHaveLength(pass.fanned);
+    expect(rows.slice(pass.fanned).every((r) => r.fanned_out_at === null && r.fanout === null)).toBe(true);
+    expect(rows.every((r) => r.attempts === 0 && r.last_error === null)).toBe(true);
+    expect(publisher.calls.length).toBeLessThanOrEqual(pass.fanned + 1);
+  });
+
+  it("cuts a publish in flight when the pass deadline passes, not only the publishes after it", async () => {
+    await seedEvents(t.pool, 3);
+    const hanging: Publisher = { publish: () => new Promise(() => undefined) };
+    const started = Date.now();
+    const pass = await runPass({
+      pool: t.pool,
+      publisher: hanging,
+      subscriptions: everything,
+      publishTimeoutMs: 5_000,
+      passTimeoutMs: 300,
+    });
+    expect(pass.error).toMatch(/publish gave up: TimeoutError: signal timed out after 300 ms/);
+    expect(Date.now() - started).toBeLessThan(4_000);
+    expect((await eventStates(t.pool)).every((r) => r.attempts === 0 && r.fanned_out_at === null)).toBe(true);
+  });
+
+  it("a pass's default deadline stays far inside QStash's 10-minute deduplication window", () => {
+    // A pass that dies after publishing is replayed with the same deduplication ids,
+    // which QStash drops only within 10 minutes of the first publish: the dead pass's
+    // rows stay locked until its deadline, and the replay comes after the relay's
+    // backoff, so both together must leave the window a wide margin.
+    const window = 10 * 60_000;
+    expect(RELAY_POLICY.passTimeoutMs).toBeLessThanOrEqual(window / 5);
+    expect(RELAY_POLICY.passTimeoutMs + RELAY_POLICY.passBackoff.capSeconds * 1000).toBeLessThanOrEqual(
+      window / 4,
+    );
+    // One publish may not outlast the pass that makes it.
+    expect(RELAY_POLICY.publishTimeoutMs).toBeLessThan(RELAY_POLICY.passTimeoutMs);
+  });
+
   // kindOfStatus itself, not a publisher that hands the relay a ready-made verdict:
   // a wrong entry here poisons good rows (outage taken as rejection) or retries a
   // hopeless one forever (rejection taken as outage).
@@ -183,6 +244,8 @@ describe("a transport outage poisons nothing", () => {
     [404, "outage"],
     [408, "outage"],
     [413, "rejected"],
+    [414, "rejected"],
+    [422, "rejected"],
     [429, "outage"],
     [500, "outage"],
     [502, "outage"],

@@ -17,6 +17,7 @@ import {
 } from "../../src/outbox/index.ts";
 import { startQStashDev, type QStashDev } from "../../infra/qstash-dev/server.ts";
 import { startAcceptOnlyQStash, type AcceptOnlyQStash } from "../../infra/qstash-accept-only.ts";
+import { freePort } from "../../src/node/postgres.ts";
 import { startReceiver } from "../qstash-dev/receiver.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { eventStates, seedEvents, unfannedCount } from "../support/events.ts";
@@ -145,6 +146,66 @@ describe("QStash publisher", () => {
     const [charged] = await eventStates(t.pool);
     expect(charged).toMatchObject({ attempts: 1, fanned_out_at: null });
     expect(charged!.last_error).toMatch(/QStash 400/);
+  });
+
+  // The other statuses kindOfStatus reads as the request's own fault, through the
+  // SDK's error as the relay meets it: a wrong entry would retry a hopeless row for
+  // ever as an outage, backing the whole relay off each time.
+  it.each([413, 414, 422])(
+    "QStash answering %i to one row's publish charges that row alone in a rows pass",
+    async (status) => {
+      await seedEvents(t.pool, 3, { type: "supplier.connected" });
+      const now = new Date(Date.now() + 1000);
+      qstash.failNextPublishes(1, 503);
+      const down = await runPass({ pool: t.pool, publisher, subscriptions, now });
+      expect(down.error).toMatch(/QStash 503/);
+
+      qstash.failNextPublishes(1, status);
+      const rows = await runPass({ pool: t.pool, publisher, subscriptions, now: down.backedOffUntil! });
+      expect(rows).toMatchObject({ mode: "rows", fanned: 2, failed: 1, backedOffUntil: null });
+      expect(rows.error).toBeUndefined();
+      const [charged, ...others] = await eventStates(t.pool);
+      expect(charged).toMatchObject({ attempts: 1, fanned_out_at: null });
+      expect(charged!.last_error).toMatch(new RegExp(`QStash ${status}`));
+      expect(others.map((r) => [r.attempts, r.fanned_out_at !== null])).toEqual([
+        [0, true],
+        [0, true],
+      ]);
+    },
+  );
+
+  it("an unreachable QStash is an outage, never a row's fault: a rows pass charges no row", async () => {
+    await seedEvents(t.pool, 3, { type: "supplier.connected" });
+    // Nothing listens on a free port: the connection is refused and no HTTP status
+    // comes back at all, as when QStash or the network to it is down.
+    const unreachable = createQStashPublisher({
+      baseUrl: `http://127.0.0.1:${await freePort()}`,
+      token: qstash.token,
+      publicUrl: receiver.base,
+    });
+    const now = new Date(Date.now() + 1000);
+    const batch = await runPass({ pool: t.pool, publisher: unreachable, subscriptions, now });
+    expect(batch).toMatchObject({ mode: "batch", fanned: 0, failed: 0 });
+    expect(batch.error).toMatch(/QStash unreachable/);
+
+    // Row by row after the failure: the first row's publish fails the same way, which
+    // says nothing about that row (guarantee 5), so the pass stops there, charging none.
+    const rows = await runPass({
+      pool: t.pool,
+      publisher: unreachable,
+      subscriptions,
+      now: batch.backedOffUntil!,
+    });
+    expect(rows).toMatchObject({ mode: "rows", fanned: 0, failed: 0, poisoned: [] });
+    expect(rows.error).toMatch(/QStash unreachable/);
+    expect(rows.backedOffUntil).not.toBeNull();
+    expect(
+      (await eventStates(t.pool)).map((r) => ({
+        attempts: r.attempts,
+        error: r.last_error,
+        fanned: r.fanned_out_at,
+      })),
+    ).toEqual(Array(3).fill({ attempts: 0, error: null, fanned: null }));
   });
 });
 
