@@ -292,6 +292,38 @@ describe("deliver", () => {
     expect(receiver.received.filter((r) => r.path === "/ok")).toHaveLength(1);
   });
 
+  it("QStash's retries of a job send the same webhook-id, signed afresh, so a receiver can drop repeats", async () => {
+    const { endpoint, event: e, delivery } = await oneDelivery("/retried");
+    const answers = [503, 503, 200];
+    receiver.state.respond = () => ({ status: answers.shift() ?? 500 });
+    // `retried` is QStash's count of earlier deliveries of this job: 0, then 1, then 2.
+    expect(await deliverWebhook(await deps(), delivery.id, 0)).toMatchObject({ kind: "retry" });
+    expect(await deliverWebhook(await deps(), delivery.id, 1)).toMatchObject({ kind: "retry" });
+    expect(await deliverWebhook(await deps(), delivery.id, 2)).toEqual({ kind: "delivered", status: 200 });
+    const posts = receiver.received.filter((r) => r.path === "/retried");
+    expect(posts.map((p) => p.headers["webhook-id"])).toEqual([e.id, e.id, e.id]);
+    // Each verifies with the independent package, the id being part of what is signed.
+    for (const p of posts) {
+      expect(verifyWebhook(endpoint.secret, p.body, p.headers)).toMatchObject({ data: { id: e.id } });
+    }
+  });
+
+  it("a lease whose attempt died mid-flight has expired: the next delivery takes it and POSTs once", async () => {
+    const { delivery, event: e } = await oneDelivery("/lease-lapsed");
+    // As a Worker killed during its POST leaves the row: leased, counted, never recorded;
+    // its lease ran out a second ago.
+    await t.pool.query(
+      `UPDATE webhook_deliveries
+          SET lease_until = now() - interval '1 second', attempts = 1, last_attempt_at = now() - interval '61 seconds'
+        WHERE id = $1`,
+      [delivery.id],
+    );
+    receiver.state.respond = () => ({ status: 200 });
+    expect(await deliverWebhook(await deps(), delivery.id, 1)).toEqual({ kind: "delivered", status: 200 });
+    expect(receiver.received.filter((r) => r.path === "/lease-lapsed")).toHaveLength(1);
+    expect((await deliveriesOf(e.id))[0]).toMatchObject({ status: "delivered", attempts: 2 });
+  });
+
   it("two concurrent deliveries of one job make one POST; the other is told to come back", async () => {
     const { delivery } = await oneDelivery("/race");
     let release!: () => void;
