@@ -7,9 +7,18 @@ const CONNECTION_CODES = new Set([
   "EAI_AGAIN",
 ]);
 
-/** One line an operator can act on, instead of a stack trace. */
+// pg's words for a connect that timed out: the pool's, and (pg 8.2x) the client's own.
+const CONNECT_TIMEOUT =
+  /timeout exceeded when trying to connect|connection terminated due to connection timeout/i;
+
+/**
+ * One line an operator can act on, instead of a stack trace. The reason may sit a few
+ * causes deep: Drizzle wraps a driver's error as "Failed query: <the SQL> params: <the
+ * values>", which said nothing an operator could act on (and printed the values), so
+ * the driver's own error under it is what is read and told.
+ */
 export function describeFailure(error: unknown): string {
-  const e = error as { code?: string; message?: string; errors?: { code?: string }[] };
+  const e = driverError(error);
   const code = e.code ?? e.errors?.[0]?.code;
   if (code && CONNECTION_CODES.has(code)) {
     return `cannot reach the database (${code}): check DATABASE_URL and that Postgres is running`;
@@ -19,8 +28,29 @@ export function describeFailure(error: unknown): string {
   if (code === "3D000") return `the database in DATABASE_URL does not exist (${e.message})`;
   if (code === "42P01")
     return `the outbox tables are missing: run \`npm run outbox -- migrate\` (${e.message})`;
-  if (/timeout exceeded when trying to connect/i.test(e.message ?? "")) {
+  if (code === "42501") return `the role in DATABASE_URL may not do this (${e.message})`;
+  if (CONNECT_TIMEOUT.test(e.message ?? "")) {
     return "cannot reach the database (timed out): check DATABASE_URL and that Postgres is running";
   }
   return e.message ?? String(error);
+}
+
+interface DriverError {
+  code?: string;
+  message?: string;
+  errors?: { code?: string }[];
+  cause?: unknown;
+}
+
+/** The innermost error that says why: past Drizzle's "Failed query" wrappers, a few causes at most. */
+function driverError(error: unknown): DriverError {
+  let e = error as DriverError;
+  for (let depth = 0; depth < 5 && e.code === undefined && isQueryWrapper(e) && e.cause; depth++) {
+    e = e.cause as DriverError;
+  }
+  return e;
+}
+
+function isQueryWrapper(e: DriverError): boolean {
+  return typeof e.message === "string" && e.message.startsWith("Failed query:");
 }

@@ -14,18 +14,34 @@ export const migrationsFolder = fileURLToPath(new URL("../../drizzle", import.me
 /**
  * Applies every migration in drizzle/ that the database has not seen yet; `folder`,
  * another checkout's drizzle/, lets a benchmark migrate a database for that code.
+ *
+ * A host that accepts the connection and never answers made `migrate` hang with no
+ * output (pg's client has no connect timeout of its own): it gives up after
+ * `connectTimeoutMs`, as the CLI's other commands do. Two runs at once (two deploys'
+ * jobs, a developer and CI) are taken one after the other by an advisory lock: the
+ * second used to fail on the first's half-applied tables, printing their SQL; now it
+ * waits, then finds nothing left to apply.
  */
-export async function migrateDatabase(url: string, folder = migrationsFolder): Promise<void> {
-  const client = new pg.Client({ connectionString: url });
+export async function migrateDatabase(
+  url: string,
+  folder = migrationsFolder,
+  { connectTimeoutMs = 10_000 }: { connectTimeoutMs?: number } = {},
+): Promise<void> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: connectTimeoutMs });
   await client.connect();
   try {
     // Migrations print NOTICEs for IF NOT EXISTS objects; they are not news.
     await client.query("SET client_min_messages = warning");
+    await client.query("SELECT pg_advisory_lock($1)", [MIGRATION_LOCK]);
     await migrate(drizzle(client), { migrationsFolder: folder });
   } finally {
+    // Ending the session releases the lock, however the migration ended.
     await client.end();
   }
 }
+
+/** The advisory lock key migrations take (any fixed number other code does not use). */
+const MIGRATION_LOCK = 7_153_209_001;
 
 export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {

@@ -1,0 +1,60 @@
+import { DrizzleQueryError } from "drizzle-orm";
+import { describe, expect, it } from "vitest";
+import { describeFailure } from "../../src/cli/failure.ts";
+import { runCli } from "../support/cli.ts";
+
+const withCode = (code: string, message = "x") => Object.assign(new Error(message), { code });
+/** As Drizzle wraps a driver's error: the SQL and its values in the message, the reason in the cause. */
+const wrapped = (cause: Error) =>
+  new DrizzleQueryError('select "key_hash" from "api_keys" where "id" = $1', ["secret-value"], cause);
+
+describe("a failure in one line an operator can act on", () => {
+  it("reads the driver's reason under Drizzle's wrapper, never printing the SQL or its values", () => {
+    const cases: [Error, string][] = [
+      [
+        wrapped(withCode("ECONNREFUSED")),
+        "cannot reach the database (ECONNREFUSED): check DATABASE_URL and that Postgres is running",
+      ],
+      [
+        wrapped(withCode("42P01", 'relation "api_keys" does not exist')),
+        'the outbox tables are missing: run `npm run outbox -- migrate` (relation "api_keys" does not exist)',
+      ],
+      [
+        wrapped(withCode("42501", "permission denied for database app")),
+        "the role in DATABASE_URL may not do this (permission denied for database app)",
+      ],
+      [
+        wrapped(withCode("28P01", 'password authentication failed for user "app"')),
+        "the database refused the credentials in DATABASE_URL (28P01)",
+      ],
+      [wrapped(withCode("23505", "duplicate key value")), "duplicate key value"],
+      // pg 8.2x's own words for a connect that timed out, and the pool's.
+      [
+        new Error("Connection terminated due to connection timeout"),
+        "cannot reach the database (timed out): check DATABASE_URL and that Postgres is running",
+      ],
+      [
+        wrapped(new Error("timeout exceeded when trying to connect")),
+        "cannot reach the database (timed out): check DATABASE_URL and that Postgres is running",
+      ],
+    ];
+    for (const [error, said] of cases) {
+      const line = describeFailure(error);
+      expect(line, error.message).toBe(said);
+      expect(line).not.toMatch(/Failed query|secret-value/);
+    }
+  });
+
+  it("a command over Drizzle says the same line as one over the relay core's SQL", async () => {
+    const unreachable = { DATABASE_URL: "postgres://postgres@127.0.0.1:1/none" };
+    const line =
+      "edge-outbox: cannot reach the database (ECONNREFUSED): check DATABASE_URL and that Postgres is running";
+    const [keys, stats] = await Promise.all([
+      runCli(["api-keys", "list"], unreachable),
+      runCli(["stats"], unreachable),
+    ]);
+    expect(stats.stderr.trim()).toBe(line);
+    expect(keys.code).toBe(1);
+    expect(keys.stderr.trim()).toBe(line);
+  }, 60_000);
+});
