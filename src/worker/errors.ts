@@ -137,9 +137,20 @@ export function errorResponse(c: Context<HonoEnv>, code: ErrorCode, message: str
   return new Response(json.body, { status: entry.status, headers: json.headers });
 }
 
+const misconfigurationsLogged = new Set<string>();
+
 /** The app's onError: the only place an exception becomes a response. */
 export function handleError(err: Error, c: Context<HonoEnv>) {
-  if (err instanceof ApiError) return errorResponse(c, err.code, err.message, err.issues);
+  if (err instanceof ApiError) {
+    // A deployment missing a binding some routes need (WEBHOOK_SECRETS_KEY) is the
+    // operator's to fix, and only QStash's console showed a webhook job's 500: said in
+    // the log once per isolate, as validateBindings says a malformed one.
+    if (err.code === "MISCONFIGURED" && !misconfigurationsLogged.has(err.message)) {
+      misconfigurationsLogged.add(err.message);
+      console.error(`${c.req.method} ${c.req.path}: ${err.message}`);
+    }
+    return errorResponse(c, err.code, err.message, err.issues);
+  }
   if (err instanceof DomainError) return errorResponse(c, domainToCode[err.code], err.message);
   if (err instanceof InvalidInputError) return errorResponse(c, "BAD_REQUEST", err.message);
   if (err instanceof HTTPException) {
