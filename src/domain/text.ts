@@ -13,17 +13,19 @@ const NOT_TEXT = /(?![\t\n\r])\p{Cc}/u;
  * trimming, so a trailing CR/LF is refused rather than silently dropped.
  */
 export function singleLine(max: number) {
-  return z
-    .string()
-    // abort: a value with a line break is refused for that alone, not also by every
-    // rule a caller's schema adds after (a type glob's), which named the field twice.
-    .refine((v) => !LINE_BREAKING.test(v), {
-      message: "must not contain control characters or line breaks",
-      abort: true,
-    })
-    .trim()
-    .min(1, "must not be empty")
-    .max(max);
+  return (
+    z
+      .string()
+      // abort: a value with a line break is refused for that alone, not also by every
+      // rule a caller's schema adds after (a type glob's), which named the field twice.
+      .refine((v) => !LINE_BREAKING.test(v), {
+        message: "must not contain control characters or line breaks",
+        abort: true,
+      })
+      .trim()
+      .min(1, "must not be empty")
+      .max(max)
+  );
 }
 
 /** The longest scope a row, a key or an endpoint may have. */
