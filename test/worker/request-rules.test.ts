@@ -159,7 +159,10 @@ describe("caching", () => {
     expect(answers[0]!.body.key).toMatch(/^eo_/);
     for (const res of answers) expect(res.headers.get("cache-control"), String(res.status)).toBe("no-store");
     // The dashboard's public assets keep their own.
-    const css = await app.request("http://worker.test/dashboard/assets/dashboard.css", {}, env());
+    const { ctx, settled } = executionContext();
+    const css = await app.request("http://worker.test/dashboard/assets/dashboard.css", {}, env(), ctx);
+    await settled();
+    expect(css.status).toBe(200);
     expect(css.headers.get("cache-control")).toBe("public, max-age=300");
   });
 });
