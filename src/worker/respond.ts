@@ -45,6 +45,8 @@ export async function written<T extends Record<string, unknown>>(
   c.header("Preference-Applied", `wait=${wait}`);
   if (receipt.complete) return c.json({ ...result, events: receipt.events }, status);
   c.header("Location", pollLink(eventIds, receipt));
+  // How soon to poll: a pass takes tens of milliseconds, a backed-off relay up to a minute.
+  c.header("Retry-After", "1");
   return c.json({ ...result, events: receipt.events }, 202);
 }
 

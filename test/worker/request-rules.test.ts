@@ -166,3 +166,30 @@ describe("caching", () => {
     expect(css.headers.get("cache-control")).toBe("public, max-age=300");
   });
 });
+
+describe("where a write points", () => {
+  it("a create's 201 names what it created; a 202 names the event to poll, and when", async () => {
+    const note = await call(app, env(), "POST", "/notes", { title: "located" }, withKey(key));
+    expect(note.status).toBe(201);
+    expect(note.headers.get("location")).toBe(`/notes/${note.body.note.id}`);
+    const supplier = await call(app, env(), "POST", "/suppliers", { name: "Located Ltd" }, withKey(key));
+    expect(supplier.headers.get("location")).toBe(`/suppliers/${supplier.body.supplier.id}`);
+
+    await t.pool.query("UPDATE outbox_relay_state SET backoff_until = now() + interval '1 hour'");
+    try {
+      const waited = await call(
+        app,
+        env(),
+        "POST",
+        "/suppliers",
+        { name: "Backed-off Ltd" },
+        withKey(key, { headers: { prefer: "wait=1" } }),
+      );
+      expect(waited.status).toBe(202);
+      expect(waited.headers.get("location")).toBe(`/events/${waited.body.events[0].id}`);
+      expect(waited.headers.get("retry-after")).toBe("1");
+    } finally {
+      await t.pool.query("UPDATE outbox_relay_state SET backoff_until = NULL, failures = 0");
+    }
+  });
+});

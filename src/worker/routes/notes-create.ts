@@ -10,6 +10,8 @@ export function registerNotesCreate(app: App) {
     const input = c.req.valid("json");
     const scope = ownScope(c, [input.scope], () => "scope");
     const { note, eventIds } = await createNote(c.var.db, { ...input, scope });
+    // What was created (RFC 9110 §15.3.2); a 202 names the event to poll instead.
+    c.header("Location", `/notes/${note.id}`);
     return written(c, { note }, eventIds, 201);
   });
 }

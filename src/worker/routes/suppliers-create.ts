@@ -10,6 +10,8 @@ export function registerSuppliersCreate(app: App) {
     const input = c.req.valid("json");
     const scope = ownScope(c, [input.scope], () => "scope");
     const { supplier, eventIds } = await createSupplier(c.var.db, { ...input, scope });
+    // What was created (RFC 9110 §15.3.2); a 202 names the event to poll instead.
+    c.header("Location", `/suppliers/${supplier.id}`);
     return written(c, { supplier }, eventIds, 201);
   });
 }
