@@ -331,6 +331,21 @@ describe("webhook endpoint routes: create, list, get, patch, delete", () => {
       scope: "tenant-p",
       types: ["supplier.*", "corpus.note.created"],
     });
+
+    // A PATCH naming what the endpoint already has changes nothing, updatedAt included
+    // (as a note's); one changing a value moves it.
+    const same = await admin("PATCH", path, {
+      url: "https://patched.example.com/v2",
+      types: ["supplier.*", "corpus.note.created"],
+      description: "moved",
+      enabled: true,
+    });
+    expect(same.status).toBe(200);
+    expect(same.body.endpoint.updatedAt).toBe(res.body.endpoint.updatedAt);
+    const edited = await admin("PATCH", path, { description: "moved again" });
+    expect(new Date(edited.body.endpoint.updatedAt).getTime()).toBeGreaterThan(
+      new Date(res.body.endpoint.updatedAt).getTime(),
+    );
   });
 
   it("disabling records who did it; re-enabling clears the reason, when, and the failure streak", async () => {

@@ -46,7 +46,23 @@ export async function updateEndpoint(
 ): Promise<EndpointView> {
   const patch = updateEndpointInput(policy).parse(input);
   const t = webhookEndpoints;
-  const set: PgUpdateSetSource<typeof t> = { updatedAt: sql`now()` };
+  // updatedAt moves only when a value does (as a note's does): a PATCH that names
+  // what the endpoint already has is a no-op, and said it had changed.
+  const changes = [
+    patch.url === undefined ? undefined : sql`${t.url} IS DISTINCT FROM ${patch.url}`,
+    patch.types === undefined
+      ? undefined
+      : sql`${t.types} IS DISTINCT FROM ARRAY[${sql.join(
+          patch.types.map((type) => sql`${type}`),
+          sql`, `,
+        )}]::text[]`,
+    patch.description === undefined ? undefined : sql`${t.description} IS DISTINCT FROM ${patch.description}`,
+    patch.enabled === undefined ? undefined : sql`${t.enabled} IS DISTINCT FROM ${patch.enabled}`,
+  ].filter((c) => c !== undefined);
+  const changed = changes.length === 0 ? sql`false` : sql.join(changes, sql` OR `);
+  const set: PgUpdateSetSource<typeof t> = {
+    updatedAt: sql`CASE WHEN ${changed} THEN now() ELSE ${t.updatedAt} END`,
+  };
   if (patch.url !== undefined) set.url = patch.url;
   if (patch.types !== undefined) set.types = patch.types;
   if (patch.description !== undefined) set.description = patch.description;
