@@ -10,6 +10,7 @@ import {
   type Publisher,
 } from "../../src/outbox/index.ts";
 import { classifyPublishFailure, kindOfStatus } from "../../src/outbox/errors.ts";
+import { raceAbort } from "../../src/outbox/relay/pass.ts";
 import { RELAY_POLICY } from "../../src/outbox/relay/policy.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { eventStates, seedEvents, unfannedCount } from "../support/events.ts";
@@ -208,6 +209,24 @@ describe("a transport outage poisons nothing", () => {
     expect(rows.slice(pass.fanned).every((r) => r.fanned_out_at === null && r.fanout === null)).toBe(true);
     expect(rows.every((r) => r.attempts === 0 && r.last_error === null)).toBe(true);
     expect(publisher.calls.length).toBeLessThanOrEqual(pass.fanned + 1);
+  });
+
+  it("a publish given a signal aborted already is refused, and its own rejection is handled", async () => {
+    const unhandled: unknown[] = [];
+    const listen = (reason: unknown) => unhandled.push(reason);
+    process.on("unhandledRejection", listen);
+    try {
+      const signal = AbortSignal.abort(new DOMException("signal timed out after 1 ms", "TimeoutError"));
+      // As fetch does with an aborted signal: it rejects too, a moment later.
+      const publish = new Promise<never>((_resolve, reject) =>
+        setTimeout(() => reject(new Error("aborted by the caller")), 5),
+      );
+      await expect(raceAbort(publish, signal)).rejects.toThrow(/publish gave up: TimeoutError/);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(unhandled).toEqual([]);
+    } finally {
+      process.off("unhandledRejection", listen);
+    }
   });
 
   it("a pass's default deadline stays far inside QStash's 10-minute deduplication window", () => {

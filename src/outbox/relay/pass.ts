@@ -389,7 +389,12 @@ function emptyResult(mode: PassResult["mode"]): PassResult {
   };
 }
 
-function raceAbort<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+/**
+ * `promise`, or a PublishError as soon as `signal` aborts. Exported for its test. The
+ * promise is always handled: given a signal aborted already, a publisher that then
+ * rejects (as fetch does) was left with no handler, an unhandled rejection.
+ */
+export function raceAbort<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     const onAbort = () =>
       reject(
@@ -397,7 +402,10 @@ function raceAbort<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
           cause: signal.reason,
         }),
       );
-    if (signal.aborted) return onAbort();
+    if (signal.aborted) {
+      promise.catch(() => undefined);
+      return onAbort();
+    }
     signal.addEventListener("abort", onAbort, { once: true });
     promise.then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
   });
