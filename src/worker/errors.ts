@@ -239,15 +239,8 @@ function allowedMethods(routes: readonly { method: string; path: string }[], pat
 
 /** Whether a route path (`:name{regex}` segments) takes `path`. */
 function servesPath(pattern: string, path: string): boolean {
-  const want = pattern.split("/");
-  const got = path.split("/");
-  if (want.length !== got.length) return false;
-  return want.every((segment, i) => {
-    const value = got[i]!;
-    const param = /^:(\w+)(?:\{(.*)\})?$/.exec(segment);
-    if (!param) return segment === value;
-    return value !== "" && (param[2] === undefined || new RegExp(`^(?:${param[2]})$`).test(value));
-  });
+  const params = matchSegments(pattern, path);
+  return params !== null && params.every((p) => p.value !== "" && p.fits);
 }
 
 /** What each constrained path parameter's pattern means, as a caller reads it. */
@@ -262,10 +255,24 @@ const PARAM_FORMS: Record<string, string> = {
  * value in `path` does not fit its regex, when every other segment matches; else null.
  */
 function misfitParam(pattern: string, path: string): { name: string; value: string; form: string } | null {
+  const params = matchSegments(pattern, path);
+  // An empty value is no misfit: "/notes/" is another path, not an id of the wrong form.
+  const misfits = params?.filter((p) => p.value !== "" && !p.fits) ?? [];
+  if (misfits.length !== 1) return null;
+  const { name, value, regex = "" } = misfits[0]!;
+  return { name, value: safeDecode(value), form: PARAM_FORMS[regex] ?? `of the form /${regex}/` };
+}
+
+/**
+ * `path` against a route path, segment by segment: null when their lengths or a
+ * literal segment differ, else each parameter's value and whether it fits its regex
+ * (one without a regex fits anything). What both the 405 and the 404 read.
+ */
+function matchSegments(pattern: string, path: string): PathParam[] | null {
   const want = pattern.split("/");
   const got = path.split("/");
   if (want.length !== got.length) return null;
-  let misfit: { name: string; value: string; form: string } | null = null;
+  const params: PathParam[] = [];
   for (const [i, segment] of want.entries()) {
     const value = got[i]!;
     const param = /^:(\w+)(?:\{(.*)\})?$/.exec(segment);
@@ -274,11 +281,17 @@ function misfitParam(pattern: string, path: string): { name: string; value: stri
       continue;
     }
     const [, name, regex] = param;
-    if (regex === undefined || value === "" || new RegExp(`^(?:${regex})$`).test(value)) continue;
-    if (misfit) return null;
-    misfit = { name: name!, value: safeDecode(value), form: PARAM_FORMS[regex] ?? `of the form /${regex}/` };
+    const fits = regex === undefined || new RegExp(`^(?:${regex})$`).test(value);
+    params.push({ name: name!, value, regex, fits });
   }
-  return misfit;
+  return params;
+}
+
+interface PathParam {
+  name: string;
+  value: string;
+  regex: string | undefined;
+  fits: boolean;
 }
 
 function safeDecode(segment: string): string {
