@@ -1,11 +1,10 @@
 import type { MiddlewareHandler } from "hono";
 import { parseConfig, type ConfigResult, type HonoEnv } from "./env.ts";
-import { errorResponse } from "./errors.ts";
+import { ApiError } from "./errors.ts";
 
-// Bindings do not change within an isolate, so each env object is parsed once and
-// each distinct misconfiguration logged once, not once per request.
+// Bindings do not change within an isolate, so each env object is parsed once (and
+// onError logs each distinct misconfiguration once, not once per request).
 const parsed = new WeakMap<object, ConfigResult>();
-const logged = new Set<string>();
 
 /** Validates the bindings before anything else runs; a bad one answers 500 naming it. */
 export const validateBindings: MiddlewareHandler<HonoEnv> = async (c, next) => {
@@ -15,13 +14,7 @@ export const validateBindings: MiddlewareHandler<HonoEnv> = async (c, next) => {
     result = parseConfig(env);
     parsed.set(env, result);
   }
-  if (!result.ok) {
-    if (!logged.has(result.message)) {
-      logged.add(result.message);
-      console.error(result.message);
-    }
-    return errorResponse(c, "MISCONFIGURED", result.message);
-  }
+  if (!result.ok) throw new ApiError("MISCONFIGURED", result.message);
   c.set("config", result.config);
   await next();
 };

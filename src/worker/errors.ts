@@ -142,12 +142,12 @@ const misconfigurationsLogged = new Set<string>();
 /** The app's onError: the only place an exception becomes a response. */
 export function handleError(err: Error, c: Context<HonoEnv>) {
   if (err instanceof ApiError) {
-    // A deployment missing a binding some routes need (WEBHOOK_SECRETS_KEY) is the
-    // operator's to fix, and only QStash's console showed a webhook job's 500: said in
-    // the log once per isolate, as validateBindings says a malformed one.
+    // A binding missing or malformed (validateBindings), or missing where a route needs
+    // it (WEBHOOK_SECRETS_KEY), is the operator's to fix, and a webhook job's 500 showed
+    // only in QStash's console: said in the log too, once per isolate, not per request.
     if (err.code === "MISCONFIGURED" && !misconfigurationsLogged.has(err.message)) {
       misconfigurationsLogged.add(err.message);
-      console.error(`${c.req.method} ${c.req.path}: ${err.message}`);
+      console.error(err.message);
     }
     return errorResponse(c, err.code, err.message, err.issues);
   }
