@@ -12,7 +12,7 @@ export function valid<Target extends keyof ValidationTargets, Schema extends z.Z
   target: Target,
   schema: Schema,
 ) {
-  return utf8First(
+  return bodyFirst(
     target,
     validator(target, (value, c: Context<HonoEnv>) => parseOrThrow(c, target, schema, value)),
   );
@@ -34,7 +34,7 @@ export function validFor<Target extends keyof ValidationTargets, Schema extends 
   target: Target,
   schemaFor: (config: Config) => Schema,
 ) {
-  return utf8First(
+  return bodyFirst(
     target,
     validator(target, (value, c: Context<HonoEnv>) =>
       parseOrThrow(c, target, schemaFor(c.var.config), value),
@@ -48,7 +48,6 @@ async function parseOrThrow<Schema extends z.ZodType>(
   schema: Schema,
   value: unknown,
 ): Promise<z.output<Schema>> {
-  if (target === "json" || target === "form") requireMediaType(c.req.header("content-type"), target);
   refuseUnstorable(value, describe(target));
   const result = await schema.safeParseAsync(value, { error: plainWords(target) });
   if (result.success) return result.data as z.output<Schema>;
@@ -56,18 +55,19 @@ async function parseOrThrow<Schema extends z.ZodType>(
 }
 
 /**
- * A JSON body's bytes must be UTF-8: the platform's decoder puts U+FFFD in place of
- * any byte sequence that is not, and a note was stored changed, with a 201. So a
- * JSON validator decodes the bytes strictly first; the body is cached, and its
- * parser then reads the same bytes, not the request again. Checked where the body is
- * parsed, after the route's auth, so a caller without a key learns nothing of it.
+ * What a body must be before its validator parses it: of the route's media type
+ * (requireMediaType), and for JSON, UTF-8 bytes. The platform's decoder
+ * puts U+FFFD in place of any byte sequence that is not, and a note was stored
+ * changed, with a 201, so the bytes are decoded strictly first; the body is cached,
+ * and the parser then reads the same bytes, not the request again. Checked where the
+ * body is parsed, after the route's auth, so a caller without a key learns nothing.
  */
-function utf8First<M>(target: keyof ValidationTargets, check: M): M {
-  if (target !== "json") return check;
+function bodyFirst<M>(target: keyof ValidationTargets, check: M): M {
+  if (target !== "json" && target !== "form") return check;
   const first: MiddlewareHandler = async (c, next) => {
-    // Its type first: bytes named as another charset are refused for that (415).
-    requireMediaType(c.req.header("content-type"), "json");
-    if (c.req.raw.body) {
+    // The type first: bytes named as another charset are refused for that (415).
+    requireMediaType(c.req.header("content-type"), target);
+    if (target === "json" && c.req.raw.body) {
       try {
         STRICT_UTF8.decode(await c.req.arrayBuffer());
       } catch {
