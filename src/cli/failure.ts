@@ -1,3 +1,5 @@
+import { DrizzleQueryError } from "drizzle-orm";
+
 const CONNECTION_CODES = new Set([
   "ECONNREFUSED",
   "ENOTFOUND",
@@ -39,18 +41,9 @@ interface DriverError {
   code?: string;
   message?: string;
   errors?: { code?: string }[];
-  cause?: unknown;
 }
 
-/** The innermost error that says why: past Drizzle's "Failed query" wrappers, a few causes at most. */
+/** The error that says why: the driver's, under Drizzle's wrapper when there is one. */
 function driverError(error: unknown): DriverError {
-  let e = error as DriverError;
-  for (let depth = 0; depth < 5 && e.code === undefined && isQueryWrapper(e) && e.cause; depth++) {
-    e = e.cause as DriverError;
-  }
-  return e;
-}
-
-function isQueryWrapper(e: DriverError): boolean {
-  return typeof e.message === "string" && e.message.startsWith("Failed query:");
+  return (error instanceof DrizzleQueryError && error.cause ? error.cause : error) as DriverError;
 }
