@@ -11,6 +11,10 @@ beforeAll(async () => {
   key = await newApiKey(t.db);
 });
 
+/** A request with the tenant key, and a Prefer header when given. */
+const asTenant = (method: string, path: string, body?: unknown, prefer?: string) =>
+  call(app, env(), method, path, body, withKey(key, prefer ? { headers: { prefer } } : {}));
+
 describe("X-Request-Id", () => {
   it("keeps a caller's id only when it is short and plain, else makes one", async () => {
     const asked = async (id: string) =>
@@ -58,25 +62,23 @@ describe("content types", () => {
 });
 
 describe("actions that take no body", () => {
-  const as = (init: RequestInit = {}) => withKey(key, init);
-
   it("refuse a field before they run, and take no body or {}", async () => {
-    const created = await call(app, env(), "POST", "/suppliers", { name: "Quiet Ltd" }, as());
+    const created = await asTenant("POST", "/suppliers", { name: "Quiet Ltd" });
     const id = created.body.supplier.id as string;
     const connect = `/suppliers/${id}/connect`;
 
-    const refused = await call(app, env(), "POST", connect, { force: true }, as());
+    const refused = await asTenant("POST", connect, { force: true });
     expect(refused.status).toBe(400);
     expect(refused.body.error).toMatchObject({ code: "BAD_REQUEST", issues: [{ path: "force" }] });
     // It did not run: the supplier is still where it was.
-    expect((await call(app, env(), "GET", `/suppliers/${id}`, undefined, as())).body.supplier.status).toBe(
+    expect((await asTenant("GET", `/suppliers/${id}`)).body.supplier.status).toBe(
       created.body.supplier.status,
     );
 
-    expect((await call(app, env(), "POST", connect, {}, as())).status).toBe(200);
-    expect((await call(app, env(), "POST", `/suppliers/${id}/activate`, undefined, as())).status).toBe(200);
+    expect((await asTenant("POST", connect, {})).status).toBe(200);
+    expect((await asTenant("POST", `/suppliers/${id}/activate`)).status).toBe(200);
     // Text that is not JSON is not "no body".
-    const text = await call(app, env(), "POST", `/suppliers/${id}/activate`, "now please", as());
+    const text = await asTenant("POST", `/suppliers/${id}/activate`, "now please");
     expect(text.status).toBe(400);
   });
 });
@@ -113,14 +115,7 @@ describe("Prefer: wait is read only by the domain routes' writes", () => {
   });
 
   it("a bare `wait` is refused before the write, as `wait=` is", async () => {
-    const res = await call(
-      app,
-      env(),
-      "POST",
-      "/notes",
-      { title: "bare wait" },
-      withKey(key, { headers: { prefer: "wait" } }),
-    );
+    const res = await asTenant("POST", "/notes", { title: "bare wait" }, "wait");
     expect(res.status).toBe(400);
     expect(res.body.error.issues).toEqual([{ path: "header.prefer", message: expect.any(String) }]);
     const search = await t.pool.query(
@@ -130,16 +125,9 @@ describe("Prefer: wait is read only by the domain routes' writes", () => {
   });
 
   it("a write that changes nothing answers at once, saying the wait was applied", async () => {
-    const created = await call(app, env(), "POST", "/notes", { title: "same" }, withKey(key));
+    const created = await asTenant("POST", "/notes", { title: "same" });
     const id = created.body.note.id as string;
-    const res = await call(
-      app,
-      env(),
-      "PATCH",
-      `/notes/${id}`,
-      { title: "same" },
-      withKey(key, { headers: { prefer: "wait=5" } }),
-    );
+    const res = await asTenant("PATCH", `/notes/${id}`, { title: "same" }, "wait=5");
     expect(res.status).toBe(200);
     expect(res.body.events).toEqual([]);
     expect(res.headers.get("preference-applied")).toBe("wait=5");
@@ -151,10 +139,10 @@ describe("caching", () => {
     const admin = { headers: { authorization: `Bearer ${env().ADMIN_TOKEN}` } };
     const answers = [
       await call(app, env(), "POST", "/admin/api-keys", { scope: "cache", name: "once" }, admin),
-      await call(app, env(), "POST", "/notes", { title: "cached?" }, withKey(key)),
+      await asTenant("POST", "/notes", { title: "cached?" }),
       await call(app, env(), "GET", "/healthz"),
       await call(app, env(), "GET", "/nowhere"),
-      await call(app, env(), "POST", "/notes", { title: 7 }, withKey(key)),
+      await asTenant("POST", "/notes", { title: 7 }),
     ];
     expect(answers[0]!.body.key).toMatch(/^eo_/);
     for (const res of answers) expect(res.headers.get("cache-control"), String(res.status)).toBe("no-store");
@@ -169,22 +157,15 @@ describe("caching", () => {
 
 describe("where a write points", () => {
   it("a create's 201 names what it created; a 202 names the event to poll, and when", async () => {
-    const note = await call(app, env(), "POST", "/notes", { title: "located" }, withKey(key));
+    const note = await asTenant("POST", "/notes", { title: "located" });
     expect(note.status).toBe(201);
     expect(note.headers.get("location")).toBe(`/notes/${note.body.note.id}`);
-    const supplier = await call(app, env(), "POST", "/suppliers", { name: "Located Ltd" }, withKey(key));
+    const supplier = await asTenant("POST", "/suppliers", { name: "Located Ltd" });
     expect(supplier.headers.get("location")).toBe(`/suppliers/${supplier.body.supplier.id}`);
 
     await t.pool.query("UPDATE outbox_relay_state SET backoff_until = now() + interval '1 hour'");
     try {
-      const waited = await call(
-        app,
-        env(),
-        "POST",
-        "/suppliers",
-        { name: "Backed-off Ltd" },
-        withKey(key, { headers: { prefer: "wait=1" } }),
-      );
+      const waited = await asTenant("POST", "/suppliers", { name: "Backed-off Ltd" }, "wait=1");
       expect(waited.status).toBe(202);
       expect(waited.headers.get("location")).toBe(`/events/${waited.body.events[0].id}`);
       expect(waited.headers.get("retry-after")).toBe("1");
