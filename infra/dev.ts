@@ -145,9 +145,11 @@ async function main() {
 
   step("migrations: applying…");
   // The first thing to reach the database: its failure is said as the CLI says it.
-  await migrateDatabase(databaseUrl).catch((error: unknown) => {
-    throw new Error(`migrations: ${describeFailure(error)}`, { cause: error });
-  });
+  await migrateDatabase(databaseUrl, undefined, { log: (line) => step(`migrations: ${line}`) }).catch(
+    (error: unknown) => {
+      throw new Error(`migrations: ${describeFailure(error)}`, { cause: error });
+    },
+  );
   step("migrations: up to date");
 
   const keyState = await ensureDevApiKey(databaseUrl, secrets.DEV_API_KEY);

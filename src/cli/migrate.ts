@@ -6,7 +6,10 @@ import type { Command } from "./command.ts";
 export const migrateCommand: Command = ({ sub }) => {
   if (sub) throw new UsageError(`migrate takes no argument, got "${sub}"`);
   return async ({ databaseUrl, print }) => {
-    await migrateDatabase(databaseUrl);
+    // Progress on stderr, so --json's stdout stays one document.
+    await migrateDatabase(databaseUrl, undefined, {
+      log: (line) => process.stderr.write(`migrate: ${line}\n`),
+    });
     print({ migrated: true }, () => "migrations applied");
     return 0;
   };

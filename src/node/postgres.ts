@@ -11,37 +11,102 @@ import { migrate } from "drizzle-orm/node-postgres/migrator";
 
 export const migrationsFolder = fileURLToPath(new URL("../../drizzle", import.meta.url));
 
+/** How `migrate` waits for locks; every field has a default a deployment can keep. */
+export interface MigrateOptions {
+  /** Give up connecting after this long (pg's client has no timeout of its own). */
+  connectTimeoutMs?: number;
+  /**
+   * The longest one statement waits for a table lock before the run rolls back and
+   * tries again. A migration queued behind a long transaction blocks every read and
+   * write of that table behind it for as long as it waits; this bounds the pause.
+   */
+  lockTimeoutMs?: number;
+  /** Tries in all before giving up on a lock. */
+  lockAttempts?: number;
+  /** The pause after the n-th timed-out try is n × this, so queued traffic drains. */
+  retryPauseMs?: number;
+  /** Progress lines (waiting for another run, a lock timed out and being retried). */
+  log?: (line: string) => void;
+}
+
 /**
  * Applies every migration in drizzle/ that the database has not seen yet; `folder`,
  * another checkout's drizzle/, lets a benchmark migrate a database for that code.
  *
  * A host that accepts the connection and never answers made `migrate` hang with no
- * output (pg's client has no connect timeout of its own): it gives up after
- * `connectTimeoutMs`, as the CLI's other commands do. Two runs at once (two deploys'
- * jobs, a developer and CI) are taken one after the other by an advisory lock: the
- * second used to fail on the first's half-applied tables, printing their SQL; now it
- * waits, then finds nothing left to apply.
+ * output: it gives up after `connectTimeoutMs`, as the CLI's other commands do. Two
+ * runs at once (two deploys' jobs, a developer and CI) are taken one after the other
+ * by an advisory lock: the second used to fail on the first's half-applied tables,
+ * printing their SQL; now it waits, says so, then finds nothing left to apply.
+ *
+ * A migration that needs a lock another session holds (a dashboard read or a relay
+ * pass still open on `events`) used to wait without limit, and every statement on
+ * that table queued behind it: the Worker stalled for as long as the other
+ * transaction lasted. Statements now wait at most `lockTimeoutMs`; the run (one
+ * transaction) rolls back whole and is tried again after a pause, and gives up after
+ * `lockAttempts` with the reason. The wait for the other migrate is not bounded: it
+ * holds no lock any request needs until it takes one itself.
  */
 export async function migrateDatabase(
   url: string,
   folder = migrationsFolder,
-  { connectTimeoutMs = 10_000 }: { connectTimeoutMs?: number } = {},
+  {
+    connectTimeoutMs = 10_000,
+    lockTimeoutMs = 5_000,
+    lockAttempts = 10,
+    retryPauseMs = 1_000,
+    log = () => undefined,
+  }: MigrateOptions = {},
 ): Promise<void> {
   const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: connectTimeoutMs });
   await client.connect();
   try {
     // Migrations print NOTICEs for IF NOT EXISTS objects; they are not news.
     await client.query("SET client_min_messages = warning");
-    await client.query("SELECT pg_advisory_lock($1)", [MIGRATION_LOCK]);
-    await migrate(drizzle(client), { migrationsFolder: folder });
+    const { rows } = await client.query<{ taken: boolean }>("SELECT pg_try_advisory_lock($1) AS taken", [
+      MIGRATION_LOCK,
+    ]);
+    if (!rows[0]?.taken) {
+      log("another migrate is running on this database; waiting for it to finish");
+      await client.query("SELECT pg_advisory_lock($1)", [MIGRATION_LOCK]);
+    }
+    // Set after the advisory lock, which would otherwise time out too.
+    await client.query(`SET lock_timeout = ${Math.max(1, Math.round(lockTimeoutMs))}`);
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await migrate(drizzle(client), { migrationsFolder: folder });
+        return;
+      } catch (error) {
+        if (!isLockTimeout(error)) throw error;
+        const why = `a statement waited ${lockTimeoutMs} ms for a lock another session holds`;
+        if (attempt >= lockAttempts) {
+          throw new Error(
+            `migrations not applied: ${why}, on each of ${lockAttempts} tries; find the long ` +
+              "transaction (pg_stat_activity, oldest xact_start) and run migrate again",
+            { cause: error },
+          );
+        }
+        const pause = attempt * retryPauseMs;
+        log(`${why}; nothing applied, trying again in ${pause} ms (${attempt + 1}/${lockAttempts})`);
+        await new Promise((resolve) => setTimeout(resolve, pause));
+      }
+    }
   } finally {
     // Ending the session releases the lock, however the migration ended.
     await client.end();
   }
 }
 
+/** Postgres's lock_not_available, under Drizzle's query wrapper when there is one. */
+function isLockTimeout(error: unknown): boolean {
+  for (let e: unknown = error; e instanceof Error; e = e.cause) {
+    if ((e as { code?: unknown }).code === "55P03") return true;
+  }
+  return false;
+}
+
 /** The advisory lock key migrations take (any fixed number other code does not use). */
-const MIGRATION_LOCK = 7_153_209_001;
+export const MIGRATION_LOCK = 7_153_209_001;
 
 export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
