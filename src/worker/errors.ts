@@ -173,6 +173,21 @@ export function handleError(err: Error, c: Context<HonoEnv>) {
     return errorResponse(c, code, err.message || defaultMessage[err.status] || code);
   }
   console.error(`[${c.get("requestId") ?? "-"}] ${c.req.method} ${c.req.path}:`, loggable(err));
+  const misconfigured = databaseMisconfigured(err);
+  if (misconfigured) {
+    // The reason goes to the log, once per isolate; a caller learns only that it is
+    // the operator's to fix, not how the database is set up.
+    const line = `MISCONFIGURED: the database: ${misconfigured}`;
+    if (!misconfigurationsLogged.has(line)) {
+      misconfigurationsLogged.add(line);
+      console.error(line);
+    }
+    return errorResponse(
+      c,
+      "MISCONFIGURED",
+      "the service's database settings are wrong; retrying will not help. The operator's log says which",
+    );
+  }
   const unavailable = databaseUnavailable(err);
   if (unavailable)
     return errorResponse(
@@ -323,6 +338,28 @@ const statusToCode: Partial<Record<number, ErrorCode>> = {
 
 function httpStatusToCode(status: number): ErrorCode {
   return statusToCode[status] ?? (status >= 500 ? "INTERNAL_SERVER_ERROR" : "BAD_REQUEST");
+}
+
+/**
+ * Whether the database turned the Worker away for its configuration, and why in a
+ * few words: no retry helps (wrong password or user, no such database, a schema older
+ * than this Worker because it was deployed before `migrate`). It was answered as a
+ * 503 with Retry-After, or a bare 500, and the operator had to read the driver's
+ * words in the log to learn it was theirs to fix.
+ */
+export function databaseMisconfigured(err: unknown): string | undefined {
+  for (
+    let e: Error | undefined = asError(err), depth = 0;
+    e !== undefined && depth < 5;
+    e = e.cause === undefined ? undefined : asError(e.cause), depth++
+  ) {
+    const code = (e as { code?: unknown }).code;
+    if (code === "28P01" || code === "28000") return "it refused the credentials in DATABASE_URL";
+    if (code === "3D000") return "the database named in DATABASE_URL does not exist";
+    if (code === "42P01" || code === "42703")
+      return "a table or column this Worker reads is missing: run migrate, then deploy";
+  }
+  return undefined;
 }
 
 /** What the drivers say when the socket went away or never came (no SQLSTATE then). */

@@ -1,0 +1,125 @@
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, inject, it, vi } from "vitest";
+import { createApp } from "../../src/worker/app.ts";
+import { withDatabase } from "../../src/node/postgres.ts";
+import { configureNeonForWsProxy, startWsProxy, type WsProxy } from "../../infra/ws-proxy.ts";
+import { useTestDatabase } from "../support/db.ts";
+import { newApiKey, withKey } from "../support/api-keys.ts";
+import { bindings, call } from "../support/worker.ts";
+
+// The app as the Worker runs it, with a database that turns it away for its settings:
+// a wrong password (the pooler checks it, as Neon does), a database that does not
+// exist, a schema older than the Worker. Each used to be a 503 with Retry-After: 1,
+// or a bare 500, so a client retried what no retry fixes and the operator had to read
+// the driver's words to learn the fault was theirs.
+const t = useTestDatabase();
+const adminUrl = inject("adminDatabaseUrl");
+const unmigrated = `edge_outbox_unmigrated_${process.pid}`;
+const app = createApp();
+let pooled: WsProxy;
+let direct: WsProxy;
+let key: string;
+
+beforeAll(async () => {
+  key = await newApiKey(t.db, "s1");
+  pooled = await startWsProxy({ pool: { upstreamUrl: t.url } });
+  direct = await startWsProxy();
+  configureNeonForWsProxy(direct);
+  const admin = new pg.Client({ connectionString: adminUrl });
+  await admin.connect();
+  await admin.query(`DROP DATABASE IF EXISTS ${unmigrated} WITH (FORCE)`);
+  await admin.query(`CREATE DATABASE ${unmigrated}`);
+  await admin.end();
+});
+
+afterAll(async () => {
+  await pooled?.close();
+  await direct?.close();
+  const admin = new pg.Client({ connectionString: adminUrl });
+  await admin.connect();
+  await admin.query(`DROP DATABASE IF EXISTS ${unmigrated} WITH (FORCE)`);
+  await admin.end();
+});
+
+function pooledUrl(change: (url: URL) => void): string {
+  const url = new URL(pooled.pooledUrl!);
+  change(url);
+  return url.toString();
+}
+
+describe("a database that refuses the Worker's settings", () => {
+  it.each([
+    [
+      "a wrong password",
+      () => pooledUrl((u) => (u.password = "not-the-password")),
+      "it refused the credentials in DATABASE_URL",
+    ],
+    [
+      "a database that does not exist",
+      () => pooledUrl((u) => (u.pathname = "/no_such_database")),
+      "the database named in DATABASE_URL does not exist",
+    ],
+  ])(
+    "%s: /healthz is a 500 naming the setting, never its value, with no Retry-After",
+    async (_, url, why) => {
+      const env = bindings({
+        DATABASE_URL: url(),
+        NEON_WS_PROXY: pooled.address,
+        NEON_PIPELINE_CONNECT: "password",
+      });
+      const errors = vi.spyOn(console, "error").mockImplementation(() => undefined);
+      try {
+        const res = await call(app, env, "GET", "/healthz");
+        expect(res.status).toBe(500);
+        expect(res.headers.get("retry-after")).toBeNull();
+        expect(res.body.error).toMatchObject({
+          code: "MISCONFIGURED",
+          message: `database misconfigured: ${why}`,
+        });
+        expect(JSON.stringify(res.body)).not.toMatch(/not-the-password|no_such_database|postgres/);
+      } finally {
+        errors.mockRestore();
+      }
+    },
+  );
+
+  it("a domain write is a 500 MISCONFIGURED with no Retry-After, and the log says why once", async () => {
+    const env = bindings({
+      DATABASE_URL: pooledUrl((u) => (u.password = "not-the-password")),
+      NEON_WS_PROXY: pooled.address,
+      NEON_PIPELINE_CONNECT: "password",
+    });
+    const errors = vi.spyOn(console, "error").mockImplementation(() => undefined);
+    try {
+      for (let i = 0; i < 2; i++) {
+        const res = await call(app, env, "POST", "/notes", { title: "t" }, withKey(key));
+        expect(res.status).toBe(500);
+        expect(res.headers.get("retry-after")).toBeNull();
+        expect(res.body.error.code).toBe("MISCONFIGURED");
+        expect(res.body.error.message).toMatch(/retrying will not help/);
+        expect(res.body.error.message).not.toMatch(/credentials|password/);
+      }
+      const said = errors.mock.calls.filter((args) =>
+        String(args[0]).includes("MISCONFIGURED: the database: it refused the credentials in DATABASE_URL"),
+      );
+      expect(said).toHaveLength(1);
+    } finally {
+      errors.mockRestore();
+    }
+  });
+
+  it("a Worker deployed before migrate: its reads are 500 MISCONFIGURED and the log says run migrate", async () => {
+    // The API key is checked against a table the unmigrated database does not have.
+    const env = bindings({ DATABASE_URL: withDatabase(adminUrl, unmigrated), NEON_WS_PROXY: direct.address });
+    const errors = vi.spyOn(console, "error").mockImplementation(() => undefined);
+    try {
+      const res = await call(app, env, "GET", "/notes/search?q=x", undefined, withKey(key));
+      expect(res.status).toBe(500);
+      expect(res.headers.get("retry-after")).toBeNull();
+      expect(res.body.error.code).toBe("MISCONFIGURED");
+      expect(errors.mock.calls.some((args) => /run migrate, then deploy/.test(String(args[0])))).toBe(true);
+    } finally {
+      errors.mockRestore();
+    }
+  });
+});
