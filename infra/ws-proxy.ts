@@ -4,6 +4,7 @@
 // With `pool`, it is Neon's pooled endpoint instead: every client is answered by a
 // transaction-mode pooler (pg-pooler.ts) in front of one upstream, as the Worker's
 // connections are by PgBouncer behind Neon's `-pooler` host.
+import type { IncomingMessage } from "node:http";
 import net from "node:net";
 import { Transform, pipeline } from "node:stream";
 import { WebSocketServer, createWebSocketStream } from "ws";
@@ -64,7 +65,15 @@ export interface WsProxyOptions {
 }
 
 export async function startWsProxy(options: WsProxyOptions = {}): Promise<WsProxy> {
-  const server = new WebSocketServer({ host: "127.0.0.1", port: options.port ?? 0 });
+  const server = new WebSocketServer({
+    host: "127.0.0.1",
+    port: options.port ?? 0,
+    // A browser sends Origin with every WebSocket handshake, and a web page may open
+    // one to 127.0.0.1: any page the developer visited could then log in to the local
+    // Postgres (whose password is no secret) and run SQL as its superuser. The Neon
+    // driver, from Node's ws or from workerd, sends none: only such clients are let in.
+    verifyClient: ({ req }: { req: IncomingMessage }) => req.headers.origin === undefined,
+  });
   const sockets = new Set<net.Socket>();
   let delayMs = options.delayMs ?? 0;
   const counts: WsProxyStats = { connections: 0, clientFrames: 0, roundTrips: 0 };

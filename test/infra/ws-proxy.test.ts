@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Pool } from "@neondatabase/serverless";
+import WebSocket from "ws";
 import {
   configureNeonForWsProxy,
   delayedInOrder,
@@ -26,6 +27,26 @@ afterAll(async () => {
 });
 
 describe("ws-proxy: the Neon driver over WebSockets to a plain Postgres", () => {
+  it("refuses a handshake that carries an Origin, as every browser's does, and takes one without", async () => {
+    // A web page the developer visits could otherwise reach the local Postgres through
+    // the proxy and log in with its well-known password.
+    const { host, port } = new URL(t.url);
+    const url = `ws://${proxy.address}/v1?address=${host}:${port}`;
+    const handshake = (headers: Record<string, string>) =>
+      new Promise<number>((resolve, reject) => {
+        const socket = new WebSocket(url, { headers });
+        socket.on("open", () => {
+          socket.close();
+          resolve(101);
+        });
+        socket.on("unexpected-response", (_req, res) => resolve(res.statusCode ?? 0));
+        socket.on("error", reject);
+      });
+    expect(await handshake({ Origin: "http://localhost:5173" })).toBe(401);
+    expect(await handshake({ Origin: "null" })).toBe(401);
+    expect(await handshake({})).toBe(101);
+  });
+
   it("runs a plain query", async () => {
     const { rows } = await pool.query("SELECT 1 + 1 AS two, current_database() AS db");
     expect(rows).toEqual([{ two: 2, db: new URL(t.url).pathname.slice(1) }]);
