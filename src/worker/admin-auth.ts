@@ -1,15 +1,40 @@
 import type { MiddlewareHandler } from "hono";
 import { bearerAuth } from "hono/bearer-auth";
+import { timingSafeEqual } from "hono/utils/buffer";
+import { attemptLogin, clientAddress } from "./dashboard/lockout.ts";
 import type { HonoEnv } from "./env.ts";
+import { ApiError } from "./errors.ts";
 
 /**
  * Operator routes take `Authorization: Bearer <ADMIN_TOKEN>`. The token is a
- * binding, known per request, so Hono's bearerAuth is built from it here (it
- * compares in constant time). Its 401 becomes the error envelope in onError.
+ * binding, known per request, so Hono's bearerAuth is built from it here; its 401
+ * becomes the error envelope in onError.
+ *
+ * Every token offered is a login attempt against the dashboard's lock-out, in the
+ * same bucket per address: the dashboard's password is this token, so guesses here
+ * without a limit made that lock-out pointless (200 wrong tokens in a row were all
+ * answered 401, the right one then 200). A locked address is refused with 429 and
+ * its token not compared, so a guess during the lock learns nothing.
  */
 export const adminAuth: MiddlewareHandler<HonoEnv> = (c, next) =>
   bearerAuth<HonoEnv>({
-    token: c.var.config.ADMIN_TOKEN,
+    verifyToken: async (token) => {
+      const outcome = await attemptLogin(c.var.pool, clientAddress(c.req.header.bind(c.req)), () =>
+        // Hashes both sides before comparing, so neither content nor length leaks through timing.
+        timingSafeEqual(token, c.var.config.ADMIN_TOKEN),
+      );
+      if (outcome.ok) return true;
+      if (outcome.lockedUntil) {
+        const seconds = Math.max(1, Math.ceil((+outcome.lockedUntil - Date.now()) / 1000));
+        c.header("Retry-After", String(seconds));
+        throw new ApiError(
+          "TOO_MANY_REQUESTS",
+          `too many wrong operator tokens from this address (here or at the dashboard's login); ` +
+            `refused until ${outcome.lockedUntil.toISOString()}`,
+        );
+      }
+      return false;
+    },
     realm: REALM,
     // Every challenge names the realm, as the domain routes' do (RFC 6750 §3); Hono's
     // own for a malformed header or a wrong token named none.

@@ -26,6 +26,8 @@ const errorCodes = {
   CONFLICT: { status: 409 },
   PAYLOAD_TOO_LARGE: { status: 413 },
   UNSUPPORTED_MEDIA_TYPE: { status: 415 },
+  // Too many wrong operator tokens from one address; Retry-After is set with it.
+  TOO_MANY_REQUESTS: { status: 429 },
   MISCONFIGURED: { status: 500 },
   INTERNAL_SERVER_ERROR: { status: 500 },
   // A client may try again shortly (the database restarting, out of connections).
@@ -333,6 +335,7 @@ const statusToCode: Partial<Record<number, ErrorCode>> = {
   409: "CONFLICT",
   413: "PAYLOAD_TOO_LARGE",
   415: "UNSUPPORTED_MEDIA_TYPE",
+  429: "TOO_MANY_REQUESTS",
   503: "SERVICE_UNAVAILABLE",
 };
 

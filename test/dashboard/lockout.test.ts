@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { LOCKOUT_POLICY, lockedUntil } from "../../src/worker/dashboard/lockout.ts";
+import { clientAddress, LOCKOUT_POLICY, lockedUntil } from "../../src/worker/dashboard/lockout.ts";
 
 const T0 = Date.parse("2026-12-03T08:00:00Z");
 const at = (minutes: number) => new Date(T0 + minutes * 60_000);
@@ -18,5 +18,39 @@ describe("lockedUntil", () => {
     expect(lockedUntil([0, 3, 6, 9, 10.5].map(at), at(10.5))).toBeNull();
     // …but the next failure within the window of the second does.
     expect(lockedUntil([0, 3, 6, 9, 10.5, 12].map(at), at(12))).toEqual(at(22));
+  });
+});
+
+describe("clientAddress", () => {
+  const of = (value: string | undefined) =>
+    clientAddress((name) => (name === "CF-Connecting-IP" ? value : undefined));
+
+  it("counts an IPv4 address as itself, in one spelling", () => {
+    expect(of("203.0.113.7")).toBe("203.0.113.7");
+    expect(of(" 203.0.113.7 ")).toBe("203.0.113.7");
+    expect(of("203.000.113.007")).toBe("203.0.113.7");
+  });
+
+  it("counts IPv6 addresses by their /64, whatever their spelling", () => {
+    const bucket = "2001:db8:1:2::/64";
+    for (const address of ["2001:db8:1:2::1", "2001:db8:1:2:ffff:ffff:ffff:ffff", "2001:DB8:1:2:0:0:0:9"]) {
+      expect(of(address), address).toBe(bucket);
+    }
+    expect(of("2001:db8:1:3::1")).not.toBe(bucket);
+  });
+
+  it("puts anything that is not an address in the shared bucket, not a fresh one", () => {
+    for (const value of [
+      undefined,
+      "",
+      "7.7.7.7, 1",
+      "attacker-1",
+      "999.1.1.1",
+      "1.2.3",
+      "2001:db8::1::2",
+      "[::1]",
+    ]) {
+      expect(of(value), String(value)).toBe("unknown");
+    }
   });
 });

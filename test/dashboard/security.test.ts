@@ -186,6 +186,41 @@ describe("wrong passwords", () => {
     expect(rows[0].n).toBe(1);
   });
 
+  it("counts wrong operator tokens at /admin/* in the same lock-out as the login form", async () => {
+    // The login's password is the admin token: unlimited guesses at the API made the
+    // form's lock-out pointless.
+    const admin = (token: string, ip: string) =>
+      client().get("/admin/stats", { Authorization: `Bearer ${token}`, ...from(ip) });
+    for (let i = 1; i <= 4; i++) {
+      const res = await admin(`wrong-${i}`, "203.0.113.10");
+      expect(res.status, `attempt ${i}`).toBe(401);
+      expect(res.headers.get("www-authenticate")).toContain('error="invalid_token"');
+    }
+    const fifth = await admin("wrong-5", "203.0.113.10");
+    expect(fifth.status).toBe(429);
+    expect(JSON.parse(fifth.text).error.code).toBe("TOO_MANY_REQUESTS");
+    expect(Number(fifth.headers.get("retry-after"))).toBeGreaterThan(590);
+    // Locked at both doors, even with the right token; another address is not.
+    expect((await admin(env.ADMIN_TOKEN!, "203.0.113.10")).status).toBe(429);
+    expect((await client().login(env.ADMIN_TOKEN!, from("203.0.113.10"))).status).toBe(429);
+    expect((await admin(env.ADMIN_TOKEN!, "198.51.100.2")).status).toBe(200);
+    // The right token, or no token at all, is not a failure.
+    expect((await client().get("/admin/stats", from("198.51.100.3"))).status).toBe(401);
+    const { rows } = await t.pool.query(
+      "SELECT client, count(*)::int AS n FROM dashboard_login_failures GROUP BY client",
+    );
+    expect(rows).toEqual([{ client: "203.0.113.10", n: 5 }]);
+  });
+
+  it("locks out guesses spread over one IPv6 /64", async () => {
+    const statuses = [];
+    for (let i = 1; i <= 6; i++) {
+      statuses.push((await client().login("wrong", from(`2001:db8:aa:bb::${i}`))).status);
+    }
+    expect(statuses).toEqual([401, 401, 401, 401, 429, 429]);
+    expect((await client().login(env.ADMIN_TOKEN!, from("2001:db8:aa:bc::1"))).status).toBe(303);
+  });
+
   it("compares only 5 of 12 guesses sent at once from one address", async () => {
     const answers = await Promise.all(
       Array.from({ length: 12 }, (_, i) => client().login(`guess-${i}`, from("203.0.113.9"))),

@@ -70,13 +70,19 @@ describe("webhook endpoint routes: security", () => {
     ["GET", `/admin/webhooks/deliveries/${missing}`],
   ];
 
+  // Each route's wrong guess from an address of its own: five from one would lock it
+  // out (the dashboard's lock-out counts wrong operator tokens too).
+  let guesser = 0;
   it.each(routes)("%s %s needs the operator token", async (method, path) => {
     const body = method === "POST" || method === "PATCH" ? { url: "https://example.com" } : undefined;
     const none = await call(app, env, method, path, body);
     expect(none.status).toBe(401);
     expect(none.body.error.code).toBe("UNAUTHORIZED");
     const wrong = await call(app, env, method, path, body, {
-      headers: { authorization: "Bearer not-the-admin-token-000000" },
+      headers: {
+        authorization: "Bearer not-the-admin-token-000000",
+        "CF-Connecting-IP": `198.51.100.${++guesser}`,
+      },
     });
     expect(wrong.status).toBe(401);
   });

@@ -82,7 +82,7 @@ function nameProblem(hostname: string): string | undefined {
 }
 
 /** The URL parser serialises every IPv4 host as four decimal octets; anything else is a name. */
-function parseIpv4(host: string): number | undefined {
+export function parseIpv4(host: string): number | undefined {
   const m = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/.exec(host);
   if (!m) return undefined;
   const octets = m.slice(1).map(Number);
@@ -129,7 +129,7 @@ function ipv4Problem(address: number): string | undefined {
 }
 
 /** Eight 16-bit groups, from the parser's compressed hex form (it never emits dotted IPv4 inside). */
-function parseIpv6(text: string): number[] | undefined {
+export function parseIpv6(text: string): number[] | undefined {
   const halves = text.split("::");
   if (halves.length > 2) return undefined;
   const read = (part: string | undefined) => (part ? part.split(":") : []);

@@ -1,3 +1,4 @@
+import { parseIpv4, parseIpv6 } from "../../domain/webhooks/url-safety.ts";
 import type { SqlPool } from "../../outbox/index.ts";
 
 /** Wrong passwords allowed from one client within the window before it is locked out. */
@@ -91,7 +92,30 @@ export async function attemptLogin(
  * be forged by the client. Elsewhere (wrangler dev, a test) there is no trusted
  * address, so every such client shares one bucket: a lock-out then locks more
  * people out rather than letting a guesser pick a fresh address per request.
+ *
+ * The header's text was the bucket: anything not an address ("7.7.7.7, 1", a
+ * made-up word where the header can be set) was a fresh one, and so was each IPv6
+ * address, of which one subscriber commonly holds a whole /64. An IPv4 address is
+ * its bucket; an IPv6 one is counted by its /64; anything else is "unknown".
  */
 export function clientAddress(header: (name: string) => string | undefined): string {
-  return header("CF-Connecting-IP")?.trim() || "unknown";
+  const raw = header("CF-Connecting-IP")?.trim() ?? "";
+  const v4 = parseIpv4(raw);
+  if (v4 !== undefined) return [v4 >>> 24, (v4 >>> 16) & 255, (v4 >>> 8) & 255, v4 & 255].join(".");
+  if (/^[0-9a-f:.]+$/i.test(raw) && raw.includes(":")) {
+    let host: string;
+    try {
+      // The URL parser puts any IPv6 spelling (dotted tail, upper case) in one form.
+      host = new URL(`http://[${raw}]/`).hostname.slice(1, -1);
+    } catch {
+      return "unknown";
+    }
+    const groups = parseIpv6(host);
+    if (groups)
+      return `${groups
+        .slice(0, 4)
+        .map((g) => g.toString(16))
+        .join(":")}::/64`;
+  }
+  return "unknown";
 }
