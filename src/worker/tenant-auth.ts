@@ -3,11 +3,19 @@ import { authenticate, type Tenant } from "../domain/api-keys/keys.ts";
 import type { HonoEnv } from "./env.ts";
 import { ApiError, issueError, type FieldIssue } from "./errors.ts";
 
-/** The domain routes: each takes a tenant API key and acts only in its scope. */
-const DOMAIN_PATHS = /^\/(notes|suppliers)(\/|$)|^\/events\//;
+/**
+ * The paths that are not a tenant's: each has a guard of its own (the operator token,
+ * QStash's signature, the dashboard's session) or needs none (the health check).
+ * Every other path is a domain route's, which takes a tenant API key and acts only in
+ * its scope. It was the other way round, a list of the domain's prefixes: a team that
+ * added `/orders` as the docs describe got routes that answered without a key and
+ * acted in every scope (`c.var.tenant` undefined, so unscoped), and no check said so.
+ * Now a route under a new prefix is behind a key from its first line.
+ */
+const NOT_A_TENANTS = /^\/(admin|jobs|dashboard)(\/|$)|^\/healthz$/;
 
-/** Whether `path` is a domain route's (a tenant's), not an operator's, a job's or the dashboard's. */
-export const isDomainPath = (path: string): boolean => DOMAIN_PATHS.test(path);
+/** Whether `path` is a domain route's (a tenant's), not an operator's, a job's, the dashboard's or /healthz. */
+export const isDomainPath = (path: string): boolean => !NOT_A_TENANTS.test(path);
 const REALM = 'Bearer realm="edge-outbox"';
 
 /**

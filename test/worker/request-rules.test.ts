@@ -92,8 +92,9 @@ describe("Prefer: wait is read only by the domain routes' writes", () => {
     expect(res.body.error.code).toBe("UNAUTHORIZED");
   });
 
-  it("an unknown route is a 404, and a dashboard form is answered by the dashboard", async () => {
-    expect((await call(app, env(), "POST", "/nowhere", undefined, bad)).status).toBe(404);
+  it("an unknown path takes a key like any tenant path, then is a 404; a dashboard form is answered by the dashboard", async () => {
+    expect((await call(app, env(), "POST", "/nowhere", undefined, bad)).status).toBe(401);
+    expect((await asTenant("POST", "/nowhere")).status).toBe(404);
     const { ctx, settled } = executionContext();
     const login = await app.request(
       "http://worker.test/dashboard/login",
@@ -172,5 +173,53 @@ describe("where a write points", () => {
     } finally {
       await t.pool.query("UPDATE outbox_relay_state SET backoff_until = NULL, failures = 0");
     }
+  });
+});
+
+describe("a route a team adds under a new prefix", () => {
+  // Registered as README "Layout" describes (a file under routes/, registered in
+  // app.ts): it used to answer without a key, with `c.var.tenant` undefined, so its
+  // use case ran in every scope, and Prefer: wait was ignored.
+  const extended = appOverTestDatabase(t);
+  extended.post("/orders", (c) => c.json({ scope: c.var.tenant.scope, wait: c.var.wait ?? null }, 201));
+  extended.get("/orders/:id", (c) => c.json({ scope: c.var.tenant.scope }));
+  let scoped: string;
+  beforeAll(async () => {
+    scoped = await newApiKey(t.db, "acme");
+  });
+
+  it("is behind a tenant key from its first line, and reads Prefer as the domain's writes do", async () => {
+    for (const [method, path] of [
+      ["POST", "/orders"],
+      ["GET", "/orders/1"],
+    ] as const) {
+      const none = await call(extended, env(), method, path, method === "POST" ? {} : undefined);
+      expect(none.status, `${method} ${path}`).toBe(401);
+      expect(none.body.error.code).toBe("UNAUTHORIZED");
+      const wrong = await call(extended, env(), method, path, undefined, withKey("eo_not-a-key"));
+      expect(wrong.status).toBe(401);
+    }
+    const made = await call(
+      extended,
+      env(),
+      "POST",
+      "/orders",
+      {},
+      withKey(scoped, { headers: { prefer: "wait=5" } }),
+    );
+    expect(made.status).toBe(201);
+    expect(made.body).toEqual({ scope: "acme", wait: 5 });
+    const refused = await call(
+      extended,
+      env(),
+      "POST",
+      "/orders",
+      {},
+      withKey(scoped, { headers: { prefer: "wait=soon" } }),
+    );
+    expect(refused.status).toBe(400);
+    expect((await call(extended, env(), "GET", "/orders/1", undefined, withKey(scoped))).body).toEqual({
+      scope: "acme",
+    });
   });
 });
