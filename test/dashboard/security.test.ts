@@ -57,11 +57,29 @@ describe("sessions", () => {
   });
 
   it("never redirects a login anywhere but the dashboard", async () => {
-    for (const next of ["https://evil.example/", "//evil.example/x", "/\\evil.example", "/notes"]) {
+    for (const next of [
+      "https://evil.example/",
+      "//evil.example/x",
+      "/\\evil.example",
+      "/notes",
+      "/dashboardx",
+      "/dashboard\r\nSet-Cookie: x=y",
+      "/dashboard/events?x=\u00e9",
+    ]) {
       const res = await client().post("/dashboard/login", { password: env.ADMIN_TOKEN!, next });
       expect(res.status, next).toBe(303);
       expect(res.headers.get("location"), next).toBe("/dashboard");
     }
+    // With a session, the form's GET redirects at once: a line break there was a 500.
+    const browser = client();
+    await browser.login();
+    const again = await browser.get("/dashboard/login?next=/dashboard%0d%0aX:%20y");
+    expect(again.status).toBe(303);
+    expect(again.headers.get("location")).toBe("/dashboard");
+    const kept = await browser.get(
+      `/dashboard/login?next=${encodeURIComponent("/dashboard/events?state=poisoned")}`,
+    );
+    expect(kept.headers.get("location")).toBe("/dashboard/events?state=poisoned");
   });
 
   it("sets an HttpOnly, SameSite=Strict, 12-hour cookie, Secure and __Host- except on loopback http", async () => {

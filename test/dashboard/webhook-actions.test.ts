@@ -10,7 +10,7 @@ import { dashboardClient } from "../support/dashboard.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { seedEvents } from "../support/events.ts";
 import { insertEndpoint, useSecretsKey, verifyWebhook } from "../support/webhooks.ts";
-import { bindings, call } from "../support/worker.ts";
+import { bindings, call, executionContext } from "../support/worker.ts";
 
 // The webhook endpoint page's delivery actions (send test, redeliver, recover)
 // and its deliveries list, through the app as the Worker runs it. Jobs go to the
@@ -105,6 +105,29 @@ const deliver = async (deliveryId: string) =>
   );
 
 describe("send test event", () => {
+  it("is refused for a post of any type but its form's, with the session and no Origin, and sends nothing", async () => {
+    // Hono's origin check looks only at the types a cross-site form can send: a JSON
+    // post with the session cookie and no Origin went through, and the test was sent.
+    const target = await endpoint("/target");
+    const app = createApp();
+    for (const type of ["application/json", "text/plainx", undefined]) {
+      const headers = new Headers({ cookie: browser.cookie! });
+      if (type) headers.set("content-type", type);
+      const { ctx, settled } = executionContext();
+      const res = await app.request(
+        `http://127.0.0.1:8787/dashboard/webhooks/${target.id}/test`,
+        { method: "POST", headers, body: "{}" },
+        env,
+        ctx,
+      );
+      await settled();
+      expect(res.status, String(type)).toBe(415);
+    }
+    expect(await rows(target.id)).toEqual([]);
+    expect((await browser.post(`/dashboard/webhooks/${target.id}/test`, {})).status).toBe(303);
+    expect(await rows(target.id)).toHaveLength(1);
+  });
+
   it("sends to that endpoint only, answers with the delivery's page, which then shows the delivered attempt", async () => {
     const scope = "acme";
     const target = await endpoint("/target", scope);

@@ -5,9 +5,13 @@ import { render, time } from "./layout.tsx";
 import { attemptLogin, clientAddress } from "./lockout.ts";
 import { endSession, hasSession, startSession } from "./session.ts";
 
-/** Only a dashboard path may follow a login: anything else would make the form an open redirect. */
+/**
+ * Only a dashboard path may follow a login: anything else would make the form an open
+ * redirect. Printable ASCII only: a CR or LF (`next=/dashboard%0d%0a…`) reached the
+ * Location header, which refused it with a 500, after the session cookie was set.
+ */
 export function safeNext(next: string | undefined): string {
-  if (!next || !next.startsWith("/dashboard") || next.startsWith("//") || next.includes("\\")) {
+  if (!next || !/^\/dashboard(?:[/?#][\x21-\x7e]*)?$/.test(next) || next.includes("\\")) {
     return "/dashboard";
   }
   return next;
