@@ -48,6 +48,8 @@ export interface MailSink {
 export interface MailSinkOptions {
   port?: number;
   log?: (line: string) => void;
+  /** Keep only the newest this many requests (`received()`, GET /__received); all when unset. */
+  keepReceived?: number;
 }
 
 const MAX_BODY = 1024 * 1024;
@@ -113,6 +115,8 @@ export async function startMailSink(options: MailSinkOptions = {}): Promise<Mail
     entry.status = answer.status;
     if (answer.delayMs) entry.delayMs = answer.delayMs;
     store.push(entry);
+    const keep = options.keepReceived ?? Infinity;
+    if (store.length > keep) store.splice(0, store.length - keep);
     const holding = answer.delayMs ? ` (answering in ${answer.delayMs} ms)` : "";
     log(`sink POST ${path} ${answer.status}${holding} ${Buffer.byteLength(body)}B${describe(entry)}`);
     for (const waiter of waiters) {

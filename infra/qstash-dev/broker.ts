@@ -32,6 +32,8 @@ export interface BrokerConfig {
   stateFile?: string;
   /** Start with delivery paused (resumeDelivery starts it): nothing restored is tried before its destination is up. */
   startPaused?: boolean;
+  /** Settled messages kept for messages() and GET /v2/messages (MessageStore); unlimited when unset. */
+  keepSettled?: number;
 }
 
 export interface PublishResult {
@@ -49,7 +51,7 @@ const newMessageId = () => `msg_${randomBytes(16).toString("base64url")}`;
  * callbacks and failure callbacks (which are themselves signed messages).
  */
 export class Broker {
-  readonly store = new MessageStore();
+  readonly store: MessageStore;
   private readonly dedup: DedupStore;
   private readonly scheduler: Scheduler;
   private readonly abort = new AbortController();
@@ -60,6 +62,7 @@ export class Broker {
   readonly restored: { waiting: number; deadLetters: number } = { waiting: 0, deadLetters: 0 };
 
   constructor(private readonly config: BrokerConfig) {
+    this.store = new MessageStore(config.keepSettled);
     // Every in-flight delivery listens on this one signal; thousands are normal, not a leak.
     setMaxListeners(0, this.abort.signal);
     this.dedup = new DedupStore(config.dedupWindowMs);

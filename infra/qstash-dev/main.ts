@@ -6,7 +6,7 @@
  * compress delays and retry backoff), QSTASH_DEV_SIGN_WITH_NEXT_KEY=true (key rotation),
  * QSTASH_DEV_STATE_FILE (keep the queue in that file across restarts; unset, in memory).
  */
-import { restoredText, startQStashDev, timeScaleFrom } from "./server.ts";
+import { DEV_KEEP_SETTLED, restoredText, startQStashDev, timeScaleFrom } from "./server.ts";
 
 const env = process.env;
 const port = env.QSTASH_DEV_PORT ? Number(env.QSTASH_DEV_PORT) : 8080;
@@ -32,6 +32,8 @@ const dev = await startQStashDev({
   currentSigningKey: env.QSTASH_CURRENT_SIGNING_KEY || undefined,
   nextSigningKey: env.QSTASH_NEXT_SIGNING_KEY || undefined,
   stateFile: env.QSTASH_DEV_STATE_FILE || undefined,
+  // A server left running would otherwise keep every message it ever delivered.
+  keepSettled: DEV_KEEP_SETTLED,
   log: (line) => console.log(line),
 }).catch((error: unknown) => {
   // Typically EADDRINUSE: say so plainly instead of dumping an unhandled rejection.

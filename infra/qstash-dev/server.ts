@@ -64,6 +64,12 @@ export interface QStashDevOptions {
   stateFile?: string;
   /** Start with delivery paused until `resumeDelivery()`, e.g. until restored messages' destination is up. */
   startPaused?: boolean;
+  /**
+   * How many settled messages (delivered, dead-lettered, cancelled) `messages()` and
+   * GET /v2/messages keep; older ones are forgotten. Unlimited when unset, for tests;
+   * a long-running server should set it, or its memory grows with every message.
+   */
+  keepSettled?: number;
 }
 
 export interface QStashDev {
@@ -96,6 +102,9 @@ export interface QStashDev {
 
 const MB = 1024 * 1024;
 
+/** Settled messages a long-running server (`npm run qstash:dev`, `npm run dev`) keeps in memory. */
+export const DEV_KEEP_SETTLED = 5_000;
+
 export async function startQStashDev(options: QStashDevOptions = {}): Promise<QStashDev> {
   const token = options.token ?? `qstash_dev_${randomBytes(24).toString("base64url")}`;
   const currentSigningKey = options.currentSigningKey ?? generateSigningKey();
@@ -111,6 +120,7 @@ export async function startQStashDev(options: QStashDevOptions = {}): Promise<QS
     log,
     stateFile: options.stateFile,
     startPaused: options.startPaused,
+    keepSettled: options.keepSettled,
   });
   const faults = new Faults();
   const apiContext = {

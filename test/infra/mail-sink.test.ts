@@ -200,3 +200,19 @@ describe("mail sink", () => {
     expect((await fetch(`${sink.url}/mail`, { method: "PUT", body: "x" })).status).toBe(405);
   });
 });
+
+describe("a sink left running", () => {
+  it("keeps only the newest keepReceived requests", async () => {
+    const small = await startMailSink({ log: () => undefined, keepReceived: 3 });
+    try {
+      for (let i = 1; i <= 5; i++) {
+        await fetch(`${small.url}/mail`, { method: "POST", body: JSON.stringify({ i }) });
+      }
+      expect(small.received().map((r) => r.json)).toEqual([{ i: 3 }, { i: 4 }, { i: 5 }]);
+      const listed = (await (await fetch(`${small.url}/__received`)).json()) as { n: number }[];
+      expect(listed.map((r) => r.n)).toEqual([3, 4, 5]);
+    } finally {
+      await small.close();
+    }
+  });
+});

@@ -421,6 +421,39 @@ describe("pause and close", () => {
     expect(receiver.received).toHaveLength(1);
   });
 
+  it("keepSettled: forgets the oldest settled messages beyond it, never a waiting one", async () => {
+    // A server left running kept every message it had delivered, and grew with them.
+    const dev = await startQStashDev({ timeScale: 0.001, keepSettled: 2 });
+    const receiver = await startReceiver();
+    try {
+      const { Client } = await import("@upstash/qstash");
+      const client = new Client({
+        baseUrl: dev.url,
+        token: dev.token,
+        devMode: false,
+        enableTelemetry: false,
+      });
+      const ids: string[] = [];
+      for (let i = 0; i < 5; i++) {
+        const { messageId } = await client.publishJSON({ url: receiver.url(`/m${i}`), body: {} });
+        await dev.waitForSettled(messageId);
+        ids.push(messageId);
+      }
+      expect(receiver.received).toHaveLength(5);
+      expect(dev.messages().map((m) => m.messageId)).toEqual(ids.slice(3));
+      dev.pauseDelivery();
+      const waiting = await client.publishJSON({ url: receiver.url("/later"), body: {} });
+      expect(dev.messages().map((m) => m.messageId)).toEqual([...ids.slice(3), waiting.messageId]);
+      dev.resumeDelivery();
+      await dev.waitForSettled(waiting.messageId);
+      expect(dev.messages().map((m) => m.messageId)).toEqual([ids[4], waiting.messageId]);
+      await expect(client.messages.get(ids[0]!)).rejects.toThrow();
+    } finally {
+      await dev.close();
+      await receiver.close();
+    }
+  });
+
   it("close() cancels in-flight deliveries and resolves promptly", async () => {
     const dev = await startQStashDev({ timeScale: 0.001 });
     const hanging = await startReceiver();
