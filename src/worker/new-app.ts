@@ -54,7 +54,8 @@ export function newApp(options: AppOptions = {}) {
   app.notFound((c) =>
     c.req.path === "/dashboard" || c.req.path.startsWith("/dashboard/")
       ? dashboardError(
-          new ApiError("NOT_FOUND", `no page ${c.req.path}`),
+          // Not the path: a link must not put words on an operator's page (ADR 0009).
+          new ApiError("NOT_FOUND", "no such page in the dashboard"),
           c as unknown as Context<DashboardEnv>,
         )
       : handleNotFound(c, app.routes),

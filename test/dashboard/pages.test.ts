@@ -82,7 +82,15 @@ describe("a page that does not exist", () => {
     expect(res.status).toBe(404);
     expect(res.headers.get("content-type")).toMatch(/^text\/html/);
     expect(res.text).toContain("404 NOT_FOUND");
-    expect(res.text).toContain("no page /dashboard/nothing/here");
+    expect(res.text).toContain("no such page in the dashboard");
+    // Nothing of the link's own is repeated on the page.
+    const crafted = await browser.get("/dashboard/Session%20expired%3A%20sign%20in%20at%20evil.example");
+    expect(crafted.status).toBe(404);
+    expect(crafted.text).not.toMatch(/Session expired|evil\.example/);
+    const badId = await browser.get("/dashboard/events/not-a-uuid%20Call%20support");
+    expect(badId.status).toBe(404);
+    expect(badId.text).toContain("no such event: its id is not a UUID");
+    expect(badId.text).not.toMatch(/Call support/);
     expect(res.text).toContain('href="/dashboard"');
   });
 });

@@ -21,7 +21,10 @@ const uuid = z.guid();
 export function idParam(entity: string) {
   return validator("param", (params: Record<string, string>) => {
     const id = params.id ?? "";
-    if (!uuid.safeParse(id).success) throw new ApiError("NOT_FOUND", `${entity} ${id} not found`);
+    // The id is not repeated: these are dashboard pages, where a link must not be able
+    // to put words of its own on an operator's page (ADR 0009); a uuid could carry none.
+    if (!uuid.safeParse(id).success)
+      throw new ApiError("NOT_FOUND", `no such ${entity}: its id is not a UUID`);
     return { id };
   });
 }
