@@ -246,6 +246,16 @@ async function main() {
   // Delivery waited for the Worker: a job restored from the last run would otherwise have
   // spent attempts (and, at a small time scale, its retries) on a port nobody answered.
   qstash.resumeDelivery();
+  // Stopped before wrangler (stops run in reverse): no attempt starts against a Worker
+  // going away, and those under way are answered. Stopping the Worker first failed
+  // them (ECONNREFUSED, a cut connection), each costing a job a retry (a soak's Ctrl-C: 11).
+  stops.push({
+    name: "QStash deliveries",
+    stop: async () => {
+      const cut = await qstash.quiesce(5_000);
+      if (cut > 0) step(`${cut} webhook or job deliveries still under way after 5 s; the Worker stops now`);
+    },
+  });
 
   // Stopped before wrangler (stops run in reverse): no request reaches a stopping Worker.
   if (stopping) return;

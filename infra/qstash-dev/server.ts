@@ -85,6 +85,12 @@ export interface QStashDev {
   setPublishLatency(ms: number): void;
   pauseDelivery(): void;
   resumeDelivery(): void;
+  /**
+   * Pauses delivery and waits (at most `timeoutMs`) for the attempts already under
+   * way to be answered; resolves with how many still were. Before the destination
+   * stops: an attempt it refuses or cuts counts as a failure and costs a retry.
+   */
+  quiesce(timeoutMs: number): Promise<number>;
   /** Sign with the next key (true) or the current one (false) from now on. */
   setSignWithNextKey(value: boolean): void;
   /** Every message (publishes and callbacks) with its state and attempts. */
@@ -212,6 +218,18 @@ export async function startQStashDev(options: QStashDevOptions = {}): Promise<QS
     setPublishLatency: (ms) => faults.setPublishLatency(ms),
     pauseDelivery: () => broker.pauseDelivery(),
     resumeDelivery: () => broker.resumeDelivery(),
+    async quiesce(timeoutMs) {
+      broker.pauseDelivery();
+      const active = () => [...broker.store.messages.values()].filter((m) => m.state === "ACTIVE").length;
+      await broker.store
+        .waitFor(
+          () => active() === 0,
+          timeoutMs,
+          () => "",
+        )
+        .catch(() => undefined);
+      return active();
+    },
     setSignWithNextKey(value) {
       signWithNextKey = value;
     },

@@ -454,6 +454,49 @@ describe("pause and close", () => {
     }
   });
 
+  it("quiesce() starts no attempt and waits for those under way to be answered", async () => {
+    // What npm run dev does before it stops the Worker: an attempt the stopping Worker
+    // refused or cut counted as a failure and cost its job a retry.
+    const dev = await startQStashDev({ timeScale: 0.001 });
+    const slow = await startReceiver();
+    let release!: () => void;
+    const answered = new Promise<void>((resolve) => (release = resolve));
+    slow.state.respond = (r) =>
+      r.path === "/slow" ? answered.then(() => ({ status: 200 })) : { status: 200 };
+    try {
+      const { Client } = await import("@upstash/qstash");
+      const client = new Client({
+        baseUrl: dev.url,
+        token: dev.token,
+        devMode: false,
+        enableTelemetry: false,
+      });
+      const inFlight = await client.publishJSON({ url: slow.url("/slow"), body: {} });
+      await slow.waitForRequests(1);
+      const quiet = dev.quiesce(10_000);
+      const later = await client.publishJSON({ url: slow.url("/later"), body: {} });
+      setTimeout(release, 200);
+      expect(await quiet).toBe(0);
+      expect(dev.message(inFlight.messageId)?.state).toBe("DELIVERED");
+      expect(dev.message(later.messageId)?.state).toBe("CREATED");
+      expect(slow.received.map((r) => r.path)).toEqual(["/slow"]);
+      // With attempts that outlast the wait (the one held back, and a new one), it
+      // says how many were left.
+      slow.state.respond = () => new Promise(() => {});
+      dev.resumeDelivery();
+      const stuck = await client.publishJSON({ url: slow.url("/stuck"), body: {} });
+      await dev.waitFor(
+        (ms) =>
+          ms.filter((m) => [later.messageId, stuck.messageId].includes(m.messageId) && m.state === "ACTIVE")
+            .length === 2,
+      );
+      expect(await dev.quiesce(100)).toBe(2);
+    } finally {
+      await dev.close();
+      await slow.close();
+    }
+  });
+
   it("close() cancels in-flight deliveries and resolves promptly", async () => {
     const dev = await startQStashDev({ timeScale: 0.001 });
     const hanging = await startReceiver();
