@@ -343,6 +343,15 @@ function httpStatusToCode(status: number): ErrorCode {
   return statusToCode[status] ?? (status >= 500 ? "INTERNAL_SERVER_ERROR" : "BAD_REQUEST");
 }
 
+/** The error and the causes under it, as Errors, at most five deep: Drizzle wraps a driver's error. */
+function* causeChain(err: unknown): Generator<Error> {
+  let e: Error | undefined = asError(err);
+  for (let depth = 0; e !== undefined && depth < 5; depth++) {
+    yield e;
+    e = e.cause === undefined ? undefined : asError(e.cause);
+  }
+}
+
 /**
  * Whether the database turned the Worker away for its configuration, and why in a
  * few words: no retry helps (wrong password or user, no such database, a schema older
@@ -351,11 +360,7 @@ function httpStatusToCode(status: number): ErrorCode {
  * words in the log to learn it was theirs to fix.
  */
 export function databaseMisconfigured(err: unknown): string | undefined {
-  for (
-    let e: Error | undefined = asError(err), depth = 0;
-    e !== undefined && depth < 5;
-    e = e.cause === undefined ? undefined : asError(e.cause), depth++
-  ) {
+  for (const e of causeChain(err)) {
     const code = (e as { code?: unknown }).code;
     if (code === "28P01" || code === "28000") return "it refused the credentials in DATABASE_URL";
     if (code === "3D000") return "the database named in DATABASE_URL does not exist";
@@ -377,11 +382,7 @@ const UNAVAILABLE_MESSAGE =
  * driver errors, so the causes are walked.
  */
 export function databaseUnavailable(err: unknown): string | undefined {
-  for (
-    let e: Error | undefined = asError(err), depth = 0;
-    e !== undefined && depth < 5;
-    e = e.cause === undefined ? undefined : asError(e.cause), depth++
-  ) {
+  for (const e of causeChain(err)) {
     const code = (e as { code?: unknown }).code;
     if (code === "53300") return "too many clients: no connection slot left";
     if (typeof code === "string" && /^57P0[123]$/.test(code)) return "the database is restarting";

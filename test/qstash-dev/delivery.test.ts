@@ -1,11 +1,14 @@
-import { Receiver } from "@upstash/qstash";
+import { Client, Receiver } from "@upstash/qstash";
 import { describe, expect, it } from "vitest";
-import { startQStashDev } from "../../infra/qstash-dev/server.ts";
+import { startQStashDev, type QStashDev } from "../../infra/qstash-dev/server.ts";
 import { startReceiver } from "./receiver.ts";
 import { useQStashDev } from "./harness.ts";
 
 const t = useQStashDev({ currentSigningKey: "sig_cur", nextSigningKey: "sig_next" });
 const auth = () => ({ authorization: `Bearer ${t.dev.token}` });
+/** The real SDK against a dev server a test started itself. */
+const sdkClient = (dev: QStashDev) =>
+  new Client({ baseUrl: dev.url, token: dev.token, devMode: false, enableTelemetry: false });
 const receiverKeys = new Receiver({ currentSigningKey: "sig_cur", nextSigningKey: "sig_next" });
 
 describe("retries", () => {
@@ -426,13 +429,7 @@ describe("pause and close", () => {
     const dev = await startQStashDev({ timeScale: 0.001, keepSettled: 2 });
     const receiver = await startReceiver();
     try {
-      const { Client } = await import("@upstash/qstash");
-      const client = new Client({
-        baseUrl: dev.url,
-        token: dev.token,
-        devMode: false,
-        enableTelemetry: false,
-      });
+      const client = sdkClient(dev);
       const ids: string[] = [];
       for (let i = 0; i < 5; i++) {
         const { messageId } = await client.publishJSON({ url: receiver.url(`/m${i}`), body: {} });
@@ -464,13 +461,7 @@ describe("pause and close", () => {
     slow.state.respond = (r) =>
       r.path === "/slow" ? answered.then(() => ({ status: 200 })) : { status: 200 };
     try {
-      const { Client } = await import("@upstash/qstash");
-      const client = new Client({
-        baseUrl: dev.url,
-        token: dev.token,
-        devMode: false,
-        enableTelemetry: false,
-      });
+      const client = sdkClient(dev);
       const inFlight = await client.publishJSON({ url: slow.url("/slow"), body: {} });
       await slow.waitForRequests(1);
       const quiet = dev.quiesce(10_000);
@@ -502,13 +493,7 @@ describe("pause and close", () => {
     const hanging = await startReceiver();
     hanging.state.respond = () => new Promise(() => {}); // never answers
     try {
-      const { Client } = await import("@upstash/qstash");
-      const client = new Client({
-        baseUrl: dev.url,
-        token: dev.token,
-        devMode: false,
-        enableTelemetry: false,
-      });
+      const client = sdkClient(dev);
       await client.publishJSON({ url: hanging.url("/hang"), body: {} });
       await hanging.waitForRequests(1);
       const start = Date.now();
