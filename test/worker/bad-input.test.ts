@@ -664,7 +664,7 @@ beforeAll(async () => {
 
 const ZOD_WORDING = /Too big|Too small|Invalid input|expected \w+, received|expected \w+ to/;
 
-describe(`bad input, every route (${cases.length} cases)`, () => {
+describe(`bad input, every route but NOT_COVERED (${cases.length} cases)`, () => {
   it.each(cases.map((c) => [c.name, c] as const))("%s", async (_name, c) => {
     const res = await send(c);
     expect(res.status, res.text.slice(0, 300)).toBeLessThan(500);
@@ -760,5 +760,68 @@ describe(`bad input, every route (${cases.length} cases)`, () => {
       ...before,
       dashboard_login_failures: before.dashboard_login_failures! + 1,
     });
+  });
+});
+
+/**
+ * Routes the table above has no cases for yet (their input is tested elsewhere, or
+ * not at all). A route added without cases fails the check below until it has them
+ * or is named here: the list is a known gap, to shrink, not a place to park routes.
+ */
+const NOT_COVERED = [
+  "GET /healthz",
+  "POST /jobs/webhook.deliver",
+  "POST /admin/events/requeue-poisoned",
+  "POST /admin/alerts/:id{[1-9][0-9]{0,14}}/resolve",
+  "POST /admin/alerts/resolve",
+  "POST /admin/job-failures/retry",
+  "POST /admin/job-failures/:id{[1-9][0-9]{0,14}}/retry",
+  "GET /admin/api-keys",
+  "GET /dashboard/assets/dashboard.css",
+  "GET /dashboard/assets/icon.svg",
+  "GET /dashboard/login",
+  "POST /dashboard/login",
+  "POST /dashboard/logout",
+  "GET /dashboard",
+  "POST /dashboard/job-failures/retry",
+  "POST /dashboard/job-failures/:id{[1-9][0-9]{0,14}}/retry",
+  "POST /dashboard/poisoned/requeue-all",
+  "POST /dashboard/alerts/resolve",
+  "GET /dashboard/job-failures",
+  "GET /dashboard/webhooks",
+  "POST /dashboard/webhooks/:id/enabled",
+  "POST /dashboard/webhooks/:id/edit",
+  "POST /dashboard/webhooks/:id/rotate-secret",
+];
+
+describe("the table above", () => {
+  // Routes are listed by hand; one added without cases was left out unseen (a
+  // walkthrough adding /orders found its routes in no table, under a title saying
+  // "every route").
+  it("has cases for every route the app registers, but the known gaps", () => {
+    const pattern = (path: string) =>
+      new RegExp(
+        `^${path
+          .split("/")
+          .map((segment) =>
+            segment === "*"
+              ? ".*"
+              : segment.startsWith(":")
+                ? segment.includes("{")
+                  ? `(?:${segment.slice(segment.indexOf("{") + 1, -1)})`
+                  : "[^/]+"
+                : segment.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"),
+          )
+          .join("/")}$`,
+      );
+    const sent = cases.map((c) => ({
+      method: c.method,
+      path: (typeof c.path === "function" ? c.path() : c.path).split("?")[0]!,
+    }));
+    const uncovered = app.routes
+      .filter((r) => r.method !== "ALL" && !r.path.endsWith("*"))
+      .filter((r) => !sent.some((s) => s.method === r.method && pattern(r.path).test(s.path)))
+      .map((r) => `${r.method} ${r.path}`);
+    expect([...new Set(uncovered)]).toEqual(NOT_COVERED);
   });
 });
