@@ -1,6 +1,7 @@
 // Node-only helpers: migrations and an embedded Postgres for machines that have none.
 import type { ChildProcess } from "node:child_process";
-import { mkdtemp, mkdir, chmod, rm } from "node:fs/promises";
+import { randomBytes } from "node:crypto";
+import { mkdtemp, mkdir, chmod, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -187,7 +188,9 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions = {}): Prom
     ownDir = own;
   }
   const port = options.port ?? (await freePort());
-  const password = "postgres";
+  // Its own password, not a well-known one: any local process (or, through the ws
+  // proxy, a web page) could log in as the superuser with "postgres".
+  const password = persistent ? await dataDirPassword(dataDir) : newPassword();
   // The package rejects with nothing when the server exits before it is ready (a
   // second `npm run dev` on the same data, a port in use): its own messages say why.
   const messages: string[] = [];
@@ -220,6 +223,10 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions = {}): Prom
     if (error instanceof Error) throw error;
     throw new Error(startFailure(dataDir, port, messages));
   }
+  await adoptPassword(port, password, dataDir).catch(async (error: unknown) => {
+    await server.stop().catch(() => undefined);
+    throw error;
+  });
   // The package keeps the postmaster's process in a field it does not declare public.
   // Its stop() waits for that process's 'exit' event, which never comes again once
   // the server has died: watched here, a dead server's stop() returns at once.
@@ -246,6 +253,64 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions = {}): Prom
     },
     onUnexpectedExit: (listener) => void unexpected.push(listener),
   };
+}
+
+const newPassword = () => randomBytes(18).toString("base64url");
+
+/** Where a kept data folder's password is: beside it, so removing the folder's parent removes both. */
+export const passwordFileOf = (dataDir: string) => `${dataDir}.password`;
+
+/** The kept data folder's password, made (and written, readable by its owner only) on first use. */
+async function dataDirPassword(dataDir: string): Promise<string> {
+  const file = passwordFileOf(dataDir);
+  const kept = await readFile(file, "utf8").catch(() => "");
+  if (kept.trim()) return kept.trim();
+  const made = newPassword();
+  await writeFile(file, `${made}\n`, { mode: 0o600 });
+  return made;
+}
+
+/** The password every embedded server had before each got its own. */
+const OLD_DEFAULT_PASSWORD = "postgres";
+
+/**
+ * Makes sure the server takes `password`. A data folder made before passwords were
+ * generated (or one whose change below was cut short) still has the old default:
+ * it is changed to the folder's own, once, over that old password.
+ */
+async function adoptPassword(port: number, password: string, dataDir: string): Promise<void> {
+  const connect = async (secret: string) => {
+    const client = new pg.Client({
+      host: "127.0.0.1",
+      port,
+      user: "postgres",
+      password: secret,
+      database: "postgres",
+    });
+    await client.connect();
+    return client;
+  };
+  try {
+    await (await connect(password)).end();
+    return;
+  } catch (error) {
+    if ((error as { code?: string }).code !== "28P01") throw error;
+  }
+  let old: pg.Client;
+  try {
+    old = await connect(OLD_DEFAULT_PASSWORD);
+  } catch {
+    throw new Error(
+      `the Postgres in ${dataDir} takes neither the password in ${passwordFileOf(dataDir)} nor the old default; ` +
+        "remove the folder (and that file) to start over",
+    );
+  }
+  try {
+    // base64url: nothing to escape inside the quotes.
+    await old.query(`ALTER ROLE postgres PASSWORD '${password}'`);
+  } finally {
+    await old.end();
+  }
 }
 
 /**

@@ -5,7 +5,9 @@ import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { waitFor } from "../support/helpers.ts";
-import { startEmbeddedPostgres, startFailure } from "../../src/node/postgres.ts";
+import { stat } from "node:fs/promises";
+import pg from "pg";
+import { passwordFileOf, startEmbeddedPostgres, startFailure } from "../../src/node/postgres.ts";
 
 describe("embedded Postgres that cannot start", () => {
   it("says why from Postgres's own lines, with what to do", () => {
@@ -138,4 +140,72 @@ describe("embedded Postgres under a caller that stops it on Ctrl-C", () => {
     expect(output).toContain("stopping the rest first");
     expect(output).not.toContain("stopped by the caller");
   }, 90_000);
+});
+
+describe("embedded Postgres's password", () => {
+  // It was "postgres" for every server: any local process, or a web page through the
+  // ws proxy (a security walkthrough did it from Chromium), could log in as superuser.
+  const refusesOldDefault = async (url: string) => {
+    const u = new URL(url);
+    u.password = "postgres";
+    const client = new pg.Client({ connectionString: u.toString() });
+    const code = await client.connect().then(
+      () => "connected",
+      (error: { code?: string }) => error.code,
+    );
+    await client.end().catch(() => undefined);
+    return code === "28P01";
+  };
+  const works = async (url: string) => {
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    await client.end();
+  };
+
+  it("is made for a kept data folder, kept beside it (owner only), and the old default is refused", async () => {
+    const own = await mkdtemp(path.join(tmpdir(), "edge-outbox-pg-password-"));
+    await chmod(own, 0o755);
+    const dataDir = path.join(own, "data");
+    try {
+      const first = await startEmbeddedPostgres({ dataDir });
+      const password = new URL(first.url).password;
+      expect(password).toMatch(/^[\w-]{24}$/);
+      expect((await readFile(passwordFileOf(dataDir), "utf8")).trim()).toBe(password);
+      expect((await stat(passwordFileOf(dataDir))).mode & 0o777).toBe(0o600);
+      await works(first.url);
+      expect(await refusesOldDefault(first.url)).toBe(true);
+      await first.stop();
+      // The next start on the same folder finds the same password.
+      const again = await startEmbeddedPostgres({ dataDir });
+      expect(new URL(again.url).password).toBe(password);
+      await works(again.url);
+      await again.stop();
+    } finally {
+      await rm(own, { recursive: true, force: true });
+    }
+  }, 120_000);
+
+  it("a folder from before, on the old default, is moved to a password of its own", async () => {
+    const own = await mkdtemp(path.join(tmpdir(), "edge-outbox-pg-password-"));
+    await chmod(own, 0o755);
+    const dataDir = path.join(own, "data");
+    try {
+      // Made as the code before made it: the old default, and no password file.
+      const made = await startEmbeddedPostgres({ dataDir });
+      const client = new pg.Client({ connectionString: made.url });
+      await client.connect();
+      await client.query("ALTER ROLE postgres PASSWORD 'postgres'");
+      await client.end();
+      await made.stop();
+      await rm(passwordFileOf(dataDir));
+
+      const upgraded = await startEmbeddedPostgres({ dataDir });
+      expect(new URL(upgraded.url).password).not.toBe("postgres");
+      await works(upgraded.url);
+      expect(await refusesOldDefault(upgraded.url)).toBe(true);
+      await upgraded.stop();
+    } finally {
+      await rm(own, { recursive: true, force: true });
+    }
+  }, 120_000);
 });
