@@ -177,18 +177,21 @@ describe("the overview's fanned-per-minute counts", () => {
   });
 
   it("count rows recorded already fanned (imports, back-dated histories) in their own minute", async () => {
+    // One moment, read once: a minute boundary between the insert and a second now()
+    // made the test look up the wrong minute (it failed once in CI that way).
+    const { rows } = await t.pool.query<{ at: Date; minute: Date }>(
+      `SELECT now() - interval '19 minutes' AS at, date_trunc('minute', now() - interval '19 minutes') AS minute`,
+    );
     await t.pool.query(
       `INSERT INTO events (type, subject, payload, created_at, fanned_out_at, fanout)
-       SELECT 'test.imported', 'h-' || g, '{}', now() - interval '20 minutes', now() - interval '19 minutes', '{}'
+       SELECT 'test.imported', 'h-' || g, '{}', $1::timestamptz - interval '1 minute', $1::timestamptz, '{}'
          FROM generate_series(1, 5000) g`,
+      [rows[0]!.at],
     );
     // An ordinary write, never fanned, counts nothing.
     await seedEvents(t.pool, 3);
     const chart = await eventsPerMinute(t.pool);
     expect(chart.reduce((sum, m) => sum + m.fanned, 0)).toBe(5000);
-    const { rows } = await t.pool.query<{ minute: Date }>(
-      `SELECT date_trunc('minute', now() - interval '19 minutes') AS minute`,
-    );
     expect(chart.find((m) => m.minute.getTime() === rows[0]!.minute.getTime())?.fanned).toBe(5000);
   });
 
