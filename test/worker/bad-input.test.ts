@@ -515,7 +515,13 @@ function otherCases(): Case[] {
   });
 
   // Job routes: unsigned, wrongly signed, and signed but malformed (489 is QStash's 4xx).
-  for (const path of ["/jobs/notify.mail", "/jobs/corpus.index", "/jobs/_failed", "/jobs/no.such"]) {
+  for (const path of [
+    "/jobs/notify.mail",
+    "/jobs/corpus.index",
+    "/jobs/webhook.deliver",
+    "/jobs/_failed",
+    "/jobs/no.such",
+  ]) {
     cases.push({ name: `${path}: unsigned`, method: "POST", path, auth: "none", body: "{}" });
     cases.push({
       name: `${path}: a forged signature`,
@@ -558,6 +564,67 @@ function otherCases(): Case[] {
         headers: { "upstash-signature": "SIGN" },
       });
     }
+  }
+  // Operator routes whose bodies are a time, a number or a kind: each shape wrong.
+  const operatorBodies: [string, unknown[]][] = [
+    [
+      "/admin/events/requeue-poisoned",
+      [
+        {},
+        [],
+        "x",
+        { upTo: "yesterday" },
+        { upTo: 5 },
+        { upTo: "2026-12-05T18:00:00" },
+        { upTo: "2026-13-45T99:00:00Z" },
+        { upTo: "2026-12-05T18:00:00Z", type: 7 },
+        { upTo: "2026-12-05T18:00:00Z", extra: 1 },
+      ],
+    ],
+    [
+      "/admin/alerts/resolve",
+      [
+        {},
+        [],
+        { kind: 5 },
+        { kind: "" },
+        { kind: "k".repeat(500) },
+        { kind: "a\nb" },
+        { kind: "x", upTo: "z" },
+        { kind: "x", upTo: 2 ** 63 },
+        { kind: "x", upTo: 0.5 },
+      ],
+    ],
+    [
+      "/admin/job-failures/retry",
+      [
+        {},
+        [],
+        { upTo: "1" },
+        { upTo: -1 },
+        { upTo: 0 },
+        { upTo: 1.5 },
+        { upTo: 2 ** 63 },
+        // JSON's number past a double: Infinity once parsed.
+        '{"upTo": 1e309}',
+        { upTo: 1, extra: true },
+      ],
+    ],
+    ["/admin/alerts/424242/resolve", ["{not json", "[]"]],
+    ["/admin/job-failures/424242/retry", ["{not json", "[]"]],
+  ];
+  for (const [path, bodies] of operatorBodies) {
+    bodies.forEach((body, i) =>
+      cases.push({ name: `${path} body #${i + 1}`, method: "POST", path, auth: "admin", body }),
+    );
+  }
+  for (const query of ["?limit=5", "?scope=x", "?x=1"]) {
+    cases.push({
+      name: `GET /admin/api-keys${query}`,
+      method: "GET",
+      path: `/admin/api-keys${query}`,
+      auth: "admin",
+    });
   }
   // Authorization headers that are not what each route takes.
   for (const header of [
@@ -770,13 +837,6 @@ describe(`bad input, every route but NOT_COVERED (${cases.length} cases)`, () =>
  */
 const NOT_COVERED = [
   "GET /healthz",
-  "POST /jobs/webhook.deliver",
-  "POST /admin/events/requeue-poisoned",
-  "POST /admin/alerts/:id{[1-9][0-9]{0,14}}/resolve",
-  "POST /admin/alerts/resolve",
-  "POST /admin/job-failures/retry",
-  "POST /admin/job-failures/:id{[1-9][0-9]{0,14}}/retry",
-  "GET /admin/api-keys",
   "GET /dashboard/assets/dashboard.css",
   "GET /dashboard/assets/icon.svg",
   "GET /dashboard/login",
