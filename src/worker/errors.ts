@@ -141,16 +141,20 @@ export function errorResponse(c: Context<HonoEnv>, code: ErrorCode, message: str
 
 const misconfigurationsLogged = new Set<string>();
 
+/** Each distinct misconfiguration said in the log once per isolate, not once per request. */
+function logMisconfigurationOnce(line: string): void {
+  if (misconfigurationsLogged.has(line)) return;
+  misconfigurationsLogged.add(line);
+  console.error(line);
+}
+
 /** The app's onError: the only place an exception becomes a response. */
 export function handleError(err: Error, c: Context<HonoEnv>) {
   if (err instanceof ApiError) {
     // A binding missing or malformed (validateBindings), or missing where a route needs
     // it (WEBHOOK_SECRETS_KEY), is the operator's to fix, and a webhook job's 500 showed
     // only in QStash's console: said in the log too, once per isolate, not per request.
-    if (err.code === "MISCONFIGURED" && !misconfigurationsLogged.has(err.message)) {
-      misconfigurationsLogged.add(err.message);
-      console.error(err.message);
-    }
+    if (err.code === "MISCONFIGURED") logMisconfigurationOnce(err.message);
     return errorResponse(c, err.code, err.message, err.issues);
   }
   if (err instanceof DomainError) return errorResponse(c, domainToCode[err.code], err.message);
@@ -179,11 +183,7 @@ export function handleError(err: Error, c: Context<HonoEnv>) {
   if (misconfigured) {
     // The reason goes to the log, once per isolate; a caller learns only that it is
     // the operator's to fix, not how the database is set up.
-    const line = `MISCONFIGURED: the database: ${misconfigured}`;
-    if (!misconfigurationsLogged.has(line)) {
-      misconfigurationsLogged.add(line);
-      console.error(line);
-    }
+    logMisconfigurationOnce(`MISCONFIGURED: the database: ${misconfigured}`);
     return errorResponse(
       c,
       "MISCONFIGURED",
