@@ -1,7 +1,7 @@
 import type { MiddlewareHandler } from "hono";
 import { bearerAuth } from "hono/bearer-auth";
 import { timingSafeEqual } from "hono/utils/buffer";
-import { attemptLogin, clientAddress } from "./dashboard/lockout.ts";
+import { attemptLogin, clientAddress, retryAfterSeconds } from "./dashboard/lockout.ts";
 import type { HonoEnv } from "./env.ts";
 import { ApiError } from "./errors.ts";
 
@@ -25,8 +25,7 @@ export const adminAuth: MiddlewareHandler<HonoEnv> = (c, next) =>
       );
       if (outcome.ok) return true;
       if (outcome.lockedUntil) {
-        const seconds = Math.max(1, Math.ceil((+outcome.lockedUntil - Date.now()) / 1000));
-        c.header("Retry-After", String(seconds));
+        c.header("Retry-After", String(retryAfterSeconds(outcome.lockedUntil)));
         throw new ApiError(
           "TOO_MANY_REQUESTS",
           `too many wrong operator tokens from this address (here or at the dashboard's login); ` +

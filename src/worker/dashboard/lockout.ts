@@ -26,6 +26,11 @@ export function lockedUntil(failures: Date[], now: Date, policy = LOCKOUT_POLICY
   return null;
 }
 
+/** Whole seconds until a lock ends, at least 1: a locked client's Retry-After, at either door. */
+export function retryAfterSeconds(until: Date, now = Date.now()): number {
+  return Math.max(1, Math.ceil((+until - now) / 1000));
+}
+
 export type LoginOutcome = { ok: true } | { ok: false; lockedUntil: Date | null };
 
 /**

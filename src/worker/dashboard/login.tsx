@@ -2,7 +2,7 @@ import type { Context, Hono } from "hono";
 import { timingSafeEqual } from "hono/utils/buffer";
 import type { DashboardEnv } from "./env.ts";
 import { render, time } from "./layout.tsx";
-import { attemptLogin, clientAddress } from "./lockout.ts";
+import { attemptLogin, clientAddress, retryAfterSeconds } from "./lockout.ts";
 import { endSession, hasSession, startSession } from "./session.ts";
 
 /**
@@ -72,8 +72,7 @@ export function registerLogin(dashboard: Hono<DashboardEnv>) {
       return c.redirect(next, 303);
     }
     if (outcome.lockedUntil) {
-      const seconds = Math.max(1, Math.ceil((+outcome.lockedUntil - Date.now()) / 1000));
-      c.header("Retry-After", String(seconds));
+      c.header("Retry-After", String(retryAfterSeconds(outcome.lockedUntil)));
       return loginPage(
         c,
         next,
