@@ -138,7 +138,7 @@ const FORM_TYPES = ["application/x-www-form-urlencoded", "multipart/form-data"];
  * validates `{}`: a JSON body sent as text/plain came back as "title: is required".
  * The honest answer is 415, naming what to send.
  */
-function requireMediaType(header: string | undefined, target: "json" | "form"): void {
+export function requireMediaType(header: string | undefined, target: "json" | "form"): void {
   const [first = "", ...parameters] = (header ?? "").split(";");
   const type = first.trim().toLowerCase();
   const ok = target === "json" ? JSON_TYPE.test(type) : FORM_TYPES.includes(type);
