@@ -69,9 +69,10 @@ export async function startWsProxy(options: WsProxyOptions = {}): Promise<WsProx
     host: "127.0.0.1",
     port: options.port ?? 0,
     // A browser sends Origin with every WebSocket handshake, and a web page may open
-    // one to 127.0.0.1: any page the developer visited could then log in to the local
-    // Postgres (whose password is no secret) and run SQL as its superuser. The Neon
-    // driver, from Node's ws or from workerd, sends none: only such clients are let in.
+    // one to 127.0.0.1: any page the developer visited could reach the local Postgres
+    // through it (when its password was the well-known `postgres`, as its superuser).
+    // The Neon driver, from Node's ws or from workerd, sends none: only such clients
+    // are let in.
     verifyClient: ({ req }: { req: IncomingMessage }) => req.headers.origin === undefined,
   });
   const sockets = new Set<net.Socket>();
