@@ -9,6 +9,16 @@ import { stat } from "node:fs/promises";
 import pg from "pg";
 import { passwordFileOf, startEmbeddedPostgres, startFailure } from "../../src/node/postgres.ts";
 
+/**
+ * A data folder inside a temporary one the postgres user can walk into when the tests
+ * run as root (see startEmbeddedPostgres); `remove` deletes both.
+ */
+async function walkableDataDir(name: string): Promise<{ dataDir: string; remove: () => Promise<void> }> {
+  const own = await mkdtemp(path.join(tmpdir(), `edge-outbox-pg-${name}-`));
+  await chmod(own, 0o755);
+  return { dataDir: path.join(own, "data"), remove: () => rm(own, { recursive: true, force: true }) };
+}
+
 describe("embedded Postgres that cannot start", () => {
   it("says why from Postgres's own lines, with what to do", () => {
     const lock = startFailure("/d", 54329, [
@@ -40,10 +50,7 @@ describe("embedded Postgres that cannot start", () => {
   });
 
   it("a second server on the same data fails with that message, and the first keeps running", async () => {
-    // Walkable by the postgres user when the tests run as root (see startEmbeddedPostgres).
-    const own = await mkdtemp(path.join(tmpdir(), "edge-outbox-pg-twice-"));
-    await chmod(own, 0o755);
-    const dataDir = path.join(own, "data");
+    const { dataDir, remove } = await walkableDataDir("twice");
     const first = await startEmbeddedPostgres({ dataDir });
     try {
       // Caught by hand: `rejects.toThrow(regex)` passes when the promise rejects with
@@ -69,14 +76,12 @@ describe("embedded Postgres that cannot start", () => {
       }
     } finally {
       await first.stop();
-      await rm(own, { recursive: true, force: true });
+      await remove();
     }
   }, 120_000);
 
   it("a server that died is said to have, and stopping it returns at once", async () => {
-    const own = await mkdtemp(path.join(tmpdir(), "edge-outbox-pg-died-"));
-    await chmod(own, 0o755);
-    const dataDir = path.join(own, "data");
+    const { dataDir, remove } = await walkableDataDir("died");
     const server = await startEmbeddedPostgres({ dataDir });
     try {
       const died = new Promise<string>((resolve) => server.onUnexpectedExit(resolve));
@@ -91,7 +96,7 @@ describe("embedded Postgres that cannot start", () => {
       ]);
       expect(stopped).toBe("stopped");
     } finally {
-      await rm(own, { recursive: true, force: true });
+      await remove();
     }
   }, 120_000);
 
@@ -110,10 +115,9 @@ describe("embedded Postgres under a caller that stops it on Ctrl-C", () => {
   // was still stopping the Worker: wrangler and workerd were left running.
   async function interrupt(mode: "caller" | "package"): Promise<string> {
     const fixture = fileURLToPath(new URL("./fixtures/caller-stops-postgres.ts", import.meta.url));
-    // A folder of the test's own, removed after: the package's hook leaves its data behind.
-    const own = await mkdtemp(path.join(tmpdir(), "edge-outbox-pg-signals-"));
-    await chmod(own, 0o755);
-    const child = spawn(process.execPath, ["--import", "tsx", fixture, mode, path.join(own, "data")]);
+    // Removed after: the package's hook leaves its data behind.
+    const { dataDir, remove } = await walkableDataDir("signals");
+    const child = spawn(process.execPath, ["--import", "tsx", fixture, mode, dataDir]);
     let output = "";
     child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
     child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString()));
@@ -125,7 +129,7 @@ describe("embedded Postgres under a caller that stops it on Ctrl-C", () => {
       return output;
     } finally {
       child.kill("SIGKILL");
-      await rm(own, { recursive: true, force: true });
+      await remove();
     }
   }
 
@@ -163,9 +167,7 @@ describe("embedded Postgres's password", () => {
   };
 
   it("is made for a kept data folder, kept beside it (owner only), and the old default is refused", async () => {
-    const own = await mkdtemp(path.join(tmpdir(), "edge-outbox-pg-password-"));
-    await chmod(own, 0o755);
-    const dataDir = path.join(own, "data");
+    const { dataDir, remove } = await walkableDataDir("password");
     try {
       const first = await startEmbeddedPostgres({ dataDir });
       const password = new URL(first.url).password;
@@ -181,14 +183,12 @@ describe("embedded Postgres's password", () => {
       await works(again.url);
       await again.stop();
     } finally {
-      await rm(own, { recursive: true, force: true });
+      await remove();
     }
   }, 120_000);
 
   it("a folder from before, on the old default, is moved to a password of its own", async () => {
-    const own = await mkdtemp(path.join(tmpdir(), "edge-outbox-pg-password-"));
-    await chmod(own, 0o755);
-    const dataDir = path.join(own, "data");
+    const { dataDir, remove } = await walkableDataDir("password");
     try {
       // Made as the code before made it: the old default, and no password file.
       const made = await startEmbeddedPostgres({ dataDir });
@@ -205,7 +205,7 @@ describe("embedded Postgres's password", () => {
       expect(await refusesOldDefault(upgraded.url)).toBe(true);
       await upgraded.stop();
     } finally {
-      await rm(own, { recursive: true, force: true });
+      await remove();
     }
   }, 120_000);
 });

@@ -199,24 +199,12 @@ describe("a route a team adds under a new prefix", () => {
       const wrong = await call(extended, env(), method, path, undefined, withKey("eo_not-a-key"));
       expect(wrong.status).toBe(401);
     }
-    const made = await call(
-      extended,
-      env(),
-      "POST",
-      "/orders",
-      {},
-      withKey(scoped, { headers: { prefer: "wait=5" } }),
-    );
+    const order = (prefer: string) =>
+      call(extended, env(), "POST", "/orders", {}, withKey(scoped, { headers: { prefer } }));
+    const made = await order("wait=5");
     expect(made.status).toBe(201);
     expect(made.body).toEqual({ scope: "acme", wait: 5 });
-    const refused = await call(
-      extended,
-      env(),
-      "POST",
-      "/orders",
-      {},
-      withKey(scoped, { headers: { prefer: "wait=soon" } }),
-    );
+    const refused = await order("wait=soon");
     expect(refused.status).toBe(400);
     expect((await call(extended, env(), "GET", "/orders/1", undefined, withKey(scoped))).body).toEqual({
       scope: "acme",
