@@ -165,5 +165,10 @@ export const alerts = pgTable(
     uniqueIndex("outbox_alerts_open_relay_kind_key")
       .on(t.kind)
       .where(sql`resolved_at IS NULL AND kind LIKE 'relay.%'`),
+    // One open delivery_failed alert per webhook endpoint, counting its failures
+    // (ADR 0031): the failure statement folds into it with ON CONFLICT on this index.
+    uniqueIndex("outbox_alerts_open_endpoint_failure_key")
+      .on(sql`(details->>'endpointId')`)
+      .where(sql`resolved_at IS NULL AND kind = 'webhook.delivery_failed'`),
   ],
 );

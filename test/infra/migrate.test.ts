@@ -1,10 +1,10 @@
-import { mkdtemp, mkdir, rm, writeFile } from "node:fs/promises";
+import { copyFile, mkdtemp, mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { MIGRATION_LOCK, migrateDatabase, withDatabase } from "../../src/node/postgres.ts";
+import { MIGRATION_LOCK, migrateDatabase, migrationsFolder, withDatabase } from "../../src/node/postgres.ts";
 
 // `migrate` against what a deployment meets: another run at the same moment, and a
 // host that takes the connection and never answers.
@@ -183,4 +183,81 @@ describe("migrate behind a long transaction", () => {
       await Promise.all([other.end(), check.end()]);
     }
   }, 60_000);
+});
+
+describe("migration 0016 on a database with an alert per failed delivery", () => {
+  const url = withDatabase(adminUrl, `${name}_0016`);
+  let before: string;
+
+  beforeAll(async () => {
+    const admin = new pg.Client({ connectionString: adminUrl });
+    await admin.connect();
+    await admin.query(`DROP DATABASE IF EXISTS ${name}_0016 WITH (FORCE)`);
+    await admin.query(`CREATE DATABASE ${name}_0016`);
+    await admin.end();
+    // The migrations as they were before 0016: the same files, the journal cut there.
+    before = await mkdtemp(path.join(tmpdir(), "edge-outbox-before-0016-"));
+    await mkdir(path.join(before, "meta"));
+    const journal = JSON.parse(await readFile(path.join(migrationsFolder, "meta", "_journal.json"), "utf8"));
+    const entries = journal.entries.filter((e: { idx: number }) => e.idx < 16);
+    await writeFile(path.join(before, "meta", "_journal.json"), JSON.stringify({ ...journal, entries }));
+    for (const e of entries as { tag: string }[]) {
+      await copyFile(path.join(migrationsFolder, `${e.tag}.sql`), path.join(before, `${e.tag}.sql`));
+    }
+    return async () => {
+      await rm(before, { recursive: true, force: true });
+      const drop = new pg.Client({ connectionString: adminUrl });
+      await drop.connect();
+      await drop.query(`DROP DATABASE IF EXISTS ${name}_0016 WITH (FORCE)`);
+      await drop.end();
+    };
+  });
+
+  it("keeps one open alert per endpoint, counting the open ones and dated from the oldest", async () => {
+    await migrateDatabase(url, before);
+    const db = new pg.Client({ connectionString: url });
+    await db.connect();
+    try {
+      const [a, b] = [crypto.randomUUID(), crypto.randomUUID()];
+      const raise = (endpoint: string, at: string, resolved = false) =>
+        db.query(
+          `INSERT INTO outbox_alerts (kind, message, details, created_at, resolved_at)
+           VALUES ('webhook.delivery_failed', 'failed', jsonb_build_object('endpointId', $1::text, 'deliveryId', gen_random_uuid()), $2, $3)`,
+          [endpoint, at, resolved ? at : null],
+        );
+      await raise(a, "2026-12-01T00:00:00Z");
+      await raise(a, "2026-12-02T00:00:00Z");
+      await raise(a, "2026-12-03T00:00:00Z");
+      await raise(a, "2026-11-01T00:00:00Z", true); // resolved before: left as it was
+      await raise(b, "2026-12-04T00:00:00Z");
+      await db.query(
+        "INSERT INTO outbox_alerts (kind, message, details) VALUES ('job.failed', 'x', '{}'), ('job.failed', 'y', '{}')",
+      );
+
+      await migrateDatabase(url);
+      const { rows } = await db.query(
+        `SELECT kind, details->>'endpointId' AS endpoint, resolved_at IS NULL AS open, (details->>'count')::int AS count,
+                (details->>'firstFailedAt')::timestamptz AS first, (details->>'mergedInto')::int AS merged_into, id::int
+           FROM outbox_alerts ORDER BY id`,
+      );
+      const ofA = rows.filter((r) => r.endpoint === a);
+      const kept = ofA[2];
+      expect(ofA.map((r) => [r.open, r.count])).toEqual([
+        [false, null],
+        [false, null],
+        [true, 3],
+        [false, null],
+      ]);
+      expect(kept.first).toEqual(new Date("2026-12-01T00:00:00Z"));
+      expect(ofA.map((r) => r.merged_into)).toEqual([kept.id, kept.id, null, null]);
+      expect(rows.filter((r) => r.endpoint === b).map((r) => [r.open, r.count])).toEqual([[true, 1]]);
+      expect(rows.filter((r) => r.kind === "job.failed").map((r) => r.open)).toEqual([true, true]);
+      // And from now on a second open one for an endpoint is refused by the index.
+      await expect(raise(a, "2026-12-05T00:00:00Z")).rejects.toThrow(
+        /outbox_alerts_open_endpoint_failure_key/,
+      );
+    } finally {
+      await db.end();
+    }
+  });
 });

@@ -575,6 +575,128 @@ describe("when QStash gives up", () => {
   });
 });
 
+describe("one open delivery_failed alert per endpoint (ADR 0031)", () => {
+  /** An endpoint with `n` deliveries QStash has jobs for, none failed yet. */
+  async function pendingDeliveries(path: string, n: number) {
+    const scope = `fold-${crypto.randomUUID()}`;
+    const endpoint = await insertEndpoint(t.pool, secrets.key, { url: receiver.url(path), scope });
+    const deliveries: { id: string; message_id: string }[] = [];
+    for (let i = 0; i < n; i++) {
+      const e = event({ scope });
+      await fanOutWebhook(db(), queue, e);
+      deliveries.push((await deliveriesOf(e.id))[0] as { id: string; message_id: string });
+    }
+    return { endpoint, deliveries };
+  }
+  const giveUp = (d: { id: string; message_id: string }, on: Db = db()) =>
+    markDeliveryFailed(on, {
+      deliveryId: d.id,
+      messageId: d.message_id,
+      status: 503,
+      retried: 3,
+      dlqId: null,
+    });
+  async function alertsOf(endpointId: string) {
+    const { rows } = await t.pool.query(
+      `SELECT id::int, resolved_at IS NULL AS open, (details->>'count')::int AS count,
+              details->>'deliveryId' AS "deliveryId", message
+         FROM outbox_alerts WHERE kind = 'webhook.delivery_failed' AND details->>'endpointId' = $1 ORDER BY id`,
+      [endpointId],
+    );
+    return rows as { id: number; open: boolean; count: number; deliveryId: string; message: string }[];
+  }
+
+  it("an endpoint that fails every delivery has one open alert counting them; another endpoint has its own", async () => {
+    const down = await pendingDeliveries("/fold-down", 5);
+    const other = await pendingDeliveries("/fold-other", 1);
+    for (const d of down.deliveries) expect(await giveUp(d)).toEqual({ failed: true });
+    await giveUp(other.deliveries[0]!);
+    // A repeated callback changes nothing, the count included.
+    expect(await giveUp(down.deliveries[4]!)).toEqual({ failed: false });
+
+    const [alert, ...more] = await alertsOf(down.endpoint.id);
+    expect(more).toEqual([]);
+    expect(alert).toMatchObject({ open: true, count: 5, deliveryId: down.deliveries[4]!.id });
+    expect(alert!.message).toBe(
+      `5 deliveries to webhook endpoint ${down.endpoint.id} failed; the latest, ${down.deliveries[4]!.id}, ` +
+        "after 0 attempts: retries exhausted",
+    );
+    expect(await alertsOf(other.endpoint.id)).toEqual([
+      expect.objectContaining({ open: true, count: 1, message: expect.stringMatching(/^1 delivery to /) }),
+    ]);
+  });
+
+  it("failures arriving together on separate connections fold into one alert with every one counted", async () => {
+    const { endpoint, deliveries } = await pendingDeliveries("/fold-race", 16);
+    // Each callback on a connection of its own, all at once: whichever inserts
+    // first raises the alert, the others must find it and add to it.
+    const pools = deliveries.map(() => t.newPool(1));
+    const results = await Promise.all(
+      deliveries.map((d, i) => giveUp(d, drizzle(pools[i]!) as unknown as Db)),
+    );
+    await Promise.all(pools.map((p) => p.end()));
+    expect(results.every((r) => r.failed)).toBe(true);
+    expect(await alertsOf(endpoint.id)).toEqual([expect.objectContaining({ open: true, count: 16 })]);
+  });
+
+  it("a resend resolves the alert only when none of the failures it counts is left failed", async () => {
+    const { endpoint, deliveries } = await pendingDeliveries("/fold-resend", 3);
+    for (const d of deliveries) await giveUp(d);
+    const [first] = await alertsOf(endpoint.id);
+
+    // One of three re-sent: two still failed, the alert stays open.
+    await redeliver(db(), queue, deliveries[0]!.id);
+    expect(await alertsOf(endpoint.id)).toEqual([expect.objectContaining({ id: first!.id, open: true })]);
+    // The rest re-sent: answered.
+    expect(await recoverFailed(db(), queue, endpoint.id, new Date(0))).toEqual({ recovered: 2, more: false });
+    expect(await alertsOf(endpoint.id)).toEqual([expect.objectContaining({ id: first!.id, open: false })]);
+
+    // A resend that fails for good again raises a new alert; the resolved one stays resolved.
+    const { rows } = await t.pool.query("SELECT message_id FROM webhook_deliveries WHERE id = $1", [
+      deliveries[1]!.id,
+    ]);
+    await giveUp({ id: deliveries[1]!.id, message_id: rows[0].message_id });
+    const after = await alertsOf(endpoint.id);
+    expect(after).toEqual([
+      expect.objectContaining({ id: first!.id, open: false, count: 3 }),
+      expect.objectContaining({ open: true, count: 1, deliveryId: deliveries[1]!.id }),
+    ]);
+  });
+
+  it("a failure that joins the alert while a resend resolves it keeps it open", async () => {
+    const { endpoint, deliveries } = await pendingDeliveries("/fold-interleaved", 2);
+    await giveUp(deliveries[0]!);
+    // The second failure's statement runs in a transaction held open on its own
+    // connection: it has folded into the alert (and holds its row) but not committed.
+    const held = await t.pool.connect();
+    try {
+      await held.query("BEGIN");
+      await giveUp(deliveries[1]!, drizzle(held) as unknown as Db);
+      // The resend of the first waits for the alert's row...
+      const resend = redeliver(db(), queue, deliveries[0]!.id);
+      await waitForLockWait();
+      await held.query("COMMIT");
+      await resend;
+    } finally {
+      held.release();
+    }
+    // ...and then sees the second failure, committed meanwhile: still to be answered.
+    expect(await alertsOf(endpoint.id)).toEqual([expect.objectContaining({ open: true, count: 2 })]);
+  });
+
+  /** Until some backend of this database waits on a lock (the resend behind the held fold). */
+  async function waitForLockWait(): Promise<void> {
+    for (let i = 0; i < 200; i++) {
+      const { rows } = await t.pool.query(
+        "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
+      );
+      if (rows[0].n > 0) return;
+      await new Promise((r) => setTimeout(r, 25));
+    }
+    throw new Error("the resend never waited for the alert's row");
+  }
+});
+
 describe("auto-disable", () => {
   it("disables an endpoint whose deliveries have all failed for the configured days, with the reason and an alert", async () => {
     // Close to the real clock: other tests' endpoints started failing just now and must stay enabled.

@@ -1,4 +1,5 @@
 import { Client } from "@upstash/qstash";
+import { drizzle } from "drizzle-orm/node-postgres";
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { startQStashDev, type QStashDev } from "../../infra/qstash-dev/server.ts";
 import type { Db } from "../../src/domain/db.ts";
@@ -293,6 +294,53 @@ describe("the sweep records jobs whose failure callback never reached us", () =>
     // The rest of the jobs, and every callback's letter (already recorded from the jobs' own).
     expect(await collectDeadLetters(db(), dlq, owner)).toEqual({ recorded: 30, removed: 30 + count });
     expect(await failures()).toHaveLength(count);
+    expect(await dlqUrls()).toEqual([]);
+  });
+});
+
+describe("a failure storm's dead letters", () => {
+  it("are recorded in a statement per kind, however many, with one alert for the endpoint", async () => {
+    // The only endpoint: an earlier test's would take every event too.
+    await t.pool.query("DELETE FROM webhook_endpoints");
+    const endpoint = await insertEndpoint(t.pool, secrets.key, { url: "https://receiver.example/storm" });
+    const queue = deliverQueueFor(config());
+    for (let i = 0; i < 40; i++) await fanOutWebhook(db(), queue, anEvent());
+    const { ids } = await publishJobs("corpus.index", 60);
+    // Each job and each failure callback dead-lettered: 200 letters.
+    await deadLettered("failure-callback", 100);
+
+    // The sweep's statements, counted on a pool of its own.
+    const pool = t.newPool(1);
+    let statements = 0;
+    const query = pool.query.bind(pool) as (...args: unknown[]) => unknown;
+    (pool as { query: unknown }).query = (...args: unknown[]) => {
+      statements++;
+      return query(...args);
+    };
+    const dlq = createQStashDeadLetters({ baseUrl: qstash.url, token: qstash.token });
+    const owner = { label: deploymentLabel(publicUrl), publicUrl };
+    expect(await collectDeadLetters(drizzle(pool) as unknown as Db, dlq, owner)).toEqual({
+      recorded: 100,
+      removed: 200,
+    });
+    // One for the deliveries, one for the other jobs (it was one per letter: a
+    // thousand letters made a sweep of over a minute on a database far away).
+    expect(statements).toBe(2);
+
+    expect((await failures()).map((f) => f.message_id).sort()).toEqual([...ids].sort());
+    const { rows } = await t.pool.query(
+      `SELECT kind, count(*)::int AS alerts, sum((details->>'count')::int)::int AS counted
+         FROM outbox_alerts WHERE resolved_at IS NULL GROUP BY kind ORDER BY kind`,
+    );
+    expect(rows).toEqual([
+      { kind: "job.failed", alerts: 60, counted: null },
+      { kind: "webhook.delivery_failed", alerts: 1, counted: 40 },
+    ]);
+    const failed = await t.pool.query(
+      "SELECT count(*)::int AS n FROM webhook_deliveries WHERE endpoint_id = $1 AND status = 'failed'",
+      [endpoint.id],
+    );
+    expect(failed.rows[0].n).toBe(40);
     expect(await dlqUrls()).toEqual([]);
   });
 });

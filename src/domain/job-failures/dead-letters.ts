@@ -1,6 +1,6 @@
 import { failureCallbackUrl, JOBS_PATH, qstashClient } from "../../outbox/index.ts";
 import type { Db } from "../db.ts";
-import { base64Text, failedJobFromCallback, recordFailedJob, type FailedJob } from "./failed-job.ts";
+import { base64Text, failedJobFromCallback, recordFailedJobs, type FailedJob } from "./failed-job.ts";
 
 /** One entry of QStash's dead-letter queue, as far as the sweep reads it. */
 export interface DeadLetter {
@@ -84,7 +84,7 @@ export interface DeadLetterOwner {
  * the Worker was down (or failing) through both, the job's only trace is its
  * entry in QStash's dead-letter queue, which QStash keeps for days, not for ever.
  * So the sweep reads the queue, records every dead letter of ours as the callback
- * would have (recordFailedJob: idempotent on the message id, so a callback that did
+ * would have (recordFailedJobs: idempotent on the message id, so a callback that did
  * arrive, before or after, records nothing twice), and then deletes the entries it
  * recorded: `job_failures` and the deliveries are where operators see and retry
  * failed jobs, and a queue emptied of ours keeps each sweep's reading to the new ones.
@@ -125,7 +125,7 @@ export async function collectDeadLetters(
     [{ label: owner.label }, { url: callback }],
     options.pages ?? DEAD_LETTER_PAGES_PER_SWEEP,
   );
-  let recorded = 0;
+  const failures: FailedJob[] = [];
   const done: string[] = [];
   for (const letter of letters) {
     let failed: FailedJob | null;
@@ -137,9 +137,12 @@ export async function collectDeadLetters(
     else continue;
     // A callback body we cannot read has nothing to record; its job's own dead
     // letter (QStash keeps one whether or not the callback arrives) does.
-    if (failed && (await recordFailedJob(db, failed)).recorded) recorded++;
+    if (failed) failures.push(failed);
     done.push(letter.dlqId);
   }
+  // All of them in one go (a statement for deliveries, one for the rest): one
+  // statement per letter made a failure storm's sweep take over a minute.
+  const recorded = await recordFailedJobs(db, failures);
   let removed = 0;
   for (let i = 0; i < done.length; i += DEAD_LETTER_PAGE) {
     const ids = done.slice(i, i + DEAD_LETTER_PAGE);

@@ -4,8 +4,8 @@ import type { Db } from "../db.ts";
 import { safeJson } from "../text.ts";
 import { fromBase64 } from "../webhooks/base64.ts";
 import { DELIVER_JOB } from "../webhooks/deliver-queue.ts";
-import { markDeliveryFailed } from "../webhooks/delivery-failed.ts";
-import { recordJobFailure } from "./record.ts";
+import { markDeliveriesFailed, type DeliveryJobFailure } from "../webhooks/delivery-failed.ts";
+import { recordJobFailures, type JobFailure } from "./record.ts";
 
 /**
  * A job QStash gave up on, however we learnt of it: its failure callback
@@ -28,37 +28,47 @@ export interface FailedJob {
 }
 
 /**
- * Records a failed job once, whichever way it arrived and however often: a
- * `webhook.deliver` job fails its delivery (with its own alert), any other job
- * becomes a `job_failures` row with a `job.failed` alert. Both are idempotent on
- * QStash's message id, so the callback and the dead letter of the same job
- * record it once between them. Answers whether this call recorded it.
+ * Records failed jobs once each, whichever way they arrived and however often: a
+ * `webhook.deliver` job fails its delivery (counted by its endpoint's alert), any
+ * other job becomes a `job_failures` row with a `job.failed` alert. Both are
+ * idempotent on QStash's message id, so the callback and the dead letter of the
+ * same job record it once between them. Two statements at most, however many jobs:
+ * the sweep's dead letters come a thousand at a time. Answers how many jobs this
+ * call recorded.
  */
-export async function recordFailedJob(db: Db, f: FailedJob): Promise<{ recorded: boolean }> {
-  const name = jobNameOf(f.url);
-  // A webhook delivery that ran out of retries is failed on its own row, with its own alert.
-  const deliveryId = name === DELIVER_JOB ? deliveryIdOf(f.body) : null;
-  if (deliveryId) {
-    const { failed } = await markDeliveryFailed(db, {
-      deliveryId,
-      messageId: f.messageId,
-      status: within(f.status, 1, 999),
-      retried: f.retried,
-      dlqId: f.dlqId,
-    });
-    return { recorded: failed };
-  }
-  return recordJobFailure(db, {
-    messageId: clean(f.messageId),
-    subscription: clean(name),
-    eventId: eventIdOf(f.body),
+export async function recordFailedJobs(db: Db, jobs: readonly FailedJob[]): Promise<number> {
+  const deliveries: DeliveryJobFailure[] = [];
+  const others: JobFailure[] = [];
+  for (const f of jobs) {
+    const name = jobNameOf(f.url);
     // QStash reports 0 when no answer came (a timeout, a refused connection).
-    status: within(f.status, 1, 999),
-    body: clean(f.body),
-    responseBody: f.responseBody === null ? null : clean(f.responseBody.slice(0, 4000)),
-    dlqId: f.dlqId === null ? null : clean(f.dlqId),
-    retried: within(f.retried, 0, 2 ** 31 - 1),
-  });
+    const status = within(f.status, 1, 999);
+    const deliveryId = name === DELIVER_JOB ? deliveryIdOf(f.body) : null;
+    if (deliveryId) {
+      const dlqId = f.dlqId === null ? null : clean(f.dlqId);
+      const retried = within(f.retried, 0, 2 ** 31 - 1);
+      deliveries.push({ deliveryId, messageId: clean(f.messageId), status, retried, dlqId });
+      continue;
+    }
+    others.push({
+      messageId: clean(f.messageId),
+      subscription: clean(name),
+      eventId: eventIdOf(f.body),
+      status,
+      body: clean(f.body),
+      responseBody: f.responseBody === null ? null : clean(f.responseBody.slice(0, 4000)),
+      dlqId: f.dlqId === null ? null : clean(f.dlqId),
+      retried: within(f.retried, 0, 2 ** 31 - 1),
+    });
+  }
+  const failed = await markDeliveriesFailed(db, deliveries);
+  const recorded = await recordJobFailures(db, others);
+  return failed.length + recorded.length;
+}
+
+/** recordFailedJobs for the one job a failure callback names. */
+export async function recordFailedJob(db: Db, f: FailedJob): Promise<{ recorded: boolean }> {
+  return { recorded: (await recordFailedJobs(db, [f])) > 0 };
 }
 
 // The record is for people, and QStash retries any 5xx: a value Postgres cannot

@@ -3,6 +3,7 @@ import { alias } from "drizzle-orm/pg-core";
 import type { Db } from "../db.ts";
 import { keysetPage } from "../../outbox/index.ts";
 import { jobFailures } from "../schema.ts";
+import { queryRows } from "../webhooks/rows.ts";
 
 export interface JobFailure {
   /** QStash's id of the job that exhausted its retries. */
@@ -19,32 +20,61 @@ export interface JobFailure {
 }
 
 /**
- * Records a job that exhausted its retries and raises a `job.failed` alert, in one
+ * Records jobs that exhausted their retries, each with a `job.failed` alert, in one
  * statement so neither exists without the other. The failure callback is itself
- * delivered at least once: a repeat finds the message id taken and adds nothing.
+ * delivered at least once, and the sweep's dead letters may repeat it: a message id
+ * already recorded (or twice in the batch) adds nothing. Answers the message ids
+ * this call recorded. A batch is the cron sweep's dead letters, in one round trip.
  */
+export async function recordJobFailures(db: Db, failures: readonly JobFailure[]): Promise<string[]> {
+  if (failures.length === 0) return [];
+  const input = JSON.stringify(
+    failures.map((f) => ({
+      message_id: f.messageId,
+      subscription: f.subscription,
+      event_id: f.eventId,
+      status: f.status,
+      body: f.body,
+      response_body: f.responseBody,
+      message: alertMessage(f),
+      details: { messageId: f.messageId, status: f.status, dlqId: f.dlqId, retried: f.retried },
+    })),
+  );
+  const rows = await queryRows<{ message_id: string }>(
+    db,
+    sql`WITH input AS (
+          SELECT DISTINCT ON (message_id) *
+            FROM jsonb_to_recordset(${input}::jsonb)
+                 AS f(message_id text, subscription text, event_id uuid, status int, body text,
+                      response_body text, message text, details jsonb)
+           ORDER BY message_id
+        ),
+        recorded AS (
+          INSERT INTO job_failures (message_id, subscription, event_id, status, body, response_body)
+          SELECT message_id, subscription, event_id, status, body, response_body FROM input
+          ON CONFLICT (message_id) DO NOTHING
+          RETURNING message_id
+        ),
+        raised AS (
+          INSERT INTO outbox_alerts (kind, event_id, subscription, message, details)
+          SELECT 'job.failed', i.event_id, i.subscription, i.message, i.details
+            FROM recorded r JOIN input i USING (message_id)
+        )
+        SELECT message_id FROM recorded`,
+  );
+  return rows.map((r) => r.message_id);
+}
+
+/** recordJobFailures for the one job a failure callback names. */
 export async function recordJobFailure(db: Db, f: JobFailure): Promise<{ recorded: boolean }> {
+  return { recorded: (await recordJobFailures(db, [f])).length > 0 };
+}
+
+function alertMessage(f: JobFailure): string {
   const retries =
     f.retried === null ? "all its retries" : `${f.retried} ${f.retried === 1 ? "retry" : "retries"}`;
   const answer = f.status === null ? "no answer" : `last status ${f.status}`;
-  const message = `job ${f.messageId} for ${f.subscription} failed after ${retries} (${answer})`;
-  const details = JSON.stringify({
-    messageId: f.messageId,
-    status: f.status,
-    dlqId: f.dlqId,
-    retried: f.retried,
-  });
-  const result = await db.execute(sql`
-    WITH recorded AS (
-      INSERT INTO job_failures (message_id, subscription, event_id, status, body, response_body)
-      VALUES (${f.messageId}, ${f.subscription}, ${f.eventId}, ${f.status}, ${f.body}, ${f.responseBody})
-      ON CONFLICT (message_id) DO NOTHING
-      RETURNING id
-    )
-    INSERT INTO outbox_alerts (kind, event_id, subscription, message, details)
-    SELECT 'job.failed', ${f.eventId}::uuid, ${f.subscription}, ${message}, ${details}::jsonb FROM recorded
-    RETURNING id`);
-  return { recorded: (result as unknown as { rows: unknown[] }).rows.length > 0 };
+  return `job ${f.messageId} for ${f.subscription} failed after ${retries} (${answer})`;
 }
 
 /**

@@ -1,4 +1,4 @@
-import { sql } from "drizzle-orm";
+import { sql, type SQL } from "drizzle-orm";
 import type { Db } from "../db.ts";
 import { queryRows } from "./rows.ts";
 
@@ -13,36 +13,87 @@ export interface DeliveryJobFailure {
 }
 
 /**
- * QStash gave up on a `webhook.deliver` job: the delivery is failed and a
- * `webhook.delivery_failed` alert raised, in one statement so neither exists
- * without the other. Only the job that currently carries the delivery can fail
- * it: a late callback from a job a redelivery has replaced changes nothing, and
- * so does a repeat of the callback (it finds the row failed already).
+ * The alert's words, from its details: one expression for a new alert and for one
+ * that folds in more failures, so both read alike.
  */
-export async function markDeliveryFailed(db: Db, f: DeliveryJobFailure): Promise<{ failed: boolean }> {
-  const details = JSON.stringify({
-    messageId: f.messageId,
-    status: f.status,
-    retried: f.retried,
-    dlqId: f.dlqId,
-  });
+function alertMessage(count: SQL, details: SQL): SQL {
+  return sql`${count} || CASE WHEN ${count} = 1 THEN ' delivery' ELSE ' deliveries' END
+    || ' to webhook endpoint ' || (${details}->>'endpointId') || ' failed; the latest, '
+    || (${details}->>'deliveryId') || ', after ' || (${details}->>'attempts') || ' attempts: '
+    || (${details}->>'lastError')`;
+}
+
+/**
+ * QStash gave up on these `webhook.deliver` jobs: each delivery is failed, and
+ * its endpoint's one open `webhook.delivery_failed` alert counts it (raised when
+ * the endpoint had none), all in one statement, so no failure exists without an
+ * alert that counts it. One alert per endpoint, not per delivery (ADR 0031): an
+ * endpoint that is down fails every delivery it is sent, and one alert per
+ * delivery buried everything else on the alerts page under thousands of the same.
+ *
+ * Only the job that currently carries a delivery can fail it: a late callback
+ * from a job a redelivery has replaced changes nothing, and so does a repeat of
+ * a callback (it finds the row failed already). Answers the deliveries failed.
+ * A batch is the cron sweep's dead letters: one round trip for all of them.
+ */
+export async function markDeliveriesFailed(
+  db: Db,
+  failures: readonly DeliveryJobFailure[],
+): Promise<string[]> {
+  if (failures.length === 0) return [];
+  const input = JSON.stringify(
+    failures.map((f) => ({
+      delivery_id: f.deliveryId,
+      message_id: f.messageId,
+      status: f.status,
+      retried: f.retried,
+      dlq_id: f.dlqId,
+    })),
+  );
+  const excluded = sql.raw("EXCLUDED.details");
+  const folded = sql.raw("outbox_alerts.details");
+  const total = sql`((${folded}->>'count')::int + (${excluded}->>'count')::int)`;
   const rows = await queryRows<{ id: string }>(
     db,
-    sql`WITH failed AS (
-          UPDATE webhook_deliveries
+    sql`WITH input AS (
+          SELECT * FROM jsonb_to_recordset(${input}::jsonb)
+                   AS f(delivery_id uuid, message_id text, status int, retried int, dlq_id text)
+        ),
+        failed AS (
+          UPDATE webhook_deliveries d
              SET status = 'failed', failed_at = now(), lease_until = NULL, next_attempt_at = NULL,
-                 last_error = coalesce(last_error, 'retries exhausted')
-           WHERE id = ${f.deliveryId} AND status = 'pending'
-             AND (message_id IS NULL OR message_id = ${f.messageId})
-          RETURNING id, endpoint_id, event_id, attempts, last_error
+                 last_error = coalesce(d.last_error, 'retries exhausted')
+            FROM input f
+           WHERE d.id = f.delivery_id AND d.status = 'pending'
+             AND (d.message_id IS NULL OR d.message_id = f.message_id)
+          RETURNING d.id, d.endpoint_id, d.event_id, d.attempts, d.last_error,
+                    f.message_id, f.status, f.retried, f.dlq_id
+        ),
+        latest AS (
+          SELECT DISTINCT ON (endpoint_id) event_id,
+                 jsonb_build_object('endpointId', endpoint_id, 'count', count(*) OVER (PARTITION BY endpoint_id),
+                                    'deliveryId', id, 'attempts', attempts, 'lastError', last_error,
+                                    'messageId', message_id, 'status', status, 'retried', retried,
+                                    'dlqId', dlq_id, 'firstFailedAt', now(), 'lastFailedAt', now()) AS details
+            FROM failed ORDER BY endpoint_id, id
+        ),
+        raised AS (
+          INSERT INTO outbox_alerts (kind, event_id, subscription, message, details)
+          SELECT 'webhook.delivery_failed', event_id, 'webhook.deliver',
+                 ${alertMessage(sql.raw("(details->>'count')::int"), sql.raw("details"))}, details
+            FROM latest
+          ON CONFLICT ((details->>'endpointId')) WHERE resolved_at IS NULL AND kind = 'webhook.delivery_failed'
+          DO UPDATE SET event_id = EXCLUDED.event_id,
+                        message = ${alertMessage(total, excluded)},
+                        details = ${folded} || (${excluded} - 'firstFailedAt') || jsonb_build_object('count', ${total})
+          RETURNING 1
         )
-        INSERT INTO outbox_alerts (kind, event_id, subscription, message, details)
-        SELECT 'webhook.delivery_failed', event_id, 'webhook.deliver',
-               'webhook delivery ' || id || ' to endpoint ' || endpoint_id || ' failed after '
-                 || attempts || ' attempts: ' || last_error,
-               ${details}::jsonb || jsonb_build_object('deliveryId', id, 'endpointId', endpoint_id)
-          FROM failed
-        RETURNING id`,
+        SELECT id FROM failed`,
   );
-  return { failed: rows.length > 0 };
+  return rows.map((r) => r.id);
+}
+
+/** markDeliveriesFailed for the one job a failure callback names. */
+export async function markDeliveryFailed(db: Db, f: DeliveryJobFailure): Promise<{ failed: boolean }> {
+  return { failed: (await markDeliveriesFailed(db, [f])).length > 0 };
 }

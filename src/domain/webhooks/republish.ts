@@ -2,7 +2,7 @@ import { sql } from "drizzle-orm";
 import type { Db } from "../db.ts";
 import type { DeliverQueue } from "./deliver-queue.ts";
 import { recordMessageIds } from "./fanout.ts";
-import { textArray } from "./rows.ts";
+import { queryRows, textArray } from "./rows.ts";
 
 /** A delivery an operator put back to pending, with what it was before, to restore if publishing fails. */
 export interface Resend {
@@ -41,13 +41,39 @@ export async function republish(db: Db, queue: DeliverQueue, rows: Resend[]): Pr
     rows.map((r) => r.id),
     messageIds,
   );
-  // A redeliver or recover is the operator's answer to a delivery's alerts (as a
-  // requeue is to a poisoned event's): resolved once its new job is in QStash. If
-  // it fails again, the new failure raises an alert of its own.
-  await db.execute(sql`
-    UPDATE outbox_alerts SET resolved_at = now()
-     WHERE kind = 'webhook.delivery_failed' AND resolved_at IS NULL
-       AND details->>'deliveryId' = ANY(${textArray(rows.map((r) => r.id))}::text[])`);
+  await resolveAnsweredFailures(db, [...new Set(rows.map((r) => r.endpoint_id))]);
+}
+
+/**
+ * A redeliver or recover is the operator's answer to a delivery's failure (as a
+ * requeue is to a poisoned event's): once the new jobs are in QStash, each
+ * endpoint's open `webhook.delivery_failed` alert is resolved if no delivery it
+ * counts is still failed, i.e. none of the endpoint's deliveries that failed since
+ * the alert was raised. Re-sending one of many failures leaves the alert open for
+ * the rest; if a resend fails again, it raises or joins an open alert of its own.
+ *
+ * The alerts are locked first and the failures read in a statement after: a
+ * failure that folds into an alert while this runs either finishes first (and is
+ * seen, so the alert stays open) or waits and, finding the alert resolved, raises
+ * a new one. A single statement would read the failures from before its wait.
+ */
+async function resolveAnsweredFailures(db: Db, endpointIds: string[]): Promise<void> {
+  await db.transaction(async (tx) => {
+    const open = await queryRows<{ id: string }>(
+      tx,
+      sql`SELECT id FROM outbox_alerts
+           WHERE kind = 'webhook.delivery_failed' AND resolved_at IS NULL
+             AND details->>'endpointId' = ANY(${textArray(endpointIds)}::text[])
+           ORDER BY id FOR UPDATE`,
+    );
+    if (open.length === 0) return;
+    await tx.execute(sql`
+      UPDATE outbox_alerts a SET resolved_at = now()
+       WHERE a.id = ANY(${textArray(open.map((o) => o.id))}::bigint[]) AND a.resolved_at IS NULL
+         AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d
+                          WHERE d.status = 'failed' AND d.failed_at >= coalesce((a.details->>'firstFailedAt')::timestamptz, a.created_at)
+                            AND d.endpoint_id = (a.details->>'endpointId')::uuid)`);
+  });
 }
 
 /**
