@@ -92,7 +92,11 @@ export const mailSends = pgTable(
     createdAt: timestamp("created_at", tz).notNull().defaultNow(),
     sentAt: timestamp("sent_at", tz),
   },
-  (t) => [unique("mail_sends_subscription_event_key").on(t.subscription, t.eventId)],
+  (t) => [
+    unique("mail_sends_subscription_event_key").on(t.subscription, t.eventId),
+    // Retention deletes the oldest first (retention.ts).
+    index("mail_sends_created_at_idx").on(t.createdAt),
+  ],
 );
 
 /**

@@ -170,5 +170,9 @@ export const alerts = pgTable(
     uniqueIndex("outbox_alerts_open_endpoint_failure_key")
       .on(sql`(details->>'endpointId')`)
       .where(sql`resolved_at IS NULL AND kind = 'webhook.delivery_failed'`),
+    // Retention deletes the alerts resolved longest ago (domain/retention.ts).
+    index("outbox_alerts_resolved_idx")
+      .on(t.resolvedAt)
+      .where(sql`resolved_at IS NOT NULL`),
   ],
 );

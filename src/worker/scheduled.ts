@@ -1,5 +1,6 @@
 import { deleteOldFannedEvents, drain, evaluateAlerts, vacuumEventsIfNeeded } from "../outbox/index.ts";
 import { collectDeadLetters } from "../domain/job-failures/dead-letters.ts";
+import { deleteOldRecords } from "../domain/retention.ts";
 import { subscriptions } from "../domain/subscriptions.ts";
 import { disableFailingEndpoints } from "../domain/webhooks/auto-disable.ts";
 import {
@@ -19,7 +20,8 @@ import { deadLettersFor, deliverQueueFor, qstashMessagesFor } from "./webhooks.t
  * then maintenance — retention in bounded deletes, a VACUUM of `events` once
  * enough of it is dead, alert evaluation, disabling webhook endpoints that have
  * only failed for WEBHOOK_DISABLE_AFTER_DAYS, deleting finished webhook
- * deliveries past RETENTION_DAYS, and, last because they need QStash (whose
+ * deliveries, resolved alerts, settled job failures and mail records past
+ * RETENTION_DAYS, and, last because they need QStash (whose
  * outage should not stop the rest), recording the jobs QStash dead-lettered
  * without reaching our failure callback and publishing deliveries whose publish
  * was lost or whose job is long overdue. One log line
@@ -57,10 +59,9 @@ export function createScheduled(
         afterDays: config.WEBHOOK_DISABLE_AFTER_DAYS,
         now: now(),
       });
-      const deliveriesDeleted = await deleteOldDeliveries(db, {
-        olderThanDays: config.RETENTION_DAYS,
-        now: now(),
-      });
+      const cut = { olderThanDays: config.RETENTION_DAYS, now: now() };
+      const deliveriesDeleted = await deleteOldDeliveries(db, cut);
+      const records = await deleteOldRecords(db, cut);
       const deadLetters = await collectDeadLetters(db, deadLettersFor(config), {
         label: qstashLabelFor(config),
         publicUrl: config.PUBLIC_URL,
@@ -75,7 +76,8 @@ export function createScheduled(
           `${vacuum.vacuumed ? `vacuumed events (${vacuum.deadTuples} dead rows)` : "no vacuum needed"}; ` +
           `alerts raised: ${raised.length ? raised.join(", ") : "none"}; ` +
           `webhook endpoints disabled: ${disabled.length ? disabled.join(", ") : "none"}; ` +
-          `deleted ${deliveriesDeleted} webhook deliveries older than ${config.RETENTION_DAYS} d; ` +
+          `deleted ${deliveriesDeleted} webhook deliveries, ${records.alerts} resolved alerts, ` +
+          `${records.jobFailures} settled job failures and ${records.mailSends} mail records older than ${config.RETENTION_DAYS} d; ` +
           `dead letters: ${deadLetters.removed} taken from QStash, ${deadLetters.recorded} of them new failures` +
           `${deadLetters.qstashError ? ` (stopped: ${deadLetters.qstashError})` : ""}; ` +
           `re-published ${republished} webhook deliveries whose publish was lost and ${overdue} whose job ` +

@@ -1121,7 +1121,9 @@ describe("lost publishes and retention (the cron sweep's share)", () => {
       expect(log.mock.calls.at(-1)?.[0]).toMatch(
         /re-published [1-9]\d* webhook deliveries whose publish was lost/,
       );
-      expect(log.mock.calls.at(-1)?.[0]).toMatch(/deleted \d+ webhook deliveries older than 30 d/);
+      expect(log.mock.calls.at(-1)?.[0]).toMatch(
+        /deleted \d+ webhook deliveries, \d+ resolved alerts, \d+ settled job failures and \d+ mail records older than 30 d/,
+      );
     } finally {
       log.mockRestore();
     }

@@ -1,5 +1,6 @@
 import { sql, type SQL } from "drizzle-orm";
 import type { Db } from "../db.ts";
+import { cutoffOf, deleteInBatches, type RetentionCut } from "../retention.ts";
 import type { DeliverQueue, QStashMessages } from "./deliver-queue.ts";
 import { recordMessageIds } from "./fanout.ts";
 import { enqueueAgain } from "./republish.ts";
@@ -14,7 +15,7 @@ import { queryRows, uuidArray } from "./rows.ts";
  */
 export const UNPUBLISHED_AFTER_MINUTES = 5;
 
-/** Rows one sweep publishes or deletes per statement; the next sweep takes the rest. */
+/** Rows one sweep publishes per statement; the next sweep takes the rest. */
 export const SWEEP_BATCH = 500;
 
 /**
@@ -131,28 +132,14 @@ export async function publishOverdue(
  * batches, so one sweep never holds a long transaction; a backlog drains over
  * several sweeps.
  */
-export async function deleteOldDeliveries(
-  db: Db,
-  options: { olderThanDays: number; now: Date; maxBatches?: number },
-): Promise<number> {
-  let deleted = 0;
-  for (let batch = 0; batch < (options.maxBatches ?? 10); batch++) {
-    const rows = await queryRows<{ n: number }>(
-      db,
-      sql`WITH gone AS (
-            DELETE FROM webhook_deliveries
-             WHERE id IN (SELECT id FROM webhook_deliveries
-                           WHERE status <> 'pending'
-                             AND created_at < ${options.now}::timestamptz - make_interval(days => ${options.olderThanDays})
-                           ORDER BY created_at
-                           LIMIT ${SWEEP_BATCH})
-            RETURNING 1
-          )
-          SELECT count(*)::int AS n FROM gone`,
-    );
-    const n = rows[0]?.n ?? 0;
-    deleted += n;
-    if (n < SWEEP_BATCH) break;
-  }
-  return deleted;
+export async function deleteOldDeliveries(db: Db, cut: RetentionCut): Promise<number> {
+  const cutoff = cutoffOf(cut);
+  return deleteInBatches(
+    db,
+    "webhook_deliveries",
+    (limit) => sql`SELECT id FROM webhook_deliveries
+                    WHERE status <> 'pending' AND created_at < ${cutoff}
+                    ORDER BY created_at LIMIT ${limit}`,
+    cut.maxBatches,
+  );
 }

@@ -1,0 +1,145 @@
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import type { Db } from "../../src/domain/db.ts";
+import { recordJobFailure } from "../../src/domain/job-failures/record.ts";
+import { RETENTION_BATCH, deleteOldRecords } from "../../src/domain/retention.ts";
+import { createScheduled } from "../../src/worker/scheduled.ts";
+import { useTestDatabase } from "../support/db.ts";
+import { relayJobBody } from "../support/job-failures.ts";
+import { bindings, executionContext, openTestPool } from "../support/worker.ts";
+
+// The tables nothing pruned before: alerts, job failures and mail records. Rows are
+// aged by hand (their times set in the past) against real Postgres; the cut-off is
+// RETENTION_DAYS, 30 here, before `now`.
+const t = useTestDatabase();
+const db = () => t.db as unknown as Db;
+const now = new Date();
+const daysAgo = (n: number) => new Date(now.getTime() - n * 86_400_000);
+const cut = { olderThanDays: 30, now };
+
+beforeEach(async () => {
+  await t.pool.query("TRUNCATE outbox_alerts, job_failures, mail_sends");
+});
+
+async function alert(fields: { created: Date; resolved: Date | null; kind?: string }): Promise<number> {
+  const { rows } = await t.pool.query(
+    `INSERT INTO outbox_alerts (kind, message, created_at, resolved_at) VALUES ($1, 'm', $2, $3) RETURNING id::int`,
+    [fields.kind ?? "relay.lagging.test", fields.created, fields.resolved],
+  );
+  return rows[0].id;
+}
+
+/** A failure recorded as the callback does (with its open `job.failed` alert), then aged. */
+async function failure(name: string, received: Date): Promise<string> {
+  const messageId = `msg_${name}_${crypto.randomUUID()}`;
+  await recordJobFailure(db(), {
+    messageId,
+    subscription: "notify.mail",
+    eventId: null,
+    status: 500,
+    body: relayJobBody("notify.mail"),
+    responseBody: null,
+    dlqId: null,
+    retried: 3,
+  });
+  await t.pool.query("UPDATE job_failures SET received_at = $2 WHERE message_id = $1", [messageId, received]);
+  return messageId;
+}
+
+async function mail(created: Date): Promise<string> {
+  const eventId = crypto.randomUUID();
+  await t.pool.query(
+    `INSERT INTO mail_sends (subscription, event_id, recipient, subject_line, created_at, sent_at)
+     VALUES ('notify.mail', $1, 'ops@example.com', 's', $2, $2)`,
+    [eventId, created],
+  );
+  return eventId;
+}
+
+const ids = async (q: string) => (await t.pool.query(q)).rows.map((r) => Object.values(r)[0]);
+
+describe("retention of alerts, job failures and mail records", () => {
+  it("deletes alerts resolved before the cut-off; an open one stays however old", async () => {
+    const oldResolved = await alert({ created: daysAgo(60), resolved: daysAgo(45) });
+    const oldOpen = await alert({ created: daysAgo(60), resolved: null, kind: "job.failed" });
+    // Raised long ago, resolved recently: kept until its resolution is old.
+    const recentlyResolved = await alert({ created: daysAgo(60), resolved: daysAgo(2) });
+
+    expect(await deleteOldRecords(db(), cut)).toEqual({ alerts: 1, jobFailures: 0, mailSends: 0 });
+    expect(await ids("SELECT id::int FROM outbox_alerts ORDER BY id")).toEqual([oldOpen, recentlyResolved]);
+    expect(oldResolved).toBeLessThan(oldOpen);
+  });
+
+  it("deletes old job failures that were retried or whose alert is answered; an unanswered one stays, retriable", async () => {
+    const retried = await failure("retried", daysAgo(40));
+    await t.pool.query("UPDATE job_failures SET retried_at = $2 WHERE message_id = $1", [
+      retried,
+      daysAgo(39),
+    ]);
+    const answered = await failure("answered", daysAgo(40));
+    await t.pool.query(
+      "UPDATE outbox_alerts SET resolved_at = now() WHERE kind = 'job.failed' AND details->>'messageId' = $1",
+      [answered],
+    );
+    const unanswered = await failure("unanswered", daysAgo(40));
+    const recent = await failure("recent", daysAgo(3));
+    await t.pool.query("UPDATE job_failures SET retried_at = now() WHERE message_id = $1", [recent]);
+
+    const deleted = await deleteOldRecords(db(), cut);
+    expect(deleted.jobFailures).toBe(2);
+    expect(await ids('SELECT message_id FROM job_failures ORDER BY message_id COLLATE "C"')).toEqual(
+      [unanswered, recent].sort(),
+    );
+  });
+
+  it("deletes mail records from before the cut-off", async () => {
+    await mail(daysAgo(31));
+    const kept = await mail(daysAgo(29));
+    expect((await deleteOldRecords(db(), cut)).mailSends).toBe(1);
+    expect(await ids("SELECT event_id FROM mail_sends")).toEqual([kept]);
+  });
+
+  it("works in bounded batches: a backlog goes over several sweeps", async () => {
+    const total = 2 * RETENTION_BATCH + 7;
+    await t.pool.query(
+      `INSERT INTO outbox_alerts (kind, message, created_at, resolved_at)
+       SELECT 'relay.lagging.test', 'm', $1, $1 FROM generate_series(1, $2)`,
+      [daysAgo(90), total],
+    );
+    expect((await deleteOldRecords(db(), { ...cut, maxBatches: 1 })).alerts).toBe(RETENTION_BATCH);
+    expect((await deleteOldRecords(db(), { ...cut, maxBatches: 1 })).alerts).toBe(RETENTION_BATCH);
+    expect((await deleteOldRecords(db(), { ...cut, maxBatches: 1 })).alerts).toBe(7);
+    expect(await ids("SELECT count(*)::int FROM outbox_alerts")).toEqual([0]);
+  });
+});
+
+describe("the cron sweep", () => {
+  const log = vi.spyOn(console, "log");
+  beforeEach(() => {
+    log.mockImplementation(() => undefined);
+  });
+  afterEach(() => log.mockReset());
+
+  it("deletes them with RETENTION_DAYS and says how many", async () => {
+    await alert({ created: daysAgo(20), resolved: daysAgo(12) });
+    await mail(daysAgo(12));
+    const retried = await failure("retried", daysAgo(12));
+    await t.pool.query("UPDATE job_failures SET retried_at = $2 WHERE message_id = $1", [
+      retried,
+      daysAgo(11),
+    ]);
+    await mail(daysAgo(5));
+
+    const env = bindings({ DATABASE_URL: t.url, RETENTION_DAYS: "10" });
+    // No QStash here: the sweep's QStash work says it stopped, the rest runs.
+    await createScheduled(openTestPool(t.newPool(2)), () => now)(
+      {} as ScheduledController,
+      env,
+      executionContext().ctx,
+    );
+    const line = String(log.mock.calls.find((c) => String(c[0]).startsWith("sweep:"))?.[0]);
+    expect(line).toContain(
+      "deleted 0 webhook deliveries, 1 resolved alerts, 1 settled job failures and 1 mail records older than 10 d;",
+    );
+    expect(await ids("SELECT count(*)::int FROM mail_sends")).toEqual([1]);
+  });
+});
