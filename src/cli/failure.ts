@@ -1,4 +1,5 @@
 import { DrizzleQueryError } from "drizzle-orm";
+import { databaseMisconfigurationOf } from "../outbox/index.ts";
 
 const CONNECTION_CODES = new Set([
   "ECONNREFUSED",
@@ -25,12 +26,18 @@ export function describeFailure(error: unknown): string {
   if (code && CONNECTION_CODES.has(code)) {
     return `cannot reach the database (${code}): check DATABASE_URL and that Postgres is running`;
   }
-  if (code === "28P01" || code === "28000")
-    return `the database refused the credentials in DATABASE_URL (${code})`;
-  if (code === "3D000") return `the database in DATABASE_URL does not exist (${e.message})`;
-  if (code === "42P01")
-    return `the outbox tables are missing: run \`npm run outbox -- migrate\` (${e.message})`;
-  if (code === "42501") return `the role in DATABASE_URL may not do this (${e.message})`;
+  switch (databaseMisconfigurationOf(code)) {
+    case "credentials":
+      return `the database refused the credentials in DATABASE_URL (${code})`;
+    case "no_database":
+      return `the database in DATABASE_URL does not exist (${e.message})`;
+    case "schema":
+      return `the outbox tables are missing or older than this code: run \`npm run outbox -- migrate\` (${e.message})`;
+    case "privileges":
+      return `the role in DATABASE_URL may not do this (${e.message})`;
+    default:
+      break;
+  }
   if (CONNECT_TIMEOUT.test(e.message ?? "")) {
     return "cannot reach the database (timed out): check DATABASE_URL and that Postgres is running";
   }

@@ -47,3 +47,27 @@ export function errorMessage(error: unknown): string {
 export class InvalidInputError extends Error {
   override readonly name = "InvalidInputError";
 }
+
+/**
+ * What is wrong with the deployment's database settings, read from a SQLSTATE: the
+ * database turned us away for something no retry fixes. One home for the codes;
+ * each caller (the Worker's answer, the CLI's line) says it in words for its reader.
+ */
+export type DatabaseMisconfiguration = "credentials" | "no_database" | "schema" | "privileges";
+
+export function databaseMisconfigurationOf(sqlstate: unknown): DatabaseMisconfiguration | undefined {
+  switch (sqlstate) {
+    case "28P01": // invalid_password
+    case "28000": // invalid_authorization_specification (no such role, pg_hba refusal)
+      return "credentials";
+    case "3D000": // invalid_catalog_name
+      return "no_database";
+    case "42P01": // undefined_table: deployed before `migrate`
+    case "42703": // undefined_column: a schema older than the code
+      return "schema";
+    case "42501": // insufficient_privilege
+      return "privileges";
+    default:
+      return undefined;
+  }
+}

@@ -47,7 +47,13 @@ export {
   JOBS_PATH,
   FAILURE_CALLBACK_PATH,
 } from "./qstash-publisher.ts";
-export { PublishError, InvalidInputError, type FailureKind } from "./errors.ts";
+export {
+  PublishError,
+  InvalidInputError,
+  databaseMisconfigurationOf,
+  type DatabaseMisconfiguration,
+  type FailureKind,
+} from "./errors.ts";
 
 // The relay.
 export type { Queryable, QueryCallback, SqlPool, SqlClient } from "./sql.ts";

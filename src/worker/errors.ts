@@ -3,6 +3,8 @@ import { DrizzleQueryError } from "drizzle-orm";
 import { HTTPException } from "hono/http-exception";
 import { DomainError, type DomainErrorCode } from "../domain/errors.ts";
 import {
+  databaseMisconfigurationOf,
+  type DatabaseMisconfiguration,
   IDENTITY_ID_DIGITS,
   InvalidInputError,
   PublishError,
@@ -361,14 +363,18 @@ function* causeChain(err: unknown): Generator<Error> {
  */
 export function databaseMisconfigured(err: unknown): string | undefined {
   for (const e of causeChain(err)) {
-    const code = (e as { code?: unknown }).code;
-    if (code === "28P01" || code === "28000") return "it refused the credentials in DATABASE_URL";
-    if (code === "3D000") return "the database named in DATABASE_URL does not exist";
-    if (code === "42P01" || code === "42703")
-      return "a table or column this Worker reads is missing: run migrate, then deploy";
+    const found = databaseMisconfigurationOf((e as { code?: unknown }).code);
+    if (found) return MISCONFIGURED_WORDS[found];
   }
   return undefined;
 }
+
+const MISCONFIGURED_WORDS: Record<DatabaseMisconfiguration, string> = {
+  credentials: "it refused the credentials in DATABASE_URL",
+  no_database: "the database named in DATABASE_URL does not exist",
+  schema: "a table or column this Worker reads is missing: run migrate, then deploy",
+  privileges: "the role in DATABASE_URL may not read or write what this Worker needs",
+};
 
 /** What the drivers say when the socket went away or never came (no SQLSTATE then). */
 const UNAVAILABLE_MESSAGE =

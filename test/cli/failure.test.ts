@@ -17,7 +17,11 @@ describe("a failure in one line an operator can act on", () => {
       ],
       [
         wrapped(withCode("42P01", 'relation "api_keys" does not exist')),
-        'the outbox tables are missing: run `npm run outbox -- migrate` (relation "api_keys" does not exist)',
+        'the outbox tables are missing or older than this code: run `npm run outbox -- migrate` (relation "api_keys" does not exist)',
+      ],
+      [
+        wrapped(withCode("42703", 'column "retry_delivered_at" does not exist')),
+        'the outbox tables are missing or older than this code: run `npm run outbox -- migrate` (column "retry_delivered_at" does not exist)',
       ],
       [
         wrapped(withCode("42501", "permission denied for database app")),

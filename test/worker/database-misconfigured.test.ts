@@ -108,6 +108,31 @@ describe("a database that refuses the Worker's settings", () => {
     }
   });
 
+  it("a role without rights on the tables: 500 MISCONFIGURED naming the role's rights", async () => {
+    // A login role nobody granted anything: the API key lookup is refused (42501).
+    const role = `edge_outbox_noperm_${process.pid}`;
+    await t.pool.query(`DROP ROLE IF EXISTS ${role}`);
+    await t.pool.query(`CREATE ROLE ${role} LOGIN PASSWORD 'no-rights'`);
+    const url = new URL(t.url);
+    url.username = role;
+    url.password = "no-rights";
+    const env = bindings({ DATABASE_URL: url.toString(), NEON_WS_PROXY: direct.address });
+    const errors = vi.spyOn(console, "error").mockImplementation(() => undefined);
+    try {
+      const res = await call(app, env, "GET", "/notes/search?q=x", undefined, withKey(key));
+      expect(res.status).toBe(500);
+      expect(res.headers.get("retry-after")).toBeNull();
+      expect(res.body.error.code).toBe("MISCONFIGURED");
+      const said = errors.mock.calls.map((args) => String(args[0]));
+      expect(said).toContain(
+        "MISCONFIGURED: the database: the role in DATABASE_URL may not read or write what this Worker needs",
+      );
+    } finally {
+      errors.mockRestore();
+      await t.pool.query(`DROP ROLE IF EXISTS ${role}`);
+    }
+  });
+
   it("a Worker deployed before migrate: its reads are 500 MISCONFIGURED and the log says run migrate", async () => {
     // The API key is checked against a table the unmigrated database does not have.
     const env = bindings({ DATABASE_URL: withDatabase(adminUrl, unmigrated), NEON_WS_PROXY: direct.address });
