@@ -505,6 +505,86 @@ function otherCases(): Case[] {
   webhookForm("recover as JSON", recover, JSON.stringify({ since: "2026-01-01T00:00Z" }), "application/json");
   webhookForm("test an unknown endpoint", `/dashboard/webhooks/${UNKNOWN}/test`, "");
   webhookForm("redeliver an unknown delivery", `/dashboard/webhooks/deliveries/${UNKNOWN}/redeliver`, "");
+  // The rest of the dashboard's forms and page filters (once the known gaps).
+  const dashboardForm = (
+    name: string,
+    path: string,
+    body: string,
+    type = "application/x-www-form-urlencoded",
+  ) =>
+    cases.push({
+      name: `dashboard form: ${name}`,
+      method: "POST",
+      path,
+      auth: "basic",
+      headers: { "content-type": type, origin: "http://worker.test" },
+      body,
+    });
+  for (const path of ["/dashboard/job-failures/retry", "/dashboard/alerts/resolve"]) {
+    const extra = path.includes("alerts") ? "kind=job.failed&" : "";
+    dashboardForm(`${path} without upTo`, path, extra);
+    dashboardForm(`${path}: upTo not a number`, path, `${extra}upTo=x`);
+    dashboardForm(`${path}: upTo NUL`, path, `${extra}upTo=%00`);
+    dashboardForm(`${path}: upTo 0`, path, `${extra}upTo=0`);
+    dashboardForm(`${path}: upTo a fraction`, path, `${extra}upTo=1.5`);
+    dashboardForm(`${path}: upTo past any id`, path, `${extra}upTo=1e400`);
+    dashboardForm(`${path} as JSON`, path, JSON.stringify({ upTo: 1 }), "application/json");
+  }
+  dashboardForm("resolve: an id that is not one", "/dashboard/alerts/resolve", "id=-3");
+  dashboardForm("resolve: a kind over-long", "/dashboard/alerts/resolve", `kind=${"k".repeat(201)}&upTo=1`);
+  dashboardForm("resolve: an empty kind", "/dashboard/alerts/resolve", "kind=&upTo=1");
+  const requeueAll = "/dashboard/poisoned/requeue-all";
+  dashboardForm("requeue all without upTo", requeueAll, "");
+  dashboardForm("requeue all: upTo not a time", requeueAll, "upTo=yesterday");
+  dashboardForm("requeue all: upTo NUL", requeueAll, "upTo=%00");
+  dashboardForm("requeue all: a time without offset", requeueAll, "upTo=2026-01-01T00:00:00");
+  const retryOne = "/dashboard/job-failures/999999999999999/retry";
+  dashboardForm("retry an unknown failure", retryOne, "");
+  dashboardForm(
+    "retry, sent back elsewhere",
+    retryOne,
+    `back=${encodeURIComponent("https://evil.example/")}`,
+  );
+  const endpoint = `/dashboard/webhooks/${UNKNOWN}`;
+  dashboardForm("enable without a value", `${endpoint}/enabled`, "");
+  dashboardForm("enable: neither on nor off", `${endpoint}/enabled`, "enabled=maybe");
+  dashboardForm("enable an unknown endpoint", `${endpoint}/enabled`, "enabled=true");
+  dashboardForm("edit: a URL that is not one", `${endpoint}/edit`, "url=not%20a%20url&version=1");
+  dashboardForm(
+    "edit: a javascript URL",
+    `${endpoint}/edit`,
+    `url=${encodeURIComponent("javascript:alert(1)")}&version=1`,
+  );
+  dashboardForm(
+    "edit: a bad type glob",
+    `${endpoint}/edit`,
+    `types=${encodeURIComponent("Bad Glob!")}&version=1`,
+  );
+  dashboardForm(
+    "edit: a description over-long",
+    `${endpoint}/edit`,
+    `description=${"d".repeat(5000)}&version=1`,
+  );
+  dashboardForm("edit: a NUL description", `${endpoint}/edit`, "description=%00&version=1");
+  dashboardForm("edit without a version", `${endpoint}/edit`, "description=x");
+  dashboardForm("edit an unknown endpoint", `${endpoint}/edit`, "description=x&version=1");
+  dashboardForm("edit as JSON", `${endpoint}/edit`, JSON.stringify({ description: "x" }), "application/json");
+  dashboardForm("rotate without a version", `${endpoint}/rotate-secret`, "");
+  dashboardForm("rotate: a NUL version", `${endpoint}/rotate-secret`, "version=%00");
+  dashboardForm(
+    "rotate an unknown endpoint",
+    `${endpoint}/rotate-secret`,
+    "version=2026-01-01T00:00:00.000Z",
+  );
+  for (const query of ["before=x", "retried=-1", `before=${"9".repeat(30)}`, "before=%00"]) {
+    cases.push({
+      name: `dashboard job failures: ${query}`,
+      method: "GET",
+      path: `/dashboard/job-failures?${query}`,
+      auth: "basic",
+    });
+  }
+
   cases.push({
     name: "dashboard requeue: cross-site",
     method: "POST",
@@ -843,15 +923,7 @@ const NOT_COVERED = [
   "POST /dashboard/login",
   "POST /dashboard/logout",
   "GET /dashboard",
-  "POST /dashboard/job-failures/retry",
-  "POST /dashboard/job-failures/:id{[1-9][0-9]{0,14}}/retry",
-  "POST /dashboard/poisoned/requeue-all",
-  "POST /dashboard/alerts/resolve",
-  "GET /dashboard/job-failures",
   "GET /dashboard/webhooks",
-  "POST /dashboard/webhooks/:id/enabled",
-  "POST /dashboard/webhooks/:id/edit",
-  "POST /dashboard/webhooks/:id/rotate-secret",
 ];
 
 describe("the table above", () => {
