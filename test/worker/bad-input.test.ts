@@ -921,7 +921,7 @@ const NOT_COVERED = [
   "GET /dashboard/assets/icon.svg",
   "GET /dashboard/login",
   // Its wrong passwords count in the lock-out, which the row counts above would see;
-  // its input is tested in test/dashboard/security.test.ts and lockout.test.ts.
+  // its input is tested in test/dashboard/security.test.ts.
   "POST /dashboard/login",
   "POST /dashboard/logout",
   "GET /dashboard",
