@@ -263,6 +263,12 @@ export const webhookDeliveries = pgTable(
       .on(t.failedAt)
       .where(sql`status = 'failed'`),
     index("webhook_deliveries_endpoint_created_idx").on(t.endpointId, t.createdAt),
+    // Per endpoint, the deliveries still waiting for their first attempt: the sweep's
+    // lag check reads the oldest and counts them (webhooks/lag.ts). Rows leave it at
+    // their first attempt.
+    index("webhook_deliveries_unattempted_idx")
+      .on(t.endpointId, t.createdAt)
+      .where(sql`status = 'pending' AND attempts = 0`),
     index("webhook_deliveries_event_idx").on(t.eventId),
     check("webhook_deliveries_status", sql`status IN ('pending', 'delivered', 'failed')`),
   ],

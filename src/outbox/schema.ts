@@ -170,6 +170,11 @@ export const alerts = pgTable(
     uniqueIndex("outbox_alerts_open_endpoint_failure_key")
       .on(sql`(details->>'endpointId')`)
       .where(sql`resolved_at IS NULL AND kind = 'webhook.delivery_failed'`),
+    // One open lagging alert per webhook endpoint, raised and resolved by the sweep
+    // (domain/webhooks/lag.ts); overlapping sweeps meet here.
+    uniqueIndex("outbox_alerts_open_endpoint_lag_key")
+      .on(sql`(details->>'endpointId')`)
+      .where(sql`resolved_at IS NULL AND kind = 'webhook.endpoint_lagging'`),
     // Retention deletes the alerts resolved longest ago (domain/retention.ts).
     index("outbox_alerts_resolved_idx")
       .on(t.resolvedAt)

@@ -3,6 +3,7 @@ import { collectDeadLetters } from "../domain/job-failures/dead-letters.ts";
 import { deleteOldRecords } from "../domain/retention.ts";
 import { subscriptions } from "../domain/subscriptions.ts";
 import { disableFailingEndpoints } from "../domain/webhooks/auto-disable.ts";
+import { evaluateEndpointLag } from "../domain/webhooks/lag.ts";
 import {
   deleteOldDeliveries,
   OVERDUE_AFTER_MINUTES,
@@ -19,7 +20,8 @@ import { deadLettersFor, deliverQueueFor, qstashMessagesFor } from "./webhooks.t
  * kick harmless: relay passes until nothing is claimable or the budget is spent,
  * then maintenance — retention in bounded deletes, a VACUUM of `events` once
  * enough of it is dead, alert evaluation, disabling webhook endpoints that have
- * only failed for WEBHOOK_DISABLE_AFTER_DAYS, deleting finished webhook
+ * only failed for WEBHOOK_DISABLE_AFTER_DAYS, raising (and resolving) an alert
+ * for each endpoint that does not keep up with its deliveries, deleting finished webhook
  * deliveries, resolved alerts, settled job failures and mail records past
  * RETENTION_DAYS, and, last because they need QStash (whose
  * outage should not stop the rest), recording the jobs QStash dead-lettered
@@ -59,6 +61,7 @@ export function createScheduled(
         afterDays: config.WEBHOOK_DISABLE_AFTER_DAYS,
         now: now(),
       });
+      const lagging = await evaluateEndpointLag(db, { now: now() });
       const cut = { olderThanDays: config.RETENTION_DAYS, now: now() };
       const deliveriesDeleted = await deleteOldDeliveries(db, cut);
       const records = await deleteOldRecords(db, cut);
@@ -76,6 +79,7 @@ export function createScheduled(
           `${vacuum.vacuumed ? `vacuumed events (${vacuum.deadTuples} dead rows)` : "no vacuum needed"}; ` +
           `alerts raised: ${raised.length ? raised.join(", ") : "none"}; ` +
           `webhook endpoints disabled: ${disabled.length ? disabled.join(", ") : "none"}; ` +
+          `newly lagging: ${lagging.length ? lagging.join(", ") : "none"}; ` +
           `deleted ${deliveriesDeleted} webhook deliveries, ${records.alerts} resolved alerts, ` +
           `${records.jobFailures} settled job failures and ${records.mailSends} mail records older than ${config.RETENTION_DAYS} d; ` +
           `dead letters: ${deadLetters.removed} taken from QStash, ${deadLetters.recorded} of them new failures` +

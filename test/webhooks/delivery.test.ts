@@ -13,6 +13,7 @@ import {
 } from "../../src/domain/webhooks/deliver-queue.ts";
 import { markDeliveryFailed } from "../../src/domain/webhooks/delivery-failed.ts";
 import { fanOutWebhook } from "../../src/domain/webhooks/fanout.ts";
+import { LAG_ALERT_AFTER_MINUTES, evaluateEndpointLag } from "../../src/domain/webhooks/lag.ts";
 import type { WebhookEvent } from "../../src/domain/webhooks/payload.ts";
 import { recoverFailed } from "../../src/domain/webhooks/recover.ts";
 import { redeliver } from "../../src/domain/webhooks/redeliver.ts";
@@ -697,6 +698,90 @@ describe("one open delivery_failed alert per endpoint (ADR 0031)", () => {
   }
 });
 
+describe("an endpoint that does not keep up (the sweep's lag check)", () => {
+  /** An endpoint with `n` deliveries that have waited `minutes` for their first attempt. */
+  async function waiting(path: string, n: number, minutes: number, fixture: { enabled?: boolean } = {}) {
+    const scope = `lag-${crypto.randomUUID()}`;
+    const endpoint = await insertEndpoint(t.pool, secrets.key, { url: receiver.url(path), scope });
+    for (let i = 0; i < n; i++) await fanOutWebhook(db(), queue, event({ scope }));
+    await t.pool.query(
+      "UPDATE webhook_deliveries SET created_at = now() - make_interval(mins => $2) WHERE endpoint_id = $1",
+      [endpoint.id, minutes],
+    );
+    if (fixture.enabled === false) {
+      await t.pool.query(
+        "UPDATE webhook_endpoints SET enabled = false, disabled_reason = 'by hand' WHERE id = $1",
+        [endpoint.id],
+      );
+    }
+    return { ...endpoint, scope };
+  }
+  async function lagAlerts(endpointId: string) {
+    const { rows } = await t.pool.query(
+      `SELECT resolved_at IS NULL AS open, (details->>'waiting')::int AS waiting, message
+         FROM outbox_alerts WHERE kind = 'webhook.endpoint_lagging' AND details->>'endpointId' = $1 ORDER BY id`,
+      [endpointId],
+    );
+    return rows as { open: boolean; waiting: number; message: string }[];
+  }
+  const check = (on: Db = db()) => evaluateEndpointLag(on, { now: new Date() });
+
+  it("raises one alert for an endpoint whose deliveries wait past the threshold, and keeps its count current", async () => {
+    const slow = await waiting("/lag-slow", 3, LAG_ALERT_AFTER_MINUTES + 5);
+    const fresh = await waiting("/lag-fresh", 3, LAG_ALERT_AFTER_MINUTES - 5);
+    const off = await waiting("/lag-off", 3, LAG_ALERT_AFTER_MINUTES + 5, { enabled: false });
+
+    expect(await check()).toContain(slow.id);
+    expect(await lagAlerts(slow.id)).toEqual([
+      {
+        open: true,
+        waiting: 3,
+        message: expect.stringMatching(
+          new RegExp(
+            `^webhook endpoint ${slow.id} is not keeping up: 3 deliveries wait for their first attempt`,
+          ),
+        ),
+      },
+    ]);
+    expect(await lagAlerts(fresh.id)).toEqual([]);
+    expect(await lagAlerts(off.id)).toEqual([]);
+
+    // Still behind, further: the same alert, brought up to date; nothing new raised.
+    await fanOutWebhook(db(), queue, event({ scope: slow.scope }));
+    expect(await check()).not.toContain(slow.id);
+    expect(await lagAlerts(slow.id)).toEqual([expect.objectContaining({ open: true, waiting: 4 })]);
+  });
+
+  it("resolves it once the endpoint has caught up", async () => {
+    const slow = await waiting("/lag-caught-up", 2, LAG_ALERT_AFTER_MINUTES + 1);
+    await check();
+    // Every waiting delivery attempted (and delivered) since.
+    for (const { id } of (
+      await t.pool.query("SELECT id FROM webhook_deliveries WHERE endpoint_id = $1", [slow.id])
+    ).rows) {
+      expect(await deliverWebhook(await deps(), id, 0)).toMatchObject({ kind: "delivered" });
+    }
+    await check();
+    expect(await lagAlerts(slow.id)).toEqual([expect.objectContaining({ open: false })]);
+  });
+
+  it("sweeps checking at once, on separate connections, raise it once", async () => {
+    const slow = await waiting("/lag-race", 1, LAG_ALERT_AFTER_MINUTES + 1);
+    const pools = [t.newPool(1), t.newPool(1), t.newPool(1), t.newPool(1)];
+    const raised = await Promise.all(pools.map((p) => check(drizzle(p) as unknown as Db)));
+    await Promise.all(pools.map((p) => p.end()));
+    expect(raised.filter((ids) => ids.includes(slow.id))).toHaveLength(1);
+    expect(await lagAlerts(slow.id)).toEqual([expect.objectContaining({ open: true })]);
+  });
+
+  it("deleting the endpoint resolves its lagging alert", async () => {
+    const slow = await waiting("/lag-deleted", 1, LAG_ALERT_AFTER_MINUTES + 1);
+    await check();
+    await removeEndpoint(db(), slow.id);
+    expect(await lagAlerts(slow.id)).toEqual([expect.objectContaining({ open: false })]);
+  });
+});
+
 describe("auto-disable", () => {
   it("disables an endpoint whose deliveries have all failed for the configured days, with the reason and an alert", async () => {
     // Close to the real clock: other tests' endpoints started failing just now and must stay enabled.
@@ -1121,6 +1206,7 @@ describe("lost publishes and retention (the cron sweep's share)", () => {
       expect(log.mock.calls.at(-1)?.[0]).toMatch(
         /re-published [1-9]\d* webhook deliveries whose publish was lost/,
       );
+      expect(log.mock.calls.at(-1)?.[0]).toMatch(/; newly lagging: (none|[0-9a-f-]{36}(, [0-9a-f-]{36})*); /);
       expect(log.mock.calls.at(-1)?.[0]).toMatch(
         /deleted \d+ webhook deliveries, \d+ resolved alerts, \d+ settled job failures and \d+ mail records older than 30 d/,
       );

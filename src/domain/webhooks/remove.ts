@@ -16,6 +16,10 @@ export async function removeEndpoint(db: Db, id: string): Promise<void> {
       .where(eq(webhookEndpoints.id, id))
       .returning({ id: webhookEndpoints.id });
     if (deleted.length === 0) throw new NotFoundError("webhook endpoint", id);
-    await resolveEndpointAlerts(tx, id, ["webhook.endpoint_disabled", "webhook.delivery_failed"]);
+    await resolveEndpointAlerts(tx, id, [
+      "webhook.endpoint_disabled",
+      "webhook.delivery_failed",
+      "webhook.endpoint_lagging",
+    ]);
   });
 }
