@@ -269,7 +269,7 @@ describe("the dashboard in Chromium", () => {
     await page.click("nav >> text=Alerts");
     await expect.poll(() => page.locator("main table tr").count()).toBe(4);
     await shot("alerts");
-    await page.getByRole("button", { name: "Resolve all 1 relay.lagging" }).click();
+    await page.getByRole("button", { name: "Resolve all relay.lagging (1)" }).click();
     await expect.poll(() => page.textContent(".notice")).toBe("Resolved 1 alert.");
     expect(await page.locator("main table tr").count()).toBe(3);
 

@@ -684,7 +684,8 @@ describe("alerts", () => {
         [id],
       );
     const page = await browser.get("/dashboard/alerts");
-    for (const id of [burstA!, burstB!]) expect(page.text).toContain(`title="${id}">…${id.slice(-12)}</a>`);
+    for (const id of [burstA!, burstB!])
+      expect(page.text).toContain(`title="${id}">event …${id.slice(-12)}</a>`);
     // On one line: a 13-character id broken anywhere stacked "…" / "3d447b167" / "f69" in its column.
     for (const id of [burstA!, burstB!])
       expect(page.text).toMatch(
@@ -694,6 +695,28 @@ describe("alerts", () => {
       ".nowrap{white-space:nowrap}",
     );
     await t.pool.query(`UPDATE outbox_alerts SET resolved_at = now() WHERE message = 'burst'`);
+  });
+
+  it("links an endpoint's alert to the endpoint's page, and shows a resolved alert as history", async () => {
+    const endpointId = crypto.randomUUID();
+    const [eventId] = await seedEvents(t.pool, 1);
+    const { rows } = await t.pool.query(
+      `INSERT INTO outbox_alerts (kind, event_id, message, details, resolved_at)
+       VALUES ('webhook.delivery_failed', $1, 'open failures', jsonb_build_object('endpointId', $2::text), NULL),
+              ('webhook.delivery_failed', NULL, 'old failures', jsonb_build_object('endpointId', $2::text), now())
+       RETURNING id`,
+      [eventId, endpointId],
+    );
+    const page = (await browser.get("/dashboard/alerts?show=all")).text;
+    expect(page).toContain(
+      `<a href="/dashboard/webhooks/${endpointId}" title="${endpointId}">endpoint …${endpointId.slice(-12)}</a>`,
+    );
+    expect(page).toContain(`<a href="/dashboard/events/${eventId}" title="${eventId}">event …`);
+    expect(page).toMatch(/<td class="error">open failures<\/td>/);
+    expect(page).toMatch(/<td class="muted">old failures<\/td>/);
+    await t.pool.query("UPDATE outbox_alerts SET resolved_at = now() WHERE id = ANY($1)", [
+      rows.map((r) => r.id),
+    ]);
   });
 
   it("lists open alerts, resolves one, then all of a kind", async () => {
@@ -711,8 +734,8 @@ describe("alerts", () => {
     const page = await browser.get("/dashboard/alerts");
     expect(page.status).toBe(200);
     expect(page.text).toContain(`job one ${ESCAPED}`);
-    expect(page.text).toContain("Resolve all 3 job.failed");
-    expect(page.text).toContain("Resolve all 1 event.poisoned");
+    expect(page.text).toContain("Resolve all job.failed (3)");
+    expect(page.text).toContain("Resolve all event.poisoned (1)");
 
     const one = await browser.post("/dashboard/alerts/resolve", { id: String(a) });
     expect(one.status).toBe(303);

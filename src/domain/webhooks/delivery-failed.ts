@@ -13,12 +13,14 @@ export interface DeliveryJobFailure {
 }
 
 /**
- * The alert's words, from its details: one expression for a new alert and for one
- * that folds in more failures, so both read alike.
+ * The alert's words, from its count and details: one expression for a new alert and
+ * for one that folds in more failures, so both read alike. It counts failures, not
+ * deliveries: a delivery re-sent that fails again is counted again.
  */
 function alertMessage(count: SQL, details: SQL): SQL {
-  return sql`${count} || CASE WHEN ${count} = 1 THEN ' delivery' ELSE ' deliveries' END
-    || ' to webhook endpoint ' || (${details}->>'endpointId') || ' failed; the latest, '
+  return sql`CASE WHEN ${count} = 1 THEN '1 delivery failure' ELSE ${count} || ' delivery failures' END
+    || ' at webhook endpoint ' || (${details}->>'endpointId') || ' (' || (${details}->>'url') || ')'
+    || CASE WHEN ${count} = 1 THEN ': delivery ' ELSE '; the latest: delivery ' END
     || (${details}->>'deliveryId') || ', after ' || (${details}->>'attempts') || ' attempts: '
     || (${details}->>'lastError')`;
 }
@@ -30,6 +32,12 @@ function alertMessage(count: SQL, details: SQL): SQL {
  * alert that counts it. One alert per endpoint, not per delivery (ADR 0031): an
  * endpoint that is down fails every delivery it is sent, and one alert per
  * delivery buried everything else on the alerts page under thousands of the same.
+ *
+ * The open alert is updated where there is one, and only the first failure inserts:
+ * an INSERT that ends in ON CONFLICT DO UPDATE takes an id from the sequence all the
+ * same, and the alerts' ids jumped by a failure each (1, 62, 64 in a walkthrough). The
+ * ON CONFLICT stays for the race, a failure of another connection raising it after
+ * this statement's snapshot.
  *
  * Only the job that currently carries a delivery can fail it: a late callback
  * from a job a redelivery has replaced changes nothing, and so does a repeat of
@@ -50,9 +58,11 @@ export async function markDeliveriesFailed(
       dlq_id: f.dlqId,
     })),
   );
+  const open = sql.raw("a.details");
+  const fresh = sql.raw("l.details");
   const excluded = sql.raw("EXCLUDED.details");
-  const folded = sql.raw("outbox_alerts.details");
-  const total = sql`((${folded}->>'count')::int + (${excluded}->>'count')::int)`;
+  const stored = sql.raw("outbox_alerts.details");
+  const sum = (was: SQL, more: SQL) => sql`((${was}->>'count')::int + (${more}->>'count')::int)`;
   const rows = await queryRows<{ id: string }>(
     db,
     sql`WITH input AS (
@@ -63,29 +73,42 @@ export async function markDeliveriesFailed(
           UPDATE webhook_deliveries d
              SET status = 'failed', failed_at = now(), lease_until = NULL, next_attempt_at = NULL,
                  last_error = coalesce(d.last_error, 'retries exhausted')
-            FROM input f
-           WHERE d.id = f.delivery_id AND d.status = 'pending'
+            FROM input f, webhook_endpoints e
+           WHERE d.id = f.delivery_id AND d.status = 'pending' AND e.id = d.endpoint_id
              AND (d.message_id IS NULL OR d.message_id = f.message_id)
-          RETURNING d.id, d.endpoint_id, d.event_id, d.attempts, d.last_error,
+          RETURNING d.id, d.endpoint_id, e.url, d.event_id, d.attempts, d.last_error,
                     f.message_id, f.status, f.retried, f.dlq_id
         ),
         latest AS (
-          SELECT DISTINCT ON (endpoint_id) event_id,
-                 jsonb_build_object('endpointId', endpoint_id, 'count', count(*) OVER (PARTITION BY endpoint_id),
+          SELECT DISTINCT ON (endpoint_id) endpoint_id, event_id,
+                 -- jobStatus: the deliver route's last answer to QStash (503 while it
+                 -- retries), not the receiver's; what the receiver did is lastError.
+                 jsonb_build_object('endpointId', endpoint_id, 'url', url,
+                                    'count', count(*) OVER (PARTITION BY endpoint_id),
                                     'deliveryId', id, 'attempts', attempts, 'lastError', last_error,
-                                    'messageId', message_id, 'status', status, 'retried', retried,
+                                    'messageId', message_id, 'jobStatus', status, 'retried', retried,
                                     'dlqId', dlq_id, 'firstFailedAt', now(), 'lastFailedAt', now()) AS details
             FROM failed ORDER BY endpoint_id, id
+        ),
+        folded AS (
+          UPDATE outbox_alerts a
+             SET event_id = l.event_id,
+                 message = ${alertMessage(sum(open, fresh), fresh)},
+                 details = ${open} || (${fresh} - 'firstFailedAt') || jsonb_build_object('count', ${sum(open, fresh)})
+            FROM latest l
+           WHERE a.kind = 'webhook.delivery_failed' AND a.resolved_at IS NULL
+             AND a.details->>'endpointId' = l.endpoint_id::text
+          RETURNING l.endpoint_id
         ),
         raised AS (
           INSERT INTO outbox_alerts (kind, event_id, subscription, message, details)
           SELECT 'webhook.delivery_failed', event_id, 'webhook.deliver',
                  ${alertMessage(sql.raw("(details->>'count')::int"), sql.raw("details"))}, details
-            FROM latest
+            FROM latest WHERE endpoint_id NOT IN (SELECT endpoint_id FROM folded)
           ON CONFLICT ((details->>'endpointId')) WHERE resolved_at IS NULL AND kind = 'webhook.delivery_failed'
           DO UPDATE SET event_id = EXCLUDED.event_id,
-                        message = ${alertMessage(total, excluded)},
-                        details = ${folded} || (${excluded} - 'firstFailedAt') || jsonb_build_object('count', ${total})
+                        message = ${alertMessage(sum(stored, excluded), excluded)},
+                        details = ${stored} || (${excluded} - 'firstFailedAt') || jsonb_build_object('count', ${sum(stored, excluded)})
           RETURNING 1
         )
         SELECT id FROM failed`,

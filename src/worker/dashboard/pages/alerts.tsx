@@ -1,7 +1,13 @@
 import type { Hono } from "hono";
 import { z } from "zod";
 import { idCursor } from "../../../domain/text.ts";
-import { alertsPage, openAlertKinds, resolveAlerts } from "../../../outbox/index.ts";
+import {
+  alertsPage,
+  openAlertKinds,
+  resolveAlerts,
+  UUID_PATTERN,
+  type AlertRow,
+} from "../../../outbox/index.ts";
 import { valid } from "../../validate.ts";
 import type { DashboardEnv } from "../env.ts";
 import { Notice, Pager, render, Table, time } from "../layout.tsx";
@@ -55,7 +61,7 @@ export function registerAlerts(dashboard: Hono<DashboardEnv>) {
                 <input type="hidden" name="kind" value={k.kind} />
                 <input type="hidden" name="upTo" value={String(k.upTo)} />
                 <button class="btn secondary" type="submit">
-                  {`Resolve all ${k.count} ${k.kind}`}
+                  {`Resolve all ${k.kind} (${k.count})`}
                 </button>
               </form>
             ))}
@@ -74,7 +80,7 @@ export function registerAlerts(dashboard: Hono<DashboardEnv>) {
             <tr>
               <th>raised</th>
               <th>kind</th>
-              <th>event</th>
+              <th>about</th>
               <th>message</th>
               <th></th>
             </tr>
@@ -83,17 +89,10 @@ export function registerAlerts(dashboard: Hono<DashboardEnv>) {
                 <td class="time">{time(a.createdAt)}</td>
                 <td>{a.kind}</td>
                 <td class="mono nowrap">
-                  {/* The id's end: a UUIDv7 begins with its time, the same for a whole burst of alerts. */}
-                  {a.eventId ? (
-                    <a
-                      href={`/dashboard/events/${a.eventId}`}
-                      title={a.eventId}
-                    >{`…${a.eventId.slice(-12)}`}</a>
-                  ) : (
-                    "–"
-                  )}
+                  <About alert={a} />
                 </td>
-                <td class="error">{a.message}</td>
+                {/* A resolved alert is history, not an alarm. */}
+                <td class={a.resolvedAt ? "muted" : "error"}>{a.message}</td>
                 <td>
                   {a.resolvedAt ? (
                     `resolved ${time(a.resolvedAt)}`
@@ -126,4 +125,38 @@ export function registerAlerts(dashboard: Hono<DashboardEnv>) {
     );
     return c.redirect(`/dashboard/alerts?resolved=${n}`, 303);
   });
+}
+
+/**
+ * What an alert is about, as links: its webhook endpoint (the endpoint's alerts name
+ * it in details.endpointId; the page to act from) and its event. The ids' ends: a
+ * UUIDv7 begins with its time, the same for a whole burst of alerts.
+ */
+function About({ alert }: { alert: AlertRow }) {
+  const endpointId = endpointIdOf(alert.details);
+  if (!endpointId && !alert.eventId) return <>–</>;
+  return (
+    <>
+      {endpointId ? (
+        <a
+          href={`/dashboard/webhooks/${endpointId}`}
+          title={endpointId}
+        >{`endpoint …${endpointId.slice(-12)}`}</a>
+      ) : null}
+      {endpointId && alert.eventId ? <br /> : null}
+      {alert.eventId ? (
+        <a
+          href={`/dashboard/events/${alert.eventId}`}
+          title={alert.eventId}
+        >{`event …${alert.eventId.slice(-12)}`}</a>
+      ) : null}
+    </>
+  );
+}
+
+const UUID = new RegExp(`^${UUID_PATTERN}$`);
+
+function endpointIdOf(details: unknown): string | undefined {
+  const id = (details as { endpointId?: unknown } | null)?.endpointId;
+  return typeof id === "string" && UUID.test(id) ? id : undefined;
 }

@@ -163,7 +163,7 @@ export function registerEventDetail(dashboard: Hono<DashboardEnv>) {
               <tr>
                 <td class="time">{time(a.createdAt)}</td>
                 <td>{a.kind}</td>
-                <td class="error">{a.message}</td>
+                <td class={a.resolvedAt ? "muted" : "error"}>{a.message}</td>
                 <td>{a.resolvedAt ? time(a.resolvedAt) : "open"}</td>
               </tr>
             ))}
