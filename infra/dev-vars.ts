@@ -1,4 +1,5 @@
 import { chmod, writeFile } from "node:fs/promises";
+import { relayVariables, webhookPublishVariables } from "../src/cli/config.ts";
 import { configSchema } from "../src/worker/env.ts";
 
 /**
@@ -31,4 +32,31 @@ export async function writeDevVars(file: string, vars: Record<string, string>): 
     .join("\n")}\n`;
   await writeFile(file, text, { mode: 0o600 });
   await chmod(file, 0o600);
+}
+
+/**
+ * The variables the banner's operator-CLI line exports: every one the CLI reads
+ * (src/cli/config.ts) that this stack's Worker was given, with the Worker's value.
+ * It named four, so a stack started with, say, WEBHOOK_RETRY_SCHEDULE=1,1,1 had the
+ * CLI re-send deliveries on the default seven retries while the Worker's own jobs
+ * had three: QStash then came back on its own backoff, hours later at full scale.
+ * DATABASE_URL is the one the CLI reaches Postgres with, not the Worker's pooled one.
+ */
+export function cliExports(vars: Record<string, string>, databaseUrl: string): [string, string][] {
+  const read = new Set([...Object.keys(relayVariables.shape), ...Object.keys(webhookPublishVariables.shape)]);
+  read.delete("DATABASE_URL");
+  const exports: [string, string][] = [["DATABASE_URL", databaseUrl]];
+  for (const name of read) {
+    const value = vars[name];
+    if (value) exports.push([name, value]);
+  }
+  return exports;
+}
+
+/** `export A='a' B='b' \` lines for a shell, two to a line, each value quoted for it. */
+export function exportLine(exports: [string, string][], indent: string): string {
+  const words = exports.map(([name, value]) => `${name}='${value.replaceAll("'", `'\\''`)}'`);
+  const lines: string[] = [];
+  for (let i = 0; i < words.length; i += 2) lines.push(words.slice(i, i + 2).join(" "));
+  return `${indent}export ${lines.join(` \\\n${indent}  `)}`;
 }

@@ -20,7 +20,7 @@ import {
   type StackRecord,
 } from "./dev-leftovers.ts";
 import { devCronFromWranglerToml, startDevSweep } from "./dev-sweep.ts";
-import { devVars, writeDevVars } from "./dev-vars.ts";
+import { cliExports, devVars, exportLine, writeDevVars } from "./dev-vars.ts";
 import { watchWrangler } from "./dev-watch.ts";
 import { startMailSink, type MailSink } from "./mail-sink.ts";
 import {
@@ -313,8 +313,7 @@ edge-outbox is running — Ctrl-C stops everything.
   Operator CLI in another terminal (relay commands, job-failure retries and webhook
   re-sends publish to this stack's QStash, so they need its variables too):
     DATABASE_URL='${cliDatabaseUrl}' npm run outbox -- events list
-    export DATABASE_URL='${cliDatabaseUrl}' QSTASH_URL='${vars.QSTASH_URL}' \\
-      QSTASH_TOKEN='${vars.QSTASH_TOKEN}' PUBLIC_URL='${vars.PUBLIC_URL}'
+${exportLine(cliExports(vars, cliDatabaseUrl), "    ")}
     npm run outbox -- relay drain
     npm run outbox -- job-failures retry --all
     npm run outbox -- webhooks list

@@ -2,7 +2,8 @@ import { mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { devVars, writeDevVars } from "../../infra/dev-vars.ts";
+import { execFileSync } from "node:child_process";
+import { cliExports, devVars, exportLine, writeDevVars } from "../../infra/dev-vars.ts";
 
 describe("npm run dev's .dev.vars", () => {
   const stack = {
@@ -59,5 +60,44 @@ describe("writing .dev.vars", () => {
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe("the banner's operator-CLI line", () => {
+  const worker = {
+    DATABASE_URL: "postgres://postgres:pw@127.0.0.1:6432/postgres",
+    NEON_WS_PROXY: "127.0.0.1:1",
+    QSTASH_URL: "http://127.0.0.1:8080",
+    QSTASH_TOKEN: "tok",
+    QSTASH_CURRENT_SIGNING_KEY: "sig",
+    PUBLIC_URL: "http://127.0.0.1:8787",
+    ADMIN_TOKEN: "admin",
+    WEBHOOK_RETRY_SCHEDULE: "1,1,1",
+    QSTASH_LABEL: "it's-mine",
+  };
+
+  it("exports every variable the CLI reads with the Worker's value, the retry schedule included", () => {
+    const exports = Object.fromEntries(cliExports(worker, "postgres://postgres:pw@127.0.0.1:5488/postgres"));
+    expect(exports).toEqual({
+      DATABASE_URL: "postgres://postgres:pw@127.0.0.1:5488/postgres",
+      QSTASH_URL: "http://127.0.0.1:8080",
+      QSTASH_TOKEN: "tok",
+      PUBLIC_URL: "http://127.0.0.1:8787",
+      // What the Worker publishes its deliver jobs with: the CLI's re-sends must match it.
+      WEBHOOK_RETRY_SCHEDULE: "1,1,1",
+      QSTASH_LABEL: "it's-mine",
+    });
+  });
+
+  it("is a line a shell runs as it reads, quotes included", () => {
+    const line = exportLine(cliExports(worker, "postgres://x"), "    ");
+    const seen = execFileSync(
+      "bash",
+      ["-c", `${line}\nprintf '%s|%s' "$WEBHOOK_RETRY_SCHEDULE" "$QSTASH_LABEL"`],
+      {
+        encoding: "utf8",
+      },
+    );
+    expect(seen).toBe("1,1,1|it's-mine");
   });
 });
