@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { signJwt } from "../../infra/qstash-dev/server.ts";
-import { DELIVER_PARALLELISM } from "../../src/domain/webhooks/deliver-queue.ts";
+import type { Db } from "../../src/domain/db.ts";
+import { createQStashDeliverQueue, DELIVER_PARALLELISM } from "../../src/domain/webhooks/deliver-queue.ts";
+import { redeliver } from "../../src/domain/webhooks/redeliver.ts";
 import { startReceiver } from "../qstash-dev/receiver.ts";
 import { freePort } from "../../src/node/postgres.ts";
 import { newApiKey } from "../support/api-keys.ts";
@@ -223,6 +225,35 @@ describe("retries, carried out by QStash", () => {
     );
     expect(rows[0]).toMatchObject({ failing_since: expect.any(Date), enabled: true });
   });
+});
+
+describe("a deliver job with more retries than the schedule", () => {
+  it("still ends when the Worker's schedule does: the delivery fails, QStash does not retry on", async () => {
+    const endpoint = await createEndpoint({ url: receiver.url("/too-many"), scope: "too-many" });
+    receiver.state.respond = (r) => (r.path === "/too-many" ? { status: 500 } : { status: 200 });
+    const { eventId } = await createNote("too-many");
+    await waitFor(async () => (await deliveryOf(eventId, endpoint.id))?.status === "failed", 30_000);
+    expect(postsTo("/too-many")).toHaveLength(3);
+
+    // Re-sent as a CLI without this Worker's WEBHOOK_RETRY_SCHEDULE would: with the
+    // default schedule's seven retries.
+    const queue = createQStashDeliverQueue({
+      baseUrl: stack.qstash.url,
+      token: stack.qstash.token,
+      publicUrl: stack.url,
+      retries: 7,
+    });
+    const delivery = await deliveryOf(eventId, endpoint.id);
+    await redeliver(t.db as unknown as Db, queue, delivery!.id);
+    // Three attempts again (the schedule "1,1"), then the 489 ends the job and its
+    // failure callback fails the delivery. Before, the third answer was a 503 without
+    // Retry-After and QStash went on by its own backoff, the delivery pending meanwhile.
+    await waitFor(async () => (await deliveryOf(eventId, endpoint.id))?.status === "failed", 30_000);
+    expect(postsTo("/too-many")).toHaveLength(6);
+    const job = stack.qstash.messages().find((m) => m.kind !== "failure-callback" && m.maxRetries === 7);
+    // The deliver route's answers to QStash: retry, retry, stop.
+    expect(job?.attempts.map((a) => a.status)).toEqual([503, 503, 489]);
+  }, 60_000);
 });
 
 describe("no answer", () => {

@@ -19,8 +19,9 @@ const deliverJob = z.strictObject({ deliveryId: z.guid() });
  * The answer is what QStash acts on, and so it carries out the retry schedule:
  * 200 when there is nothing more to do (delivered, 410 Gone, settled already),
  * 503 with `Retry-After` = the schedule's next delay (or the receiver's own,
- * when longer) after a failed attempt, 409 with `Retry-After` = the rest of the
- * lease when another delivery of the job holds it.
+ * when longer) after a failed attempt, 489 non-retryable after the failed attempt
+ * that ends the schedule, 409 with `Retry-After` = the rest of the lease when
+ * another delivery of the job holds it.
  */
 export function registerJobsWebhookDeliver(app: App) {
   const path = `${JOBS_PATH}/${DELIVER_JOB}`;
@@ -67,11 +68,21 @@ function toAnswer(outcome: DeliverOutcome): {
         },
       };
     case "retry":
+      if (outcome.retryAfterSeconds === null) {
+        // The schedule is spent: no more retries, whatever the job was published with.
+        // A job with more (a CLI re-send without this Worker's WEBHOOK_RETRY_SCHEDULE)
+        // had a 503 without Retry-After here, and QStash came back on its own backoff,
+        // up to days later. 489 ends it now: the dead-letter queue and the failure
+        // callback follow, which fail the delivery.
+        return {
+          status: 489,
+          headers: { "Upstash-NonRetryable-Error": "true" },
+          body: { error: { code: "delivery_failed", message: outcome.reason } },
+        };
+      }
       return {
         status: 503,
-        // No delay once the schedule is spent: QStash will not retry, the failure callback follows.
-        headers:
-          outcome.retryAfterSeconds === null ? {} : { "Retry-After": String(outcome.retryAfterSeconds) },
+        headers: { "Retry-After": String(outcome.retryAfterSeconds) },
         body: { error: { code: "delivery_failed", message: outcome.reason } },
       };
   }
