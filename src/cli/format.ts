@@ -81,7 +81,7 @@ export function formatEvent(
   // Only once webhook.fanout made some: before that, or for no matching endpoint, nothing to say.
   if (event.webhookDeliveries.length > 0) lines.push("  webhooks");
   for (const d of event.webhookDeliveries)
-    lines.push(`    delivery ${d.id} to ${d.endpointUrl}: ${deliveryState(d)}`);
+    lines.push(`    delivery ${d.id}, endpoint ${d.endpointUrl}: ${deliveryState(d)}`);
   // Each alert says whether it is still open, as --json's resolvedAt does.
   for (const a of event.alerts) {
     const status = a.resolvedAt ? `resolved ${when(a.resolvedAt)}` : "open";
@@ -277,7 +277,9 @@ export function formatDelivery(
   for (const a of d.attempts) {
     const answer = a.status === null ? `no answer (${a.error ?? "unknown"})` : String(a.status);
     const said = a.responseBody ? `  ${oneLine(a.responseBody, 120)}` : "";
-    lines.push(`    ${when(a.attemptedAt)}  ${answer}  ${a.durationMs} ms${said}`);
+    // Only where it differs: the endpoint's URL was changed since this attempt.
+    const to = a.url && a.url !== d.endpointUrl ? `  to ${a.url}` : "";
+    lines.push(`    ${when(a.attemptedAt)}  ${answer}  ${a.durationMs} ms${to}${said}`);
   }
   lines.push(`  body       ${clip(d.body)}`);
   return lines.join("\n");

@@ -284,6 +284,13 @@ export const webhookAttempts = pgTable(
       .references(() => webhookDeliveries.id, { onDelete: "cascade" }),
     attemptedAt: timestamp("attempted_at", tz).notNull().defaultNow(),
     durationMs: integer("duration_ms").notNull(),
+    /**
+     * Where this attempt was POSTed: the endpoint's URL at the time. An endpoint's URL
+     * can change between attempts (an operator pointing a dead endpoint elsewhere and
+     * recovering), and the log must say where each went. Null on rows from before
+     * migration 0019.
+     */
+    url: text("url"),
     /** HTTP status, or null when no answer came (see `error`). */
     status: integer("status"),
     /** timeout, refused, dns, tls, redirect, network: why there was no usable answer. */

@@ -199,6 +199,13 @@ describe("outbox webhooks: what an operator reads", () => {
       eventId,
       lastError: "no answer: timeout",
     });
+    // The first attempt went to the URL the endpoint had before an operator changed it.
+    await t.pool.query(
+      `UPDATE webhook_attempts SET url = CASE WHEN status = 503 THEN 'https://old.example/hook'
+                                             ELSE 'https://hooks.example.com/acme' END
+        WHERE delivery_id = $1`,
+      [id],
+    );
 
     const text = await runCli(["webhooks", "delivery", id], dbOnly());
     expect(text.code).toBe(0);
@@ -208,7 +215,10 @@ describe("outbox webhooks: what an operator reads", () => {
       `  endpoint   https://hooks.example.com/acme (${endpointId})`,
       `  event      ${eventId} (supplier.connected, scope acme)`,
     ]);
-    expect(lines).toContainEqual(expect.stringMatching(/^ {4}\S+Z {2}503 {2}12 ms {2}answered 503$/));
+    // Where it went is said only where that is not the endpoint's URL now.
+    expect(lines).toContainEqual(
+      expect.stringMatching(/^ {4}\S+Z {2}503 {2}12 ms {2}to https:\/\/old\.example\/hook {2}answered 503$/),
+    );
     expect(lines).toContainEqual(expect.stringMatching(/^ {4}\S+Z {2}no answer \(timeout\) {2}12 ms$/));
     expect(lines.at(-1)).toBe('  body       {"type":"supplier.connected"}');
 
@@ -220,14 +230,14 @@ describe("outbox webhooks: what an operator reads", () => {
       status: "pending",
       body: '{"type":"supplier.connected"}',
       attempts: [
-        { status: 503, error: null, durationMs: 12 },
-        { status: null, error: "timeout" },
+        { status: 503, error: null, durationMs: 12, url: "https://old.example/hook" },
+        { status: null, error: "timeout", url: "https://hooks.example.com/acme" },
       ],
     });
 
     const event = await runCli(["events", "show", eventId], dbOnly());
     expect(event.stdout).toContain(
-      `  webhooks\n    delivery ${id} to https://hooks.example.com/acme: pending, 2 attempts, next attempt not before `,
+      `  webhooks\n    delivery ${id}, endpoint https://hooks.example.com/acme: pending, 2 attempts, next attempt not before `,
     );
     const eventJson = JSON.parse((await runCli(["events", "show", eventId, "--json"], dbOnly())).stdout);
     expect(eventJson.webhookDeliveries).toEqual([

@@ -509,6 +509,36 @@ describe("editing an endpoint from its page", () => {
   });
 });
 
+describe("a delivery's attempts after its endpoint's URL changed", () => {
+  it("say where each was sent, on the delivery's page and the event's", async () => {
+    const { id: endpointId } = await endpoint("/before-the-move");
+    const id = await delivery(endpointId, "pending");
+    receiver.state.respond = () => ({ status: 500 });
+    await deliver(id);
+    await t.pool.query("UPDATE webhook_endpoints SET url = $2 WHERE id = $1", [
+      endpointId,
+      receiver.url("/after"),
+    ]);
+    receiver.state.respond = () => ({ status: 200 });
+    await deliver(id);
+
+    const page = (await browser.get(`/dashboard/webhooks/deliveries/${id}`)).text;
+    expect(page).toContain("<th>sent to</th>");
+    expect(page).toContain(`<td class="mono">${receiver.url("/before-the-move")}</td>`);
+    expect(page).toContain(`<td class="mono">${receiver.url("/after")}</td>`);
+    const { rows } = await t.pool.query("SELECT event_id FROM webhook_deliveries WHERE id = $1", [id]);
+    expect((await browser.get(`/dashboard/events/${rows[0].event_id}`)).text).toContain(
+      `<td class="mono">${receiver.url("/before-the-move")}</td>`,
+    );
+
+    // One that never moved shows no such column.
+    const { id: still } = await endpoint("/never-moved");
+    const other = await delivery(still, "pending");
+    await deliver(other);
+    expect((await browser.get(`/dashboard/webhooks/deliveries/${other}`)).text).not.toContain("sent to");
+  });
+});
+
 describe("the endpoint page flags overdue deliveries", () => {
   it("shows a pending delivery past due by more than five minutes, and no other", async () => {
     const e = await endpoint("/late");

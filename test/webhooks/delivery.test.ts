@@ -547,6 +547,25 @@ describe("an endpoint whose URL today's rules refuse", () => {
   });
 });
 
+describe("the attempt log after an endpoint's URL changes", () => {
+  it("records where each attempt was POSTed", async () => {
+    const { endpoint, delivery } = await oneDelivery("/moved-from");
+    receiver.state.respond = (r) => (r.path === "/moved-from" ? { status: 500 } : { status: 200 });
+    expect(await deliverWebhook(await deps(), delivery.id, 0)).toMatchObject({ kind: "retry" });
+    await updateEndpoint(db(), endpoint.id, { url: receiver.url("/moved-to") }, { allowPrivate: true });
+    expect(await deliverWebhook(await deps(), delivery.id, 1)).toMatchObject({ kind: "delivered" });
+
+    const { rows } = await t.pool.query(
+      "SELECT url, status FROM webhook_attempts WHERE delivery_id = $1 ORDER BY id",
+      [delivery.id],
+    );
+    expect(rows).toEqual([
+      { url: receiver.url("/moved-from"), status: 500 },
+      { url: receiver.url("/moved-to"), status: 200 },
+    ]);
+  });
+});
+
 describe("when QStash gives up", () => {
   it("the failure callback fails the delivery with an alert, once, and only for the job that carries it", async () => {
     const { delivery, event: e } = await oneDelivery("/never");

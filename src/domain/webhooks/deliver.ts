@@ -154,6 +154,8 @@ async function attemptDelivery(deps: DeliverDeps, leased: Leased, retried: numbe
 }
 
 interface Attempt {
+  /** Where it was POSTed. */
+  url: string;
   durationMs: number;
   status: number | null;
   error: AttemptError | null;
@@ -184,9 +186,10 @@ async function post(
       if (value !== null) headers[name] = value;
     }
     const text = await readPrefix(res, RESPONSE_BODY_BYTES).catch(() => null);
-    return { durationMs: Date.now() - started, status: res.status, error: null, headers, body: text };
+    return { url, durationMs: Date.now() - started, status: res.status, error: null, headers, body: text };
   } catch (error) {
     return {
+      url,
       durationMs: Date.now() - started,
       status: null,
       error: classify(error),
@@ -251,8 +254,8 @@ export function classify(error: unknown): AttemptError {
  * of milliseconds off the delivery's lastAttemptAt, which a client compares.
  */
 function insertAttempt(deliveryId: string, a: Attempt) {
-  return sql`INSERT INTO webhook_attempts (delivery_id, attempted_at, duration_ms, status, error, response_headers, response_body)
-      SELECT id, last_attempt_at, ${a.durationMs}, ${a.status}, ${a.error}, ${JSON.stringify(a.headers)}::jsonb, ${a.body}
+  return sql`INSERT INTO webhook_attempts (delivery_id, attempted_at, url, duration_ms, status, error, response_headers, response_body)
+      SELECT id, last_attempt_at, ${a.url}, ${a.durationMs}, ${a.status}, ${a.error}, ${JSON.stringify(a.headers)}::jsonb, ${a.body}
         FROM webhook_deliveries WHERE id = ${deliveryId}`;
 }
 

@@ -164,6 +164,7 @@ export function attemptView(row: AttemptRow) {
   return {
     id: row.id,
     attemptedAt: row.attemptedAt,
+    url: row.url,
     durationMs: row.durationMs,
     status: row.status,
     error: row.error,

@@ -21,12 +21,18 @@ export function deliveryEventHref(d: { id: string; eventId: string; eventType: s
 
 export const deliveryHref = (id: string) => `/dashboard/webhooks/deliveries/${id}`;
 
-export function AttemptTable({ attempts }: { attempts: AttemptRow[] }) {
+/**
+ * A delivery's attempts, oldest first. Where any went to another URL than the
+ * endpoint's `url` now (it was changed since), a column says where each went.
+ */
+export function AttemptTable({ attempts, url }: { attempts: AttemptRow[]; url: string }) {
   if (attempts.length === 0) return <p class="muted">No attempt yet.</p>;
+  const moved = attempts.some((a) => a.url !== null && a.url !== url);
   return (
     <Table class="attempts">
       <tr>
         <th>attempted</th>
+        {moved ? <th>sent to</th> : null}
         <th class="num">status</th>
         <th class="num">ms</th>
         <th>error</th>
@@ -35,6 +41,7 @@ export function AttemptTable({ attempts }: { attempts: AttemptRow[] }) {
       {attempts.map((a) => (
         <tr>
           <td class="time">{time(a.attemptedAt)}</td>
+          {moved ? <td class="mono">{a.url ?? "–"}</td> : null}
           <td class="num">{a.status === null ? "–" : String(a.status)}</td>
           <td class="num">{String(a.durationMs)}</td>
           <td class="error">{a.error ?? ""}</td>
@@ -137,7 +144,7 @@ export function registerWebhookDeliveries(dashboard: Hono<DashboardEnv>) {
           </tr>
         </Table>
         <h2>{`Attempts (${d.attemptLog.length})`}</h2>
-        <AttemptTable attempts={d.attemptLog} />
+        <AttemptTable attempts={d.attemptLog} url={d.endpointUrl} />
       </>,
     );
   });
