@@ -47,11 +47,14 @@ function resolveCommand(options: Options, rest: string[]): ReturnType<Command> {
   if (kind !== undefined) {
     if (rest.length > 0) throw new UsageError("alerts resolve takes an alert id or --kind <kind>, not both");
     return async ({ pool, print }) => {
-      const open = (await openAlertKinds(pool)).find((k) => k.kind === kind);
+      const kinds = await openAlertKinds(pool);
+      const open = kinds.find((k) => k.kind === kind);
       const resolved = open ? await resolveAlerts(pool, { kind, upTo: open.upTo }) : 0;
+      // A mistyped kind resolves nothing either: the kinds that are open say which was meant.
+      const others = kinds.map((k) => `${k.kind} (${k.count})`).join(", ");
       print({ kind, resolved }, () =>
         resolved === 0
-          ? `no open ${kind} alert`
+          ? `no open ${kind} alert; open ones: ${others || "none"}`
           : `resolved ${resolved} ${kind} alert${resolved === 1 ? "" : "s"}`,
       );
       return 0;

@@ -229,6 +229,10 @@ describe("outbox CLI", () => {
     const none = await runCli(["alerts", "resolve", "--kind", "event.poisoned", "--json"], env());
     expect(JSON.parse(none.stdout)).toEqual({ kind: "event.poisoned", resolved: 0 });
     expect(await open()).toEqual(["relay failing"]);
+    // A mistyped kind resolves nothing and says which kinds are open.
+    expect((await runCli(["alerts", "resolve", "--kind", "relay.faling"], env())).stdout.trim()).toBe(
+      "no open relay.faling alert; open ones: relay.failing (1)",
+    );
     expect((await runCli(["alerts", "--open", "--json"], env())).stdout).toContain(`"id": ${failing}`);
 
     const unknown = await runCli(["alerts", "resolve", "999999", "--json"], env());
