@@ -483,20 +483,19 @@ function otherCases(): Case[] {
   form("a JSON body", JSON.stringify({ id: UNKNOWN }), "application/json");
   form("an oversized body", `id=${"x".repeat(2 * MB)}`);
   // The webhook endpoint page's forms and its deliveries cursor.
-  const webhookForm = (
-    name: string,
-    path: string,
-    body: string,
-    type = "application/x-www-form-urlencoded",
-  ) =>
-    cases.push({
-      name: `dashboard webhooks: ${name}`,
-      method: "POST",
-      path,
-      auth: "basic",
-      headers: { "content-type": type, origin: "http://worker.test" },
-      body,
-    });
+  /** A same-origin dashboard form post, its case named under `group`. */
+  const formPost =
+    (group: string) =>
+    (name: string, path: string, body: string, type = "application/x-www-form-urlencoded") =>
+      cases.push({
+        name: `${group}: ${name}`,
+        method: "POST",
+        path,
+        auth: "basic",
+        headers: { "content-type": type, origin: "http://worker.test" },
+        body,
+      });
+  const webhookForm = formPost("dashboard webhooks");
   const recover = `/dashboard/webhooks/${UNKNOWN}/recover`;
   webhookForm("recover without a time", recover, "");
   webhookForm("recover since no time", recover, "since=yesterday");
@@ -506,20 +505,7 @@ function otherCases(): Case[] {
   webhookForm("test an unknown endpoint", `/dashboard/webhooks/${UNKNOWN}/test`, "");
   webhookForm("redeliver an unknown delivery", `/dashboard/webhooks/deliveries/${UNKNOWN}/redeliver`, "");
   // The rest of the dashboard's forms and page filters (once the known gaps).
-  const dashboardForm = (
-    name: string,
-    path: string,
-    body: string,
-    type = "application/x-www-form-urlencoded",
-  ) =>
-    cases.push({
-      name: `dashboard form: ${name}`,
-      method: "POST",
-      path,
-      auth: "basic",
-      headers: { "content-type": type, origin: "http://worker.test" },
-      body,
-    });
+  const dashboardForm = formPost("dashboard form");
   for (const path of ["/dashboard/job-failures/retry", "/dashboard/alerts/resolve"]) {
     const extra = path.includes("alerts") ? "kind=job.failed&" : "";
     dashboardForm(`${path} without upTo`, path, extra);

@@ -117,18 +117,11 @@ describe("a database that refuses the Worker's settings", () => {
     url.username = role;
     url.password = "no-rights";
     const env = bindings({ DATABASE_URL: url.toString(), NEON_WS_PROXY: direct.address });
-    const errors = vi.spyOn(console, "error").mockImplementation(() => undefined);
     try {
-      const res = await call(app, env, "GET", "/notes/search?q=x", undefined, withKey(key));
-      expect(res.status).toBe(500);
-      expect(res.headers.get("retry-after")).toBeNull();
-      expect(res.body.error.code).toBe("MISCONFIGURED");
-      const said = errors.mock.calls.map((args) => String(args[0]));
-      expect(said).toContain(
+      expect(await misconfiguredRead(env)).toContain(
         "MISCONFIGURED: the database: the role in DATABASE_URL may not read or write what this Worker needs",
       );
     } finally {
-      errors.mockRestore();
       await t.pool.query(`DROP ROLE IF EXISTS ${role}`);
     }
   });
@@ -136,15 +129,23 @@ describe("a database that refuses the Worker's settings", () => {
   it("a Worker deployed before migrate: its reads are 500 MISCONFIGURED and the log says run migrate", async () => {
     // The API key is checked against a table the unmigrated database does not have.
     const env = bindings({ DATABASE_URL: withDatabase(adminUrl, unmigrated), NEON_WS_PROXY: direct.address });
-    const errors = vi.spyOn(console, "error").mockImplementation(() => undefined);
-    try {
-      const res = await call(app, env, "GET", "/notes/search?q=x", undefined, withKey(key));
-      expect(res.status).toBe(500);
-      expect(res.headers.get("retry-after")).toBeNull();
-      expect(res.body.error.code).toBe("MISCONFIGURED");
-      expect(errors.mock.calls.some((args) => /run migrate, then deploy/.test(String(args[0])))).toBe(true);
-    } finally {
-      errors.mockRestore();
-    }
+    expect((await misconfiguredRead(env)).some((line) => /run migrate, then deploy/.test(line))).toBe(true);
   });
 });
+
+/**
+ * A tenant's read (its API key looked up first) with these bindings: it must be a
+ * 500 MISCONFIGURED without Retry-After. Answers what the Worker logged.
+ */
+async function misconfiguredRead(env: ReturnType<typeof bindings>): Promise<string[]> {
+  const errors = vi.spyOn(console, "error").mockImplementation(() => undefined);
+  try {
+    const res = await call(app, env, "GET", "/notes/search?q=x", undefined, withKey(key));
+    expect(res.status).toBe(500);
+    expect(res.headers.get("retry-after")).toBeNull();
+    expect(res.body.error.code).toBe("MISCONFIGURED");
+    return errors.mock.calls.map((args) => String(args[0]));
+  } finally {
+    errors.mockRestore();
+  }
+}
