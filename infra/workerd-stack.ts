@@ -39,6 +39,13 @@ export interface WorkerdStackOptions {
   };
   /** Another checkout's wrangler.toml, e.g. a benchmark's "before"; this one's by default. */
   config?: string;
+  /**
+   * The tenant keys' request budget, in place of wrangler.toml's API_RATE_LIMIT.
+   * By default one no test or benchmark reaches: they measure the system, not the
+   * budget (a benchmark writes hundreds a second with one key). A test of the budget
+   * sets a small one.
+   */
+  rateLimit?: { limit: number; period: 10 | 60 };
   /** wrangler's log level; "warn" keeps a test run's output clean. */
   logLevel?: "none" | "error" | "warn" | "info" | "log" | "debug";
   /**
@@ -94,11 +101,20 @@ export async function startWorkerdStack(options: WorkerdStackOptions): Promise<W
       // The deployable configuration (entry, compatibility date and flags), with these bindings.
       config: options.config ?? fileURLToPath(new URL("../wrangler.toml", import.meta.url)),
       sendMetrics: false,
-      bindings: Object.fromEntries(
-        Object.entries(env)
-          .filter(([, value]) => value !== undefined)
+      bindings: Object.fromEntries([
+        ...Object.entries(env)
+          .filter(([name, value]) => value !== undefined && name !== "API_RATE_LIMIT")
           .map(([name, value]) => [name, { type: "plain_text" as const, value: String(value) }]),
-      ),
+        [
+          "API_RATE_LIMIT",
+          // wrangler's own shape for a [[ratelimits]] entry (its Binding type is not exported).
+          {
+            type: "ratelimit",
+            namespace_id: "1001",
+            simple: options.rateLimit ?? { limit: 1_000_000, period: 10 },
+          } as unknown as { type: "plain_text"; value: string },
+        ],
+      ]),
       dev: {
         server: { hostname: "127.0.0.1", port },
         inspector:

@@ -63,6 +63,11 @@ export interface Bindings {
    * finds its dead letters by; default `edge-outbox-<PUBLIC_URL's host>` (ADR 0027).
    */
   QSTASH_LABEL?: string;
+  /**
+   * Cloudflare's Rate Limiting binding (wrangler.toml `[[ratelimits]]`): each tenant API
+   * key's request budget (src/worker/rate-limit.ts). Not a var: absent, nothing is limited.
+   */
+  API_RATE_LIMIT?: RateLimit;
 }
 
 // wrangler passes an unset var as "" when it is declared empty; that means unset.

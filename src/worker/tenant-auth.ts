@@ -2,6 +2,7 @@ import type { Context, MiddlewareHandler } from "hono";
 import { authenticate, type Tenant } from "../domain/api-keys/keys.ts";
 import type { HonoEnv } from "./env.ts";
 import { ApiError, issueError, type FieldIssue } from "./errors.ts";
+import { spendKeyBudget } from "./rate-limit.ts";
 
 /**
  * The paths that are not a tenant's: each has a guard of its own (the operator token,
@@ -22,7 +23,8 @@ const REALM = 'Bearer realm="edge-outbox"';
  * `Authorization: Bearer <api key>` on every domain route, checked before the
  * route (and its body) is looked at. No key: 401 with a challenge; a header that
  * is not a bearer token: 400 (RFC 6750 invalid_request); an unknown or revoked
- * key: 401 invalid_token. The key's scope is `c.var.tenant` for the route.
+ * key: 401 invalid_token; a key over its request budget: 429 with Retry-After. The
+ * key's scope is `c.var.tenant` for the route.
  */
 export const tenantAuth: MiddlewareHandler<HonoEnv> = async (c, next) => {
   if (!isDomainPath(c.req.path)) return next();
@@ -42,6 +44,7 @@ export const tenantAuth: MiddlewareHandler<HonoEnv> = async (c, next) => {
     throw new ApiError("UNAUTHORIZED", "unknown or revoked API key");
   }
   c.set("tenant", tenant);
+  await spendKeyBudget(c, tenant);
   await next();
 };
 

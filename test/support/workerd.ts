@@ -1,5 +1,5 @@
 import { afterAll, beforeAll } from "vitest";
-import { startWorkerdStack, type WorkerdStack } from "../../infra/workerd-stack.ts";
+import { startWorkerdStack, type WorkerdStack, type WorkerdStackOptions } from "../../infra/workerd-stack.ts";
 import type { Bindings } from "../../src/worker/env.ts";
 import type { TestDatabase } from "./db.ts";
 import { bindings } from "./worker.ts";
@@ -14,7 +14,7 @@ export type { WorkerdStack } from "../../infra/workerd-stack.ts";
 export function useWorkerd(
   t: TestDatabase,
   extra: Partial<Bindings> = {},
-  options: { qstashTimeScale?: number } = {},
+  options: { qstashTimeScale?: number; rateLimit?: WorkerdStackOptions["rateLimit"] } = {},
 ): WorkerdStack {
   const stack = {} as WorkerdStack;
 
@@ -29,6 +29,7 @@ export function useWorkerd(
         WEBHOOK_ALLOW_PRIVATE_URLS: "true",
       }),
       overrides: extra,
+      ...(options.rateLimit ? { rateLimit: options.rateLimit } : {}),
     });
     // The object handed out already: tests hold it from before their beforeAll ran.
     Object.assign(stack, started);
