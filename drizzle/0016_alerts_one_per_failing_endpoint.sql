@@ -20,8 +20,10 @@ merged AS (
    WHERE a."id" = o."id" AND o.rn > 1
 )
 UPDATE "outbox_alerts" a
-   SET "details" = a."details" || jsonb_build_object('count', o.n, 'firstFailedAt', o.first_at,
-                                                     'lastFailedAt', a."created_at")
+   SET "details" = a."details" || jsonb_build_object(
+         'count', o.n,
+         'firstFailedAt', to_char(date_trunc('milliseconds', o.first_at) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+         'lastFailedAt', to_char(date_trunc('milliseconds', a."created_at") AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
   FROM open_failures o
  WHERE a."id" = o."id" AND o.rn = 1;--> statement-breakpoint
 CREATE UNIQUE INDEX "outbox_alerts_open_endpoint_failure_key" ON "outbox_alerts" USING btree ((details->>'endpointId')) WHERE resolved_at IS NULL AND kind = 'webhook.delivery_failed';

@@ -2,6 +2,7 @@ import type { ApiKey } from "../domain/api-keys/keys.ts";
 import type { listJobFailures } from "../domain/job-failures/record.ts";
 import {
   healthLabel,
+  laggingText,
   successRateText,
   type EndpointHealth,
   type EventDelivery,
@@ -223,7 +224,7 @@ export function formatEndpoint(
   status: string | undefined,
 ): string {
   const { endpoint: e, health: h } = shown;
-  const label = healthLabel(e);
+  const label = healthLabel({ ...e, lagging: h.lagging });
   const lines = [
     `webhook endpoint ${e.id}`,
     `  url          ${e.url}`,
@@ -235,7 +236,9 @@ export function formatEndpoint(
         ? `disabled ${when(e.disabledAt)}: ${e.disabledReason ?? ""}`
         : label === "failing"
           ? `failing since ${when(e.failingSince)}`
-          : label
+          : label === "lagging" && h.lagging
+            ? `lagging: ${laggingText(h.lagging)}`
+            : label
     }`,
     `  last success ${when(e.lastSuccessAt)}`,
     `  last ${h.windowHours} h    ${h.deliveries.total} deliver${h.deliveries.total === 1 ? "y" : "ies"} (${h.deliveries.delivered} delivered, ` +

@@ -77,11 +77,11 @@ export function createScheduled(
           `${relay.failed} failed, ${relay.poisoned} poisoned, stopped: ${relay.stoppedBecause}); ` +
           `deleted ${deleted} events older than ${config.RETENTION_DAYS} d; ` +
           `${vacuum.vacuumed ? `vacuumed events (${vacuum.deadTuples} dead rows)` : "no vacuum needed"}; ` +
-          `alerts raised: ${raised.length ? raised.join(", ") : "none"}; ` +
+          `relay alerts raised: ${raised.length ? raised.join(", ") : "none"}; ` +
           `webhook endpoints disabled: ${disabled.length ? disabled.join(", ") : "none"}; ` +
-          `newly lagging: ${lagging.length ? lagging.join(", ") : "none"}; ` +
-          `deleted ${deliveriesDeleted} webhook deliveries, ${records.alerts} resolved alerts, ` +
-          `${records.jobFailures} settled job failures and ${records.mailSends} mail records older than ${config.RETENTION_DAYS} d; ` +
+          `webhook endpoints behind: ${lagging.behind}${listed("newly", lagging.raised)}${listed("caught up", lagging.caughtUp)}; ` +
+          `retention past ${config.RETENTION_DAYS} d deleted ${deliveriesDeleted} finished webhook deliveries, ` +
+          `${records.alerts} alerts resolved by then, ${records.jobFailures} settled job failures and ${records.mailSends} mail records; ` +
           `dead letters: ${deadLetters.removed} taken from QStash, ${deadLetters.recorded} of them new failures` +
           `${deadLetters.qstashError ? ` (stopped: ${deadLetters.qstashError})` : ""}; ` +
           `re-published ${republished} webhook deliveries whose publish was lost and ${overdue} whose job ` +
@@ -94,4 +94,9 @@ export function createScheduled(
       ctx.waitUntil(close().catch((e) => console.error("database close:", e)));
     }
   };
+}
+
+/** ", newly: a, b" for a log line; nothing when there are none. */
+function listed(what: string, ids: string[]): string {
+  return ids.length ? `, ${what}: ${ids.join(", ")}` : "";
 }

@@ -188,6 +188,34 @@ describe("outbox webhooks: what an operator reads", () => {
     );
   });
 
+  it("says an endpoint that does not keep up is lagging, with its figures", async () => {
+    const { id } = await endpoint();
+    await t.pool.query(
+      `INSERT INTO outbox_alerts (kind, subscription, message, details)
+       VALUES ('webhook.endpoint_lagging', 'webhook.deliver', 'behind',
+               jsonb_build_object('endpointId', $1::text, 'waiting', 7,
+                                  'oldestWaitingSince', '2026-12-06T05:50:03.225Z', 'checkedAt', '2026-12-06T06:05:09.784Z'))`,
+      [id],
+    );
+    try {
+      const list = (await runCli(["webhooks", "list"], dbOnly())).stdout;
+      expect(list).toMatch(new RegExp(`^${id}\\s+\\S+\\s+acme\\s+lagging\\s`, "m"));
+      expect((await runCli(["webhooks", "show", id], dbOnly())).stdout).toContain(
+        "  health       lagging: 7 deliveries wait for a first attempt, the oldest since 2026-12-06T05:50:03.225Z (as of 2026-12-06T06:05:09.784Z)",
+      );
+      const json = JSON.parse((await runCli(["webhooks", "show", id, "--json"], dbOnly())).stdout);
+      expect(json.health.lagging).toEqual({
+        waiting: 7,
+        oldestWaitingSince: "2026-12-06T05:50:03.225Z",
+        checkedAt: "2026-12-06T06:05:09.784Z",
+      });
+    } finally {
+      await t.pool.query(
+        "UPDATE outbox_alerts SET resolved_at = now() WHERE kind = 'webhook.endpoint_lagging'",
+      );
+    }
+  });
+
   it("shows one delivery with its body and every attempt, and the event shows its deliveries", async () => {
     const { id: endpointId } = await endpoint();
     const [eventId] = (await seedEvents(t.pool, 1, {

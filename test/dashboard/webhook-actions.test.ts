@@ -10,6 +10,7 @@ import { dashboardClient } from "../support/dashboard.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { seedEvents } from "../support/events.ts";
 import { insertEndpoint, useSecretsKey, verifyWebhook } from "../support/webhooks.ts";
+import { evaluateEndpointLag } from "../../src/domain/webhooks/lag.ts";
 import { bindings, call, executionContext } from "../support/worker.ts";
 
 // The webhook endpoint page's delivery actions (send test, redeliver, recover)
@@ -536,6 +537,35 @@ describe("a delivery's attempts after its endpoint's URL changed", () => {
     const other = await delivery(still, "pending");
     await deliver(other);
     expect((await browser.get(`/dashboard/webhooks/deliveries/${other}`)).text).not.toContain("sent to");
+  });
+});
+
+describe("an endpoint that does not keep up", () => {
+  it("is lagging on the list and its page, its waiting deliveries queued, not overdue", async () => {
+    const { id: endpointId } = await endpoint("/slow-receiver");
+    const id = await delivery(endpointId, "pending");
+    await t.pool.query(
+      "UPDATE webhook_deliveries SET created_at = now() - interval '40 minutes', requested_at = now() - interval '40 minutes' WHERE id = $1",
+      [id],
+    );
+    await evaluateEndpointLag(t.db as unknown as Db, { now: new Date() });
+
+    const list = (await browser.get("/dashboard/webhooks")).text;
+    expect(list).toMatch(
+      /<span class="state state-pending">lagging<\/span>\s*<div class="muted">1 waiting<\/div>/,
+    );
+    const page = (await browser.get(`/dashboard/webhooks/${endpointId}`)).text;
+    expect(page).toContain("it does not keep up: 1 delivery waits for a first attempt, the oldest since ");
+    expect(page).toContain(
+      'title="waiting for its first attempt: the endpoint does not keep up">queued since ',
+    );
+    expect(page).not.toContain("overdue since");
+    await t.pool.query(
+      "UPDATE webhook_deliveries SET status = 'delivered', delivered_at = now() WHERE id = $1",
+      [id],
+    );
+    await evaluateEndpointLag(t.db as unknown as Db, { now: new Date() });
+    expect((await browser.get(`/dashboard/webhooks/${endpointId}`)).text).not.toContain("lagging");
   });
 });
 

@@ -138,7 +138,7 @@ describe("the cron sweep", () => {
     );
     const line = String(log.mock.calls.find((c) => String(c[0]).startsWith("sweep:"))?.[0]);
     expect(line).toContain(
-      "deleted 0 webhook deliveries, 1 resolved alerts, 1 settled job failures and 1 mail records older than 10 d;",
+      "retention past 10 d deleted 0 finished webhook deliveries, 1 alerts resolved by then, 1 settled job failures and 1 mail records;",
     );
     expect(await ids("SELECT count(*)::int FROM mail_sends")).toEqual([1]);
   });

@@ -13,6 +13,8 @@ import {
 } from "../../src/domain/webhooks/deliver-queue.ts";
 import { markDeliveryFailed } from "../../src/domain/webhooks/delivery-failed.ts";
 import { fanOutWebhook } from "../../src/domain/webhooks/fanout.ts";
+import { endpointHealth, healthLabel } from "../../src/domain/webhooks/delivery-log.ts";
+import { getEndpoint } from "../../src/domain/webhooks/get.ts";
 import { LAG_ALERT_AFTER_MINUTES, evaluateEndpointLag } from "../../src/domain/webhooks/lag.ts";
 import type { WebhookEvent } from "../../src/domain/webhooks/payload.ts";
 import { recoverFailed } from "../../src/domain/webhooks/recover.ts";
@@ -746,11 +748,12 @@ describe("an endpoint that does not keep up (the sweep's lag check)", () => {
   }
   async function lagAlerts(endpointId: string) {
     const { rows } = await t.pool.query(
-      `SELECT resolved_at IS NULL AS open, (details->>'waiting')::int AS waiting, message
+      `SELECT id::int, resolved_at IS NULL AS open, (details->>'waiting')::int AS waiting, message,
+              details->>'oldestWaitingSince' AS "oldestWaitingSince", details->>'checkedAt' AS "checkedAt"
          FROM outbox_alerts WHERE kind = 'webhook.endpoint_lagging' AND details->>'endpointId' = $1 ORDER BY id`,
       [endpointId],
     );
-    return rows as { open: boolean; waiting: number; message: string }[];
+    return rows as { id: number; open: boolean; waiting: number; message: string }[];
   }
   const check = (on: Db = db()) => evaluateEndpointLag(on, { now: new Date() });
 
@@ -759,25 +762,49 @@ describe("an endpoint that does not keep up (the sweep's lag check)", () => {
     const fresh = await waiting("/lag-fresh", 3, LAG_ALERT_AFTER_MINUTES - 5);
     const off = await waiting("/lag-off", 3, LAG_ALERT_AFTER_MINUTES + 5, { enabled: false });
 
-    expect(await check()).toContain(slow.id);
-    expect(await lagAlerts(slow.id)).toEqual([
-      {
-        open: true,
-        waiting: 3,
-        message: expect.stringMatching(
-          new RegExp(
-            `^webhook endpoint ${slow.id} is not keeping up: 3 deliveries wait for their first attempt`,
-          ),
+    const first = await check();
+    expect(first.raised).toContain(slow.id);
+    expect(first.behind).toBeGreaterThanOrEqual(1);
+    const [alert] = await lagAlerts(slow.id);
+    expect(alert).toEqual({
+      id: expect.any(Number),
+      open: true,
+      waiting: 3,
+      // Named by URL too, and as of when it was looked at: it reads true after it is resolved.
+      message: expect.stringMatching(
+        new RegExp(
+          `^webhook endpoint ${slow.id} \\(${receiver.url("/lag-slow").replace(/[.]/g, "\\.")}\\) fell behind: ` +
+            "at \\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\d UTC, 3 deliveries waited for their first attempt, " +
+            `the oldest since .* UTC \\(over ${LAG_ALERT_AFTER_MINUTES} min\\)$`,
         ),
-      },
-    ]);
+      ),
+      // Times as the API writes them elsewhere.
+      oldestWaitingSince: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/),
+      checkedAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/),
+    });
     expect(await lagAlerts(fresh.id)).toEqual([]);
     expect(await lagAlerts(off.id)).toEqual([]);
+    // Its health says so (it said "healthy" while hundreds waited), in the list and the API.
+    const [listed] = await endpointHealth(db(), slow.id);
+    expect(healthLabel(listed!)).toBe("lagging");
+    expect(listed!.lagging).toEqual({
+      waiting: 3,
+      oldestWaitingSince: expect.any(String),
+      checkedAt: expect.any(String),
+    });
+    expect((await getEndpoint(db(), slow.id)).health.lagging).toMatchObject({ waiting: 3 });
+    expect(healthLabel((await endpointHealth(db(), fresh.id))[0]!)).toBe("healthy");
 
-    // Still behind, further: the same alert, brought up to date; nothing new raised.
+    // Still behind, further: the same alert, brought up to date; nothing new raised,
+    // and no id taken by the update (the next alert raised gets the next id).
     await fanOutWebhook(db(), queue, event({ scope: slow.scope }));
-    expect(await check()).not.toContain(slow.id);
-    expect(await lagAlerts(slow.id)).toEqual([expect.objectContaining({ open: true, waiting: 4 })]);
+    expect((await check()).raised).not.toContain(slow.id);
+    expect(await lagAlerts(slow.id)).toEqual([
+      expect.objectContaining({ id: alert!.id, open: true, waiting: 4 }),
+    ]);
+    const later = await waiting("/lag-later", 1, LAG_ALERT_AFTER_MINUTES + 1);
+    expect((await check()).raised).toEqual([later.id]);
+    expect((await lagAlerts(later.id))[0]!.id).toBe(alert!.id + 1);
   });
 
   it("resolves it once the endpoint has caught up", async () => {
@@ -789,8 +816,10 @@ describe("an endpoint that does not keep up (the sweep's lag check)", () => {
     ).rows) {
       expect(await deliverWebhook(await deps(), id, 0)).toMatchObject({ kind: "delivered" });
     }
-    await check();
+    expect((await check()).caughtUp).toContain(slow.id);
     expect(await lagAlerts(slow.id)).toEqual([expect.objectContaining({ open: false })]);
+    expect(healthLabel((await endpointHealth(db(), slow.id))[0]!)).toBe("healthy");
+    expect((await getEndpoint(db(), slow.id)).health.lagging).toBeNull();
   });
 
   it("sweeps checking at once, on separate connections, raise it once", async () => {
@@ -798,7 +827,7 @@ describe("an endpoint that does not keep up (the sweep's lag check)", () => {
     const pools = [t.newPool(1), t.newPool(1), t.newPool(1), t.newPool(1)];
     const raised = await Promise.all(pools.map((p) => check(drizzle(p) as unknown as Db)));
     await Promise.all(pools.map((p) => p.end()));
-    expect(raised.filter((ids) => ids.includes(slow.id))).toHaveLength(1);
+    expect(raised.filter((found) => found.raised.includes(slow.id))).toHaveLength(1);
     expect(await lagAlerts(slow.id)).toEqual([expect.objectContaining({ open: true })]);
   });
 
@@ -1234,9 +1263,11 @@ describe("lost publishes and retention (the cron sweep's share)", () => {
       expect(log.mock.calls.at(-1)?.[0]).toMatch(
         /re-published [1-9]\d* webhook deliveries whose publish was lost/,
       );
-      expect(log.mock.calls.at(-1)?.[0]).toMatch(/; newly lagging: (none|[0-9a-f-]{36}(, [0-9a-f-]{36})*); /);
       expect(log.mock.calls.at(-1)?.[0]).toMatch(
-        /deleted \d+ webhook deliveries, \d+ resolved alerts, \d+ settled job failures and \d+ mail records older than 30 d/,
+        /; webhook endpoints behind: \d+(, newly: [0-9a-f-, ]+)?(, caught up: [0-9a-f-, ]+)?; /,
+      );
+      expect(log.mock.calls.at(-1)?.[0]).toMatch(
+        /retention past 30 d deleted \d+ finished webhook deliveries, \d+ alerts resolved by then, \d+ settled job failures and \d+ mail records;/,
       );
     } finally {
       log.mockRestore();

@@ -1,6 +1,6 @@
 import { sql, type SQL } from "drizzle-orm";
 import type { Db } from "../db.ts";
-import { queryRows } from "./rows.ts";
+import { isoTime, queryRows } from "./rows.ts";
 
 export interface DeliveryJobFailure {
   deliveryId: string;
@@ -87,7 +87,8 @@ export async function markDeliveriesFailed(
                                     'count', count(*) OVER (PARTITION BY endpoint_id),
                                     'deliveryId', id, 'attempts', attempts, 'lastError', last_error,
                                     'messageId', message_id, 'jobStatus', status, 'retried', retried,
-                                    'dlqId', dlq_id, 'firstFailedAt', now(), 'lastFailedAt', now()) AS details
+                                    'dlqId', dlq_id, 'firstFailedAt', ${isoTime(sql`now()`)},
+                                    'lastFailedAt', ${isoTime(sql`now()`)}) AS details
             FROM failed ORDER BY endpoint_id, id
         ),
         folded AS (

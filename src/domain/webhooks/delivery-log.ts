@@ -1,6 +1,7 @@
 import { asc, desc, eq, gte, inArray, sql } from "drizzle-orm";
 import type { Db } from "../db.ts";
 import { webhookAttempts, webhookDeliveries, webhookEndpoints } from "../schema.ts";
+import { laggingOf, type Lagging } from "./lag.ts";
 import { queryRows } from "./rows.ts";
 import { editVersion } from "./update.ts";
 
@@ -140,6 +141,8 @@ export interface EndpointHealth {
   succeeded24h: number;
   pending: number;
   failed: number;
+  /** Its open lagging alert's figures (lag.ts): it does not keep up. Null when it does. */
+  lagging: Lagging | null;
 }
 
 /** Every endpoint with its health: the columns the deliverer keeps, and the last day's attempts. */
@@ -171,6 +174,7 @@ export async function endpointHealth(db: Db, endpointId?: string): Promise<Endpo
         WHERE d.endpoint_id = "webhook_endpoints"."id" AND d.status = 'pending')`,
       failed: sql<number>`(SELECT count(*)::int FROM ${webhookDeliveries} d
         WHERE d.endpoint_id = "webhook_endpoints"."id" AND d.status = 'failed')`,
+      lagging: laggingOf(sql`"webhook_endpoints"."id"`),
     })
     .from(webhookEndpoints)
     .where(endpointId ? eq(webhookEndpoints.id, endpointId) : undefined)
@@ -185,11 +189,25 @@ export async function endpointHealth(db: Db, endpointId?: string): Promise<Endpo
 }
 
 /** Where an endpoint stands, as the dashboard's badge and the CLI say it. */
-export type EndpointHealthLabel = "disabled" | "failing" | "healthy";
+export type EndpointHealthLabel = "disabled" | "failing" | "lagging" | "healthy";
 
-export function healthLabel(e: { enabled: boolean; failingSince: Date | null }): EndpointHealthLabel {
+/**
+ * Disabled, failing (its deliveries fail), lagging (they succeed, but it does not keep
+ * up: an open lagging alert; it said "healthy" while hundreds waited), or healthy.
+ */
+export function healthLabel(e: {
+  enabled: boolean;
+  failingSince: Date | null;
+  lagging: Lagging | null;
+}): EndpointHealthLabel {
   if (!e.enabled) return "disabled";
-  return e.failingSince ? "failing" : "healthy";
+  if (e.failingSince) return "failing";
+  return e.lagging ? "lagging" : "healthy";
+}
+
+/** An open lagging alert's figures in a phrase: "40 deliveries wait for their first attempt, the oldest since …". */
+export function laggingText(l: Lagging): string {
+  return `${l.waiting} deliver${l.waiting === 1 ? "y waits" : "ies wait"} for a first attempt, the oldest since ${l.oldestWaitingSince} (as of ${l.checkedAt})`;
 }
 
 /** The last day's attempts that got a 2xx, e.g. "27.3 % of 11", or "no attempts". */

@@ -2,6 +2,8 @@ import { and, eq, gte, sql } from "drizzle-orm";
 import type { Db } from "../db.ts";
 import { NotFoundError } from "../errors.ts";
 import { webhookAttempts, webhookDeliveries, webhookEndpoints } from "../schema.ts";
+import { laggingOf, type Lagging } from "./lag.ts";
+import { queryRows } from "./rows.ts";
 import { endpointView, type EndpointRow, type EndpointView } from "./schemas.ts";
 
 const HEALTH_WINDOW_HOURS = 24;
@@ -17,6 +19,12 @@ export interface EndpointHealth {
   lastSuccessAt: Date | null;
   failingSince: Date | null;
   disabledReason: string | null;
+  /**
+   * Its open `webhook.endpoint_lagging` alert's figures: how many deliveries wait for
+   * a first attempt and since when, as of the sweep that last looked. Null when it
+   * keeps up.
+   */
+  lagging: Lagging | null;
 }
 
 export async function findEndpointRow(db: Db, id: string): Promise<EndpointRow> {
@@ -37,7 +45,7 @@ export async function getEndpoint(
     filter ? sql<number>`count(*) FILTER (WHERE ${filter})::int` : sql<number>`count(*)::int`;
   // Both counts walk an index bounded by the window (deliveries by (endpoint,
   // created_at), attempts by attempted_at), not the endpoint's whole history.
-  const [[deliveries], [attempts]] = await Promise.all([
+  const [[deliveries], [attempts], [lag]] = await Promise.all([
     db
       .select({
         total: count(),
@@ -55,6 +63,7 @@ export async function getEndpoint(
       .from(webhookAttempts)
       .innerJoin(webhookDeliveries, eq(webhookDeliveries.id, webhookAttempts.deliveryId))
       .where(and(eq(webhookDeliveries.endpointId, id), gte(webhookAttempts.attemptedAt, since))),
+    queryRows<{ lagging: Lagging | null }>(db, sql`SELECT ${laggingOf(sql`${id}::uuid`)} AS lagging`),
   ]);
   const d = deliveries ?? { total: 0, delivered: 0, failed: 0, pending: 0 };
   const a = attempts ?? { total: 0, succeeded: 0 };
@@ -68,6 +77,7 @@ export async function getEndpoint(
       lastSuccessAt: row.lastSuccessAt,
       failingSince: row.failingSince,
       disabledReason: row.disabledReason,
+      lagging: lag?.lagging ?? null,
     },
   };
 }

@@ -1,4 +1,4 @@
-import type { SQL } from "drizzle-orm";
+import { sql, type SQL } from "drizzle-orm";
 import type { Db } from "../db.ts";
 
 /**
@@ -21,4 +21,14 @@ export function uuidArray(ids: readonly string[]): string {
 /** Any strings as a Postgres array literal for `$n::text[]`, each quoted, so no value can break out. */
 export function textArray(values: readonly string[]): string {
   return `{${values.map((v) => `"${v.replaceAll("\\", "\\\\").replaceAll('"', '\\"')}"`).join(",")}}`;
+}
+
+/**
+ * A timestamptz as the API writes times everywhere else (`2026-12-06T05:50:03.225Z`),
+ * for a time put into jsonb, where Postgres would write `…05:50:03.225747+00:00`.
+ * Truncated to the millisecond, never rounded up: a time compared against the
+ * row it came from (firstFailedAt ≤ failed_at) must not pass it.
+ */
+export function isoTime(at: SQL): SQL {
+  return sql`to_char(date_trunc('milliseconds', ${at}) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
 }

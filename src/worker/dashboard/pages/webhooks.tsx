@@ -13,6 +13,7 @@ import {
   endpointDeliveries,
   endpointHealth,
   healthLabel,
+  laggingText,
   successRateText,
   type EndpointHealth,
 } from "../../../domain/webhooks/delivery-log.ts";
@@ -20,6 +21,7 @@ import { ApiError } from "../../errors.ts";
 import { idParam } from "../../routes/params.ts";
 import { invalidInput, plainWords, toFieldIssues, valid } from "../../validate.ts";
 import { deliverQueueFor, queuedOrRefused } from "../../webhooks.ts";
+import { DELIVER_PARALLELISM } from "../../../domain/webhooks/deliver-queue.ts";
 import { requireSecretsKey, webhookSecretsKey } from "../../webhook-secrets-key.ts";
 import type { DashboardEnv } from "../env.ts";
 import { Notice, Pager, StateBadge, render, Table, time } from "../layout.tsx";
@@ -92,7 +94,8 @@ const dayAgo = () => new Date(Date.now() - 86_400_000).toISOString().slice(0, 16
 
 function health(e: EndpointHealth): { label: string; tone: string } {
   const label = healthLabel(e);
-  return { label, tone: label === "healthy" ? "delivered" : "failed" };
+  // Lagging fails nothing: the pending tone, not the failed one.
+  return { label, tone: label === "healthy" ? "delivered" : label === "lagging" ? "pending" : "failed" };
 }
 
 /** The answer to a rotation: the only place the new secret is ever shown. */
@@ -177,6 +180,7 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
                   <td>
                     <span class={`state state-${h.tone}`}>{h.label}</span>
                     {e.disabledReason ? <div class="error">{e.disabledReason}</div> : null}
+                    {e.lagging ? <div class="muted">{`${e.lagging.waiting} waiting`}</div> : null}
                   </td>
                   <td>{successRateText(e)}</td>
                   <td class="time">{time(e.lastSuccessAt)}</td>
@@ -262,6 +266,9 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
               {endpoint.disabledReason
                 ? ` since ${time(endpoint.disabledAt)}: ${endpoint.disabledReason}`
                 : ""}
+              {endpoint.lagging && h.label === "lagging"
+                ? ` — it does not keep up: ${laggingText(endpoint.lagging)}. They are queued in QStash behind its ${DELIVER_PARALLELISM} deliveries in flight: a redeliver would only queue them again.`
+                : ""}
             </td>
           </tr>
           <tr>
@@ -335,7 +342,15 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
                 </td>
                 <td class="time">{time(d.lastAttemptAt)}</td>
                 <td class="time">
-                  {d.overdueSince ? (
+                  {d.overdueSince && endpoint.lagging && d.attempts === 0 ? (
+                    // Not lost: queued behind the endpoint's deliveries in flight (it lags).
+                    <span
+                      class="state state-pending"
+                      title="waiting for its first attempt: the endpoint does not keep up"
+                    >
+                      {`queued since ${time(d.overdueSince)}`}
+                    </span>
+                  ) : d.overdueSince ? (
                     <span class="state state-pending" title="past due: QStash has not come back for it">
                       {`overdue since ${time(d.overdueSince)}`}
                     </span>
