@@ -438,6 +438,8 @@ describe("webhook endpoint health", () => {
       lastSuccessAt: null,
       failingSince: null,
       disabledReason: null,
+      // Not behind (no open webhook.endpoint_lagging alert).
+      lagging: null,
     });
 
     await seedDelivery(endpoint.id, { status: "delivered", attempts: [503, 200] });
