@@ -58,11 +58,14 @@ export async function markDeliveriesFailed(
       dlq_id: f.dlqId,
     })),
   );
-  const open = sql.raw("a.details");
-  const fresh = sql.raw("l.details");
-  const excluded = sql.raw("EXCLUDED.details");
-  const stored = sql.raw("outbox_alerts.details");
-  const sum = (was: SQL, more: SQL) => sql`((${was}->>'count')::int + (${more}->>'count')::int)`;
+  // An open alert's details (`was`) with a batch's failures (`more`) folded in: the
+  // count added up, the rest the latest failure's, the first failure's time kept. The
+  // same SET for the update of an open alert and for the insert that met one.
+  const fold = (was: SQL, more: SQL) => {
+    const count = sql`((${was}->>'count')::int + (${more}->>'count')::int)`;
+    return sql`message = ${alertMessage(count, more)},
+               details = ${was} || (${more} - 'firstFailedAt') || jsonb_build_object('count', ${count})`;
+  };
   const rows = await queryRows<{ id: string }>(
     db,
     sql`WITH input AS (
@@ -93,9 +96,7 @@ export async function markDeliveriesFailed(
         ),
         folded AS (
           UPDATE outbox_alerts a
-             SET event_id = l.event_id,
-                 message = ${alertMessage(sum(open, fresh), fresh)},
-                 details = ${open} || (${fresh} - 'firstFailedAt') || jsonb_build_object('count', ${sum(open, fresh)})
+             SET event_id = l.event_id, ${fold(sql.raw("a.details"), sql.raw("l.details"))}
             FROM latest l
            WHERE a.kind = 'webhook.delivery_failed' AND a.resolved_at IS NULL
              AND a.details->>'endpointId' = l.endpoint_id::text
@@ -108,8 +109,7 @@ export async function markDeliveriesFailed(
             FROM latest WHERE endpoint_id NOT IN (SELECT endpoint_id FROM folded)
           ON CONFLICT ((details->>'endpointId')) WHERE resolved_at IS NULL AND kind = 'webhook.delivery_failed'
           DO UPDATE SET event_id = EXCLUDED.event_id,
-                        message = ${alertMessage(sum(stored, excluded), excluded)},
-                        details = ${stored} || (${excluded} - 'firstFailedAt') || jsonb_build_object('count', ${sum(stored, excluded)})
+                        ${fold(sql.raw("outbox_alerts.details"), sql.raw("EXCLUDED.details"))}
           RETURNING 1
         )
         SELECT id FROM failed`,
