@@ -41,24 +41,24 @@ export async function recordFailedJobs(db: Db, jobs: readonly FailedJob[]): Prom
   const others: JobFailure[] = [];
   for (const f of jobs) {
     const name = jobNameOf(f.url);
-    // QStash reports 0 when no answer came (a timeout, a refused connection).
-    const status = within(f.status, 1, 999);
+    const job = {
+      messageId: clean(f.messageId),
+      // QStash reports 0 when no answer came (a timeout, a refused connection).
+      status: within(f.status, 1, 999),
+      retried: within(f.retried, 0, 2 ** 31 - 1),
+      dlqId: f.dlqId === null ? null : clean(f.dlqId),
+    };
     const deliveryId = name === DELIVER_JOB ? deliveryIdOf(f.body) : null;
     if (deliveryId) {
-      const dlqId = f.dlqId === null ? null : clean(f.dlqId);
-      const retried = within(f.retried, 0, 2 ** 31 - 1);
-      deliveries.push({ deliveryId, messageId: clean(f.messageId), status, retried, dlqId });
+      deliveries.push({ deliveryId, ...job });
       continue;
     }
     others.push({
-      messageId: clean(f.messageId),
+      ...job,
       subscription: clean(name),
       eventId: eventIdOf(f.body),
-      status,
       body: clean(f.body),
       responseBody: f.responseBody === null ? null : clean(f.responseBody.slice(0, 4000)),
-      dlqId: f.dlqId === null ? null : clean(f.dlqId),
-      retried: within(f.retried, 0, 2 ** 31 - 1),
     });
   }
   const failed = await markDeliveriesFailed(db, deliveries);
