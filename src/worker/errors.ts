@@ -141,12 +141,16 @@ export function errorResponse(c: Context<HonoEnv>, code: ErrorCode, message: str
   return new Response(json.body, { status: entry.status, headers: json.headers });
 }
 
-const misconfigurationsLogged = new Set<string>();
+const loggedOnce = new Set<string>();
 
-/** Each distinct misconfiguration said in the log once per isolate, not once per request. */
-function logMisconfigurationOnce(line: string): void {
-  if (misconfigurationsLogged.has(line)) return;
-  misconfigurationsLogged.add(line);
+/**
+ * Says a line in the log once per isolate, not once per request: what is wrong for
+ * every request alike (a misconfiguration, a binding that fails) would otherwise
+ * fill the log.
+ */
+export function logOnce(line: string): void {
+  if (loggedOnce.has(line)) return;
+  loggedOnce.add(line);
   console.error(line);
 }
 
@@ -156,7 +160,7 @@ export function handleError(err: Error, c: Context<HonoEnv>) {
     // A binding missing or malformed (validateBindings), or missing where a route needs
     // it (WEBHOOK_SECRETS_KEY), is the operator's to fix, and a webhook job's 500 showed
     // only in QStash's console: said in the log too, once per isolate, not per request.
-    if (err.code === "MISCONFIGURED") logMisconfigurationOnce(err.message);
+    if (err.code === "MISCONFIGURED") logOnce(err.message);
     return errorResponse(c, err.code, err.message, err.issues);
   }
   if (err instanceof DomainError) return errorResponse(c, domainToCode[err.code], err.message);
@@ -185,7 +189,7 @@ export function handleError(err: Error, c: Context<HonoEnv>) {
   if (misconfigured) {
     // The reason goes to the log, once per isolate; a caller learns only that it is
     // the operator's to fix, not how the database is set up.
-    logMisconfigurationOnce(`MISCONFIGURED: the database: ${misconfigured}`);
+    logOnce(`MISCONFIGURED: the database: ${misconfigured}`);
     return errorResponse(
       c,
       "MISCONFIGURED",

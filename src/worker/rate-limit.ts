@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 import type { Tenant } from "../domain/api-keys/keys.ts";
 import type { HonoEnv } from "./env.ts";
-import { ApiError } from "./errors.ts";
+import { ApiError, logOnce } from "./errors.ts";
 
 /**
  * The period of wrangler.toml's `API_RATE_LIMIT` (its `simple.period`), which the
@@ -10,15 +10,14 @@ import { ApiError } from "./errors.ts";
  */
 export const RATE_LIMIT_PERIOD_SECONDS = 10;
 
-let limiterFailureLogged = false;
-
 /**
  * Each tenant API key's request budget (ADR 0034): Cloudflare's Rate Limiting binding,
  * counted per key id, so one tenant's burst cannot fill the outbox every other
  * tenant's events wait behind. Checked once the key is known (its id is the
  * counter's key, never the secret) and before the route or its body is touched.
  * Without the binding (the Node tests, an older wrangler.toml) there is no limit.
- * A limiter that fails lets the request through, logged once per isolate: the
+ * A limiter that fails lets the request through, logged once per isolate (per
+ * distinct error): the
  * budget protects the service; it must not become the outage.
  */
 export async function spendKeyBudget(c: Context<HonoEnv>, tenant: Tenant): Promise<void> {
@@ -28,10 +27,7 @@ export async function spendKeyBudget(c: Context<HonoEnv>, tenant: Tenant): Promi
   try {
     allowed = (await limiter.limit({ key: tenant.keyId })).success;
   } catch (error) {
-    if (!limiterFailureLogged) {
-      limiterFailureLogged = true;
-      console.error(`API_RATE_LIMIT failed, requests are not limited: ${(error as Error).message}`);
-    }
+    logOnce(`API_RATE_LIMIT failed, requests are not limited: ${(error as Error).message}`);
     return;
   }
   if (allowed) return;
