@@ -17,8 +17,7 @@ export const RATE_LIMIT_PERIOD_SECONDS = 10;
  * counter's key, never the secret) and before the route or its body is touched.
  * Without the binding (the Node tests, an older wrangler.toml) there is no limit.
  * A limiter that fails lets the request through, logged once per isolate (per
- * distinct error): the
- * budget protects the service; it must not become the outage.
+ * distinct error): the budget protects the service; it must not become the outage.
  */
 export async function spendKeyBudget(c: Context<HonoEnv>, tenant: Tenant): Promise<void> {
   const limiter = c.env?.API_RATE_LIMIT;
