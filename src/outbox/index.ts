@@ -97,6 +97,7 @@ export {
   REQUEUE_POISONED_BATCH,
   stats,
   UUID_PATTERN,
+  isUuid,
   IDENTITY_ID_DIGITS,
   type AlertRow,
   type EventRow,

@@ -24,8 +24,11 @@ export const UUID_PATTERN = "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-
 export const IDENTITY_ID_DIGITS = "[1-9][0-9]{0,14}";
 const UUID = new RegExp(`^${UUID_PATTERN}$`);
 
+/** Whether `text` is a UUID (any version), as ids are checked before a query. */
+export const isUuid = (text: string): boolean => UUID.test(text);
+
 export function assertEventId(id: string): void {
-  if (!UUID.test(id)) throw new InvalidInputError(`"${id}" is not an event id (a UUID)`);
+  if (!isUuid(id)) throw new InvalidInputError(`"${id}" is not an event id (a UUID)`);
 }
 
 /** An events row as the drivers return it. */

@@ -135,6 +135,18 @@ export function Pager({ newest, older }: { newest?: string | undefined; older?: 
   );
 }
 
+/**
+ * A link to a UUID shown by its end (after `label`, when given), the whole id on
+ * hover: a UUIDv7 begins with its time, the same for a whole burst of rows.
+ */
+export function IdLink({ href, id, label }: { href: string; id: string; label?: string }) {
+  return (
+    <a href={href} title={id}>
+      {`${label ? `${label} ` : ""}…${id.slice(-12)}`}
+    </a>
+  );
+}
+
 export function StateBadge({ state }: { state: string }) {
   return <span class={`state state-${state}`}>{state}</span>;
 }

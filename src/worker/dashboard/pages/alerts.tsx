@@ -1,16 +1,10 @@
 import type { Hono } from "hono";
 import { z } from "zod";
 import { idCursor } from "../../../domain/text.ts";
-import {
-  alertsPage,
-  openAlertKinds,
-  resolveAlerts,
-  UUID_PATTERN,
-  type AlertRow,
-} from "../../../outbox/index.ts";
+import { alertsPage, openAlertKinds, resolveAlerts, isUuid, type AlertRow } from "../../../outbox/index.ts";
 import { valid } from "../../validate.ts";
 import type { DashboardEnv } from "../env.ts";
-import { Notice, Pager, render, Table, time } from "../layout.tsx";
+import { IdLink, Notice, Pager, render, Table, time } from "../layout.tsx";
 
 export const resolveForm = z.union([
   z.object({ id: z.coerce.number().int().positive() }),
@@ -127,36 +121,24 @@ export function registerAlerts(dashboard: Hono<DashboardEnv>) {
   });
 }
 
-/**
- * What an alert is about, as links: its webhook endpoint (the endpoint's alerts name
- * it in details.endpointId; the page to act from) and its event. The ids' ends: a
- * UUIDv7 begins with its time, the same for a whole burst of alerts.
- */
+/** What an alert is about, as links: its webhook endpoint (the page to act from) and its event. */
 function About({ alert }: { alert: AlertRow }) {
   const endpointId = endpointIdOf(alert.details);
   if (!endpointId && !alert.eventId) return <>–</>;
   return (
     <>
       {endpointId ? (
-        <a
-          href={`/dashboard/webhooks/${endpointId}`}
-          title={endpointId}
-        >{`endpoint …${endpointId.slice(-12)}`}</a>
+        <IdLink href={`/dashboard/webhooks/${endpointId}`} id={endpointId} label="endpoint" />
       ) : null}
       {endpointId && alert.eventId ? <br /> : null}
       {alert.eventId ? (
-        <a
-          href={`/dashboard/events/${alert.eventId}`}
-          title={alert.eventId}
-        >{`event …${alert.eventId.slice(-12)}`}</a>
+        <IdLink href={`/dashboard/events/${alert.eventId}`} id={alert.eventId} label="event" />
       ) : null}
     </>
   );
 }
 
-const UUID = new RegExp(`^${UUID_PATTERN}$`);
-
 function endpointIdOf(details: unknown): string | undefined {
   const id = (details as { endpointId?: unknown } | null)?.endpointId;
-  return typeof id === "string" && UUID.test(id) ? id : undefined;
+  return typeof id === "string" && isUuid(id) ? id : undefined;
 }

@@ -6,7 +6,7 @@ import { isOpenFailure, jobToRetry } from "../../../domain/job-failures/retry.ts
 import { IDENTITY_ID_DIGITS } from "../../../outbox/index.ts";
 import { valid } from "../../validate.ts";
 import type { DashboardEnv } from "../env.ts";
-import { Notice, Pager, render, Table, time } from "../layout.tsx";
+import { IdLink, Notice, Pager, render, Table, time } from "../layout.tsx";
 
 /** Job failures a page of /dashboard/job-failures shows. */
 export const JOB_FAILURES_PAGE = 50;
@@ -129,12 +129,7 @@ export function JobFailureTable({ jobs, back }: { jobs: JobFailureRow[]; back?: 
           <td class="time">{time(f.receivedAt)}</td>
           <td>{f.subscription}</td>
           <td class="mono nowrap">
-            {/* The id's end, as on the alerts page: the whole id on hover and behind the link. */}
-            {f.eventId ? (
-              <a href={`/dashboard/events/${f.eventId}`} title={f.eventId}>{`…${f.eventId.slice(-12)}`}</a>
-            ) : (
-              "–"
-            )}
+            {f.eventId ? <IdLink href={`/dashboard/events/${f.eventId}`} id={f.eventId} /> : "–"}
           </td>
           <td class="error">{lastAnswer(f)}</td>
           <td class="mono id">{f.messageId}</td>
