@@ -154,6 +154,36 @@ export const apiKeys = pgTable(
 );
 
 /**
+ * The writes a tenant sent with an `Idempotency-Key` (ADR 0035): per API key, the
+ * key, what the request was (its fingerprint) and what it answered, so the same
+ * request sent again is answered as the first was instead of writing twice. The
+ * row is claimed and filled in the write's own transaction, so it exists exactly
+ * when the write committed; `status` and `result` are null only inside that
+ * transaction. Kept IDEMPOTENCY_KEY_HOURS, then the sweep deletes it.
+ */
+export const idempotencyKeys = pgTable(
+  "idempotency_keys",
+  {
+    id: bigint("id", { mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
+    apiKeyId: uuid("api_key_id")
+      .notNull()
+      .references(() => apiKeys.id, { onDelete: "cascade" }),
+    key: text("key").notNull(),
+    fingerprint: text("fingerprint").notNull(),
+    status: integer("status"),
+    location: text("location"),
+    // The route's answer as first sent, byte for byte (text, not jsonb, which reorders keys).
+    result: text("result"),
+    eventIds: uuid("event_ids").array(),
+    createdAt: timestamp("created_at", tz).notNull().defaultNow(),
+  },
+  (t) => [
+    unique("idempotency_keys_api_key_key").on(t.apiKeyId, t.key),
+    index("idempotency_keys_created_idx").on(t.createdAt),
+  ],
+);
+
+/**
  * Wrong dashboard passwords, one row each, counted per client address over a
  * window to lock a guesser out. In Postgres because a Worker keeps no memory
  * between requests. Old rows are only ever read inside the window; maintenance

@@ -1,5 +1,6 @@
 import { deleteOldFannedEvents, drain, evaluateAlerts, vacuumEventsIfNeeded } from "../outbox/index.ts";
 import { collectDeadLetters } from "../domain/job-failures/dead-letters.ts";
+import { deleteExpiredKeys, IDEMPOTENCY_KEY_HOURS } from "../domain/idempotency.ts";
 import { deleteOldRecords } from "../domain/retention.ts";
 import { subscriptions } from "../domain/subscriptions.ts";
 import { disableFailingEndpoints } from "../domain/webhooks/auto-disable.ts";
@@ -23,7 +24,7 @@ import { deadLettersFor, deliverQueueFor, qstashMessagesFor } from "./webhooks.t
  * only failed for WEBHOOK_DISABLE_AFTER_DAYS, raising (and resolving) an alert
  * for each endpoint that does not keep up with its deliveries, deleting finished webhook
  * deliveries, resolved alerts, settled job failures and mail records past
- * RETENTION_DAYS, and, last because they need QStash (whose
+ * RETENTION_DAYS and idempotency keys past IDEMPOTENCY_KEY_HOURS, and, last because they need QStash (whose
  * outage should not stop the rest), recording the jobs QStash dead-lettered
  * without reaching our failure callback and publishing deliveries whose publish
  * was lost or whose job is long overdue. One log line
@@ -65,6 +66,7 @@ export function createScheduled(
       const cut = { olderThanDays: config.RETENTION_DAYS, now: now() };
       const deliveriesDeleted = await deleteOldDeliveries(db, cut);
       const records = await deleteOldRecords(db, cut);
+      const keysDeleted = await deleteExpiredKeys(db, now());
       const deadLetters = await collectDeadLetters(db, deadLettersFor(config), {
         label: qstashLabelFor(config),
         publicUrl: config.PUBLIC_URL,
@@ -82,6 +84,7 @@ export function createScheduled(
           `webhook endpoints behind: ${lagging.behind}${listed("newly", lagging.raised)}${listed("caught up", lagging.caughtUp)}; ` +
           `retention past ${config.RETENTION_DAYS} d deleted ${deliveriesDeleted} finished webhook deliveries, ` +
           `${records.alerts} alerts resolved by then, ${records.jobFailures} settled job failures and ${records.mailSends} mail records; ` +
+          `deleted ${keysDeleted} idempotency keys older than ${IDEMPOTENCY_KEY_HOURS} h; ` +
           `dead letters: ${deadLetters.removed} taken from QStash, ${deadLetters.recorded} of them new failures` +
           `${deadLetters.qstashError ? ` (stopped: ${deadLetters.qstashError})` : ""}; ` +
           `re-published ${republished} webhook deliveries whose publish was lost and ${overdue} whose job ` +

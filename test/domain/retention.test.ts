@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { Db } from "../../src/domain/db.ts";
+import { createApiKey } from "../../src/domain/api-keys/keys.ts";
 import { recordJobFailure } from "../../src/domain/job-failures/record.ts";
 import { RETENTION_BATCH, deleteOldRecords } from "../../src/domain/retention.ts";
 import { createScheduled } from "../../src/worker/scheduled.ts";
@@ -128,6 +129,16 @@ describe("the cron sweep", () => {
       daysAgo(11),
     ]);
     await mail(daysAgo(5));
+    // Idempotency keys go after IDEMPOTENCY_KEY_HOURS, whatever RETENTION_DAYS says.
+    const apiKey = (await createApiKey(db(), { scope: null, name: "retention" })).apiKey.id;
+    for (const [name, hoursAgo] of [
+      ["a day and an hour", 25],
+      ["an hour", 1],
+    ] as const)
+      await t.pool.query(
+        "INSERT INTO idempotency_keys (api_key_id, key, fingerprint, created_at) VALUES ($1, $2, 'f', $3)",
+        [apiKey, name, new Date(now.getTime() - hoursAgo * 3_600_000)],
+      );
 
     const env = bindings({ DATABASE_URL: t.url, RETENTION_DAYS: "10" });
     // No QStash here: the sweep's QStash work says it stopped, the rest runs.
@@ -141,5 +152,8 @@ describe("the cron sweep", () => {
       "retention past 10 d deleted 0 finished webhook deliveries, 1 alerts resolved by then, 1 settled job failures and 1 mail records;",
     );
     expect(await ids("SELECT count(*)::int FROM mail_sends")).toEqual([1]);
+    expect(line).toContain("deleted 1 idempotency keys older than 24 h;");
+    const { rows } = await t.pool.query("SELECT key FROM idempotency_keys WHERE api_key_id = $1", [apiKey]);
+    expect(rows).toEqual([{ key: "an hour" }]);
   });
 });
