@@ -28,6 +28,8 @@ const errorCodes = {
   CONFLICT: { status: 409 },
   PAYLOAD_TOO_LARGE: { status: 413 },
   UNSUPPORTED_MEDIA_TYPE: { status: 415 },
+  // An Idempotency-Key sent again with another request (idempotency.ts).
+  UNPROCESSABLE_CONTENT: { status: 422 },
   // Too many wrong operator tokens from one address; Retry-After is set with it.
   TOO_MANY_REQUESTS: { status: 429 },
   MISCONFIGURED: { status: 500 },
@@ -202,7 +204,8 @@ export function handleError(err: Error, c: Context<HonoEnv>) {
       c,
       "SERVICE_UNAVAILABLE",
       `the database is unavailable (${unavailable}); try again shortly. A write cut off this way may or may not ` +
-        "have committed: read it back (its id, or a search) before sending it again",
+        "have committed: resend it with the Idempotency-Key it was sent with (it lands once); without one, " +
+        "read it back before sending it again",
     );
   return errorResponse(
     c,

@@ -1,7 +1,65 @@
 import type { Context } from "hono";
+import type { Db } from "../domain/db.ts";
+import { IDEMPOTENCY_KEY_HOURS, writeOnce } from "../domain/idempotency.ts";
 import { awaitFanout, receiptFromKick, type Receipt } from "../outbox/index.ts";
 import type { HonoEnv } from "./env.ts";
+import { ApiError } from "./errors.ts";
+import { fingerprintOf, parseIdempotencyKey } from "./idempotency.ts";
 import { kickRelay } from "./relay.ts";
+
+/** What a tenant write did: its result, the events it committed, and how to answer. */
+export interface Write<T> {
+  result: T;
+  eventIds: string[];
+  /** 201 for a create (then `location` names what it created); 200 by default. */
+  status?: 200 | 201;
+  location?: string;
+}
+
+/**
+ * Runs a tenant write and answers it as `written` does; every domain write goes
+ * through here. With an `Idempotency-Key` the write runs once per key and API key
+ * (ADR 0035): the key is claimed in the write's own transaction, so it is kept
+ * exactly when the write committed, and the same request sent again within
+ * IDEMPOTENCY_KEY_HOURS is answered as the first was (status, Location, body,
+ * `Idempotent-Replayed: true`), with a receipt read again from the same events
+ * when it asks to wait. The key with another request is a 422 and writes nothing.
+ * A write that failed is not remembered: sent again, it runs again. `request` is
+ * what the route validated, the body part of the fingerprint.
+ */
+export async function answerWrite<T extends Record<string, unknown>>(
+  c: Context<HonoEnv>,
+  request: unknown,
+  write: (db: Db) => Promise<Write<T>>,
+) {
+  const key = parseIdempotencyKey(c.req.header("idempotency-key"));
+  if (key === undefined) {
+    const done = await write(c.var.db);
+    if (done.location) c.header("Location", done.location);
+    return written(c, done.result, done.eventIds, done.status);
+  }
+  const fingerprint = await fingerprintOf(c.req.method, c.req.path, request);
+  const once = await writeOnce(c.var.db, { apiKeyId: c.var.tenant.keyId, key, fingerprint }, async (tx) => {
+    const done = await write(tx);
+    return {
+      status: done.status ?? 200,
+      location: done.location ?? null,
+      result: JSON.stringify(done.result),
+      eventIds: done.eventIds,
+    };
+  });
+  if (once.outcome === "reused")
+    throw new ApiError(
+      "UNPROCESSABLE_CONTENT",
+      `Idempotency-Key ${JSON.stringify(key)} was used at ${once.firstAt.toISOString()} for another request ` +
+        `(a key stands for one request for ${IDEMPOTENCY_KEY_HOURS} h): send a new key with a new request`,
+      [{ path: "header.idempotency-key", message: "was used for another request" }],
+    );
+  if (once.outcome === "repeated") c.header("Idempotent-Replayed", "true");
+  const { answer } = once;
+  if (answer.location) c.header("Location", answer.location);
+  return written(c, JSON.parse(answer.result) as T, answer.eventIds, answer.status as 200 | 201);
+}
 
 /**
  * How every write answers, and so the one place that kicks the relay after a
@@ -18,7 +76,7 @@ import { kickRelay } from "./relay.ts";
  *   coalescedInto). Otherwise 202 Accepted, `Location: /events/<id>` of the
  *   first event not yet fanned out (pollLink), and the events as far as they got.
  */
-export async function written<T extends Record<string, unknown>>(
+async function written<T extends Record<string, unknown>>(
   c: Context<HonoEnv>,
   result: T,
   eventIds: string[],

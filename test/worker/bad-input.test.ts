@@ -262,8 +262,14 @@ function jsonCases(route: JsonRoute): Case[] {
   if (route.write && route.auth === "tenant")
     for (const prefer of ["wait=soon", "wait=-1", "wait=1.5", "wait=", "wait", "wait=1e3", "wait=0x10"])
       add(`Prefer: ${prefer}`, route.valid(), { prefer });
+  // Every domain write takes an Idempotency-Key; a bad one is refused before it runs.
+  if (route.write && route.auth === "tenant")
+    for (const idem of BAD_IDEMPOTENCY_KEYS)
+      add(`Idempotency-Key ${JSON.stringify(idem.slice(0, 12))}`, route.valid(), { "idempotency-key": idem });
   return cases;
 }
+
+const BAD_IDEMPOTENCY_KEYS = ["", "has space", '"unclosed', '"a"b', "a, b", "x".repeat(256), "k\u00e9"];
 
 /** The same bytes with no Content-Length: a stream, sent chunked. */
 function chunked(text: string): ReadableStream<Uint8Array> {
@@ -692,6 +698,19 @@ function otherCases(): Case[] {
       auth: "admin",
     });
   }
+  // The writes that take no body, on rows that exist: a bad key must not let them run.
+  for (const [method, path] of [
+    ["DELETE", () => `/notes/${seeded.noteId}`],
+    ["POST", () => `/suppliers/${seeded.supplierId}/connect`],
+  ] as const)
+    for (const idem of BAD_IDEMPOTENCY_KEYS)
+      cases.push({
+        name: `${method} ${path().replace(/[0-9a-f-]{36}/, ":id")} with Idempotency-Key ${JSON.stringify(idem.slice(0, 12))}`,
+        method,
+        path,
+        auth: "tenant",
+        headers: { "idempotency-key": idem },
+      });
   // Authorization headers that are not what each route takes.
   for (const header of [
     "Bearer",

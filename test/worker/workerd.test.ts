@@ -140,6 +140,39 @@ describe("write receipts (Prefer: wait=N)", () => {
     }
   });
 
+  it("a write resent with its Idempotency-Key lands once; the repeat is answered as the first, with the receipt", async () => {
+    stack.qstash.pauseDelivery();
+    try {
+      await settled();
+      const idem = crypto.randomUUID();
+      const headers = { Prefer: "wait=5", "Idempotency-Key": idem };
+      const before = stack.proxy.stats();
+      const first = await call("POST", "/notes", { title: "Sent twice in workerd" }, headers);
+      await settled();
+      const keyed = stack.proxy.stats();
+      const again = await call("POST", "/notes", { title: "Sent twice in workerd" }, headers);
+      await settled();
+      const after = stack.proxy.stats();
+      // What the key costs (ADR 0035): the claim, a savepoint around the write, the
+      // answer, and the note's create through a transaction, not in one trip: 11 for the
+      // 4 above. The repeat reads the answer and the receipt, and writes nothing.
+      expect(keyed.roundTrips - before.roundTrips).toBe(11);
+      expect(after.roundTrips - keyed.roundTrips).toBe(8);
+      expect(first.status).toBe(201);
+      expect(again.status).toBe(201);
+      expect(again.headers.get("idempotent-replayed")).toBe("true");
+      expect(again.headers.get("location")).toBe(`/notes/${first.body.note.id}`);
+      expect(again.body).toEqual(first.body);
+      expect(first.body.events[0].fannedOutAt).toEqual(expect.any(String));
+      const { rows } = await t.pool.query(
+        "SELECT id FROM corpus_notes WHERE title = 'Sent twice in workerd'",
+      );
+      expect(rows).toEqual([{ id: first.body.note.id }]);
+    } finally {
+      stack.qstash.resumeDelivery();
+    }
+  });
+
   it("answers 202 with a Location to poll while the relay is backed off", async () => {
     await t.pool.query("UPDATE outbox_relay_state SET backoff_until = now() + interval '1 hour'");
     try {

@@ -2,16 +2,17 @@ import { createNote } from "../../domain/notes/create.ts";
 import { noteInput } from "../../domain/notes/schemas.ts";
 import type { App } from "../new-app.ts";
 import { ownScope } from "../tenant-auth.ts";
-import { written } from "../respond.ts";
+import { answerWrite } from "../respond.ts";
 import { valid } from "../validate.ts";
 
 export function registerNotesCreate(app: App) {
   app.post("/notes", valid("json", noteInput), async (c) => {
     const input = c.req.valid("json");
     const scope = ownScope(c, [input.scope], () => "scope");
-    const { note, eventIds } = await createNote(c.var.db, { ...input, scope });
-    // What was created (RFC 9110 §15.3.2); a 202 names the event to poll instead.
-    c.header("Location", `/notes/${note.id}`);
-    return written(c, { note }, eventIds, 201);
+    return answerWrite(c, input, async (db) => {
+      const { note, eventIds } = await createNote(db, { ...input, scope });
+      // What was created (RFC 9110 §15.3.2); a 202 names the event to poll instead.
+      return { result: { note }, eventIds, status: 201, location: `/notes/${note.id}` };
+    });
   });
 }

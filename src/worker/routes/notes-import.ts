@@ -2,7 +2,7 @@ import { importNotes } from "../../domain/notes/import.ts";
 import { noteImport } from "../../domain/notes/schemas.ts";
 import type { App } from "../new-app.ts";
 import { ownScope } from "../tenant-auth.ts";
-import { written } from "../respond.ts";
+import { answerWrite } from "../respond.ts";
 import { valid } from "../validate.ts";
 
 // Its body cap (larger than other routes') is in body-limit.ts, with the others.
@@ -14,10 +14,12 @@ export function registerNotesImport(app: App) {
       notes.map((n) => n.scope),
       (i) => `notes.${i}.scope`,
     );
-    const { ids, eventIds } = await importNotes(
-      c.var.db,
-      notes.map((n) => ({ ...n, scope })),
-    );
-    return written(c, { ids }, eventIds, 201);
+    return answerWrite(c, notes, async (db) => {
+      const { ids, eventIds } = await importNotes(
+        db,
+        notes.map((n) => ({ ...n, scope })),
+      );
+      return { result: { ids }, eventIds, status: 201 };
+    });
   });
 }

@@ -2,7 +2,7 @@ import { notePatch } from "../../domain/notes/schemas.ts";
 import { updateNote } from "../../domain/notes/update.ts";
 import type { App } from "../new-app.ts";
 import { ownScope } from "../tenant-auth.ts";
-import { written } from "../respond.ts";
+import { answerWrite } from "../respond.ts";
 import { valid } from "../validate.ts";
 import { ID } from "./params.ts";
 
@@ -11,7 +11,9 @@ export function registerNotesUpdate(app: App) {
     const patch = c.req.valid("json");
     // A note cannot be moved to another tenant's scope.
     ownScope(c, [patch.scope], () => "scope");
-    const { note, eventIds } = await updateNote(c.var.db, c.req.param("id"), patch, c.var.tenant);
-    return written(c, { note }, eventIds);
+    return answerWrite(c, patch, async (db) => {
+      const { note, eventIds } = await updateNote(db, c.req.param("id"), patch, c.var.tenant);
+      return { result: { note }, eventIds };
+    });
   });
 }

@@ -2,16 +2,17 @@ import { createSupplier } from "../../domain/suppliers/create.ts";
 import { supplierInput } from "../../domain/suppliers/schemas.ts";
 import type { App } from "../new-app.ts";
 import { ownScope } from "../tenant-auth.ts";
-import { written } from "../respond.ts";
+import { answerWrite } from "../respond.ts";
 import { valid } from "../validate.ts";
 
 export function registerSuppliersCreate(app: App) {
   app.post("/suppliers", valid("json", supplierInput), async (c) => {
     const input = c.req.valid("json");
     const scope = ownScope(c, [input.scope], () => "scope");
-    const { supplier, eventIds } = await createSupplier(c.var.db, { ...input, scope });
-    // What was created (RFC 9110 §15.3.2); a 202 names the event to poll instead.
-    c.header("Location", `/suppliers/${supplier.id}`);
-    return written(c, { supplier }, eventIds, 201);
+    return answerWrite(c, input, async (db) => {
+      const { supplier, eventIds } = await createSupplier(db, { ...input, scope });
+      // What was created (RFC 9110 §15.3.2); a 202 names the event to poll instead.
+      return { result: { supplier }, eventIds, status: 201, location: `/suppliers/${supplier.id}` };
+    });
   });
 }

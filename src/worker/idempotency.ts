@@ -1,0 +1,63 @@
+import { ApiError } from "./errors.ts";
+
+/** The longest Idempotency-Key taken (Stripe's limit; a UUID is 36). */
+export const IDEMPOTENCY_KEY_MAX = 255;
+
+const RULE = `Idempotency-Key must be 1 to ${IDEMPOTENCY_KEY_MAX} visible ASCII characters, bare or as a quoted string ("…"), e.g. a UUID`;
+
+/**
+ * Reads the `Idempotency-Key` header (draft-ietf-httpapi-idempotency-key-header):
+ * undefined when there is none. The draft makes it a structured-field string,
+ * `"…"` with `\"` and `\\` escapes; most clients send the value bare (Stripe's
+ * convention), so both are taken. Anything else is a 400 before the write runs:
+ * a key read wrongly would not protect the retry its caller counts on. Two keys
+ * (the header twice) arrive joined by ", " and are refused by the same rule.
+ */
+export function parseIdempotencyKey(header: string | undefined): string | undefined {
+  if (header === undefined) return undefined;
+  const key = header.startsWith('"') ? unquoted(header) : header;
+  if (key === undefined || key.length === 0 || key.length > IDEMPOTENCY_KEY_MAX || !visible(key, header))
+    throw new ApiError("BAD_REQUEST", RULE, [
+      {
+        path: "header.idempotency-key",
+        message: `must be 1 to ${IDEMPOTENCY_KEY_MAX} visible ASCII characters`,
+      },
+    ]);
+  return key;
+}
+
+/** A bare key has no spaces or quotes; a quoted one may hold spaces (RFC 8941 §3.3.3). */
+function visible(key: string, header: string): boolean {
+  return header.startsWith('"')
+    ? /^[\x20-\x7e]+$/.test(key)
+    : /^[\x21-\x7e]+$/.test(key) && !key.includes('"');
+}
+
+/** An RFC 8941 sf-string's content; undefined when it is not one (unclosed, a stray quote or escape, text after it). */
+function unquoted(header: string): string | undefined {
+  let out = "";
+  for (let i = 1; i < header.length; i++) {
+    const ch = header[i]!;
+    if (ch === "\\") {
+      const next = header[++i];
+      if (next !== '"' && next !== "\\") return undefined;
+      out += next;
+    } else if (ch === '"') {
+      return i === header.length - 1 ? out : undefined;
+    } else {
+      out += ch;
+    }
+  }
+  return undefined;
+}
+
+/**
+ * What a request asked for, as a repeat must ask it: its method, its path and its
+ * body as validated (so the same JSON spaced or ordered differently is the same
+ * request), hashed. `Prefer` is not part of it: waiting or not, it is one write.
+ */
+export async function fingerprintOf(method: string, path: string, input: unknown): Promise<string> {
+  const text = `${method} ${path}\n${JSON.stringify(input ?? null)}`;
+  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
+  return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("");
+}
