@@ -8,7 +8,8 @@ import { useTestDatabase } from "../support/db.ts";
 // `npm run outbox -- api-keys …` against a real database: the key it prints is the one
 // the Worker then accepts, and a revoked one is refused.
 const t = useTestDatabase();
-beforeEach(() => t.pool.query("TRUNCATE api_keys"));
+// CASCADE: idempotency keys belong to an API key (a foreign key).
+beforeEach(() => t.pool.query("TRUNCATE api_keys CASCADE"));
 const env = () => ({ DATABASE_URL: t.url });
 const db = () => drizzle(t.pool) as unknown as Db;
 
