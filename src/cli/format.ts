@@ -1,5 +1,5 @@
 import type { ApiKey } from "../domain/api-keys/keys.ts";
-import type { listJobFailures } from "../domain/job-failures/record.ts";
+import { lastAnswerOf, type listJobFailures } from "../domain/job-failures/record.ts";
 import {
   healthLabel,
   laggingText,
@@ -117,13 +117,13 @@ export function formatAlerts(alerts: AlertRow[]): string {
 export function formatJobFailures(failures: Awaited<ReturnType<typeof listJobFailures>>): string {
   if (failures.length === 0) return "no job failures";
   return table(
-    ["ID", "RECEIVED", "SUBSCRIPTION", "EVENT", "STATUS", "MESSAGE", "RETRIED"],
+    ["ID", "RECEIVED", "SUBSCRIPTION", "EVENT", "LAST ANSWER", "MESSAGE", "RETRIED"],
     failures.map((f) => [
       f.retryOfId === null ? String(f.id) : `${f.id} (retry of ${f.retryOfId})`,
       when(f.receivedAt),
       f.subscription,
       f.eventId ?? "-",
-      f.status === null ? "-" : String(f.status),
+      lastAnswerOf(f, 60),
       f.messageId,
       f.retriedAt
         ? `${when(f.retriedAt)} as ${f.retryMessageId ?? "(publish not recorded)"}, ${retryOutcome(f)}`

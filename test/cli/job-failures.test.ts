@@ -49,10 +49,11 @@ describe("outbox job-failures", () => {
     const listed = await runCli(["job-failures", "list"], { DATABASE_URL: t.url });
     expect(listed.code).toBe(0);
     const [header, line] = listed.stdout.trim().split("\n");
-    expect(header).toMatch(/^ID\s+RECEIVED\s+SUBSCRIPTION\s+EVENT\s+STATUS\s+MESSAGE\s+RETRIED$/);
+    expect(header).toMatch(/^ID\s+RECEIVED\s+SUBSCRIPTION\s+EVENT\s+LAST ANSWER\s+MESSAGE\s+RETRIED$/);
+    // The subscriber's cause beside the route's own status, which names none.
     expect(line).toMatch(
       new RegExp(
-        `^${id}\\s.*notify\\.mail\\s.*msg_listed\\s+${answer.retriedAt} as ${answer.retryMessageId}, not delivered yet$`,
+        `^${id}\\s.*notify\\.mail\\s.*\\s500: mail API down\\s+msg_listed\\s+${answer.retriedAt} as ${answer.retryMessageId}, not delivered yet$`,
       ),
     );
   });

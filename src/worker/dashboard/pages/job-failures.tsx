@@ -1,7 +1,7 @@
 import type { Hono } from "hono";
 import { z } from "zod";
 import { idCursor } from "../../../domain/text.ts";
-import { jobFailuresPage, type JobFailureRow } from "../../../domain/job-failures/record.ts";
+import { jobFailuresPage, lastAnswerOf, type JobFailureRow } from "../../../domain/job-failures/record.ts";
 import { isOpenFailure, jobToRetry } from "../../../domain/job-failures/retry.ts";
 import { IDENTITY_ID_DIGITS } from "../../../outbox/index.ts";
 import { valid } from "../../validate.ts";
@@ -99,14 +99,6 @@ function RetryOutcome({
 /** Characters of a job route's last answer shown in the table; the admin API has all of it. */
 const ANSWER_SHOWN = 120;
 
-/** The job route's last answer: its status and the start of its body, or that there was none. */
-function lastAnswer(f: JobFailureRow): string {
-  const status = f.status === null ? "no answer" : String(f.status);
-  const body = (f.responseBody ?? "").trim();
-  if (!body) return status;
-  return `${status}: ${body.length > ANSWER_SHOWN ? `${body.slice(0, ANSWER_SHOWN)}…` : body}`;
-}
-
 /**
  * Jobs that exhausted their retries, as the overview and /dashboard/job-failures show
  * them. `back`: the page a Retry returns to (the overview when absent).
@@ -131,7 +123,7 @@ export function JobFailureTable({ jobs, back }: { jobs: JobFailureRow[]; back?: 
           <td class="mono nowrap">
             {f.eventId ? <IdLink href={`/dashboard/events/${f.eventId}`} id={f.eventId} /> : "–"}
           </td>
-          <td class="error">{lastAnswer(f)}</td>
+          <td class="error">{lastAnswerOf(f, ANSWER_SHOWN)}</td>
           <td class="mono id">{f.messageId}</td>
           <RetryCell failure={f} back={back} />
         </tr>

@@ -1,0 +1,60 @@
+import { describe, expect, it } from "vitest";
+import type { Db } from "../../src/domain/db.ts";
+import { causeOf, lastAnswerOf, recordJobFailure } from "../../src/domain/job-failures/record.ts";
+import { useTestDatabase } from "../support/db.ts";
+import { relayJobBody } from "../support/job-failures.ts";
+
+// A failed job's alert says what the subscriber said went wrong: the status QStash
+// saw is our job route's own 500, which names no cause.
+const t = useTestDatabase();
+
+async function alertFor(responseBody: string | null, status: number | null = 500): Promise<string> {
+  const messageId = `msg_${crypto.randomUUID()}`;
+  await recordJobFailure(t.db as unknown as Db, {
+    messageId,
+    subscription: "notify.mail",
+    eventId: null,
+    status,
+    body: relayJobBody("notify.mail"),
+    responseBody,
+    dlqId: null,
+    retried: 5,
+  });
+  const { rows } = await t.pool.query(
+    "SELECT message FROM outbox_alerts WHERE kind = 'job.failed' AND details->>'messageId' = $1",
+    [messageId],
+  );
+  return rows[0].message;
+}
+
+describe("a job.failed alert's cause", () => {
+  it("is the job route's error message: the mail provider's outage, not only our 500", async () => {
+    const envelope = JSON.stringify({
+      error: { code: "job_failed", message: "mail API answered 503: provider down", requestId: "r1" },
+    });
+    expect(await alertFor(envelope)).toMatch(
+      /^job msg_\S+ for notify\.mail failed after 5 retries \(last status 500: mail API answered 503: provider down\)$/,
+    );
+  });
+
+  it("is any other body as it is, on one line and cut short; none without a body", async () => {
+    const html = `<html>\n  <body>Bad gateway</body>\n</html>${"x".repeat(400)}`;
+    const message = await alertFor(html, 502);
+    expect(message).toContain("(last status 502: <html> <body>Bad gateway</body> </html>xxx");
+    expect(message).toMatch(/x…\)$/);
+    expect(message.length).toBeLessThan(300);
+    expect(await alertFor(null, null)).toMatch(/\(no answer\)$/);
+    expect(await alertFor("  ")).toMatch(/\(last status 500\)$/);
+  });
+
+  it("reads as operators see it, in the CLI and the dashboard", () => {
+    expect(
+      lastAnswerOf({ status: 500, responseBody: '{"error":{"message":"mail API answered 429"}}' }, 60),
+    ).toBe("500: mail API answered 429");
+    expect(lastAnswerOf({ status: null, responseBody: null }, 60)).toBe("no answer");
+    // JSON that is not our envelope is shown as it came.
+    expect(causeOf('{"ok":false}', 60)).toBe('{"ok":false}');
+    expect(causeOf("null", 60)).toBe("null");
+    expect(causeOf("a".repeat(70), 60)).toBe(`${"a".repeat(60)}…`);
+  });
+});
