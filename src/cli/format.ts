@@ -141,7 +141,7 @@ function retryOutcome(f: { retryDeliveredAt: Date | null; failedAgainId: number 
   return outcomes.length > 0 ? outcomes.join(", ") : "not delivered yet";
 }
 
-export function formatStats(s: Stats): string {
+export function formatStats(s: Stats & { jobFailuresNotRetried: number }): string {
   const age = s.oldestPendingAgeSeconds === null ? "-" : `${s.oldestPendingAgeSeconds.toFixed(1)} s`;
   // As the dashboard's overview says it: a backoff that has run out is no longer one.
   const backingOff = s.relay.backoffUntil !== null && new Date(s.relay.backoffUntil).getTime() > Date.now();
@@ -156,6 +156,7 @@ export function formatStats(s: Stats): string {
     `oldest pending     ${age}`,
     `poisoned           ${s.poisoned}`,
     `open alerts        ${s.openAlerts}`,
+    `job failures       ${s.jobFailuresNotRetried} not retried${s.jobFailuresNotRetried > 0 ? " (job-failures retry --all sends them again)" : ""}`,
     `relay              ${relay}`,
   ].join("\n");
 }

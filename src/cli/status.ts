@@ -7,7 +7,8 @@ import {
   stats,
 } from "../outbox/index.ts";
 import { beforeOption, idArgument, intOption, Refusal, UsageError, type Options } from "./args.ts";
-import type { Command } from "./command.ts";
+import { dbOf, type Command } from "./command.ts";
+import { countOpenFailures } from "../domain/job-failures/retry.ts";
 import { formatAlerts, formatStats, olderHint } from "./format.ts";
 
 /**
@@ -31,7 +32,8 @@ export const alertsCommand: Command = ({ options, sub, rest }) => {
 export const statsCommand: Command = ({ sub }) => {
   if (sub) throw new UsageError(`stats takes no argument, got "${sub}"`);
   return async ({ pool, print }) => {
-    const s = await stats(pool);
+    const [core, notRetried] = await Promise.all([stats(pool), countOpenFailures(dbOf(pool))]);
+    const s = { ...core, jobFailuresNotRetried: notRetried };
     print(s, () => formatStats(s));
     return 0;
   };
@@ -52,10 +54,13 @@ function resolveCommand(options: Options, rest: string[]): ReturnType<Command> {
       const resolved = open ? await resolveAlerts(pool, { kind, upTo: open.upTo }) : 0;
       // A mistyped kind resolves nothing either: the kinds that are open say which was meant.
       const others = kinds.map((k) => `${k.kind} (${k.count})`).join(", ");
+      // Resolving a job.failed alert sends nothing again: say what is still owed.
+      const owed = kind === "job.failed" && resolved > 0 ? await countOpenFailures(dbOf(pool)) : 0;
       print({ kind, resolved }, () =>
         resolved === 0
           ? `no open ${kind} alert; open ones: ${others || "none"}`
-          : `resolved ${resolved} ${kind} alert${resolved === 1 ? "" : "s"}`,
+          : `resolved ${resolved} ${kind} alert${resolved === 1 ? "" : "s"}` +
+            (owed > 0 ? notRetriedHint(owed) : ""),
       );
       return 0;
     };
@@ -74,4 +79,16 @@ function resolveCommand(options: Options, rest: string[]): ReturnType<Command> {
     );
     return 0;
   };
+}
+
+/**
+ * After job.failed alerts are resolved: the failures they named are still not sent,
+ * and retention deletes a failure whose alert is resolved once it is past
+ * RETENTION_DAYS (ADR 0032), so a resolve that meant "seen" can become "dropped".
+ */
+function notRetriedHint(owed: number): string {
+  return (
+    `; ${owed} job failure${owed === 1 ? " is" : "s are"} still not retried: \`job-failures retry --all\` sends ` +
+    "them again (past RETENTION_DAYS the sweep deletes a failure whose alert was resolved)"
+  );
 }

@@ -201,6 +201,10 @@ describe("retrying a job failure from the overview", () => {
       (await browser.post("/dashboard/job-failures/retry", { upTo: String(newest) })).headers.get("location"),
     ).toBe("/dashboard?retriedAll=0");
     expect(jobsInQStash()).toHaveLength(4);
+    // Said as what happened, not as a retry of none.
+    expect((await browser.get("/dashboard?retriedAll=0")).text).toContain(
+      "No job failure was left to retry: another retry (a second press, another tab, the CLI) had taken them.",
+    );
   });
 
   it("Retry all leaves a failure recorded after the page was shown", async () => {

@@ -736,6 +736,12 @@ describe("alerts", () => {
     expect(page.text).toContain(`job one ${ESCAPED}`);
     expect(page.text).toContain("Resolve all job.failed (3)");
     expect(page.text).toContain("Resolve all event.poisoned (1)");
+    // Beside job.failed's, that a failed job is answered by a retry; poisoned events' has none.
+    expect(
+      page.text.match(
+        /resolving sends nothing again: <a href="\/dashboard">retry them from the overview<\/a>/g,
+      ),
+    ).toHaveLength(1);
 
     const one = await browser.post("/dashboard/alerts/resolve", { id: String(a) });
     expect(one.status).toBe(303);

@@ -329,11 +329,20 @@ async function recordRetries(db: Db, ids: number[], messageIds: string[]): Promi
        AND details->>'messageId' IN (SELECT message_id FROM recorded)`);
 }
 
-/** How many failures up to `upTo` a bulk retry would take now (jobs of ours, open). */
-export async function countOpenFailures(db: Db, upTo: number, now: Date = new Date()): Promise<number> {
+/**
+ * How many failures a bulk retry would take now (jobs of ours, open), up to `upTo`
+ * or all of them: the work still owed after an outage, whether or not anyone has
+ * resolved the alerts (the stats show it, so resolving them does not hide it).
+ */
+export async function countOpenFailures(
+  db: Db,
+  upTo: number | null = null,
+  now: Date = new Date(),
+): Promise<number> {
   const [row] = await queryRows<{ n: number }>(
     db,
-    sql`SELECT count(*)::int AS n FROM job_failures WHERE id <= ${upTo} AND ${oursAndOpen(now)}`,
+    sql`SELECT count(*)::int AS n FROM job_failures
+         WHERE ${upTo === null ? sql`true` : sql`id <= ${upTo}`} AND ${oursAndOpen(now)}`,
   );
   return row?.n ?? 0;
 }

@@ -2,6 +2,7 @@ import { z } from "zod";
 import type { Db } from "../../domain/db.ts";
 import { jobFailuresPage } from "../../domain/job-failures/record.ts";
 import {
+  countOpenFailures,
   notRetriedMessage,
   retryAllJobFailures,
   retryJobFailure,
@@ -97,7 +98,11 @@ const retryAllBody = z.strictObject({
 export function registerAdmin(app: App) {
   app.use("/admin/*", adminAuth);
 
-  app.get("/admin/stats", async (c) => c.json({ stats: await stats(c.var.pool) }));
+  // With the job failures not retried yet, which resolving their alerts does not answer.
+  app.get("/admin/stats", async (c) => {
+    const [core, notRetried] = await Promise.all([stats(c.var.pool), countOpenFailures(c.var.db)]);
+    return c.json({ stats: { ...core, jobFailuresNotRetried: notRetried } });
+  });
 
   // The CLI's `events list` and the dashboard's events page, a page at a time.
   app.get("/admin/events", valid("query", eventsQuery), async (c) => {

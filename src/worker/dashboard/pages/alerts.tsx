@@ -57,6 +57,14 @@ export function registerAlerts(dashboard: Hono<DashboardEnv>) {
                 <button class="btn secondary" type="submit">
                   {`Resolve all ${k.kind} (${k.count})`}
                 </button>
+                {k.kind === "job.failed" ? (
+                  // Resolving sends nothing again, and retention later deletes a failure
+                  // whose alert was resolved: the answer to a failed job is a retry.
+                  <span class="muted">
+                    {" resolving sends nothing again: "}
+                    <a href="/dashboard">retry them from the overview</a>
+                  </span>
+                ) : null}
               </form>
             ))}
           </div>

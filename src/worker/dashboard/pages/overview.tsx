@@ -55,7 +55,9 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
           text={
             retried ??
             (retriedAll !== undefined
-              ? `Retried ${retriedAll} job failure${retriedAll === 1 ? "" : "s"}: each is a new job in QStash.`
+              ? retriedAll === 0
+                ? "No job failure was left to retry: another retry (a second press, another tab, the CLI) had taken them."
+                : `Retried ${retriedAll} job failure${retriedAll === 1 ? "" : "s"}: each is a new job in QStash.`
               : undefined)
           }
         />

@@ -1,0 +1,56 @@
+import { describe, expect, it } from "vitest";
+import type { Db } from "../../src/domain/db.ts";
+import { recordJobFailure } from "../../src/domain/job-failures/record.ts";
+import { runCli } from "../support/cli.ts";
+import { useTestDatabase } from "../support/db.ts";
+import { relayJobBody } from "../support/job-failures.ts";
+import { appOverTestDatabase, bindings, call } from "../support/worker.ts";
+
+// After an outage, resolving the job.failed alerts must not make the jobs they
+// named look answered: a walkthrough resolved 71 of them and every stat read 0
+// while 5 mails were still unsent (and retention would later delete them).
+const t = useTestDatabase();
+const env = () => ({ DATABASE_URL: t.url });
+
+async function failedMail(): Promise<void> {
+  const body = relayJobBody("notify.mail");
+  await recordJobFailure(t.db as unknown as Db, {
+    messageId: `msg_${crypto.randomUUID()}`,
+    subscription: "notify.mail",
+    // Its event id comes from the body, as the callback's recording takes it.
+    eventId: (JSON.parse(body) as { event: { id: string } }).event.id,
+    status: 500,
+    body,
+    responseBody: '{"error":{"message":"mail API answered 503: provider down"}}',
+    dlqId: null,
+    retried: 5,
+  });
+}
+
+describe("job failures still owed", () => {
+  it("stats count them, and resolving their alerts says they are still not retried", async () => {
+    await failedMail();
+    await failedMail();
+
+    const before = await runCli(["stats", "--json"], env());
+    expect(JSON.parse(before.stdout)).toMatchObject({ openAlerts: 2, jobFailuresNotRetried: 2 });
+
+    const resolved = await runCli(["alerts", "resolve", "--kind", "job.failed"], env());
+    expect(resolved.code).toBe(0);
+    expect(resolved.stdout.trim()).toBe(
+      "resolved 2 job.failed alerts; 2 job failures are still not retried: `job-failures retry --all` sends " +
+        "them again (past RETENTION_DAYS the sweep deletes a failure whose alert was resolved)",
+    );
+
+    const after = await runCli(["stats"], env());
+    expect(after.stdout).toMatch(/^open alerts\s+0$/m);
+    expect(after.stdout).toMatch(
+      /^job failures\s+2 not retried \(job-failures retry --all sends them again\)$/m,
+    );
+
+    const app = appOverTestDatabase(t);
+    const admin = { headers: { authorization: `Bearer ${bindings().ADMIN_TOKEN}` } };
+    const res = await call(app, bindings({ DATABASE_URL: t.url }), "GET", "/admin/stats", undefined, admin);
+    expect(res.body.stats).toMatchObject({ openAlerts: 0, jobFailuresNotRetried: 2 });
+  });
+});
