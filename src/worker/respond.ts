@@ -55,6 +55,8 @@ export async function answerWrite<T extends Record<string, unknown>>(
         `(a key stands for one request for ${IDEMPOTENCY_KEY_HOURS} h): send a new key with a new request`,
       [{ path: "header.idempotency-key", message: "was used for another request" }],
     );
+  // A repeat kicks the relay too (in written): if the first died between its commit
+  // and its kick, the repeat's wait is then not left to the next cron sweep.
   if (once.outcome === "repeated") c.header("Idempotent-Replayed", "true");
   const { answer } = once;
   if (answer.location) c.header("Location", answer.location);

@@ -83,6 +83,21 @@ describe("Idempotency-Key on a create", () => {
     expect(await notesTitled("spaced")).toHaveLength(1);
   });
 
+  it("naming the key's own scope, or leaving it out, is the same request", async () => {
+    const idem = fresh();
+    const first = await send("POST", "/notes", { title: "own scope" }, { "Idempotency-Key": idem });
+    const again = await send(
+      "POST",
+      "/notes",
+      { title: "own scope", scope: "acme" },
+      { "Idempotency-Key": idem },
+    );
+    expect(again.status).toBe(201);
+    expect(again.headers.get("idempotent-replayed")).toBe("true");
+    expect(again.body).toEqual(first.body);
+    expect(await notesTitled("own scope")).toHaveLength(1);
+  });
+
   it("the key with another body, or on another route, is a 422 and writes nothing", async () => {
     const idem = fresh();
     const first = await send("POST", "/notes", { title: "original" }, { "Idempotency-Key": idem });

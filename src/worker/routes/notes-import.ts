@@ -14,11 +14,10 @@ export function registerNotesImport(app: App) {
       notes.map((n) => n.scope),
       (i) => `notes.${i}.scope`,
     );
-    return answerWrite(c, notes, async (db) => {
-      const { ids, eventIds } = await importNotes(
-        db,
-        notes.map((n) => ({ ...n, scope })),
-      );
+    // The scope filled in before the fingerprint, as notes-create.ts does.
+    const values = notes.map((n) => ({ ...n, scope }));
+    return answerWrite(c, values, async (db) => {
+      const { ids, eventIds } = await importNotes(db, values);
       return { result: { ids }, eventIds, status: 201 };
     });
   });
