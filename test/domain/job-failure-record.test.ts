@@ -1,6 +1,12 @@
 import { describe, expect, it } from "vitest";
 import type { Db } from "../../src/domain/db.ts";
-import { causeOf, lastAnswerOf, recordJobFailure } from "../../src/domain/job-failures/record.ts";
+import {
+  causeOf,
+  lastAnswerOf,
+  recordJobFailure,
+  recordJobFailures,
+  type JobFailure,
+} from "../../src/domain/job-failures/record.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { relayJobBody } from "../support/job-failures.ts";
 
@@ -56,5 +62,34 @@ describe("a job.failed alert's cause", () => {
     expect(causeOf('{"ok":false}', 60)).toBe('{"ok":false}');
     expect(causeOf("null", 60)).toBe("null");
     expect(causeOf("a".repeat(70), 60)).toBe(`${"a".repeat(60)}…`);
+  });
+});
+
+describe("recording failures again", () => {
+  const failure = (messageId: string): JobFailure => ({
+    messageId,
+    subscription: "notify.mail",
+    eventId: null,
+    status: 500,
+    body: relayJobBody("notify.mail"),
+    responseBody: null,
+    dlqId: null,
+    retried: 5,
+  });
+
+  it("adds nothing for those recorded already, and takes no ids for them", async () => {
+    const db = t.db as unknown as Db;
+    const first = Array.from({ length: 3 }, () => failure(`msg_${crypto.randomUUID()}`));
+    expect(await recordJobFailures(db, first)).toHaveLength(3);
+    // The sweep's dead letters of the same jobs, with one new among them.
+    const fresh = failure(`msg_${crypto.randomUUID()}`);
+    expect(await recordJobFailures(db, [...first, fresh])).toEqual([fresh.messageId]);
+    const { rows } = await t.pool.query(
+      "SELECT id::int, message_id FROM job_failures WHERE message_id = ANY($1) ORDER BY id",
+      [[...first, fresh].map((f) => f.messageId)],
+    );
+    const ids = rows.map((r) => r.id as number);
+    expect(ids).toEqual([ids[0], ids[0]! + 1, ids[0]! + 2, ids[0]! + 3]);
+    expect(rows[3].message_id).toBe(fresh.messageId);
   });
 });
