@@ -133,6 +133,23 @@ export const jobFailures = pgTable(
 );
 
 /**
+ * Each subscription's current run of failed job attempts (ADR 0036), one row per
+ * subscription: the job route counts every attempt its handler failed (QStash will
+ * retry it), so the sweep can raise `subscription.failing` while QStash is still
+ * retrying, hours before the first job runs out of retries. A run ends when a
+ * retried job succeeds (`recovered_at`) or after a quiet spell; the next failure
+ * starts a new one.
+ */
+export const subscriptionFailures = pgTable("subscription_failures", {
+  subscription: text("subscription").primaryKey(),
+  streakStartedAt: timestamp("streak_started_at", tz).notNull(),
+  lastFailedAt: timestamp("last_failed_at", tz).notNull(),
+  attempts: integer("attempts").notNull(),
+  lastError: text("last_error").notNull(),
+  recoveredAt: timestamp("recovered_at", tz),
+});
+
+/**
  * Tenant API keys for the domain routes. A key acts only within its scope (null
  * is a scope of its own, matching only null). Only a SHA-256 of the key is kept:
  * the key itself is shown once, when it is created. `prefix` is the key's first

@@ -175,6 +175,11 @@ export const alerts = pgTable(
     uniqueIndex("outbox_alerts_open_endpoint_lag_key")
       .on(sql`(details->>'endpointId')`)
       .where(sql`resolved_at IS NULL AND kind = 'webhook.endpoint_lagging'`),
+    // One open subscription.failing alert per subscription, raised and resolved by
+    // the sweep (domain/job-failures/failing.ts); overlapping sweeps meet here.
+    uniqueIndex("outbox_alerts_open_subscription_failing_key")
+      .on(t.subscription)
+      .where(sql`resolved_at IS NULL AND kind = 'subscription.failing'`),
     // Retention deletes the alerts resolved longest ago (domain/retention.ts).
     index("outbox_alerts_resolved_idx")
       .on(t.resolvedAt)

@@ -1,6 +1,7 @@
 import { deleteOldFannedEvents, drain, evaluateAlerts, vacuumEventsIfNeeded } from "../outbox/index.ts";
 import { collectDeadLetters } from "../domain/job-failures/dead-letters.ts";
 import { deleteExpiredKeys, IDEMPOTENCY_KEY_HOURS } from "../domain/idempotency.ts";
+import { evaluateFailingSubscriptions } from "../domain/job-failures/failing.ts";
 import { deleteOldRecords } from "../domain/retention.ts";
 import { subscriptions } from "../domain/subscriptions.ts";
 import { disableFailingEndpoints } from "../domain/webhooks/auto-disable.ts";
@@ -22,7 +23,8 @@ import { deadLettersFor, deliverQueueFor, qstashMessagesFor } from "./webhooks.t
  * then maintenance — retention in bounded deletes, a VACUUM of `events` once
  * enough of it is dead, alert evaluation, disabling webhook endpoints that have
  * only failed for WEBHOOK_DISABLE_AFTER_DAYS, raising (and resolving) an alert
- * for each endpoint that does not keep up with its deliveries, deleting finished webhook
+ * for each endpoint that does not keep up with its deliveries and each subscription
+ * whose jobs keep failing while QStash retries them, deleting finished webhook
  * deliveries, resolved alerts, settled job failures and mail records past
  * RETENTION_DAYS and idempotency keys past IDEMPOTENCY_KEY_HOURS, and, last because they need QStash (whose
  * outage should not stop the rest), recording the jobs QStash dead-lettered
@@ -63,6 +65,7 @@ export function createScheduled(
         now: now(),
       });
       const lagging = await evaluateEndpointLag(db, { now: now() });
+      const failing = await evaluateFailingSubscriptions(db, { now: now() });
       const cut = { olderThanDays: config.RETENTION_DAYS, now: now() };
       const deliveriesDeleted = await deleteOldDeliveries(db, cut);
       const records = await deleteOldRecords(db, cut);
@@ -82,6 +85,7 @@ export function createScheduled(
           `relay alerts raised: ${raised.length ? raised.join(", ") : "none"}; ` +
           `webhook endpoints disabled: ${disabled.length ? disabled.join(", ") : "none"}; ` +
           `webhook endpoints behind: ${lagging.behind}${listed("newly", lagging.raised)}${listed("caught up", lagging.caughtUp)}; ` +
+          `subscriptions failing: ${failing.failing}${listed("newly", failing.raised)}${listed("recovered", failing.recovered)}; ` +
           `retention past ${config.RETENTION_DAYS} d deleted ${deliveriesDeleted} finished webhook deliveries, ` +
           `${records.alerts} alerts resolved by then, ${records.jobFailures} settled job failures and ${records.mailSends} mail records; ` +
           `deleted ${keysDeleted} idempotency keys older than ${IDEMPOTENCY_KEY_HOURS} h; ` +

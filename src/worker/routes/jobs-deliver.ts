@@ -1,4 +1,4 @@
-import type { Db } from "../../domain/db.ts";
+import { noteFailedAttempt, noteRecovered } from "../../domain/job-failures/failing.ts";
 import { markRetryDelivered, RETRY_OF_HEADER } from "../../domain/job-failures/retry.ts";
 import { createJobHandlers, type JobHandlers, type JobKind } from "../../domain/job-handlers.ts";
 import { httpMailer, noopMailer } from "../../domain/mail/mailer.ts";
@@ -48,25 +48,38 @@ export function registerJobsDeliver(app: App) {
     const outcome = await handle(handler, name, raw, context);
     if (outcome.done) {
       const retryOf = c.req.header(RETRY_OF_HEADER);
-      if (retryOf !== undefined) await noteRetryDelivered(c.var.db, retryOf, c.var.requestId);
+      if (retryOf !== undefined)
+        await noting(
+          () => markRetryDelivered(c.var.db, retryOf),
+          `that job failure ${retryOf}'s retry was delivered`,
+          c.var.requestId,
+        );
+      if (context.retried > 0)
+        await noting(() => noteRecovered(c.var.db, name), `that ${name} works again`, c.var.requestId);
       return c.json({ ok: true });
     }
     if (!outcome.retry) throw new ApiError("job_rejected", outcome.message);
     console.error(`[${c.var.requestId}] job ${context.messageId} ${name}: ${outcome.message}`);
+    await noting(
+      () => noteFailedAttempt(c.var.db, name, outcome.message),
+      `${name}'s failed attempt`,
+      c.var.requestId,
+    );
     throw new ApiError("job_failed", outcome.message);
   });
 }
 
 /**
- * An operator's retry of a job failure worked: said on the failure. The job is done
- * either way, so a database error here is logged, not answered: a 500 would have
- * QStash run a finished job again for the sake of a note.
+ * What the route notes beside a job's outcome: an operator's retry that worked (on
+ * its failure), the subscription's run of failures (failing.ts). Bookkeeping: a
+ * database error there is logged and the job answered as its handler decided, or a
+ * finished job would run again for the sake of a note.
  */
-async function noteRetryDelivered(db: Db, retryOf: string, requestId: string): Promise<void> {
+async function noting(note: () => Promise<unknown>, what: string, requestId: string): Promise<void> {
   try {
-    await markRetryDelivered(db, retryOf);
+    await note();
   } catch (error) {
-    console.error(`[${requestId}] noting that job failure ${retryOf}'s retry was delivered:`, error);
+    console.error(`[${requestId}] noting ${what}:`, error);
   }
 }
 

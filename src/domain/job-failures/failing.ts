@@ -1,0 +1,126 @@
+import { sql, type SQL } from "drizzle-orm";
+import type { Db } from "../db.ts";
+import { isoTime, queryRows } from "../webhooks/rows.ts";
+
+/** Minutes a subscription's jobs must keep failing before the sweep raises `subscription.failing`. */
+export const FAILING_ALERT_AFTER_MINUTES = 5;
+
+/**
+ * Minutes without a failed attempt after which a run of failures is over: the
+ * alert resolves, and the next failure starts a new run. QStash's later retries
+ * come further apart than this, so an outage with no new jobs can resolve and
+ * raise again; one with new jobs arriving keeps failing within it.
+ */
+export const FAILING_QUIET_MINUTES = 15;
+
+/** Characters of the handler's error kept with the run. */
+const ERROR_KEPT = 500;
+
+/**
+ * The job route's part, when a subscription's handler failed an attempt QStash will
+ * retry: counts it in the subscription's run of failures, or starts a new run when
+ * the last one ended (a retried job succeeded since, or none failed for
+ * FAILING_QUIET_MINUTES). One upsert on the subscription's row, so concurrent
+ * failing jobs (up to the flow-control limit at once) each count once.
+ */
+export async function noteFailedAttempt(db: Db, subscription: string, error: string): Promise<void> {
+  const ended = sql`(s.recovered_at IS NOT NULL
+                     OR s.last_failed_at < now() - make_interval(mins => ${FAILING_QUIET_MINUTES}))`;
+  await db.execute(sql`
+    INSERT INTO subscription_failures AS s
+           (subscription, streak_started_at, last_failed_at, attempts, last_error)
+    VALUES (${subscription}, now(), now(), 1, ${error.slice(0, ERROR_KEPT)})
+    ON CONFLICT (subscription) DO UPDATE SET
+      streak_started_at = CASE WHEN ${ended} THEN now() ELSE s.streak_started_at END,
+      attempts = CASE WHEN ${ended} THEN 1 ELSE s.attempts + 1 END,
+      last_failed_at = now(), last_error = EXCLUDED.last_error, recovered_at = NULL`);
+}
+
+/**
+ * The job route's part when a job that had failed before (QStash's retried count
+ * above 0) succeeded: the subscription works again, so its run of failures is over.
+ * Only retried jobs say so, so a healthy subscription's jobs pay nothing; a first
+ * attempt that succeeds during an intermittent outage proves less.
+ */
+export async function noteRecovered(db: Db, subscription: string): Promise<void> {
+  await db.execute(sql`
+    UPDATE subscription_failures SET recovered_at = now()
+     WHERE subscription = ${subscription} AND recovered_at IS NULL`);
+}
+
+/** What one sweep's check of the subscriptions found. */
+export interface FailingCheck {
+  /** Subscriptions failing now, each with its one open alert. */
+  failing: number;
+  /** Those whose alert this check raised. */
+  raised: string[];
+  /** Those whose alert this check resolved: a retried job succeeded, or none failed for a while. */
+  recovered: string[];
+}
+
+/**
+ * The cron sweep's watch on subscriptions whose jobs fail. QStash retries a failed
+ * job on its backoff for hours (the dev server's five retries span about 6.7
+ * hours), and only a job that runs out of them reaches our failure callback as a
+ * `job.failed` alert: a walkthrough's mail provider was down with 355 failed
+ * attempts in 30 s and no alert at all. So a subscription whose run of failures has
+ * lasted `afterMinutes` and goes on (a failure within FAILING_QUIET_MINUTES, no
+ * retried job succeeded since) has one open `subscription.failing` alert, with the
+ * count, since when and the latest error, as of the sweep that last looked; the
+ * sweep resolves it once the run is over.
+ *
+ * One statement, as the webhook lag check (webhooks/lag.ts): the open alert is
+ * updated where there is one and inserted where there is none, overlapping sweeps
+ * meeting at the unique index on open alerts per subscription (migration 0021).
+ */
+export async function evaluateFailingSubscriptions(
+  db: Db,
+  options: { now: Date; afterMinutes?: number },
+): Promise<FailingCheck> {
+  const after = options.afterMinutes ?? FAILING_ALERT_AFTER_MINUTES;
+  const now = sql`${options.now}::timestamptz`;
+  const at = (t: SQL) => sql`to_char(${t} AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS "UTC"')`;
+  const [row] = await queryRows<{ failing: number; raised: string[]; recovered: string[] }>(
+    db,
+    sql`WITH failing AS (
+          SELECT s.subscription,
+                 format('subscription %s is failing: %s job attempts failed since %s, the latest at %s: %s. '
+                        'QStash retries them; a job that runs out of retries becomes a job failure to retry',
+                        s.subscription, s.attempts, ${at(sql`s.streak_started_at`)},
+                        ${at(sql`s.last_failed_at`)}, s.last_error) AS message,
+                 jsonb_build_object('attempts', s.attempts,
+                                    'failingSince', ${isoTime(sql`s.streak_started_at`)},
+                                    'lastFailedAt', ${isoTime(sql`s.last_failed_at`)},
+                                    'lastError', s.last_error,
+                                    'checkedAt', ${isoTime(now)}) AS details
+            FROM subscription_failures s
+           WHERE s.recovered_at IS NULL
+             AND s.last_failed_at >= ${now} - make_interval(mins => ${FAILING_QUIET_MINUTES})
+             AND s.streak_started_at <= ${now} - make_interval(mins => ${after})
+        ),
+        updated AS (
+          UPDATE outbox_alerts a SET message = f.message, details = f.details
+            FROM failing f
+           WHERE a.kind = 'subscription.failing' AND a.resolved_at IS NULL AND a.subscription = f.subscription
+          RETURNING f.subscription
+        ),
+        raised AS (
+          INSERT INTO outbox_alerts (kind, subscription, message, details)
+          SELECT 'subscription.failing', subscription, message, details
+            FROM failing WHERE subscription NOT IN (SELECT subscription FROM updated)
+          ON CONFLICT (subscription) WHERE resolved_at IS NULL AND kind = 'subscription.failing'
+          DO UPDATE SET message = EXCLUDED.message, details = EXCLUDED.details
+          RETURNING subscription, xmax = 0 AS new
+        ),
+        cleared AS (
+          UPDATE outbox_alerts a SET resolved_at = now()
+           WHERE a.kind = 'subscription.failing' AND a.resolved_at IS NULL
+             AND NOT EXISTS (SELECT 1 FROM failing f WHERE f.subscription = a.subscription)
+          RETURNING a.subscription
+        )
+        SELECT (SELECT count(*)::int FROM failing) AS failing,
+               ARRAY(SELECT subscription FROM raised WHERE new ORDER BY subscription) AS raised,
+               ARRAY(SELECT subscription FROM cleared ORDER BY subscription) AS recovered`,
+  );
+  return { failing: row?.failing ?? 0, raised: row?.raised ?? [], recovered: row?.recovered ?? [] };
+}

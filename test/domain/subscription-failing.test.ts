@@ -1,0 +1,215 @@
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { drizzle } from "drizzle-orm/node-postgres";
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
+import { signJwt } from "../../infra/qstash-dev/signing.ts";
+import type { Db } from "../../src/domain/db.ts";
+import {
+  evaluateFailingSubscriptions,
+  FAILING_QUIET_MINUTES,
+  noteFailedAttempt,
+} from "../../src/domain/job-failures/failing.ts";
+import type { Bindings } from "../../src/worker/env.ts";
+import { useTestDatabase } from "../support/db.ts";
+import { relayJobBody } from "../support/job-failures.ts";
+import { createScheduled } from "../../src/worker/scheduled.ts";
+import { appOverTestDatabase, bindings, call, executionContext, openTestPool } from "../support/worker.ts";
+
+// subscription.failing (ADR 0036): an alert while QStash is still retrying a
+// subscription's failing jobs, hours before the first runs out of retries. Against
+// real Postgres, concurrent attempts on connections of their own.
+const t = useTestDatabase();
+const db = () => t.db as unknown as Db;
+const minutesAgo = (now: Date, n: number) => new Date(now.getTime() - n * 60_000);
+
+beforeEach(async () => {
+  await t.pool.query("TRUNCATE subscription_failures, outbox_alerts");
+});
+
+/** A run of failures with its times set, as if its attempts had come then. */
+async function run(
+  subscription: string,
+  fields: { started: Date; last: Date; attempts: number; recovered?: Date },
+) {
+  await t.pool.query(
+    `INSERT INTO subscription_failures (subscription, streak_started_at, last_failed_at, attempts, last_error, recovered_at)
+     VALUES ($1, $2, $3, $4, 'mail API answered 503: provider down', $5)`,
+    [subscription, fields.started, fields.last, fields.attempts, fields.recovered ?? null],
+  );
+}
+
+async function openAlerts() {
+  const { rows } = await t.pool.query(
+    `SELECT id::int, subscription, message, details FROM outbox_alerts
+      WHERE kind = 'subscription.failing' AND resolved_at IS NULL ORDER BY subscription`,
+  );
+  return rows;
+}
+
+describe("a subscription's run of failed attempts", () => {
+  it("counts 20 attempts failing at once, each on its own connection, in one row", async () => {
+    const pools = Array.from({ length: 20 }, () => t.newPool(1));
+    await Promise.all(
+      pools.map((p, i) => noteFailedAttempt(drizzle(p) as unknown as Db, "notify.mail", `error ${i}`)),
+    );
+    const { rows } = await t.pool.query("SELECT attempts FROM subscription_failures");
+    expect(rows).toEqual([{ attempts: 20 }]);
+  });
+
+  it(`starts a new run after ${FAILING_QUIET_MINUTES} quiet minutes or a recovery`, async () => {
+    const now = new Date();
+    await run("notify.mail", {
+      started: minutesAgo(now, 60),
+      last: minutesAgo(now, FAILING_QUIET_MINUTES + 1),
+      attempts: 9,
+    });
+    await noteFailedAttempt(db(), "notify.mail", "again");
+    const quiet = await t.pool.query(
+      "SELECT attempts, streak_started_at > $1 AS fresh FROM subscription_failures",
+      [minutesAgo(now, 1)],
+    );
+    expect(quiet.rows).toEqual([{ attempts: 1, fresh: true }]);
+
+    await noteFailedAttempt(db(), "notify.mail", "and again");
+    expect((await t.pool.query("SELECT attempts FROM subscription_failures")).rows).toEqual([
+      { attempts: 2 },
+    ]);
+    await t.pool.query("UPDATE subscription_failures SET recovered_at = now()");
+    await noteFailedAttempt(db(), "notify.mail", "after recovering");
+    expect((await t.pool.query("SELECT attempts, recovered_at FROM subscription_failures")).rows).toEqual([
+      { attempts: 1, recovered_at: null },
+    ]);
+  });
+});
+
+describe("the sweep's subscription.failing alert", () => {
+  it("is raised for a run of 5 minutes that goes on, updated in place, and resolved once it ends", async () => {
+    const now = new Date();
+    await run("notify.mail", { started: minutesAgo(now, 6), last: minutesAgo(now, 1), attempts: 355 });
+    // Too short a run, and one that ended: neither is failing now.
+    await run("corpus.index", { started: minutesAgo(now, 2), last: minutesAgo(now, 1), attempts: 3 });
+    await run("webhook.fanout", { started: minutesAgo(now, 60), last: minutesAgo(now, 20), attempts: 40 });
+
+    expect(await evaluateFailingSubscriptions(db(), { now })).toEqual({
+      failing: 1,
+      raised: ["notify.mail"],
+      recovered: [],
+    });
+    const [raised] = await openAlerts();
+    expect(raised).toMatchObject({ subscription: "notify.mail" });
+    expect(raised.message).toMatch(
+      /^subscription notify\.mail is failing: 355 job attempts failed since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC, the latest at .* UTC: mail API answered 503: provider down\. QStash retries them; a job that runs out of retries becomes a job failure to retry$/,
+    );
+    expect(raised.details).toMatchObject({
+      attempts: 355,
+      lastError: "mail API answered 503: provider down",
+    });
+
+    await t.pool.query("UPDATE subscription_failures SET attempts = 400 WHERE subscription = 'notify.mail'");
+    expect((await evaluateFailingSubscriptions(db(), { now })).raised).toEqual([]);
+    const [updated] = await openAlerts();
+    expect(updated.id).toBe(raised.id);
+    expect(updated.details.attempts).toBe(400);
+
+    await t.pool.query(
+      "UPDATE subscription_failures SET recovered_at = now() WHERE subscription = 'notify.mail'",
+    );
+    expect(await evaluateFailingSubscriptions(db(), { now })).toEqual({
+      failing: 0,
+      raised: [],
+      recovered: ["notify.mail"],
+    });
+    expect(await openAlerts()).toEqual([]);
+  });
+
+  it("resolves after the quiet spell too, and 4 sweeps at once raise one alert", async () => {
+    const now = new Date();
+    await run("notify.mail", { started: minutesAgo(now, 30), last: minutesAgo(now, 2), attempts: 50 });
+    const sweeps = Array.from({ length: 4 }, () =>
+      evaluateFailingSubscriptions(drizzle(t.newPool(1)) as unknown as Db, { now }),
+    );
+    const checks = await Promise.all(sweeps);
+    expect(checks.flatMap((c) => c.raised)).toEqual(["notify.mail"]);
+    expect(await openAlerts()).toHaveLength(1);
+
+    const later = new Date(now.getTime() + FAILING_QUIET_MINUTES * 60_000);
+    expect((await evaluateFailingSubscriptions(db(), { now: later })).recovered).toEqual(["notify.mail"]);
+    expect(await openAlerts()).toEqual([]);
+  });
+});
+
+describe("the job route notes the run", () => {
+  let mailApi: Server;
+  let answer = 503;
+  let env: Bindings;
+  const app = appOverTestDatabase(t);
+
+  beforeAll(async () => {
+    mailApi = createServer((req, res) => {
+      req.resume();
+      req.on("end", () => res.writeHead(answer, { "content-type": "text/plain" }).end("provider down"));
+    });
+    await new Promise<void>((resolve) => mailApi.listen(0, "127.0.0.1", resolve));
+    const { port } = mailApi.address() as AddressInfo;
+    env = bindings({ DATABASE_URL: t.url, MAIL_API_URL: `http://127.0.0.1:${port}/mail` });
+  });
+  afterAll(() => new Promise<void>((resolve) => mailApi.close(() => resolve())));
+
+  const deliver = (body: string, retried: number) =>
+    call(app, env, "POST", "/jobs/notify.mail", body, {
+      headers: {
+        "upstash-signature": signJwt({
+          key: env.QSTASH_CURRENT_SIGNING_KEY!,
+          url: `${env.PUBLIC_URL}/jobs/notify.mail`,
+          body: Buffer.from(body),
+        }),
+        "upstash-message-id": `msg_${crypto.randomUUID()}`,
+        "upstash-retried": String(retried),
+      },
+    });
+
+  it("counts each attempt its handler failed, and ends the run when a retried job succeeds", async () => {
+    const jobs = [relayJobBody("notify.mail"), relayJobBody("notify.mail")];
+    answer = 503;
+    for (const body of jobs) expect((await deliver(body, 0)).status).toBe(500);
+    const failing = await t.pool.query(
+      "SELECT attempts, last_error, recovered_at FROM subscription_failures",
+    );
+    expect(failing.rows).toEqual([
+      { attempts: 2, last_error: expect.stringContaining("mail API answered 503"), recovered_at: null },
+    ]);
+
+    answer = 200;
+    // A first attempt that works says little during an intermittent outage: not noted.
+    expect((await deliver(relayJobBody("notify.mail"), 0)).status).toBe(200);
+    expect(
+      (await t.pool.query("SELECT recovered_at FROM subscription_failures")).rows[0].recovered_at,
+    ).toBeNull();
+    // A retried one that works says the subscription works again.
+    expect((await deliver(jobs[0]!, 1)).status).toBe(200);
+    expect(
+      (await t.pool.query("SELECT recovered_at FROM subscription_failures")).rows[0].recovered_at,
+    ).toBeInstanceOf(Date);
+  });
+});
+
+describe("the cron sweep", () => {
+  it("raises it and says so in its line", async () => {
+    const now = new Date();
+    await run("notify.mail", { started: minutesAgo(now, 10), last: minutesAgo(now, 1), attempts: 12 });
+    const log = vi.spyOn(console, "log").mockImplementation(() => undefined);
+    try {
+      // No QStash here: the sweep's QStash work says it stopped, the rest runs.
+      await createScheduled(openTestPool(t.newPool(2)), () => now)(
+        {} as ScheduledController,
+        bindings({ DATABASE_URL: t.url }),
+        executionContext().ctx,
+      );
+      const line = String(log.mock.calls.find((c) => String(c[0]).startsWith("sweep:"))?.[0]);
+      expect(line).toContain("; subscriptions failing: 1, newly: notify.mail; ");
+    } finally {
+      log.mockRestore();
+    }
+    expect(await openAlerts()).toMatchObject([{ subscription: "notify.mail", details: { attempts: 12 } }]);
+  });
+});
