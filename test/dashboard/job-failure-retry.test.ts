@@ -323,4 +323,31 @@ describe("the job failures page", () => {
     });
     expect(res.headers.get("location")).toBe(`/dashboard/job-failures?before=5&retried=${paged}`);
   });
+
+  it("offers Retry all on its newest page, and comes back to it", async () => {
+    await t.pool.query("UPDATE job_failures SET retried_at = now(), retry_message_id = 'msg_done'");
+    const ids = [await insertJobFailure(t.pool), await insertJobFailure(t.pool)];
+    const page = await browser.get("/dashboard/job-failures");
+    expect(page.text).toContain("Retry all 2 not yet retried");
+    expect(page.text).toContain(`<input type="hidden" name="upTo" value="${ids[1]}"/>`);
+    expect(page.text).toContain(`<input type="hidden" name="back" value="/dashboard/job-failures"/>`);
+    // Older pages have none: "up to the newest shown" is the newest page's.
+    expect((await browser.get(`/dashboard/job-failures?before=${ids[1]}`)).text).not.toContain("Retry all");
+
+    const posted = await browser.post("/dashboard/job-failures/retry", {
+      upTo: String(ids[1]),
+      back: "/dashboard/job-failures",
+    });
+    expect(posted.headers.get("location")).toBe("/dashboard/job-failures?retriedAll=2");
+    const after = await browser.get("/dashboard/job-failures?retriedAll=2");
+    expect(after.text).toContain("Retried 2 job failures: each is a new job in QStash.");
+    expect(after.text).not.toContain("Retry all");
+    for (const id of ids) expect((await jobFailureRow(t.pool, id)).retry_message_id).toMatch(/^msg_/);
+    // Anywhere else goes to the overview.
+    const elsewhere = await browser.post("/dashboard/job-failures/retry", {
+      upTo: String(ids[1]),
+      back: "https://evil.example/dashboard/job-failures",
+    });
+    expect(elsewhere.headers.get("location")).toBe("/dashboard?retriedAll=0");
+  });
 });

@@ -2,7 +2,12 @@ import type { Hono } from "hono";
 import { z } from "zod";
 import { idCursor } from "../../../domain/text.ts";
 import { jobFailuresPage, lastAnswerOf, type JobFailureRow } from "../../../domain/job-failures/record.ts";
-import { isOpenFailure, jobToRetry } from "../../../domain/job-failures/retry.ts";
+import {
+  countOpenFailures,
+  isOpenFailure,
+  jobToRetry,
+  RETRY_ALL_LIMIT,
+} from "../../../domain/job-failures/retry.ts";
 import { IDENTITY_ID_DIGITS } from "../../../outbox/index.ts";
 import { valid } from "../../validate.ts";
 import type { DashboardEnv } from "../env.ts";
@@ -14,6 +19,7 @@ export const JOB_FAILURES_PAGE = 50;
 const jobFailuresQuery = z.object({
   before: idCursor,
   retried: z.coerce.number().int().positive().max(Number.MAX_SAFE_INTEGER).optional(),
+  retriedAll: z.coerce.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional(),
 });
 
 /** The pages a retry may go back to: this page, newest or older. Anything else goes to the overview. */
@@ -25,6 +31,41 @@ export function afterRetry(back: unknown, id: number): string {
     return `${back}${back.includes("?") ? "&" : "?"}retried=${id}`;
   }
   return `/dashboard?retried=${id}`;
+}
+
+/** Where a Retry all sends the browser: this page when it came from there, else the overview. */
+export function afterRetryAll(back: unknown, retried: number): string {
+  const page = back === "/dashboard/job-failures" ? back : "/dashboard";
+  return `${page}?retriedAll=${retried}`;
+}
+
+/** After a Retry all: how many it took, or that another retry had taken them. */
+export function retriedAllNotice(retriedAll: number | undefined): string | undefined {
+  if (retriedAll === undefined) return undefined;
+  if (retriedAll === 0)
+    return "No job failure was left to retry: another retry (a second press, another tab, the CLI) had taken them.";
+  return `Retried ${retriedAll} job failure${retriedAll === 1 ? "" : "s"}: each is a new job in QStash.`;
+}
+
+/**
+ * The Retry all button, on the overview and on the first page of job failures: every
+ * open failure up to the newest the page shows (`upTo`), so one recorded later is
+ * not retried unseen. Nothing when none is open.
+ */
+export function RetryAll({ upTo, open, back }: { upTo: number; open: number; back?: string }) {
+  if (open === 0) return null;
+  return (
+    <div class="actions">
+      <form method="post" action="/dashboard/job-failures/retry">
+        <input type="hidden" name="upTo" value={String(upTo)} />
+        {back ? <input type="hidden" name="back" value={back} /> : null}
+        <button class="btn secondary" type="submit">
+          {`Retry all ${open} not yet retried`}
+        </button>
+      </form>
+      <span class="muted">{`up to the newest shown, ${RETRY_ALL_LIMIT.toLocaleString("en")} a press`}</span>
+    </div>
+  );
 }
 
 /** After a retry: said from the row itself, so a link cannot put words on the page. */
@@ -141,13 +182,17 @@ export function registerJobFailures(dashboard: Hono<DashboardEnv>) {
     });
     const here =
       q.before === undefined ? "/dashboard/job-failures" : `/dashboard/job-failures?before=${q.before}`;
+    // Offered on the newest page, as on the overview: where "All job failures" leads.
+    const newest = q.before === undefined ? jobs[0]?.id : undefined;
+    const open = newest === undefined ? 0 : await countOpenFailures(c.var.db, newest);
     return render(
       c,
       { title: "Job failures", section: "job-failures" },
       <>
-        <Notice text={retriedNotice(jobs, q.retried)} />
+        <Notice text={retriedNotice(jobs, q.retried) ?? retriedAllNotice(q.retriedAll)} />
         <h1>Job failures</h1>
         <p class="muted">Jobs that exhausted their retries, newest first.</p>
+        {newest === undefined ? null : <RetryAll upTo={newest} open={open} back="/dashboard/job-failures" />}
         {jobs.length === 0 ? (
           <p class="muted">{q.before === undefined ? "None." : "No older job failures."}</p>
         ) : (

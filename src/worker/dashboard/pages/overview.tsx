@@ -1,7 +1,7 @@
 import type { Hono } from "hono";
 import { z } from "zod";
 import { listJobFailures } from "../../../domain/job-failures/record.ts";
-import { countOpenFailures, RETRY_ALL_LIMIT } from "../../../domain/job-failures/retry.ts";
+import { countOpenFailures } from "../../../domain/job-failures/retry.ts";
 import { attemptsPerMinute, failedDeliveries } from "../../../domain/webhooks/delivery-log.ts";
 import { eventsPerMinute, listAlerts, stats } from "../../../outbox/index.ts";
 import { JOB_FAILURE_ID, retryAllOrRefuse, retryOrRefuse } from "../../routes/admin.ts";
@@ -9,7 +9,14 @@ import { valid } from "../../validate.ts";
 import { LineChart } from "../chart.tsx";
 import type { DashboardEnv } from "../env.ts";
 import { age, Notice, render, Table, time } from "../layout.tsx";
-import { afterRetry, JobFailureTable, retriedNotice } from "./job-failures.tsx";
+import {
+  afterRetry,
+  afterRetryAll,
+  JobFailureTable,
+  retriedAllNotice,
+  retriedNotice,
+  RetryAll,
+} from "./job-failures.tsx";
 import { deliveryEventHref } from "./webhook-deliveries.tsx";
 
 /** Seconds between reloads of the overview: live enough to watch a backlog drain. */
@@ -25,7 +32,11 @@ function Card({ label, value, tone, href }: { label: string; value: string; tone
 }
 
 // upTo: the newest failure the page showed; a later one is not retried unseen.
-const retryAllForm = z.object({ upTo: z.coerce.number().int().positive().max(Number.MAX_SAFE_INTEGER) });
+const retryAllForm = z.object({
+  upTo: z.coerce.number().int().positive().max(Number.MAX_SAFE_INTEGER),
+  // The page the button was on (afterRetryAll takes only ours).
+  back: z.string().max(100).optional(),
+});
 
 export function registerOverview(dashboard: Hono<DashboardEnv>) {
   dashboard.get("/", async (c) => {
@@ -51,16 +62,7 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
       c,
       { title: "Overview", section: "overview", refresh: OVERVIEW_REFRESH_SECONDS },
       <>
-        <Notice
-          text={
-            retried ??
-            (retriedAll !== undefined
-              ? retriedAll === 0
-                ? "No job failure was left to retry: another retry (a second press, another tab, the CLI) had taken them."
-                : `Retried ${retriedAll} job failure${retriedAll === 1 ? "" : "s"}: each is a new job in QStash.`
-              : undefined)
-          }
-        />
+        <Notice text={retried ?? retriedAllNotice(retriedAll)} />
         <h1>Overview</h1>
         <div class="cards">
           <Card label="Backlog" value={String(s.backlog)} tone={s.backlog > 0 ? "warn" : "ok"} />
@@ -143,17 +145,7 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
         )}
 
         <h2>Jobs that exhausted their retries</h2>
-        {openFailures > 0 ? (
-          <div class="actions">
-            <form method="post" action="/dashboard/job-failures/retry">
-              <input type="hidden" name="upTo" value={String(jobs[0]!.id)} />
-              <button class="btn secondary" type="submit">
-                {`Retry all ${openFailures} not yet retried`}
-              </button>
-            </form>
-            <span class="muted">{`up to the newest shown, ${RETRY_ALL_LIMIT.toLocaleString("en")} a press`}</span>
-          </div>
-        ) : null}
+        {jobs.length > 0 ? <RetryAll upTo={jobs[0]!.id} open={openFailures} /> : null}
         {jobs.length === 0 ? (
           <p class="muted">None.</p>
         ) : (
@@ -198,8 +190,9 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
 
   // Every open failure up to the newest the page showed, as POST /admin/job-failures/retry.
   dashboard.post("/job-failures/retry", valid("form", retryAllForm), async (c) => {
-    const { retried } = await retryAllOrRefuse(c.var.db, c.var.config, c.req.valid("form").upTo);
-    return c.redirect(`/dashboard?retriedAll=${retried.length}`, 303);
+    const form = c.req.valid("form");
+    const { retried } = await retryAllOrRefuse(c.var.db, c.var.config, form.upTo);
+    return c.redirect(afterRetryAll(form.back, retried.length), 303);
   });
 
   // Once per failure (a second post, a reload offering to resubmit, is 409); the
