@@ -3,7 +3,7 @@ import type { Db } from "../../src/domain/db.ts";
 import { recordJobFailure } from "../../src/domain/job-failures/record.ts";
 import { runCli } from "../support/cli.ts";
 import { useTestDatabase } from "../support/db.ts";
-import { relayJobBody } from "../support/job-failures.ts";
+import { failedJob, relayJobBody } from "../support/job-failures.ts";
 import { appOverTestDatabase, bindings, call } from "../support/worker.ts";
 
 // After an outage, resolving the job.failed alerts must not make the jobs they
@@ -14,17 +14,15 @@ const env = () => ({ DATABASE_URL: t.url });
 
 async function failedMail(): Promise<void> {
   const body = relayJobBody("notify.mail");
-  await recordJobFailure(t.db as unknown as Db, {
-    messageId: `msg_${crypto.randomUUID()}`,
-    subscription: "notify.mail",
-    // Its event id comes from the body, as the callback's recording takes it.
-    eventId: (JSON.parse(body) as { event: { id: string } }).event.id,
-    status: 500,
-    body,
-    responseBody: '{"error":{"message":"mail API answered 503: provider down"}}',
-    dlqId: null,
-    retried: 5,
-  });
+  await recordJobFailure(
+    t.db as unknown as Db,
+    failedJob({
+      // Its event id comes from the body, as the callback's recording takes it.
+      eventId: (JSON.parse(body) as { event: { id: string } }).event.id,
+      body,
+      responseBody: '{"error":{"message":"mail API answered 503: provider down"}}',
+    }),
+  );
 }
 
 describe("job failures still owed", () => {

@@ -5,27 +5,17 @@ import {
   lastAnswerOf,
   recordJobFailure,
   recordJobFailures,
-  type JobFailure,
 } from "../../src/domain/job-failures/record.ts";
 import { useTestDatabase } from "../support/db.ts";
-import { relayJobBody } from "../support/job-failures.ts";
+import { failedJob } from "../support/job-failures.ts";
 
 // A failed job's alert says what the subscriber said went wrong: the status QStash
 // saw is our job route's own 500, which names no cause.
 const t = useTestDatabase();
 
 async function alertFor(responseBody: string | null, status: number | null = 500): Promise<string> {
-  const messageId = `msg_${crypto.randomUUID()}`;
-  await recordJobFailure(t.db as unknown as Db, {
-    messageId,
-    subscription: "notify.mail",
-    eventId: null,
-    status,
-    body: relayJobBody("notify.mail"),
-    responseBody,
-    dlqId: null,
-    retried: 5,
-  });
+  const { messageId } = failedJob();
+  await recordJobFailure(t.db as unknown as Db, failedJob({ messageId, status, responseBody }));
   const { rows } = await t.pool.query(
     "SELECT message FROM outbox_alerts WHERE kind = 'job.failed' AND details->>'messageId' = $1",
     [messageId],
@@ -66,23 +56,12 @@ describe("a job.failed alert's cause", () => {
 });
 
 describe("recording failures again", () => {
-  const failure = (messageId: string): JobFailure => ({
-    messageId,
-    subscription: "notify.mail",
-    eventId: null,
-    status: 500,
-    body: relayJobBody("notify.mail"),
-    responseBody: null,
-    dlqId: null,
-    retried: 5,
-  });
-
   it("adds nothing for those recorded already, and takes no ids for them", async () => {
     const db = t.db as unknown as Db;
-    const first = Array.from({ length: 3 }, () => failure(`msg_${crypto.randomUUID()}`));
+    const first = Array.from({ length: 3 }, () => failedJob());
     expect(await recordJobFailures(db, first)).toHaveLength(3);
     // The sweep's dead letters of the same jobs, with one new among them.
-    const fresh = failure(`msg_${crypto.randomUUID()}`);
+    const fresh = failedJob();
     expect(await recordJobFailures(db, [...first, fresh])).toEqual([fresh.messageId]);
     const { rows } = await t.pool.query(
       "SELECT id::int, message_id FROM job_failures WHERE message_id = ANY($1) ORDER BY id",

@@ -5,7 +5,7 @@ import { recordJobFailure } from "../../src/domain/job-failures/record.ts";
 import { RETENTION_BATCH, deleteOldRecords } from "../../src/domain/retention.ts";
 import { createScheduled } from "../../src/worker/scheduled.ts";
 import { useTestDatabase } from "../support/db.ts";
-import { relayJobBody } from "../support/job-failures.ts";
+import { failedJob } from "../support/job-failures.ts";
 import { bindings, executionContext, openTestPool } from "../support/worker.ts";
 
 // The tables nothing pruned before: alerts, job failures and mail records. Rows are
@@ -32,16 +32,7 @@ async function alert(fields: { created: Date; resolved: Date | null; kind?: stri
 /** A failure recorded as the callback does (with its open `job.failed` alert), then aged. */
 async function failure(name: string, received: Date): Promise<string> {
   const messageId = `msg_${name}_${crypto.randomUUID()}`;
-  await recordJobFailure(db(), {
-    messageId,
-    subscription: "notify.mail",
-    eventId: null,
-    status: 500,
-    body: relayJobBody("notify.mail"),
-    responseBody: null,
-    dlqId: null,
-    retried: 3,
-  });
+  await recordJobFailure(db(), failedJob({ messageId, retried: 3 }));
   await t.pool.query("UPDATE job_failures SET received_at = $2 WHERE message_id = $1", [messageId, received]);
   return messageId;
 }

@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import type pg from "pg";
 import { afterAll, beforeAll, beforeEach } from "vitest";
 import { startQStashDev, type QStashDev } from "../../infra/qstash-dev/server.ts";
+import type { JobFailure } from "../../src/domain/job-failures/record.ts";
 import { safeJson } from "../../src/domain/text.ts";
 import type { TestDatabase } from "./db.ts";
 
@@ -73,4 +74,23 @@ export function usePausedQStash(t: TestDatabase): { readonly qstash: QStashDev }
     ctx.qstash.pauseDelivery();
   });
   return ctx;
+}
+
+/**
+ * A job that ran out of retries, as the failure callback or the sweep's dead letters
+ * hand it to recordJobFailures: a notify.mail job with a fresh message id and no
+ * answer, unless `fields` say otherwise.
+ */
+export function failedJob(fields: Partial<JobFailure> = {}): JobFailure {
+  return {
+    messageId: `msg_${randomUUID()}`,
+    subscription: "notify.mail",
+    eventId: null,
+    status: 500,
+    body: relayJobBody("notify.mail"),
+    responseBody: null,
+    dlqId: null,
+    retried: 5,
+    ...fields,
+  };
 }
