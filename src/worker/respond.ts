@@ -21,9 +21,9 @@ export interface Write<T> {
  * through here. With an `Idempotency-Key` the write runs once per key and API key
  * (ADR 0035): the key is claimed in the write's own transaction, so it is kept
  * exactly when the write committed, and the same request sent again within
- * IDEMPOTENCY_KEY_HOURS is answered as the first was (status, Location, body,
- * `Idempotent-Replayed: true`), with a receipt read again from the same events
- * when it asks to wait. The key with another request is a 422 and writes nothing.
+ * IDEMPOTENCY_KEY_HOURS is answered with the first's body and Location, and
+ * `Idempotent-Replayed: true`; its events' part, and so a waited-for status, is read
+ * again from the same events, as they stand now. The key with another request is a 422 and writes nothing.
  * A write that failed is not remembered: sent again, it runs again. `request` is
  * what the route validated, the body part of the fingerprint.
  */
