@@ -140,6 +140,8 @@ interface Counters {
   eventsAnswered: number;
   rolledBackTransitions: number;
   rolledBackSql: number;
+  /** Keyed writes sent again after a failure (ADR 0035). */
+  keyedResends: number;
   terminatedPasses: number;
   killedDrains: number;
   /** Of those, killed while their connection held a claim (idle in transaction). */
@@ -164,6 +166,7 @@ describe("chaos: the whole system under faults", () => {
       eventsAnswered: 0,
       rolledBackTransitions: 0,
       rolledBackSql: 0,
+      keyedResends: 0,
       terminatedPasses: 0,
       killedDrains: 0,
       killedDrainsMidPass: 0,
@@ -204,12 +207,12 @@ describe("chaos: the whole system under faults", () => {
 
     // Writes go straight to the Worker; its 5xx during the Postgres restart are expected
     // and counted, and each is checked for the one cause that must never happen.
-    async function write(method: string, p: string, body: unknown) {
+    async function write(method: string, p: string, body: unknown, headers: Record<string, string> = {}) {
       c.requests++;
       try {
         const res = await stack.fetch(p, {
           method,
-          headers: { "content-type": "application/json", authorization: `Bearer ${apiKey}` },
+          headers: { "content-type": "application/json", authorization: `Bearer ${apiKey}`, ...headers },
           body: JSON.stringify(body),
         });
         const text = await res.text();
@@ -235,6 +238,22 @@ describe("chaos: the whole system under faults", () => {
       }
     }
 
+    // Creates and imports go as a client that retries does (ADR 0035): with an
+    // Idempotency-Key, resent with it after a failure (cut off, or a 5xx while
+    // Postgres restarts) until answered. Each of their titles must then exist once.
+    const keyed: { titles: string[]; answered: boolean }[] = [];
+    async function writeWithKey(p: string, body: unknown, titles: string[]) {
+      const key = crypto.randomUUID();
+      let res = await write("POST", p, body, { "idempotency-key": key });
+      for (let resend = 0; (res.status === 0 || res.status >= 500) && resend < 120 && !stopAll; resend++) {
+        c.keyedResends++;
+        await sleep(250 + Math.random() * 250);
+        res = await write("POST", p, body, { "idempotency-key": key });
+      }
+      keyed.push({ titles, answered: res.status >= 200 && res.status < 300 });
+      return res;
+    }
+
     const rolledBackSubjects: string[] = [];
     async function writer(w: number) {
       for (let i = 0; i < 100_000 && !stopChaos && !stopWriting && c.eventsAnswered < TARGET_EVENTS; i++) {
@@ -244,9 +263,14 @@ describe("chaos: the whole system under faults", () => {
             title: `w${w} import ${i}.${k}`,
             body: "chaos",
           }));
-          await write("POST", "/notes/import", { notes });
+          await writeWithKey(
+            "/notes/import",
+            { notes },
+            notes.map((n) => n.title),
+          );
         } else if (roll < 0.7) {
-          const created = await write("POST", "/notes", { title: `w${w} note ${i}`, body: "v1" });
+          const title = `w${w} note ${i}`;
+          const created = await writeWithKey("/notes", { title, body: "v1" }, [title]);
           const id = created.body?.note?.id;
           // Two quick edits of one note: the coalescing subscriber may see only the last.
           if (id) for (const v of [2, 3]) await write("PATCH", `/notes/${id}`, { body: `v${v}` });
@@ -826,6 +850,23 @@ describe("chaos: the whole system under faults", () => {
       }
     }
 
+    // Every keyed write's notes, by title: once each when answered, never twice.
+    const { rows: keyedCounts } = await observe<{ title: string; n: number }>(
+      "SELECT title, count(*)::int AS n FROM corpus_notes WHERE title = ANY($1) GROUP BY title",
+      [keyed.flatMap((k) => k.titles)],
+    );
+    const notesTitled = new Map(keyedCounts.map((r) => [r.title, r.n]));
+    const keyedWrites = {
+      sent: keyed.length,
+      resends: c.keyedResends,
+      unanswered: keyed.filter((k) => !k.answered).length,
+      notesDoubled: keyedCounts.filter((r) => r.n > 1).length,
+      notesMissing: keyed
+        .filter((k) => k.answered)
+        .flatMap((k) => k.titles)
+        .filter((title) => notesTitled.get(title) !== 1).length,
+    };
+
     const poisoned = events.filter((e) => e.poisoned).length;
     const stillPending = events.filter((e) => e.pending).length;
     await observer?.end().catch(() => undefined);
@@ -840,6 +881,7 @@ describe("chaos: the whole system under faults", () => {
       writesFailed: c.writesFailed,
       writesFailedForConnections: c.failedForConnections + pgLog.length,
       rolledBackWrites: c.rolledBackTransitions + c.rolledBackSql,
+      keyedWrites,
       jobs,
       qstashMessages: published.length,
       faults: {
@@ -919,6 +961,11 @@ describe("chaos: the whole system under faults", () => {
     expect(orphanMessages, "messages for events that were never committed").toBe(0);
     expect(leaked[0]!.n, "events of rolled-back transactions").toBe(0);
     expect(doubleActivations[0]!.n, "suppliers activated twice").toBe(0);
+    expect(keyedWrites.notesDoubled, "notes of a write resent with its Idempotency-Key, landed twice").toBe(
+      0,
+    );
+    expect(keyedWrites.notesMissing, "notes of an answered keyed write that are not there").toBe(0);
+    expect(keyedWrites.unanswered, "keyed writes never answered, though resent").toBe(0);
     expect(unhandled, "jobs not delivered to their subscriber").toBe(0);
     expect(mailRows[0]).toEqual({ sent: supplierEvents.length, rows: supplierEvents.length });
     expect(mailsMissing).toBe(0);
