@@ -173,6 +173,38 @@ describe("write receipts (Prefer: wait=N)", () => {
     }
   });
 
+  it("a client that gives up on an import and resends it with its key gets one import", async () => {
+    const idem = crypto.randomUUID();
+    const notes = Array.from({ length: 2_000 }, (_, i) => ({ title: `given up ${idem} ${i}` }));
+    const headers = {
+      authorization: `Bearer ${key}`,
+      "content-type": "application/json",
+      "idempotency-key": idem,
+    };
+    // The client's timeout: it hangs up while the Worker is still importing, as a
+    // client of a slow network would, not knowing whether the import committed.
+    const controller = new AbortController();
+    const first = stack
+      .fetch("/notes/import", {
+        method: "POST",
+        headers,
+        body: JSON.stringify({ notes }),
+        signal: controller.signal,
+      })
+      .then((res) => res.text());
+    setTimeout(() => controller.abort(), 300);
+    await first.catch(() => undefined);
+
+    const again = await call("POST", "/notes/import", { notes }, { "Idempotency-Key": idem });
+    expect(again.status).toBe(201);
+    expect(again.headers.get("idempotent-replayed")).toBe("true");
+    expect(again.body.ids).toHaveLength(2_000);
+    const { rows } = await t.pool.query("SELECT count(*)::int AS n FROM corpus_notes WHERE title LIKE $1", [
+      `given up ${idem} %`,
+    ]);
+    expect(rows[0].n).toBe(2_000);
+  });
+
   it("answers 202 with a Location to poll while the relay is backed off", async () => {
     await t.pool.query("UPDATE outbox_relay_state SET backoff_until = now() + interval '1 hour'");
     try {
