@@ -55,13 +55,12 @@ function resolveCommand(options: Options, rest: string[]): ReturnType<Command> {
       // A mistyped kind resolves nothing either: the kinds that are open say which was meant.
       const others = kinds.map((k) => `${k.kind} (${k.count})`).join(", ");
       // Resolving a job.failed alert sends nothing again: say what is still owed.
-      const owed = kind === "job.failed" && resolved > 0 ? await countOpenFailures(dbOf(pool)) : 0;
-      print({ kind, resolved }, () =>
+      const owed = kind === "job.failed" ? await countOpenFailures(dbOf(pool)) : 0;
+      const said =
         resolved === 0
           ? `no open ${kind} alert; open ones: ${others || "none"}`
-          : `resolved ${resolved} ${kind} alert${resolved === 1 ? "" : "s"}` +
-            (owed > 0 ? notRetriedHint(owed) : ""),
-      );
+          : `resolved ${resolved} ${kind} alert${resolved === 1 ? "" : "s"}`;
+      print({ kind, resolved }, () => said + (owed > 0 ? notRetriedHint(owed) : ""));
       return 0;
     };
   }

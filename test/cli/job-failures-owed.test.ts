@@ -40,6 +40,13 @@ describe("job failures still owed", () => {
         "them again (past RETENTION_DAYS the sweep deletes a failure whose alert was resolved)",
     );
 
+    // Asked again, with none open: still says what is owed.
+    const again = await runCli(["alerts", "resolve", "--kind", "job.failed"], env());
+    expect(again.stdout.trim()).toBe(
+      "no open job.failed alert; open ones: none; 2 job failures are still not retried: `job-failures retry --all` " +
+        "sends them again (past RETENTION_DAYS the sweep deletes a failure whose alert was resolved)",
+    );
+
     const after = await runCli(["stats"], env());
     expect(after.stdout).toMatch(/^open alerts\s+0$/m);
     expect(after.stdout).toMatch(

@@ -12,6 +12,7 @@ import { importSecretsKey, newSecretsKey, openSecret } from "../../src/domain/we
 import { signingSecrets } from "../../src/domain/webhooks/secrets.ts";
 import { waitFor } from "../support/helpers.ts";
 import { insertEndpoint } from "../support/webhooks.ts";
+import { insertJobFailure } from "../support/job-failures.ts";
 import { ALERTS_PAGE } from "../../src/worker/dashboard/pages/alerts.tsx";
 
 // Every page and action, signed in, through the app as the Worker runs it.
@@ -717,6 +718,30 @@ describe("alerts", () => {
     await t.pool.query("UPDATE outbox_alerts SET resolved_at = now() WHERE id = ANY($1)", [
       rows.map((r) => r.id),
     ]);
+  });
+
+  it("names a subscription's own alert, and after a resolve says what job failures are still owed", async () => {
+    const { rows } = await t.pool.query(
+      `INSERT INTO outbox_alerts (kind, subscription, message)
+       VALUES ('subscription.failing', 'notify.mail', 'subscription notify.mail is failing') RETURNING id`,
+    );
+    const page = (await browser.get("/dashboard/alerts")).text;
+    expect(page).toMatch(/<td class="mono nowrap">subscription notify\.mail<\/td>/);
+
+    const owed = await insertJobFailure(t.pool);
+    const overview = (await browser.get("/dashboard")).text;
+    expect(overview).toMatch(
+      /Jobs not retried<\/div><div class="value"><a href="\/dashboard\/job-failures">1<\/a>/,
+    );
+    await browser.post("/dashboard/alerts/resolve", { id: String(rows[0].id) });
+    expect((await browser.get("/dashboard/alerts?resolved=1")).text).toContain(
+      "Resolved 1 alert. 1 job failure is still not retried: retry them from the overview.",
+    );
+    await t.pool.query(
+      "UPDATE job_failures SET retried_at = now(), retry_message_id = 'msg_x' WHERE id = $1",
+      [owed],
+    );
+    expect((await browser.get("/dashboard/alerts?resolved=1")).text).toContain("Resolved 1 alert.<");
   });
 
   it("lists open alerts, resolves one, then all of a kind", async () => {

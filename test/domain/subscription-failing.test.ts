@@ -120,6 +120,11 @@ describe("the sweep's subscription.failing alert", () => {
       recovered: ["notify.mail"],
     });
     expect(await openAlerts()).toEqual([]);
+    // Resolved saying why, no longer "is failing".
+    const { rows } = await t.pool.query("SELECT message FROM outbox_alerts WHERE id = $1", [raised.id]);
+    expect(rows[0].message).toMatch(
+      /^subscription notify\.mail recovered \(a job that had failed succeeded at .* UTC\) after 400 failed job attempts since .* UTC; jobs QStash is still retrying are delivered at their next retry$/,
+    );
   });
 
   it("resolves after the quiet spell too, and 4 sweeps at once raise one alert", async () => {
@@ -135,6 +140,12 @@ describe("the sweep's subscription.failing alert", () => {
     const later = new Date(now.getTime() + FAILING_QUIET_MINUTES * 60_000);
     expect((await evaluateFailingSubscriptions(db(), { now: later })).recovered).toEqual(["notify.mail"]);
     expect(await openAlerts()).toEqual([]);
+    const { rows } = await t.pool.query(
+      "SELECT message FROM outbox_alerts WHERE kind = 'subscription.failing'",
+    );
+    expect(rows[0].message).toContain(
+      `recovered (no job failed for ${FAILING_QUIET_MINUTES} min) after 50 failed`,
+    );
   });
 });
 
@@ -155,9 +166,10 @@ describe("the job route notes the run", () => {
   });
   afterAll(() => new Promise<void>((resolve) => mailApi.close(() => resolve())));
 
-  const deliver = (body: string, retried: number) =>
+  const deliver = (body: string, retried: number, headers: Record<string, string> = {}) =>
     call(app, env, "POST", "/jobs/notify.mail", body, {
       headers: {
+        ...headers,
         "upstash-signature": signJwt({
           key: env.QSTASH_CURRENT_SIGNING_KEY!,
           url: `${env.PUBLIC_URL}/jobs/notify.mail`,
@@ -190,6 +202,16 @@ describe("the job route notes the run", () => {
     expect(
       (await t.pool.query("SELECT recovered_at FROM subscription_failures")).rows[0].recovered_at,
     ).toBeInstanceOf(Date);
+  });
+
+  it("ends the run when an operator's retry of a job failure works (a new message, retried 0)", async () => {
+    answer = 503;
+    expect((await deliver(relayJobBody("notify.mail"), 0)).status).toBe(500);
+    answer = 200;
+    // QStash forwards the retry's Edge-Outbox-Retry-Of; the message itself is new, so retried is 0.
+    expect((await deliver(relayJobBody("notify.mail"), 0, { "Edge-Outbox-Retry-Of": "1" })).status).toBe(200);
+    const { rows } = await t.pool.query("SELECT recovered_at FROM subscription_failures");
+    expect(rows[0].recovered_at).toBeInstanceOf(Date);
   });
 });
 

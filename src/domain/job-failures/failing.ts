@@ -113,7 +113,18 @@ export async function evaluateFailingSubscriptions(
           RETURNING subscription, xmax = 0 AS new
         ),
         cleared AS (
-          UPDATE outbox_alerts a SET resolved_at = now()
+          -- Resolved saying why, so the alert no longer reads "is failing"; the jobs
+          -- QStash still holds are not counted anywhere, so it says they come later.
+          UPDATE outbox_alerts a SET resolved_at = now(),
+                 message = coalesce((
+                   SELECT format('subscription %s recovered (%s) after %s failed job attempts since %s; '
+                                 'jobs QStash is still retrying are delivered at their next retry',
+                                 s.subscription,
+                                 CASE WHEN s.recovered_at IS NOT NULL
+                                      THEN 'a job that had failed succeeded at ' || ${at(sql`s.recovered_at`)}
+                                      ELSE format('no job failed for %s min', ${FAILING_QUIET_MINUTES}::int) END,
+                                 s.attempts, ${at(sql`s.streak_started_at`)})
+                     FROM subscription_failures s WHERE s.subscription = a.subscription), a.message)
            WHERE a.kind = 'subscription.failing' AND a.resolved_at IS NULL
              AND NOT EXISTS (SELECT 1 FROM failing f WHERE f.subscription = a.subscription)
           RETURNING a.subscription

@@ -54,7 +54,9 @@ export function registerJobsDeliver(app: App) {
           `that job failure ${retryOf}'s retry was delivered`,
           c.var.requestId,
         );
-      if (context.retried > 0)
+      // A job that had failed before worked: QStash's own retry, or an operator's retry
+      // of a job failure (a new message, so QStash counts it as a first attempt).
+      if (context.retried > 0 || retryOf !== undefined)
         await noting(() => noteRecovered(c.var.db, name), `that ${name} works again`, c.var.requestId);
       return c.json({ ok: true });
     }

@@ -2,6 +2,7 @@ import type { Hono } from "hono";
 import { z } from "zod";
 import { idCursor } from "../../../domain/text.ts";
 import { alertsPage, openAlertKinds, resolveAlerts, isUuid, type AlertRow } from "../../../outbox/index.ts";
+import { countOpenFailures } from "../../../domain/job-failures/retry.ts";
 import { valid } from "../../validate.ts";
 import type { DashboardEnv } from "../env.ts";
 import { IdLink, Notice, Pager, render, Table, time } from "../layout.tsx";
@@ -24,9 +25,11 @@ const alertsQuery = z.object({
 export function registerAlerts(dashboard: Hono<DashboardEnv>) {
   dashboard.get("/alerts", valid("query", alertsQuery), async (c) => {
     const q = c.req.valid("query");
-    const [{ alerts, nextBefore: older }, kinds] = await Promise.all([
+    const [{ alerts, nextBefore: older }, kinds, owed] = await Promise.all([
       alertsPage(c.var.pool, { open: q.show === "open", before: q.before, limit: ALERTS_PAGE }),
       openAlertKinds(c.var.pool),
+      // After a resolve: job failures it did not answer (a resolve sends nothing again).
+      q.resolved === undefined ? 0 : countOpenFailures(c.var.db),
     ]);
     const show = q.show === "all" ? "show=all&" : "";
     return render(
@@ -38,7 +41,10 @@ export function registerAlerts(dashboard: Hono<DashboardEnv>) {
           text={
             q.resolved === undefined
               ? undefined
-              : `Resolved ${q.resolved} alert${q.resolved === 1 ? "" : "s"}.`
+              : `Resolved ${q.resolved} alert${q.resolved === 1 ? "" : "s"}.` +
+                (owed > 0
+                  ? ` ${owed} job failure${owed === 1 ? " is" : "s are"} still not retried: retry them from the overview.`
+                  : "")
           }
         />
         <p>
@@ -132,7 +138,9 @@ export function registerAlerts(dashboard: Hono<DashboardEnv>) {
 /** What an alert is about, as links: its webhook endpoint (the page to act from) and its event. */
 function About({ alert }: { alert: AlertRow }) {
   const endpointId = endpointIdOf(alert.details);
-  if (!endpointId && !alert.eventId) return <>–</>;
+  // A subscription's own alert (subscription.failing) is about the subscription.
+  if (!endpointId && !alert.eventId)
+    return <>{alert.subscription ? `subscription ${alert.subscription}` : "–"}</>;
   return (
     <>
       {endpointId ? (

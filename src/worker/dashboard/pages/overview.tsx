@@ -85,6 +85,12 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
             href="/dashboard/alerts"
           />
           <Card
+            label="Jobs not retried"
+            value={String(openFailures)}
+            tone={openFailures > 0 ? "bad" : "ok"}
+            href="/dashboard/job-failures"
+          />
+          <Card
             label="Relay"
             value={s.relay.failures === 0 ? "healthy" : backingOff ? "backing off" : "failing"}
             tone={s.relay.failures === 0 ? "ok" : "bad"}
