@@ -1,6 +1,6 @@
-import { sql, type SQL } from "drizzle-orm";
+import { sql } from "drizzle-orm";
 import type { Db } from "../db.ts";
-import { isoTime, queryRows } from "../webhooks/rows.ts";
+import { isoTime, queryRows, utcText } from "../webhooks/rows.ts";
 
 /** Minutes a subscription's jobs must keep failing before the sweep raises `subscription.failing`. */
 export const FAILING_ALERT_AFTER_MINUTES = 5;
@@ -37,10 +37,11 @@ export async function noteFailedAttempt(db: Db, subscription: string, error: str
 }
 
 /**
- * The job route's part when a job that had failed before (QStash's retried count
- * above 0) succeeded: the subscription works again, so its run of failures is over.
- * Only retried jobs say so, so a healthy subscription's jobs pay nothing; a first
- * attempt that succeeds during an intermittent outage proves less.
+ * The job route's part when a job that had failed before succeeded (QStash's retried
+ * count above 0, or an operator's retry of a job failure): the subscription works
+ * again, so its run of failures is over. Only such jobs say so, so a healthy
+ * subscription's jobs pay nothing; a first attempt that succeeds during an
+ * intermittent outage proves less.
  */
 export async function noteRecovered(db: Db, subscription: string): Promise<void> {
   await db.execute(sql`
@@ -79,15 +80,14 @@ export async function evaluateFailingSubscriptions(
 ): Promise<FailingCheck> {
   const after = options.afterMinutes ?? FAILING_ALERT_AFTER_MINUTES;
   const now = sql`${options.now}::timestamptz`;
-  const at = (t: SQL) => sql`to_char(${t} AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS "UTC"')`;
   const [row] = await queryRows<{ failing: number; raised: string[]; recovered: string[] }>(
     db,
     sql`WITH failing AS (
           SELECT s.subscription,
                  format('subscription %s is failing: %s job attempts failed since %s, the latest at %s: %s. '
                         'QStash retries them; a job that runs out of retries becomes a job failure to retry',
-                        s.subscription, s.attempts, ${at(sql`s.streak_started_at`)},
-                        ${at(sql`s.last_failed_at`)}, s.last_error) AS message,
+                        s.subscription, s.attempts, ${utcText(sql`s.streak_started_at`)},
+                        ${utcText(sql`s.last_failed_at`)}, s.last_error) AS message,
                  jsonb_build_object('attempts', s.attempts,
                                     'failingSince', ${isoTime(sql`s.streak_started_at`)},
                                     'lastFailedAt', ${isoTime(sql`s.last_failed_at`)},
@@ -121,9 +121,9 @@ export async function evaluateFailingSubscriptions(
                                  'jobs QStash is still retrying are delivered at their next retry',
                                  s.subscription,
                                  CASE WHEN s.recovered_at IS NOT NULL
-                                      THEN 'a job that had failed succeeded at ' || ${at(sql`s.recovered_at`)}
+                                      THEN 'a job that had failed succeeded at ' || ${utcText(sql`s.recovered_at`)}
                                       ELSE format('no job failed for %s min', ${FAILING_QUIET_MINUTES}::int) END,
-                                 s.attempts, ${at(sql`s.streak_started_at`)})
+                                 s.attempts, ${utcText(sql`s.streak_started_at`)})
                      FROM subscription_failures s WHERE s.subscription = a.subscription), a.message)
            WHERE a.kind = 'subscription.failing' AND a.resolved_at IS NULL
              AND NOT EXISTS (SELECT 1 FROM failing f WHERE f.subscription = a.subscription)

@@ -1,6 +1,6 @@
 import { sql, type SQL } from "drizzle-orm";
 import type { Db } from "../db.ts";
-import { isoTime, queryRows } from "./rows.ts";
+import { isoTime, queryRows, utcText } from "./rows.ts";
 
 /** Minutes a delivery may wait for its first attempt before its endpoint counts as lagging. */
 export const LAG_ALERT_AFTER_MINUTES = 15;
@@ -40,13 +40,12 @@ export async function evaluateEndpointLag(
   options: { now: Date; afterMinutes?: number },
 ): Promise<LagCheck> {
   const after = options.afterMinutes ?? LAG_ALERT_AFTER_MINUTES;
-  const at = (t: SQL) => sql`to_char(${t} AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS "UTC"')`;
   const [row] = await queryRows<{ behind: number; raised: string[]; caught_up: string[] }>(
     db,
     sql`WITH waiting AS (
           SELECT e.id, e.url, w.oldest, w.n,
                  format('webhook endpoint %s (%s) fell behind: at %s, %s deliveries waited for their first attempt, the oldest since %s (over %s min)',
-                        e.id, e.url, ${at(sql`now()`)}, w.n, ${at(sql`w.oldest`)}, ${after}::int) AS message,
+                        e.id, e.url, ${utcText(sql`now()`)}, w.n, ${utcText(sql`w.oldest`)}, ${after}::int) AS message,
                  jsonb_build_object('endpointId', e.id, 'url', e.url, 'waiting', w.n,
                                     'oldestWaitingSince', ${isoTime(sql`w.oldest`)},
                                     'checkedAt', ${isoTime(sql`now()`)}) AS details

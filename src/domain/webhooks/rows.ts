@@ -23,6 +23,11 @@ export function textArray(values: readonly string[]): string {
   return `{${values.map((v) => `"${v.replaceAll("\\", "\\\\").replaceAll('"', '\\"')}"`).join(",")}}`;
 }
 
+/** A timestamptz as an alert's message says it to a person: `2026-12-06 08:01:12 UTC`. */
+export function utcText(at: SQL): SQL {
+  return sql`to_char(${at} AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS "UTC"')`;
+}
+
 /**
  * A timestamptz as the API writes times everywhere else (`2026-12-06T05:50:03.225Z`),
  * for a time put into jsonb, where Postgres would write `…05:50:03.225747+00:00`.
