@@ -1,3 +1,4 @@
+import { sha256Hex } from "../domain/text.ts";
 import { ApiError } from "./errors.ts";
 
 /** The longest Idempotency-Key taken (Stripe's limit; a UUID is 36). */
@@ -57,7 +58,5 @@ function unquoted(header: string): string | undefined {
  * request), hashed. `Prefer` is not part of it: waiting or not, it is one write.
  */
 export async function fingerprintOf(method: string, path: string, input: unknown): Promise<string> {
-  const text = `${method} ${path}\n${JSON.stringify(input ?? null)}`;
-  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
-  return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("");
+  return sha256Hex(`${method} ${path}\n${JSON.stringify(input ?? null)}`);
 }

@@ -2,7 +2,7 @@ import { and, desc, eq, isNull, sql } from "drizzle-orm";
 import { z } from "zod";
 import type { Db } from "../db.ts";
 import { apiKeys } from "../schema.ts";
-import { SCOPE_MAX, singleLine } from "../text.ts";
+import { SCOPE_MAX, sha256Hex, singleLine } from "../text.ts";
 
 /**
  * Tenant API keys. A key is `eo_` + 32 random bytes (base64url): recognisable in
@@ -102,8 +102,7 @@ export async function authenticate(db: Db, key: string): Promise<Tenant | null> 
 
 /** Hex SHA-256: a key carries 256 random bits, so a fast hash is enough (no password stretching). */
 export async function hashKey(key: string): Promise<string> {
-  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(key)));
-  return Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join("");
+  return sha256Hex(key);
 }
 
 function base64url(bytes: Uint8Array): string {
