@@ -1,5 +1,6 @@
 import type { ApiKey } from "../domain/api-keys/keys.ts";
 import { lastAnswerOf, type listJobFailures } from "../domain/job-failures/record.ts";
+import type { OperatorStats } from "../domain/job-failures/retry.ts";
 import {
   healthLabel,
   laggingText,
@@ -9,7 +10,7 @@ import {
 } from "../domain/webhooks/delivery-log.ts";
 import type { attemptView, deliveryView, EndpointView } from "../domain/webhooks/schemas.ts";
 import type { EndpointHealth as EndpointDayHealth } from "../domain/webhooks/get.ts";
-import type { AlertRow, DrainResult, EventRow, PassResult, Stats } from "../outbox/index.ts";
+import type { AlertRow, DrainResult, EventRow, PassResult } from "../outbox/index.ts";
 
 const when = (d: Date | null) => (d ? d.toISOString() : "-");
 
@@ -141,7 +142,7 @@ function retryOutcome(f: { retryDeliveredAt: Date | null; failedAgainId: number 
   return outcomes.length > 0 ? outcomes.join(", ") : "not delivered yet";
 }
 
-export function formatStats(s: Stats & { jobFailuresNotRetried: number }): string {
+export function formatStats(s: OperatorStats): string {
   const age = s.oldestPendingAgeSeconds === null ? "-" : `${s.oldestPendingAgeSeconds.toFixed(1)} s`;
   // As the dashboard's overview says it: a backoff that has run out is no longer one.
   const backingOff = s.relay.backoffUntil !== null && new Date(s.relay.backoffUntil).getTime() > Date.now();

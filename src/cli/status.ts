@@ -1,14 +1,7 @@
-import {
-  alertsPage,
-  MAX_LIST_LIMIT,
-  openAlertKinds,
-  resolveAlert,
-  resolveAlerts,
-  stats,
-} from "../outbox/index.ts";
+import { alertsPage, MAX_LIST_LIMIT, openAlertKinds, resolveAlert, resolveAlerts } from "../outbox/index.ts";
 import { beforeOption, idArgument, intOption, Refusal, UsageError, type Options } from "./args.ts";
 import { dbOf, type Command } from "./command.ts";
-import { countOpenFailures } from "../domain/job-failures/retry.ts";
+import { countOpenFailures, operatorStats, stillNotRetried } from "../domain/job-failures/retry.ts";
 import { formatAlerts, formatStats, olderHint } from "./format.ts";
 
 /**
@@ -32,8 +25,7 @@ export const alertsCommand: Command = ({ options, sub, rest }) => {
 export const statsCommand: Command = ({ sub }) => {
   if (sub) throw new UsageError(`stats takes no argument, got "${sub}"`);
   return async ({ pool, print }) => {
-    const [core, notRetried] = await Promise.all([stats(pool), countOpenFailures(dbOf(pool))]);
-    const s = { ...core, jobFailuresNotRetried: notRetried };
+    const s = await operatorStats(pool, dbOf(pool));
     print(s, () => formatStats(s));
     return 0;
   };
@@ -87,7 +79,7 @@ function resolveCommand(options: Options, rest: string[]): ReturnType<Command> {
  */
 function notRetriedHint(owed: number): string {
   return (
-    `; ${owed} job failure${owed === 1 ? " is" : "s are"} still not retried: \`job-failures retry --all\` sends ` +
+    `; ${stillNotRetried(owed)}: \`job-failures retry --all\` sends ` +
     "them again (past RETENTION_DAYS the sweep deletes a failure whose alert was resolved)"
   );
 }

@@ -5,9 +5,12 @@ import {
   publishAdvice,
   PublishError,
   RELAY_POLICY,
+  stats,
   type Job,
   type JobBody,
   type Publisher,
+  type Queryable,
+  type Stats,
 } from "../../outbox/index.ts";
 import type { Db } from "../db.ts";
 import { subscriptions } from "../subscriptions.ts";
@@ -345,6 +348,23 @@ export async function countOpenFailures(
          WHERE ${upTo === null ? sql`true` : sql`id <= ${upTo}`} AND ${oursAndOpen(now)}`,
   );
   return row?.n ?? 0;
+}
+
+/** The relay's stats with the job failures not retried yet, as `stats` and GET /admin/stats show them. */
+export type OperatorStats = Stats & { jobFailuresNotRetried: number };
+
+/**
+ * The outbox's stats and the failures still owed, read together: resolving their
+ * alerts does not answer them, so the counts an operator checks must not read 0.
+ */
+export async function operatorStats(pool: Queryable, db: Db): Promise<OperatorStats> {
+  const [core, notRetried] = await Promise.all([stats(pool), countOpenFailures(db)]);
+  return { ...core, jobFailuresNotRetried: notRetried };
+}
+
+/** "5 job failures are still not retried", said after a resolve that answered none of them. */
+export function stillNotRetried(owed: number): string {
+  return `${owed} job failure${owed === 1 ? " is" : "s are"} still not retried`;
 }
 
 /**

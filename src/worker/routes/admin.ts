@@ -2,8 +2,8 @@ import { z } from "zod";
 import type { Db } from "../../domain/db.ts";
 import { jobFailuresPage } from "../../domain/job-failures/record.ts";
 import {
-  countOpenFailures,
   notRetriedMessage,
+  operatorStats,
   retryAllJobFailures,
   retryJobFailure,
   type RetryAllResult,
@@ -20,7 +20,6 @@ import {
   resolveAlerts,
   requeue,
   requeuePoisoned,
-  stats,
   TYPE_GLOB_RULE,
 } from "../../outbox/index.ts";
 import { scopeFilter, singleLine, wholeNumber } from "../../domain/text.ts";
@@ -98,11 +97,7 @@ const retryAllBody = z.strictObject({
 export function registerAdmin(app: App) {
   app.use("/admin/*", adminAuth);
 
-  // With the job failures not retried yet, which resolving their alerts does not answer.
-  app.get("/admin/stats", async (c) => {
-    const [core, notRetried] = await Promise.all([stats(c.var.pool), countOpenFailures(c.var.db)]);
-    return c.json({ stats: { ...core, jobFailuresNotRetried: notRetried } });
-  });
+  app.get("/admin/stats", async (c) => c.json({ stats: await operatorStats(c.var.pool, c.var.db) }));
 
   // The CLI's `events list` and the dashboard's events page, a page at a time.
   app.get("/admin/events", valid("query", eventsQuery), async (c) => {

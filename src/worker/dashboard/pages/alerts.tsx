@@ -2,7 +2,7 @@ import type { Hono } from "hono";
 import { z } from "zod";
 import { idCursor } from "../../../domain/text.ts";
 import { alertsPage, openAlertKinds, resolveAlerts, isUuid, type AlertRow } from "../../../outbox/index.ts";
-import { countOpenFailures } from "../../../domain/job-failures/retry.ts";
+import { countOpenFailures, stillNotRetried } from "../../../domain/job-failures/retry.ts";
 import { valid } from "../../validate.ts";
 import type { DashboardEnv } from "../env.ts";
 import { IdLink, Notice, Pager, render, Table, time } from "../layout.tsx";
@@ -42,9 +42,7 @@ export function registerAlerts(dashboard: Hono<DashboardEnv>) {
             q.resolved === undefined
               ? undefined
               : `Resolved ${q.resolved} alert${q.resolved === 1 ? "" : "s"}.` +
-                (owed > 0
-                  ? ` ${owed} job failure${owed === 1 ? " is" : "s are"} still not retried: retry them from the overview.`
-                  : "")
+                (owed > 0 ? ` ${stillNotRetried(owed)}: retry them from the overview.` : "")
           }
         />
         <p>
