@@ -81,11 +81,12 @@ async function repeatOf(tx: Db, request: KeyedRequest): Promise<KeyedWrite> {
     status: number;
     location: string | null;
     result: string;
-    event_ids: string[] | string;
+    event_ids: string[];
     created_at: Date | string;
   }>(
     tx,
-    sql`SELECT fingerprint, status, location, result, event_ids, created_at
+    // The ids as JSON, which both drivers parse, whatever their uuid[] parser does.
+    sql`SELECT fingerprint, status, location, result, to_json(event_ids) AS event_ids, created_at
           FROM idempotency_keys WHERE api_key_id = ${request.apiKeyId} AND key = ${request.key}`,
   );
   if (!first) throw new Error("writeOnce: a claimed key's row is gone");
@@ -97,16 +98,9 @@ async function repeatOf(tx: Db, request: KeyedRequest): Promise<KeyedWrite> {
       status: first.status,
       location: first.location,
       result: first.result,
-      eventIds: uuidsOf(first.event_ids),
+      eventIds: first.event_ids,
     },
   };
-}
-
-/** A uuid[] as the driver gives it: parsed, or (without a type parser) as its literal. */
-function uuidsOf(value: string[] | string): string[] {
-  if (Array.isArray(value)) return value;
-  const inner = value.slice(1, -1);
-  return inner === "" ? [] : inner.split(",");
 }
 
 /** The sweep's part: deletes keys past IDEMPOTENCY_KEY_HOURS, in batches. Answers how many went. */
