@@ -147,6 +147,11 @@ export const subscriptionFailures = pgTable("subscription_failures", {
   attempts: integer("attempts").notNull(),
   lastError: text("last_error").notNull(),
   recoveredAt: timestamp("recovered_at", tz),
+  /**
+   * When the last retry QStash owes the run's failed jobs is due, as far as the job
+   * route can tell (failing.ts): until then, and a quiet spell after, the run goes on.
+   */
+  retryDueAt: timestamp("retry_due_at", tz),
 });
 
 /**

@@ -7,6 +7,7 @@ import type { Db } from "../../src/domain/db.ts";
 import {
   evaluateFailingSubscriptions,
   FAILING_QUIET_MINUTES,
+  nextRetryDelaySeconds,
   noteFailedAttempt,
 } from "../../src/domain/job-failures/failing.ts";
 import type { Bindings } from "../../src/worker/env.ts";
@@ -29,12 +30,20 @@ beforeEach(async () => {
 /** A run of failures with its times set, as if its attempts had come then. */
 async function run(
   subscription: string,
-  fields: { started: Date; last: Date; attempts: number; recovered?: Date },
+  fields: { started: Date; last: Date; attempts: number; recovered?: Date; retryDue?: Date },
 ) {
   await t.pool.query(
-    `INSERT INTO subscription_failures (subscription, streak_started_at, last_failed_at, attempts, last_error, recovered_at)
-     VALUES ($1, $2, $3, $4, 'mail API answered 503: provider down', $5)`,
-    [subscription, fields.started, fields.last, fields.attempts, fields.recovered ?? null],
+    `INSERT INTO subscription_failures
+            (subscription, streak_started_at, last_failed_at, attempts, last_error, recovered_at, retry_due_at)
+     VALUES ($1, $2, $3, $4, 'mail API answered 503: provider down', $5, $6)`,
+    [
+      subscription,
+      fields.started,
+      fields.last,
+      fields.attempts,
+      fields.recovered ?? null,
+      fields.retryDue ?? null,
+    ],
   );
 }
 
@@ -50,7 +59,7 @@ describe("a subscription's run of failed attempts", () => {
   it("counts 20 attempts failing at once, each on its own connection, in one row", async () => {
     const pools = Array.from({ length: 20 }, () => t.newPool(1));
     await Promise.all(
-      pools.map((p, i) => noteFailedAttempt(drizzle(p) as unknown as Db, "notify.mail", `error ${i}`)),
+      pools.map((p, i) => noteFailedAttempt(drizzle(p) as unknown as Db, "notify.mail", `error ${i}`, 13)),
     );
     const { rows } = await t.pool.query("SELECT attempts FROM subscription_failures");
     expect(rows).toEqual([{ attempts: 20 }]);
@@ -63,21 +72,75 @@ describe("a subscription's run of failed attempts", () => {
       last: minutesAgo(now, FAILING_QUIET_MINUTES + 1),
       attempts: 9,
     });
-    await noteFailedAttempt(db(), "notify.mail", "again");
+    await noteFailedAttempt(db(), "notify.mail", "again", null);
     const quiet = await t.pool.query(
       "SELECT attempts, streak_started_at > $1 AS fresh FROM subscription_failures",
       [minutesAgo(now, 1)],
     );
     expect(quiet.rows).toEqual([{ attempts: 1, fresh: true }]);
 
-    await noteFailedAttempt(db(), "notify.mail", "and again");
+    await noteFailedAttempt(db(), "notify.mail", "and again", null);
     expect((await t.pool.query("SELECT attempts FROM subscription_failures")).rows).toEqual([
       { attempts: 2 },
     ]);
     await t.pool.query("UPDATE subscription_failures SET recovered_at = now()");
-    await noteFailedAttempt(db(), "notify.mail", "after recovering");
+    await noteFailedAttempt(db(), "notify.mail", "after recovering", null);
     expect((await t.pool.query("SELECT attempts, recovered_at FROM subscription_failures")).rows).toEqual([
       { attempts: 1, recovered_at: null },
+    ]);
+  });
+});
+
+describe("the retry QStash owes a failed job", () => {
+  it("is due after QStash's backoff, the later reading, capped at a day; none after the last retry", () => {
+    // min(1 day, e^(2.5·n)) s with n = retried + 1: 12.2 s, 2 min 28 s, 30 min, 6 h, a day.
+    expect([0, 1, 2, 3, 4].map((retried) => nextRetryDelaySeconds(retried, 5))).toEqual([
+      13, 149, 1809, 22027, 86_400,
+    ]);
+    expect(nextRetryDelaySeconds(5, 5)).toBeNull();
+    expect(nextRetryDelaySeconds(0, 0)).toBeNull();
+    // Retries left to the plan: one is expected.
+    expect(nextRetryDelaySeconds(9, undefined)).toBe(86_400);
+  });
+
+  it("keeps a run going through a quiet spell while a retry is due, and takes the latest due", async () => {
+    const now = new Date();
+    // 20 quiet minutes, but a job's 30-minute retry is still 10 minutes away: the
+    // outage is not over, and the retry's failure counts in the same run.
+    await run("notify.mail", {
+      started: minutesAgo(now, 60),
+      last: minutesAgo(now, FAILING_QUIET_MINUTES + 5),
+      attempts: 9,
+      retryDue: minutesAgo(now, -10),
+    });
+    await noteFailedAttempt(db(), "notify.mail", "the 6 h retry's attempt", 22_027);
+    const going = await t.pool.query(
+      `SELECT attempts, streak_started_at < $1 AS same_run,
+              retry_due_at BETWEEN now() + interval '22026 s' AND now() + interval '22028 s' AS due_later
+         FROM subscription_failures`,
+      [minutesAgo(now, 59)],
+    );
+    expect(going.rows).toEqual([{ attempts: 10, same_run: true, due_later: true }]);
+    // An attempt with no retry left, or a nearer one, does not bring the due time in.
+    await noteFailedAttempt(db(), "notify.mail", "a last attempt", null);
+    await noteFailedAttempt(db(), "notify.mail", "a first attempt", 13);
+    const kept = await t.pool.query(
+      "SELECT attempts, retry_due_at > now() + interval '6 h' AS due_later FROM subscription_failures",
+    );
+    expect(kept.rows).toEqual([{ attempts: 12, due_later: true }]);
+  });
+
+  it("a new run owes only its own job's retry", async () => {
+    const now = new Date();
+    await run("notify.mail", {
+      started: minutesAgo(now, 600),
+      last: minutesAgo(now, 300),
+      attempts: 9,
+      retryDue: minutesAgo(now, 200),
+    });
+    await noteFailedAttempt(db(), "notify.mail", "a last attempt", null);
+    expect((await t.pool.query("SELECT attempts, retry_due_at FROM subscription_failures")).rows).toEqual([
+      { attempts: 1, retry_due_at: null },
     ]);
   });
 });
@@ -149,6 +212,46 @@ describe("the sweep's subscription.failing alert", () => {
   });
 });
 
+describe("an outage with no new jobs (QStash's retries ever further apart)", () => {
+  it("keeps one alert open until the quiet spell after the last retry due, then says why it resolved", async () => {
+    const now = new Date();
+    // The last failure was 20 minutes ago; one job's next retry is due in 10.
+    await run("notify.mail", {
+      started: minutesAgo(now, 60),
+      last: minutesAgo(now, FAILING_QUIET_MINUTES + 5),
+      attempts: 40,
+      retryDue: minutesAgo(now, -10),
+    });
+    expect(await evaluateFailingSubscriptions(db(), { now })).toEqual({
+      failing: 1,
+      raised: ["notify.mail"],
+      recovered: [],
+    });
+    const [open] = await openAlerts();
+    expect(open.message).toMatch(
+      /QStash retries them, the last due at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC; a job that runs out/,
+    );
+    expect(open.details.retryDueAt).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+
+    // Past the due time, but not yet the quiet spell after it: still open, the same alert.
+    const atDue = new Date(now.getTime() + 11 * 60_000);
+    expect(await evaluateFailingSubscriptions(db(), { now: atDue })).toMatchObject({
+      failing: 1,
+      raised: [],
+    });
+    expect((await openAlerts()).map((a) => a.id)).toEqual([open.id]);
+
+    const quiet = new Date(now.getTime() + (10 + FAILING_QUIET_MINUTES + 1) * 60_000);
+    expect((await evaluateFailingSubscriptions(db(), { now: quiet })).recovered).toEqual(["notify.mail"]);
+    const { rows } = await t.pool.query("SELECT message FROM outbox_alerts WHERE id = $1", [open.id]);
+    expect(rows[0].message).toMatch(
+      new RegExp(
+        `recovered \\(no job failed for ${FAILING_QUIET_MINUTES} min after the last retry due at .* UTC\\) after 40 failed`,
+      ),
+    );
+  });
+});
+
 describe("the job route notes the run", () => {
   let mailApi: Server;
   let answer = 503;
@@ -202,6 +305,21 @@ describe("the job route notes the run", () => {
     expect(
       (await t.pool.query("SELECT recovered_at FROM subscription_failures")).rows[0].recovered_at,
     ).toBeInstanceOf(Date);
+  });
+
+  it("records when QStash tries the job next: none after its last retry", async () => {
+    answer = 503;
+    // notify.mail's jobs have 5 retries: the 6th attempt (retried 5) was the last.
+    expect((await deliver(relayJobBody("notify.mail"), 5)).status).toBe(500);
+    expect((await t.pool.query("SELECT retry_due_at FROM subscription_failures")).rows).toEqual([
+      { retry_due_at: null },
+    ]);
+    expect((await deliver(relayJobBody("notify.mail"), 2)).status).toBe(500);
+    const { rows } = await t.pool.query(
+      `SELECT attempts, retry_due_at BETWEEN now() + interval '1800 s' AND now() + interval '1810 s' AS in_30_min
+         FROM subscription_failures`,
+    );
+    expect(rows).toEqual([{ attempts: 2, in_30_min: true }]);
   });
 
   it("ends the run when an operator's retry of a job failure works (a new message, retried 0)", async () => {

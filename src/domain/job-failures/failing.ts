@@ -1,4 +1,4 @@
-import { sql } from "drizzle-orm";
+import { sql, type SQL } from "drizzle-orm";
 import type { Db } from "../db.ts";
 import { isoTime, queryRows, utcText } from "../webhooks/rows.ts";
 
@@ -6,34 +6,73 @@ import { isoTime, queryRows, utcText } from "../webhooks/rows.ts";
 export const FAILING_ALERT_AFTER_MINUTES = 5;
 
 /**
- * Minutes without a failed attempt after which a run of failures is over: the
- * alert resolves, and the next failure starts a new run. QStash's later retries
- * come further apart than this, so an outage with no new jobs can resolve and
- * raise again; one with new jobs arriving keeps failing within it.
+ * Minutes without a failed attempt, counted from the last retry QStash owes the
+ * run's jobs (`retry_due_at`), after which a run of failures is over: the alert
+ * resolves, and the next failure starts a new run. Counted from the last failure
+ * alone, an outage with no new jobs resolved and raised again at each of QStash's
+ * ever sparser retries (30 min, 6 h, a day apart).
  */
 export const FAILING_QUIET_MINUTES = 15;
+
+/** QStash's longest wait between two attempts: a day. */
+const MAX_RETRY_DELAY_SECONDS = 86_400;
+
+/**
+ * Seconds until QStash's next attempt at a job whose attempt number `retried`
+ * (Upstash-Retried: 0 for the first) just failed, or null when it was the last of
+ * `retries`. QStash's default backoff is min(1 day, e^(2.5·n)) s "after the n-th
+ * retry" (12 s, 2 min 28 s, 30 min, 6 h, 24 h); whether n counts this attempt is not
+ * settled (the dev server reads it as `retried`, 1 s first), so this takes the later
+ * reading, n = retried + 1: a retry expected too late keeps the alert open a little
+ * longer, one expected too early lets it resolve while QStash still holds the job.
+ * `retries` unknown (a subscription that leaves it to the plan): a retry is expected.
+ */
+export function nextRetryDelaySeconds(retried: number, retries: number | undefined): number | null {
+  if (retries !== undefined && retried >= retries) return null;
+  return Math.min(MAX_RETRY_DELAY_SECONDS, Math.ceil(Math.exp(2.5 * (retried + 1))));
+}
 
 /** Characters of the handler's error kept with the run. */
 const ERROR_KEPT = 500;
 
 /**
- * The job route's part, when a subscription's handler failed an attempt QStash will
- * retry: counts it in the subscription's run of failures, or starts a new run when
- * the last one ended (a retried job succeeded since, or none failed for
- * FAILING_QUIET_MINUTES). One upsert on the subscription's row, so concurrent
- * failing jobs (up to the flow-control limit at once) each count once.
+ * The job route's part, when a subscription's handler failed an attempt: counts it
+ * in the subscription's run of failures, or starts a new run when the last one
+ * ended (a retried job succeeded since, or none failed for FAILING_QUIET_MINUTES
+ * past the last retry due), and moves the run's last retry due out to this job's
+ * next attempt, `retryInSeconds` from now (nextRetryDelaySeconds; null: it has
+ * none). One upsert on the subscription's row, so concurrent failing jobs (up to
+ * the flow-control limit at once) each count once.
  */
-export async function noteFailedAttempt(db: Db, subscription: string, error: string): Promise<void> {
-  const ended = sql`(s.recovered_at IS NOT NULL
-                     OR s.last_failed_at < now() - make_interval(mins => ${FAILING_QUIET_MINUTES}))`;
+export async function noteFailedAttempt(
+  db: Db,
+  subscription: string,
+  error: string,
+  retryInSeconds: number | null,
+): Promise<void> {
+  const due =
+    retryInSeconds === null ? sql`NULL::timestamptz` : sql`now() + make_interval(secs => ${retryInSeconds})`;
+  const ended = sql`(s.recovered_at IS NOT NULL OR ${quietSince(sql`now()`)})`;
   await db.execute(sql`
     INSERT INTO subscription_failures AS s
-           (subscription, streak_started_at, last_failed_at, attempts, last_error)
-    VALUES (${subscription}, now(), now(), 1, ${error.slice(0, ERROR_KEPT)})
+           (subscription, streak_started_at, last_failed_at, attempts, last_error, retry_due_at)
+    VALUES (${subscription}, now(), now(), 1, ${error.slice(0, ERROR_KEPT)}, ${due})
     ON CONFLICT (subscription) DO UPDATE SET
       streak_started_at = CASE WHEN ${ended} THEN now() ELSE s.streak_started_at END,
       attempts = CASE WHEN ${ended} THEN 1 ELSE s.attempts + 1 END,
+      -- A new run owes only this job's retry; a going one the later of the two
+      -- (greatest() skips a NULL).
+      retry_due_at = CASE WHEN ${ended} THEN EXCLUDED.retry_due_at
+                          ELSE greatest(s.retry_due_at, EXCLUDED.retry_due_at) END,
       last_failed_at = now(), last_error = EXCLUDED.last_error, recovered_at = NULL`);
+}
+
+/**
+ * Whether run `s` has been quiet for FAILING_QUIET_MINUTES by `now`: no attempt
+ * failed, and no retry was due, in that spell.
+ */
+function quietSince(now: SQL): SQL {
+  return sql`greatest(s.last_failed_at, s.retry_due_at) < ${now} - make_interval(mins => ${FAILING_QUIET_MINUTES})`;
 }
 
 /**
@@ -65,8 +104,8 @@ export interface FailingCheck {
  * hours), and only a job that runs out of them reaches our failure callback as a
  * `job.failed` alert: a walkthrough's mail provider was down with 355 failed
  * attempts in 30 s and no alert at all. So a subscription whose run of failures has
- * lasted `afterMinutes` and goes on (a failure within FAILING_QUIET_MINUTES, no
- * retried job succeeded since) has one open `subscription.failing` alert, with the
+ * lasted `afterMinutes` and goes on (a failure or a retry due within
+ * FAILING_QUIET_MINUTES, no retried job succeeded since) has one open `subscription.failing` alert, with the
  * count, since when and the latest error, as of the sweep that last looked; the
  * sweep resolves it once the run is over.
  *
@@ -85,17 +124,19 @@ export async function evaluateFailingSubscriptions(
     sql`WITH failing AS (
           SELECT s.subscription,
                  format('subscription %s is failing: %s job attempts failed since %s, the latest at %s: %s. '
-                        'QStash retries them; a job that runs out of retries becomes a job failure to retry',
+                        'QStash retries them%s; a job that runs out of retries becomes a job failure to retry',
                         s.subscription, s.attempts, ${utcText(sql`s.streak_started_at`)},
-                        ${utcText(sql`s.last_failed_at`)}, s.last_error) AS message,
+                        ${utcText(sql`s.last_failed_at`)}, s.last_error,
+                        CASE WHEN s.retry_due_at > ${now}
+                             THEN ', the last due at ' || ${utcText(sql`s.retry_due_at`)} ELSE '' END) AS message,
                  jsonb_build_object('attempts', s.attempts,
                                     'failingSince', ${isoTime(sql`s.streak_started_at`)},
                                     'lastFailedAt', ${isoTime(sql`s.last_failed_at`)},
+                                    'retryDueAt', ${isoTime(sql`s.retry_due_at`)},
                                     'lastError', s.last_error,
                                     'checkedAt', ${isoTime(now)}) AS details
             FROM subscription_failures s
-           WHERE s.recovered_at IS NULL
-             AND s.last_failed_at >= ${now} - make_interval(mins => ${FAILING_QUIET_MINUTES})
+           WHERE s.recovered_at IS NULL AND NOT ${quietSince(now)}
              AND s.streak_started_at <= ${now} - make_interval(mins => ${after})
         ),
         updated AS (
@@ -122,6 +163,9 @@ export async function evaluateFailingSubscriptions(
                                  s.subscription,
                                  CASE WHEN s.recovered_at IS NOT NULL
                                       THEN 'a job that had failed succeeded at ' || ${utcText(sql`s.recovered_at`)}
+                                      WHEN s.retry_due_at > s.last_failed_at
+                                      THEN format('no job failed for %s min after the last retry due at %s',
+                                                  ${FAILING_QUIET_MINUTES}::int, ${utcText(sql`s.retry_due_at`)})
                                       ELSE format('no job failed for %s min', ${FAILING_QUIET_MINUTES}::int) END,
                                  s.attempts, ${utcText(sql`s.streak_started_at`)})
                      FROM subscription_failures s WHERE s.subscription = a.subscription), a.message)

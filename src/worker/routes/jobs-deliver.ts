@@ -1,6 +1,11 @@
-import { noteFailedAttempt, noteRecovered } from "../../domain/job-failures/failing.ts";
+import {
+  nextRetryDelaySeconds,
+  noteFailedAttempt,
+  noteRecovered,
+} from "../../domain/job-failures/failing.ts";
 import { markRetryDelivered, RETRY_OF_HEADER } from "../../domain/job-failures/retry.ts";
 import { createJobHandlers, type JobHandlers, type JobKind } from "../../domain/job-handlers.ts";
+import { subscriptions } from "../../domain/subscriptions.ts";
 import { httpMailer, noopMailer } from "../../domain/mail/mailer.ts";
 import {
   jobFailure,
@@ -62,8 +67,11 @@ export function registerJobsDeliver(app: App) {
     }
     if (!outcome.retry) throw new ApiError("job_rejected", outcome.message);
     console.error(`[${c.var.requestId}] job ${context.messageId} ${name}: ${outcome.message}`);
+    // When QStash tries this job next (the subscription's retries, QStash's backoff):
+    // till then the run of failures is not over, however quiet.
+    const retryIn = nextRetryDelaySeconds(context.retried, retriesOf(name));
     await noting(
-      () => noteFailedAttempt(c.var.db, name, outcome.message),
+      () => noteFailedAttempt(c.var.db, name, outcome.message, retryIn),
       `${name}'s failed attempt`,
       c.var.requestId,
     );
@@ -83,6 +91,11 @@ async function noting(note: () => Promise<unknown>, what: string, requestId: str
   } catch (error) {
     console.error(`[${requestId}] noting ${what}:`, error);
   }
+}
+
+/** A subscription's QStash retries, as the relay publishes its jobs with them. */
+function retriesOf(name: JobKind): number | undefined {
+  return subscriptions.find((s) => s.name === name)?.retries;
 }
 
 function isJobKind(handlers: JobHandlers, name: string): name is JobKind {

@@ -1,0 +1,1 @@
+ALTER TABLE "subscription_failures" ADD COLUMN "retry_due_at" timestamp with time zone;
