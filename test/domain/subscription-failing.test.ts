@@ -229,7 +229,7 @@ describe("an outage with no new jobs (QStash's retries ever further apart)", () 
     });
     const [open] = await openAlerts();
     expect(open.message).toMatch(
-      /QStash retries them, the last due at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC; a job that runs out/,
+      /QStash retries them, the last expected by \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC; a job that runs out/,
     );
     expect(open.details.retryDueAt).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
 

@@ -128,7 +128,7 @@ export async function evaluateFailingSubscriptions(
                         s.subscription, s.attempts, ${utcText(sql`s.streak_started_at`)},
                         ${utcText(sql`s.last_failed_at`)}, s.last_error,
                         CASE WHEN s.retry_due_at > ${now}
-                             THEN ', the last due at ' || ${utcText(sql`s.retry_due_at`)} ELSE '' END) AS message,
+                             THEN ', the last expected by ' || ${utcText(sql`s.retry_due_at`)} ELSE '' END) AS message,
                  jsonb_build_object('attempts', s.attempts,
                                     'failingSince', ${isoTime(sql`s.streak_started_at`)},
                                     'lastFailedAt', ${isoTime(sql`s.last_failed_at`)},
