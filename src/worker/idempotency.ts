@@ -53,10 +53,17 @@ function unquoted(header: string): string | undefined {
 }
 
 /**
- * What a request asked for, as a repeat must ask it: its method, its path and its
- * body as validated (so the same JSON spaced or ordered differently is the same
- * request), hashed. `Prefer` is not part of it: waiting or not, it is one write.
+ * What a request asked for, as a repeat must ask it: its method, its path with any
+ * UUID in it lower-cased (a UUID is case-insensitive, and the database takes
+ * `/notes/1F8B…` for the note `1f8b…`; other segments are left alone, since a
+ * route of one's own may tell cases apart) and its body as validated (so the same
+ * JSON spaced or ordered differently is the same request), hashed. `Prefer` is
+ * not part of it: waiting or not, it is one write.
  */
 export async function fingerprintOf(method: string, path: string, input: unknown): Promise<string> {
-  return sha256Hex(`${method} ${path}\n${JSON.stringify(input ?? null)}`);
+  const canonical = path.replace(UUID_SEGMENT, (id) => id.toLowerCase());
+  return sha256Hex(`${method} ${canonical}\n${JSON.stringify(input ?? null)}`);
 }
+
+/** A path segment that is a UUID, in any case. */
+const UUID_SEGMENT = /(?<=\/)[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}(?=\/|$)/gi;

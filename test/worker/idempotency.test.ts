@@ -221,6 +221,20 @@ describe("what is remembered, and for how long", () => {
     expect(plain.status).toBe(409);
   });
 
+  it("a note's id in capitals in the path is the same request (a UUID is case-insensitive)", async () => {
+    const created = await send("POST", "/notes", { title: "cased", body: "b" }, {});
+    const id: string = created.body.note.id;
+    const idem = fresh();
+    const change = { title: "cased, changed" };
+    const first = await send("PATCH", `/notes/${id.toUpperCase()}`, change, { "Idempotency-Key": idem });
+    expect(first.status).toBe(200);
+    const again = await send("PATCH", `/notes/${id}`, change, { "Idempotency-Key": idem });
+    expect(again.status).toBe(200);
+    expect(again.headers.get("idempotent-replayed")).toBe("true");
+    expect(again.body).toEqual(first.body);
+    expect(await eventsAbout(t.pool, id)).toHaveLength(2);
+  });
+
   it(`a key older than ${IDEMPOTENCY_KEY_HOURS} h is free again, and the sweep deletes it`, async () => {
     const idem = fresh();
     await send("POST", "/notes", { title: "a day ago" }, { "Idempotency-Key": idem });
