@@ -279,6 +279,39 @@ describe("what is remembered, and for how long", () => {
   });
 });
 
+describe("operator routes", () => {
+  const admin = (method: string, path: string, body: unknown, headers: Record<string, string> = {}) =>
+    call(app, env, method, path, body, {
+      headers: { ...headers, authorization: `Bearer ${env.ADMIN_TOKEN}` },
+    });
+  const count = async (table: string) =>
+    Number((await t.pool.query(`SELECT count(*) FROM ${table}`)).rows[0].count);
+
+  it("refuse a key with a 400 rather than ignore it, and create nothing", async () => {
+    const keys = await count("api_keys");
+    const endpoints = await count("webhook_endpoints");
+    const idem = { "Idempotency-Key": fresh() };
+    for (const [path, body] of [
+      ["/admin/api-keys", { scope: "acme", name: "resent" }],
+      ["/admin/webhooks/endpoints", { url: "https://example.com/hook", scope: null }],
+    ] as const) {
+      const res = await admin("POST", path, body, idem);
+      expect(res.status).toBe(400);
+      expect(res.body.error.message).toContain("operator routes take no Idempotency-Key");
+      expect(res.body.error.issues).toEqual([
+        { path: "header.idempotency-key", message: "not taken by operator routes" },
+      ]);
+    }
+    expect(await count("api_keys")).toBe(keys);
+    expect(await count("webhook_endpoints")).toBe(endpoints);
+    // A read with one is answered: it changes nothing either way.
+    expect((await admin("GET", "/admin/stats", undefined, idem)).status).toBe(200);
+    // Without the operator token the answer is the 401, not the rule.
+    const anonymous = await call(app, env, "POST", "/admin/api-keys", { scope: null }, { headers: idem });
+    expect(anonymous.status).toBe(401);
+  });
+});
+
 describe("a bad Idempotency-Key", () => {
   it("is a 400 naming the rule, and nothing is written", async () => {
     for (const bad of ["", "has space", '"unclosed', '"a"b', "x".repeat(256), '"bad\\escape"', "é"]) {

@@ -96,6 +96,21 @@ const retryAllBody = z.strictObject({
  */
 export function registerAdmin(app: App) {
   app.use("/admin/*", adminAuth);
+  app.use("/admin/*", async (c, next) => {
+    // Said, not ignored: a client that counts on the key would create twice when it
+    // resends. Operator writes are not remembered: the creates' answers hold a
+    // secret shown once (an API key, an endpoint's signing secret), which must not
+    // be kept for a replay, and the actions are safe to resend (each acts on what
+    // is still to do).
+    if (c.req.method !== "GET" && c.req.method !== "HEAD" && c.req.header("idempotency-key") !== undefined)
+      throw new ApiError(
+        "BAD_REQUEST",
+        "operator routes take no Idempotency-Key: a create's answer holds a secret shown once, never kept " +
+          "for a replay; after a timeout, list what exists before sending it again",
+        [{ path: "header.idempotency-key", message: "not taken by operator routes" }],
+      );
+    await next();
+  });
 
   app.get("/admin/stats", async (c) => c.json({ stats: await operatorStats(c.var.pool, c.var.db) }));
 
