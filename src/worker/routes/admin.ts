@@ -100,8 +100,8 @@ export function registerAdmin(app: App) {
     // Said, not ignored: a client that counts on the key would create twice when it
     // resends. Operator writes are not remembered: the creates' answers hold a
     // secret shown once (an API key, an endpoint's signing secret), which must not
-    // be kept for a replay, and the actions are safe to resend (each acts on what
-    // is still to do).
+    // be kept for a replay (a rotation's too); the other actions act on what is
+    // still to do and are safe to resend.
     if (c.req.method !== "GET" && c.req.method !== "HEAD" && c.req.header("idempotency-key") !== undefined)
       throw new ApiError(
         "BAD_REQUEST",
