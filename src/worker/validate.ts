@@ -19,8 +19,8 @@ export function valid<Target extends keyof ValidationTargets, Schema extends z.Z
 }
 
 /**
- * For actions that take no body (activate, connect, rotate-secret, test,
- * redeliver): none, or `{}`. A field is refused as every route refuses one it does
+ * For actions that take no body (activate, connect, a note's delete,
+ * rotate-secret, test, redeliver): none, or `{}`. A field is refused as every route refuses one it does
  * not know, so a caller who thought the action took options hears it does not
  * before it runs, not after.
  */

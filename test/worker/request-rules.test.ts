@@ -81,6 +81,19 @@ describe("actions that take no body", () => {
     const text = await asTenant("POST", `/suppliers/${id}/activate`, "now please");
     expect(text.status).toBe(400);
   });
+
+  it("a note's delete is one: a body, even one naming another scope, is refused and nothing is deleted", async () => {
+    const created = await asTenant("POST", "/notes", { title: "kept", body: "b" });
+    const path = `/notes/${created.body.note.id as string}`;
+    for (const body of [{ scope: "globex", anything: 1 }, { force: true }]) {
+      const refused = await asTenant("DELETE", path, body);
+      expect(refused.status).toBe(400);
+      expect(refused.body.error.code).toBe("BAD_REQUEST");
+    }
+    expect((await asTenant("GET", path)).status).toBe(200);
+    expect((await asTenant("DELETE", path, {})).status).toBe(200);
+    expect((await asTenant("GET", path)).status).toBe(404);
+  });
 });
 
 describe("Prefer: wait is read only by the domain routes' writes", () => {
