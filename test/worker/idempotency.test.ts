@@ -98,6 +98,24 @@ describe("Idempotency-Key on a create", () => {
     expect(await notesTitled("own scope")).toHaveLength(1);
   });
 
+  it("a change naming the key's own scope, or leaving it out, is the same request", async () => {
+    const created = await send("POST", "/notes", { title: "patched once", body: "b" }, {});
+    const id: string = created.body.note.id;
+    const idem = fresh();
+    const first = await send("PATCH", `/notes/${id}`, { tags: ["x", "y"] }, { "Idempotency-Key": idem });
+    expect(first.status).toBe(200);
+    const again = await send(
+      "PATCH",
+      `/notes/${id}`,
+      { tags: ["x", "y"], scope: "acme" },
+      { "Idempotency-Key": idem },
+    );
+    expect(again.status).toBe(200);
+    expect(again.headers.get("idempotent-replayed")).toBe("true");
+    expect(again.body).toEqual(first.body);
+    expect(await eventsAbout(t.pool, id)).toHaveLength(2);
+  });
+
   it("the key with another body, or on another route, is a 422 and writes nothing", async () => {
     const idem = fresh();
     const first = await send("POST", "/notes", { title: "original" }, { "Idempotency-Key": idem });
