@@ -1,4 +1,4 @@
-import { sql, type SQL } from "drizzle-orm";
+import { eq, isNull, type SQL } from "drizzle-orm";
 import type { PgColumn } from "drizzle-orm/pg-core";
 
 /**
@@ -10,7 +10,13 @@ export interface Within {
   scope: string | null;
 }
 
-/** `column IS NOT DISTINCT FROM scope`: null matches only null, as a key's null scope must. */
+/**
+ * The rows of `within`'s scope: null matches only null, as a key's null scope must.
+ * Said as `= scope` or `IS NULL`, which an index on the column serves; `IS NOT
+ * DISTINCT FROM` means the same, but no index takes it, and a tenant's search read
+ * every tenant's matching rows to keep its own (3,000 read for 2 kept).
+ */
 export function inScope(column: PgColumn, within: Within | undefined): SQL | undefined {
-  return within ? sql`${column} IS NOT DISTINCT FROM ${within.scope}` : undefined;
+  if (!within) return undefined;
+  return within.scope === null ? isNull(column) : eq(column, within.scope);
 }

@@ -1,4 +1,6 @@
+import { drizzle } from "drizzle-orm/node-postgres";
 import { describe, expect, it } from "vitest";
+import type { Db } from "../../src/domain/db.ts";
 import { refreshNoteIndex } from "../../src/domain/corpus-index/refresh.ts";
 import { createNote } from "../../src/domain/notes/create.ts";
 import { deleteNote } from "../../src/domain/notes/remove.ts";
@@ -57,5 +59,55 @@ describe("search over the corpus index", () => {
     // A late job for an event before the delete must not bring it back.
     expect(await refreshNoteIndex(t.db, { noteId: note.id, eventSeq: created.seq })).toBe("removed");
     expect(await searchNotes(t.db, { q: "alpha" })).toEqual([]);
+  });
+});
+
+describe("a tenant's search", () => {
+  /** What Postgres did for the search's own statement: every node of its plan, with its counts. */
+  async function planOf(run: (db: Db) => Promise<unknown>) {
+    const seen: { query: string; params: unknown[] }[] = [];
+    const logged = drizzle({
+      client: t.pool,
+      logger: { logQuery: (query, params) => void seen.push({ query, params }) },
+    }) as unknown as Db;
+    await run(logged);
+    const [statement] = seen;
+    const { rows } = await t.pool.query(
+      `EXPLAIN (ANALYZE, FORMAT JSON) ${statement!.query}`,
+      statement!.params as unknown[],
+    );
+    const nodes: Record<string, unknown>[] = [];
+    const walk = (node: Record<string, unknown>) => {
+      nodes.push(node);
+      for (const child of (node.Plans as Record<string, unknown>[] | undefined) ?? []) walk(child);
+    };
+    walk(rows[0]["QUERY PLAN"][0].Plan);
+    return nodes;
+  }
+
+  it("reads its own scope's rows through the scope index, not every tenant's matches", async () => {
+    // 3,000 notes of another tenant that match the words, 2 of this one's.
+    await t.pool.query(
+      `INSERT INTO corpus_index (note_id, scope, title, document, source_event_seq)
+       SELECT gen_random_uuid(), CASE WHEN i <= 2 THEN 'acme-search' ELSE 'globex-search' END, 'q',
+              to_tsvector('english', 'quokka sighting ' || i), i
+         FROM generate_series(1, 3002) i`,
+    );
+    await t.pool.query("ANALYZE corpus_index");
+    for (const scope of ["acme-search", null]) {
+      const nodes = await planOf((db) => searchNotes(db, { q: "quokka" }, { scope }));
+      const removed = nodes.reduce(
+        (n, node) =>
+          n +
+          Number(node["Rows Removed by Filter"] ?? 0) +
+          Number(node["Rows Removed by Index Recheck"] ?? 0),
+        0,
+      );
+      // IS NOT DISTINCT FROM, which no index serves, read all 3,002 matches and dropped 3,000.
+      expect(removed, JSON.stringify(nodes.map((n) => [n["Node Type"], n["Index Name"]]))).toBeLessThan(50);
+      expect(nodes.some((n) => n["Index Name"] === "corpus_index_scope_idx")).toBe(true);
+    }
+    expect((await searchNotes(t.db, { q: "quokka" }, { scope: "acme-search" })).length).toBe(2);
+    expect(await searchNotes(t.db, { q: "quokka" }, { scope: null })).toEqual([]);
   });
 });
