@@ -85,6 +85,7 @@ export {
 export {
   assertEventId,
   getEvent,
+  getScopedEvent,
   MAX_LIST_LIMIT,
   listAlerts,
   alertsPage,

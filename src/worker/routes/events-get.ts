@@ -1,4 +1,4 @@
-import { getEvent } from "../../outbox/index.ts";
+import { getScopedEvent } from "../../outbox/index.ts";
 import type { App } from "../new-app.ts";
 import { ApiError } from "../errors.ts";
 import { ID } from "./params.ts";
@@ -11,10 +11,9 @@ import { ID } from "./params.ts";
  */
 export function registerEventsGet(app: App) {
   app.get(`/events/${ID}`, async (c) => {
-    const event = await getEvent(c.var.pool, c.req.param("id"));
-    // Another scope's event is as unknown as a missing one.
-    if (!event || event.scope !== c.var.tenant.scope)
-      throw new ApiError("NOT_FOUND", `event ${c.req.param("id")} not found`);
+    // Another scope's event is as unknown as a missing one, and as quick to say so.
+    const event = await getScopedEvent(c.var.pool, c.req.param("id"), c.var.tenant.scope);
+    if (!event) throw new ApiError("NOT_FOUND", `event ${c.req.param("id")} not found`);
     return c.json({
       event: {
         id: event.id,
