@@ -39,7 +39,7 @@ beforeEach(async () => {
 
 const jobsInQStash = () => qstash.messages().filter((m) => m.kind !== "failure-callback");
 const retryForm = (id: number) =>
-  `<form class="inline" method="post" action="/dashboard/job-failures/${id}/retry"><button class="btn secondary small" type="submit">Retry</button></form>`;
+  `<form class="inline" method="post" action="/dashboard/job-failures/${id}/retry"><button class="btn secondary small" type="submit">Retry<span class="unseen"> job failure ${id}</span></button></form>`;
 
 describe("retrying a job failure from the overview", () => {
   it("offers Retry for a job of ours, retries it once, then shows the retry instead", async () => {
@@ -267,7 +267,7 @@ describe("the job failures page", () => {
     expect(page).toContain("500: mail API down");
     expect(page).toContain('<a href="/dashboard/events/');
     expect(page).toContain(
-      `<form class="inline" method="post" action="/dashboard/job-failures/${id}/retry"><input type="hidden" name="back" value="/dashboard/job-failures"/><button class="btn secondary small" type="submit">Retry</button></form>`,
+      `<form class="inline" method="post" action="/dashboard/job-failures/${id}/retry"><input type="hidden" name="back" value="/dashboard/job-failures"/><button class="btn secondary small" type="submit">Retry<span class="unseen"> job failure ${id}</span></button></form>`,
     );
   });
 

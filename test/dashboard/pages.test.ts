@@ -147,7 +147,15 @@ describe("overview", () => {
     expect(page.text).toContain("https://receiver.example/hook");
     expect(page.text).toContain(`receiver said ${ESCAPED}`);
     expect(page.text).not.toContain(SCRIPT);
-    expect(page.text).toMatch(/<meta http-equiv="refresh" content="5"/);
+    // Reloading only when asked: each reload takes keyboard focus back to the top.
+    expect(page.text).not.toMatch(/http-equiv="refresh"/);
+    expect(page.text).toContain('<p class="live"><a href="/dashboard?live=1">Reload every 5 s</a></p>');
+    const live = await browser.get("/dashboard?live=1&retriedAll=3");
+    // Reloads without the one-off notice, which would otherwise stay for as long as it runs.
+    expect(live.text).toMatch(/<meta http-equiv="refresh" content="5; url=\/dashboard\?live=1"/);
+    expect(live.text).toContain(
+      '<p class="live">This page reloads every 5 s. <a href="/dashboard">Stop reloading</a></p>',
+    );
     // Two charts, each a line per series over 60 minutes; this minute has the events recorded above.
     const lines = [...page.text.matchAll(/<polyline [^>]*points="([^"]+)"/g)].map((m) => m[1]!.split(" "));
     expect(lines).toHaveLength(4);

@@ -155,6 +155,13 @@ describe("send test event", () => {
     expect(pending.text).toContain("Test event sent. This page reloads until it is delivered or gives up.");
     expect(pending.text).toMatch(/<h1>webhook\.test <span class="state state-pending">pending<\/span><\/h1>/);
     expect(pending.text).toMatch(/<meta http-equiv="refresh" content="2"/);
+    // Said first, with a way to stop it: a reload takes keyboard focus back to the top.
+    expect(pending.text).toContain(
+      `<p class="live">This page reloads every 2 s. <a href="/dashboard/webhooks/deliveries/${deliveryId}">Stop reloading</a></p>`,
+    );
+    expect((await browser.get(`/dashboard/webhooks/deliveries/${deliveryId}`)).text).not.toMatch(
+      /http-equiv="refresh"/,
+    );
     // A test event is no row in `events`: nothing links to an event page that would 404.
     expect(pending.text).not.toContain('href="/dashboard/events/');
     expect(pending.text).toContain("No attempt yet.");
@@ -168,7 +175,10 @@ describe("send test event", () => {
       /<h2>Attempts \(1\)<\/h2><div class="scroll"><table class="attempts">.*<td class="num">200<\/td>/,
     );
     expect(delivered.text).not.toMatch(/http-equiv="refresh"/);
-    expect(delivered.text).toContain('<p class="notice" role="status">Test event sent.</p>');
+    // Focused on load, so a screen reader reads what the action did.
+    expect(delivered.text).toContain(
+      '<p class="notice" role="status" id="notice" tabindex="-1" autofocus="">Test event sent.</p>',
+    );
 
     const list = await browser.get(`/dashboard/webhooks/${target.id}`);
     expect(list.text).toContain(`<a href="/dashboard/webhooks/deliveries/${deliveryId}">webhook.test</a>`);

@@ -26,12 +26,25 @@ const ENHANCE = `for (const label of document.querySelectorAll("label[data-selec
   });
 }`;
 
+/**
+ * A page that reloads itself (meta refresh: works without script). A reload
+ * throws a keyboard user's focus back to the top and makes a screen reader start
+ * over (a walkthrough could not reach the overview's tenth Retry by keyboard), so
+ * such a page always says so first and offers a link that stops it (WCAG 2.2.1).
+ */
+export interface Refresh {
+  seconds: number;
+  /** Where to reload, when not the same URL (e.g. without a one-off notice). */
+  url?: string;
+  /** The same page, not reloading. */
+  stop: string;
+}
+
 interface PageProps {
   title: string;
   section: Section;
   nonce?: string;
-  /** Seconds between reloads (meta refresh: works without script). */
-  refresh?: number;
+  refresh?: Refresh | undefined;
   children?: Child;
 }
 
@@ -41,16 +54,24 @@ function Page({ title, section, nonce, refresh, children }: PageProps) {
       <head>
         <meta charset="utf-8" />
         <meta name="viewport" content="width=device-width, initial-scale=1" />
-        {refresh ? <meta http-equiv="refresh" content={String(refresh)} /> : null}
+        {refresh ? (
+          <meta
+            http-equiv="refresh"
+            content={refresh.url ? `${refresh.seconds}; url=${refresh.url}` : String(refresh.seconds)}
+          />
+        ) : null}
         <title>{`${title} · edge-outbox`}</title>
         <link rel="stylesheet" href="/dashboard/assets/dashboard.css" />
         <link rel="icon" href="/dashboard/assets/icon.svg" type="image/svg+xml" />
       </head>
       <body>
+        <a class="skip" href="#main">
+          Skip to content
+        </a>
         {section === "none" ? null : (
           <header class="top">
             <span class="brand">edge-outbox</span>
-            <nav>
+            <nav aria-label="Sections">
               {NAV.map(([key, href, label]) => (
                 <a href={href} aria-current={key === section ? "page" : undefined}>
                   {label}
@@ -62,7 +83,15 @@ function Page({ title, section, nonce, refresh, children }: PageProps) {
             </form>
           </header>
         )}
-        <main>{children}</main>
+        <main id="main" tabindex={-1}>
+          {refresh ? (
+            <p class="live">
+              {`This page reloads every ${refresh.seconds} s. `}
+              <a href={refresh.stop}>Stop reloading</a>
+            </p>
+          ) : null}
+          {children}
+        </main>
         {nonce ? <script nonce={nonce}>{rawScript(ENHANCE)}</script> : null}
       </body>
     </html>
@@ -124,7 +153,7 @@ export function Table({ class: className, id, children }: { class?: string; id?:
  */
 export function Pager({ newest, older }: { newest?: string | undefined; older?: string | undefined }) {
   return (
-    <nav class="pager">
+    <nav class="pager" aria-label="Pages">
       {newest !== undefined ? <a href={newest}>« newest</a> : null}
       {older !== undefined ? (
         <a rel="next" href={older}>
@@ -151,10 +180,20 @@ export function StateBadge({ state }: { state: string }) {
   return <span class={`state state-${state}`}>{state}</span>;
 }
 
+/**
+ * What an action did, on the page it sent the operator back to. Focused when the
+ * page loads: after a form's redirect focus started at the top of the page, and a
+ * message already there when the page loads is not announced by a screen reader.
+ */
 export function Notice({ text }: { text: string | undefined }) {
   return text ? (
-    <p class="notice" role="status">
+    <p class="notice" role="status" id="notice" tabindex={-1} autofocus>
       {text}
     </p>
   ) : null;
+}
+
+/** Words for a screen reader only: a column's or a button's name the eye takes from its place. */
+export function Unseen({ children }: { children?: Child }) {
+  return <span class="unseen">{children}</span>;
 }

@@ -38,7 +38,7 @@ h2{font-size:1.05rem;margin:1.6rem 0 .6rem}
 h1.mono{font-size:1.2rem;word-break:break-all}
 a{color:var(--accent)}
 .muted{color:var(--muted)}
-.cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(11rem,1fr));gap:.8rem}
+.cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(9.5rem,1fr));gap:.8rem}
 .card{background:var(--card);border:1px solid var(--line);border-radius:8px;padding:.7rem .9rem}
 .card .label{color:var(--muted);font-size:.8rem;text-transform:uppercase;letter-spacing:.04em}
 .card .value{font-size:1.5rem;font-weight:600}
@@ -57,8 +57,13 @@ code,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:.85
 .error{color:var(--bad);white-space:pre-wrap;word-break:break-word}
 td.error{min-width:10rem}
 td.id{min-width:14rem}
-.scroll{overflow-x:auto}
+.scroll{overflow-x:auto;position:relative}
 pre{background:#0f172a;color:#e2e8f0;padding:.8rem;border-radius:6px;overflow:auto;max-height:28rem;white-space:pre-wrap;overflow-wrap:anywhere}
+.skip{position:absolute;left:-9999px;top:.5rem;z-index:2;background:var(--card);padding:.4rem .7rem;border-radius:6px}
+.skip:focus{left:1rem}
+main:focus{outline:none}
+.unseen{position:absolute;width:1px;height:1px;overflow:hidden;clip-path:inset(50%);white-space:nowrap}
+.live{color:var(--muted);font-size:.85rem;margin:0 0 .6rem}
 .notice{background:#ecfdf3;border:1px solid #abefc6;padding:.5rem .8rem;border-radius:6px}
 .alert-box{background:#fef3f2;border:1px solid #fecdca;padding:.5rem .8rem;border-radius:6px}
 .state{display:inline-block;padding:0 .45rem;border-radius:999px;font-size:.8rem;font-weight:600}

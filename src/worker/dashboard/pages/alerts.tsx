@@ -5,7 +5,7 @@ import { alertsPage, openAlertKinds, resolveAlerts, isUuid, type AlertRow } from
 import { countOpenFailures, stillNotRetried } from "../../../domain/job-failures/retry.ts";
 import { valid } from "../../validate.ts";
 import type { DashboardEnv } from "../env.ts";
-import { IdLink, Notice, Pager, render, Table, time } from "../layout.tsx";
+import { IdLink, Notice, Pager, render, Table, time, Unseen } from "../layout.tsx";
 
 export const resolveForm = z.union([
   z.object({ id: z.coerce.number().int().positive() }),
@@ -88,7 +88,9 @@ export function registerAlerts(dashboard: Hono<DashboardEnv>) {
               <th>kind</th>
               <th>about</th>
               <th>message</th>
-              <th></th>
+              <th>
+                <Unseen>action</Unseen>
+              </th>
             </tr>
             {alerts.map((a) => (
               <tr>
@@ -107,6 +109,7 @@ export function registerAlerts(dashboard: Hono<DashboardEnv>) {
                       <input type="hidden" name="id" value={String(a.id)} />
                       <button class="btn secondary" type="submit">
                         Resolve
+                        <Unseen>{` alert ${a.id}`}</Unseen>
                       </button>
                     </form>
                   )}

@@ -11,7 +11,7 @@ import {
 import { IDENTITY_ID_DIGITS } from "../../../outbox/index.ts";
 import { valid } from "../../validate.ts";
 import type { DashboardEnv } from "../env.ts";
-import { IdLink, Notice, Pager, render, Table, time } from "../layout.tsx";
+import { IdLink, Notice, Pager, render, Table, time, Unseen } from "../layout.tsx";
 
 /** Job failures a page of /dashboard/job-failures shows. */
 export const JOB_FAILURES_PAGE = 50;
@@ -107,6 +107,8 @@ function RetryCell({ failure: f, back }: { failure: JobFailureRow; back?: string
         {back ? <input type="hidden" name="back" value={back} /> : null}
         <button class="btn secondary small" type="submit">
           {f.retriedAt ? "Retry (the last one did not finish)" : "Retry"}
+          {/* Ten rows, ten "Retry": a screen reader's list of buttons says which. */}
+          <Unseen>{` job failure ${f.id}`}</Unseen>
         </button>
       </form>
     </td>

@@ -19,8 +19,15 @@ import {
 } from "./job-failures.tsx";
 import { deliveryEventHref } from "./webhook-deliveries.tsx";
 
-/** Seconds between reloads of the overview: live enough to watch a backlog drain. */
+/**
+ * Seconds between reloads of the overview when asked (`?live=1`): live enough to
+ * watch a backlog drain. Asked, not by default: each reload takes a keyboard or
+ * screen-reader user back to the top of the page (layout.tsx, Refresh).
+ */
 export const OVERVIEW_REFRESH_SECONDS = 5;
+
+/** The overview reloading itself: without the one-off notices, which would stay for as long as it runs. */
+const LIVE = "/dashboard?live=1";
 
 function Card({ label, value, tone, href }: { label: string; value: string; tone?: string; href?: string }) {
   return (
@@ -58,12 +65,22 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
     const retriedAll = allParam && /^\d{1,9}$/.test(allParam) ? Number(allParam) : undefined;
     // Counted up to the newest row shown, as the button retries: a later one is not retried unseen.
     const openFailures = jobs.length === 0 ? 0 : await countOpenFailures(db, jobs[0]!.id);
+    const live = c.req.query("live") === "1";
     return render(
       c,
-      { title: "Overview", section: "overview", refresh: OVERVIEW_REFRESH_SECONDS },
+      {
+        title: "Overview",
+        section: "overview",
+        refresh: live ? { seconds: OVERVIEW_REFRESH_SECONDS, url: LIVE, stop: "/dashboard" } : undefined,
+      },
       <>
         <Notice text={retried ?? retriedAllNotice(retriedAll)} />
         <h1>Overview</h1>
+        {live ? null : (
+          <p class="live">
+            <a href={LIVE}>{`Reload every ${OVERVIEW_REFRESH_SECONDS} s`}</a>
+          </p>
+        )}
         <div class="cards">
           <Card label="Backlog" value={String(s.backlog)} tone={s.backlog > 0 ? "warn" : "ok"} />
           <Card label="Due now" value={String(s.due)} />

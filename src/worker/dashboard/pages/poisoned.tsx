@@ -13,7 +13,7 @@ import {
 import { kickRelay } from "../../relay.ts";
 import { valid } from "../../validate.ts";
 import type { DashboardEnv } from "../env.ts";
-import { Notice, render, Table, time } from "../layout.tsx";
+import { Notice, render, Table, time, Unseen } from "../layout.tsx";
 import { EventTable } from "./events.tsx";
 
 /** Rows listed (with a checkbox each) under a group; "requeue whole group" covers the rest. */
@@ -85,7 +85,9 @@ function Group({ group }: { group: PoisonedGroup }) {
       </div>
       <Table>
         <tr>
-          <th class="pick"></th>
+          <th class="pick">
+            <Unseen>select</Unseen>
+          </th>
           <th>event</th>
         </tr>
         {shown.map((id) => (
@@ -120,12 +122,16 @@ export function registerPoisoned(dashboard: Hono<DashboardEnv>) {
     return render(
       c,
       // While requeued rows are on their way, reload to show them fan out.
-      { title: "Poisoned", section: "poisoned", refresh: stillPending > 0 ? 2 : undefined },
+      {
+        title: "Poisoned",
+        section: "poisoned",
+        refresh: stillPending > 0 ? { seconds: 2, stop: "/dashboard/poisoned" } : undefined,
+      },
       <>
         <h1>Poisoned events, grouped by cause</h1>
         <Notice text={q.nothing ? "Nothing selected to requeue." : undefined} />
         {q.requeued !== undefined ? (
-          <div class="panel" id="requeued">
+          <div class="panel" id="requeued" role="status">
             <p>
               {`Requeued ${q.requeued} event${q.requeued === 1 ? "" : "s"}. `}
               {q.more ? "More poisoned before that press remain: press Requeue all again. " : ""}

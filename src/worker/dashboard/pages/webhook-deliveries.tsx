@@ -6,7 +6,7 @@ import { ApiError } from "../../errors.ts";
 import { idParam } from "../../routes/params.ts";
 import { deliverQueueFor, queuedOrRefused } from "../../webhooks.ts";
 import type { DashboardEnv } from "../env.ts";
-import { Notice, StateBadge, render, Table, time } from "../layout.tsx";
+import { Notice, StateBadge, render, Table, time, Unseen } from "../layout.tsx";
 
 /**
  * One webhook delivery with every attempt, and redeliver through the delivery
@@ -56,7 +56,12 @@ export function RedeliverForm({ deliveryId, label }: { deliveryId: string; label
   return (
     <form class="inline" method="post" action={`${deliveryHref(deliveryId)}/redeliver`}>
       <button class={label ? "btn secondary" : "btn secondary small"} type="submit">
-        {label ?? "Redeliver"}
+        {label ?? (
+          <>
+            Redeliver
+            <Unseen>{` delivery …${deliveryId.slice(-12)}`}</Unseen>
+          </>
+        )}
       </button>
     </form>
   );
@@ -86,7 +91,8 @@ export function registerWebhookDeliveries(dashboard: Hono<DashboardEnv>) {
         title: "Webhook delivery",
         section: "webhooks",
         // Only right after an action, and only while it can still change by itself.
-        refresh: notice && pending ? 2 : undefined,
+        refresh:
+          notice && pending ? { seconds: 2, stop: `/dashboard/webhooks/deliveries/${d.id}` } : undefined,
       },
       <>
         <Notice text={notice} />

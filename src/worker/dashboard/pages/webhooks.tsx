@@ -24,7 +24,7 @@ import { deliverQueueFor, queuedOrRefused } from "../../webhooks.ts";
 import { DELIVER_PARALLELISM } from "../../../domain/webhooks/deliver-queue.ts";
 import { requireSecretsKey, webhookSecretsKey } from "../../webhook-secrets-key.ts";
 import type { DashboardEnv } from "../env.ts";
-import { Notice, Pager, StateBadge, render, Table, time } from "../layout.tsx";
+import { Notice, Pager, StateBadge, render, Table, time, Unseen } from "../layout.tsx";
 import { RedeliverForm, deliveryEventHref, deliveryHref } from "./webhook-deliveries.tsx";
 
 /**
@@ -324,7 +324,11 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
               <th>last attempt</th>
               <th>next attempt</th>
               <th>last error</th>
-              {endpoint.enabled ? <th></th> : null}
+              {endpoint.enabled ? (
+                <th>
+                  <Unseen>action</Unseen>
+                </th>
+              ) : null}
             </tr>
             {deliveries.map((d) => (
               <tr>
