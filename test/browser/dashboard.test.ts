@@ -278,7 +278,8 @@ describe("the dashboard in Chromium", () => {
     await page.click("nav >> text=Alerts");
     await expect.poll(() => page.locator("main table tr").count()).toBe(4);
     await shot("alerts");
-    await page.getByRole("button", { name: "Resolve all relay.lagging (1)" }).click();
+    await page.locator("summary", { hasText: "Resolve all relay.lagging (1)" }).click();
+    await page.getByRole("button", { name: "Yes, resolve all 1" }).click();
     await expect.poll(() => page.textContent(".notice")).toBe("Resolved 1 alert.");
     expect(await page.locator("main table tr").count()).toBe(3);
 
@@ -447,7 +448,19 @@ describe("the dashboard in Chromium", () => {
       expect(await lineCounts(retryButtons)).toEqual([1, 1, 1]);
       await shot("overview-job-failures-800");
     });
-    await page.getByRole("button", { name: "Retry all 3 not yet retried" }).click();
+    // One Enter only says what a Retry all would do; its own button does it.
+    await page.locator("summary", { hasText: "Retry all 3 not yet retried" }).focus();
+    await page.keyboard.press("Enter");
+    expect(await page.textContent("details.confirm[open] .confirm-body p")).toBe(
+      "Publishes 3 jobs to QStash again, each a new job its subscriber runs again.",
+    );
+    const untouched = await t.pool.query(
+      "SELECT count(*)::int AS n FROM job_failures WHERE retried_at IS NOT NULL AND id = ANY($1::bigint[])",
+      [ids],
+    );
+    expect(untouched.rows[0].n).toBe(0);
+    await shot("overview-retry-all-confirm");
+    await page.getByRole("button", { name: "Yes, retry all 3" }).click();
     await page.waitForURL(`${stack.url}/dashboard?retriedAll=3`);
     expect(await page.textContent(".notice")).toContain("Retried 3 job failures");
     // Focus is on what the action did, not at the top of the page.
@@ -620,7 +633,8 @@ describe("the dashboard in Chromium", () => {
     };
     await signIn();
     await page.goto(`${stack.url}/dashboard/webhooks/${endpoint.id}`);
-    await page.getByRole("button", { name: "Rotate secret" }).click();
+    await page.locator("summary", { hasText: "Rotate secret" }).click();
+    await page.getByRole("button", { name: "Yes, rotate the secret" }).click();
     await page.waitForURL(`${stack.url}/dashboard/webhooks/${endpoint.id}/rotate-secret`);
     const copied = (await page.textContent("#secret"))!;
     expect(await secrets()).toEqual([copied, endpoint.secret]);

@@ -193,6 +193,35 @@ export function Notice({ text }: { text: string | undefined }) {
   ) : null;
 }
 
+/**
+ * A press that does much at once (re-sends jobs by the thousand, stops an
+ * endpoint's deliveries, replaces its secret): the first button only opens a line
+ * saying what will happen, and the form's own button, beside it, does it. A
+ * walkthrough did each of these with one Enter. No script: a disclosure, opened
+ * and closed with Enter or Space.
+ */
+export function Confirm({
+  label,
+  says,
+  danger,
+  children,
+}: {
+  label: string;
+  says: string;
+  danger?: boolean;
+  children?: Child;
+}) {
+  return (
+    <details class="confirm">
+      <summary class={danger ? "btn danger" : "btn secondary"}>{label}</summary>
+      <div class="confirm-body">
+        <p>{says}</p>
+        {children}
+      </div>
+    </details>
+  );
+}
+
 /** Words for a screen reader only: a column's or a button's name the eye takes from its place. */
 export function Unseen({ children }: { children?: Child }) {
   return <span class="unseen">{children}</span>;

@@ -78,6 +78,12 @@ button{font:inherit;cursor:pointer}
 .btn.secondary{background:#fff;color:var(--fg);border:1px solid #c3c8d2}
 .btn.danger{background:var(--bad)}
 .btn.small{padding:.05rem .5rem;font-size:.8rem}
+details.confirm{display:inline-block}
+details.confirm>summary{display:inline-block;cursor:pointer;list-style:none}
+details.confirm>summary::-webkit-details-marker{display:none}
+details.confirm[open]>summary{outline:2px solid var(--line)}
+.confirm-body{margin-top:.4rem;padding:.5rem .7rem;border:1px solid var(--line);border-radius:6px;background:var(--card);max-width:36rem}
+.confirm-body p{margin:0 0 .4rem}
 .actions form{display:flex;flex-wrap:wrap;gap:.4rem;align-items:center;margin:0}
 .actions label{font-size:.85rem;color:var(--muted)}
 .inline{display:inline}

@@ -5,7 +5,7 @@ import { alertsPage, openAlertKinds, resolveAlerts, isUuid, type AlertRow } from
 import { countOpenFailures, stillNotRetried } from "../../../domain/job-failures/retry.ts";
 import { valid } from "../../validate.ts";
 import type { DashboardEnv } from "../env.ts";
-import { IdLink, Notice, Pager, render, Table, time, Unseen } from "../layout.tsx";
+import { Confirm, IdLink, Notice, Pager, render, Table, time, Unseen } from "../layout.tsx";
 
 export const resolveForm = z.union([
   z.object({ id: z.coerce.number().int().positive() }),
@@ -55,12 +55,19 @@ export function registerAlerts(dashboard: Hono<DashboardEnv>) {
         {kinds.length > 0 ? (
           <div class="actions">
             {kinds.map((k) => (
-              <form class="inline" method="post" action="/dashboard/alerts/resolve">
-                <input type="hidden" name="kind" value={k.kind} />
-                <input type="hidden" name="upTo" value={String(k.upTo)} />
-                <button class="btn secondary" type="submit">
-                  {`Resolve all ${k.kind} (${k.count})`}
-                </button>
+              <div>
+                <Confirm
+                  label={`Resolve all ${k.kind} (${k.count})`}
+                  says={`Marks ${k.count} open ${k.kind} alert${k.count === 1 ? "" : "s"} resolved. Nothing is sent or requeued.`}
+                >
+                  <form class="inline" method="post" action="/dashboard/alerts/resolve">
+                    <input type="hidden" name="kind" value={k.kind} />
+                    <input type="hidden" name="upTo" value={String(k.upTo)} />
+                    <button class="btn" type="submit">
+                      {`Yes, resolve all ${k.count}`}
+                    </button>
+                  </form>
+                </Confirm>
                 {k.kind === "job.failed" ? (
                   // Resolving sends nothing again, and retention later deletes a failure
                   // whose alert was resolved: the answer to a failed job is a retry.
@@ -69,7 +76,7 @@ export function registerAlerts(dashboard: Hono<DashboardEnv>) {
                     <a href="/dashboard">retry them from the overview</a>
                   </span>
                 ) : null}
-              </form>
+              </div>
             ))}
           </div>
         ) : null}

@@ -11,7 +11,7 @@ import {
 import { IDENTITY_ID_DIGITS } from "../../../outbox/index.ts";
 import { valid } from "../../validate.ts";
 import type { DashboardEnv } from "../env.ts";
-import { IdLink, Notice, Pager, render, Table, time, Unseen } from "../layout.tsx";
+import { Confirm, IdLink, Notice, Pager, render, Table, time, Unseen } from "../layout.tsx";
 
 /** Job failures a page of /dashboard/job-failures shows. */
 export const JOB_FAILURES_PAGE = 50;
@@ -56,13 +56,18 @@ export function RetryAll({ upTo, open, back }: { upTo: number; open: number; bac
   if (open === 0) return null;
   return (
     <div class="actions">
-      <form method="post" action="/dashboard/job-failures/retry">
-        <input type="hidden" name="upTo" value={String(upTo)} />
-        {back ? <input type="hidden" name="back" value={back} /> : null}
-        <button class="btn secondary" type="submit">
-          {`Retry all ${open} not yet retried`}
-        </button>
-      </form>
+      <Confirm
+        label={`Retry all ${open} not yet retried`}
+        says={`Publishes ${open} job${open === 1 ? "" : "s"} to QStash again, each a new job its subscriber runs again.`}
+      >
+        <form method="post" action="/dashboard/job-failures/retry">
+          <input type="hidden" name="upTo" value={String(upTo)} />
+          {back ? <input type="hidden" name="back" value={back} /> : null}
+          <button class="btn" type="submit">
+            {`Yes, retry all ${open}`}
+          </button>
+        </form>
+      </Confirm>
       <span class="muted">{`up to the newest shown, ${RETRY_ALL_LIMIT.toLocaleString("en")} a press`}</span>
     </div>
   );

@@ -13,7 +13,7 @@ import {
 import { kickRelay } from "../../relay.ts";
 import { valid } from "../../validate.ts";
 import type { DashboardEnv } from "../env.ts";
-import { Notice, render, Table, time, Unseen } from "../layout.tsx";
+import { Confirm, Notice, render, Table, time, Unseen } from "../layout.tsx";
 import { EventTable } from "./events.tsx";
 
 /** Rows listed (with a checkbox each) under a group; "requeue whole group" covers the rest. */
@@ -148,12 +148,17 @@ export function registerPoisoned(dashboard: Hono<DashboardEnv>) {
           // Every poisoned event at once, whatever its group (an outage poisons them by
           // the thousand, ADR 0003): the groups below show at most the newest 5,000.
           <div class="actions">
-            <form method="post" action="/dashboard/poisoned/requeue-all">
-              <input type="hidden" name="upTo" value={all.upTo} />
-              <button class="btn" type="submit">
-                {`Requeue all ${all.count} poisoned`}
-              </button>
-            </form>
+            <Confirm
+              label={`Requeue all ${all.count} poisoned`}
+              says={`Puts ${all.count} poisoned event${all.count === 1 ? "" : "s"} back in the queue, oldest first: each is fanned out again to every subscription.`}
+            >
+              <form method="post" action="/dashboard/poisoned/requeue-all">
+                <input type="hidden" name="upTo" value={all.upTo} />
+                <button class="btn" type="submit">
+                  {`Yes, requeue all ${all.count}`}
+                </button>
+              </form>
+            </Confirm>
             <span class="muted">{`oldest first, ${(ALL_ROUNDS_PER_PRESS * REQUEUE_POISONED_BATCH).toLocaleString("en")} a press`}</span>
           </div>
         ) : null}

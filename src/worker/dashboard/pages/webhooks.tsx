@@ -24,7 +24,7 @@ import { deliverQueueFor, queuedOrRefused } from "../../webhooks.ts";
 import { DELIVER_PARALLELISM } from "../../../domain/webhooks/deliver-queue.ts";
 import { requireSecretsKey, webhookSecretsKey } from "../../webhook-secrets-key.ts";
 import type { DashboardEnv } from "../env.ts";
-import { Notice, Pager, StateBadge, render, Table, time, Unseen } from "../layout.tsx";
+import { Confirm, Notice, Pager, StateBadge, render, Table, time, Unseen } from "../layout.tsx";
 import { RedeliverForm, deliveryEventHref, deliveryHref } from "./webhook-deliveries.tsx";
 
 /**
@@ -144,6 +144,18 @@ function alreadyRotatedPage(c: Context<DashboardEnv>, id: string, changedAt: Dat
   );
 }
 
+/** Enables or disables an endpoint (Disable asks first: layout.tsx, Confirm). */
+function EnabledForm({ id, enabled }: { id: string; enabled: boolean }) {
+  return (
+    <form class="inline" method="post" action={`/dashboard/webhooks/${id}/enabled`}>
+      <input type="hidden" name="enabled" value={String(enabled)} />
+      <button class={enabled ? "btn" : "btn danger"} type="submit">
+        {enabled ? "Enable" : "Yes, disable it"}
+      </button>
+    </form>
+  );
+}
+
 export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
   dashboard.get("/webhooks", async (c) => {
     const endpoints = await endpointHealth(c.var.db);
@@ -225,18 +237,28 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
         <h1 class="mono">{endpoint.url}</h1>
         {endpoint.description ? <p class="muted desc">{endpoint.description}</p> : null}
         <div class="actions">
-          <form class="inline" method="post" action={`/dashboard/webhooks/${endpoint.id}/enabled`}>
-            <input type="hidden" name="enabled" value={endpoint.enabled ? "false" : "true"} />
-            <button class={endpoint.enabled ? "btn danger" : "btn"} type="submit">
-              {endpoint.enabled ? "Disable" : "Enable"}
-            </button>
-          </form>
-          <form class="inline" method="post" action={`/dashboard/webhooks/${endpoint.id}/rotate-secret`}>
-            <input type="hidden" name="version" value={version} />
-            <button class="btn secondary" type="submit">
-              Rotate secret
-            </button>
-          </form>
+          {endpoint.enabled ? (
+            <Confirm
+              label="Disable"
+              danger
+              says="Stops deliveries to this endpoint: its pending ones wait, and new events are not offered to it until it is enabled again."
+            >
+              <EnabledForm id={endpoint.id} enabled={false} />
+            </Confirm>
+          ) : (
+            <EnabledForm id={endpoint.id} enabled={true} />
+          )}
+          <Confirm
+            label="Rotate secret"
+            says={`Makes a new signing secret, shown once on the next page; the current one keeps signing beside it for ${c.var.config.WEBHOOK_SECRET_ROTATION_HOURS} h, while the receiver switches.`}
+          >
+            <form class="inline" method="post" action={`/dashboard/webhooks/${endpoint.id}/rotate-secret`}>
+              <input type="hidden" name="version" value={version} />
+              <button class="btn" type="submit">
+                Yes, rotate the secret
+              </button>
+            </form>
+          </Confirm>
           {endpoint.enabled ? (
             <form class="inline" method="post" action={`/dashboard/webhooks/${endpoint.id}/test`}>
               <button class="btn secondary" type="submit">
@@ -247,13 +269,18 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
         </div>
         {endpoint.enabled ? (
           <div class="actions">
-            <form method="post" action={`/dashboard/webhooks/${endpoint.id}/recover`}>
-              <label for="since">Recover failed deliveries created since (UTC)</label>
-              <input id="since" type="datetime-local" name="since" value={dayAgo()} required />
-              <button class="btn secondary" type="submit">
-                Recover
-              </button>
-            </form>
+            <Confirm
+              label="Recover failed deliveries…"
+              says="Sends every delivery to this endpoint that gave up, created since the time below, again: each goes back to pending and is sent by a new job."
+            >
+              <form method="post" action={`/dashboard/webhooks/${endpoint.id}/recover`}>
+                <label for="since">Created since (UTC)</label>
+                <input id="since" type="datetime-local" name="since" value={dayAgo()} required />
+                <button class="btn" type="submit">
+                  Recover
+                </button>
+              </form>
+            </Confirm>
           </div>
         ) : (
           <p class="muted">Enable the endpoint to send a test event, redeliver or recover.</p>
