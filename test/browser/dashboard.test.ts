@@ -209,7 +209,7 @@ describe("the dashboard in Chromium", () => {
     const groups = page.locator("form.group");
     await expect.poll(() => groups.count()).toBe(2);
     const big = groups.filter({ hasText: "6 events" });
-    expect(await big.locator("h3").textContent()).toBe(
+    expect(await big.locator("h2").textContent()).toBe(
       "QStash <n>: event <value> rejected: subject <value> exceeds <n> bytes",
     );
     // The enhancement script ran under the CSP: its "select all" box is shown.

@@ -171,6 +171,18 @@ describe("overview", () => {
     expect(page.text).toMatch(/<div class="label">Relay<\/div><div class="value">healthy</);
     expect(page.text).not.toContain('id="relay"');
   });
+
+  it("says when its open alerts are only the newest, and links to all of them", async () => {
+    await t.pool.query(
+      `INSERT INTO outbox_alerts (kind, subscription, message)
+       SELECT 'job.failed', 'notify.mail', 'job ' || i || ' failed' FROM generate_series(1, 12) i`,
+    );
+    const page = await browser.get("/dashboard");
+    // It showed 10 of 22 without saying so, and linked nowhere.
+    expect(page.text).toContain('<p class="muted">The newest 10 of 12.</p>');
+    expect(page.text).toContain('<a href="/dashboard/alerts">All open alerts →</a>');
+    expect([...page.text.matchAll(/<td>job\.failed<\/td>/g)]).toHaveLength(10);
+  });
 });
 
 describe("events", () => {
@@ -267,6 +279,8 @@ describe("event detail", () => {
     expect(page.text.length).toBeLessThan(60_000);
     expect(page.text).toMatch(/The first 20,000 of 1,000,0\d\d characters\. The whole payload: /);
     expect(page.text).toContain(`GET /admin/events/${id}`);
+    // Each event's page has a title of its own, not one per type: tabs and history tell them apart.
+    expect(page.text).toMatch(new RegExp(`<title>Event [a-z.]+ …${id!.slice(-12)} · edge-outbox</title>`));
   });
 
   it("follows an event from write to receiver: payload, fan-out, deliveries and every attempt, escaped", async () => {
@@ -346,7 +360,7 @@ describe("poisoned, grouped by cause", () => {
     const page = await browser.get("/dashboard/poisoned");
     expect(page.status).toBe(200);
     const groups = [
-      ...page.text.matchAll(/<form class="group"[^>]*><h3>([^<]+)<\/h3><div class="meta">([^<]+)/g),
+      ...page.text.matchAll(/<form class="group"[^>]*><h2>([^<]+)<\/h2><div class="meta">([^<]+)/g),
     ];
     expect(groups.map((g) => g[1])).toEqual([
       "QStash &lt;n&gt;: event &lt;value&gt; rejected: subject &lt;value&gt; too long (&lt;n&gt; bytes)",
@@ -739,7 +753,7 @@ describe("alerts", () => {
     const owed = await insertJobFailure(t.pool);
     const overview = (await browser.get("/dashboard")).text;
     expect(overview).toMatch(
-      /Jobs not retried<\/div><div class="value"><a href="\/dashboard\/job-failures">1<\/a>/,
+      /Jobs not retried<\/div><div class="value"><a href="\/dashboard\/job-failures">1<span class="unseen"> jobs not retried<\/span><\/a>/,
     );
     await browser.post("/dashboard/alerts/resolve", { id: String(rows[0].id) });
     expect((await browser.get("/dashboard/alerts?resolved=1")).text).toContain(

@@ -88,7 +88,7 @@ details.confirm[open]>summary{outline:2px solid var(--line)}
 .actions label{font-size:.85rem;color:var(--muted)}
 .inline{display:inline}
 .group{background:var(--card);border:1px solid var(--line);border-radius:8px;margin:.9rem 0;padding:.8rem 1rem}
-.group h3{margin:0 0 .3rem;font-size:.95rem;font-family:ui-monospace,monospace;word-break:break-word}
+.group h2,.group h3{margin:0 0 .3rem;font-size:.95rem;font-family:ui-monospace,monospace;word-break:break-word}
 .group .meta{color:var(--muted);font-size:.85rem;margin-bottom:.5rem}
 .actions{display:flex;flex-wrap:wrap;gap:.6rem;align-items:center;margin:.5rem 0}
 figure.chart{margin:0}

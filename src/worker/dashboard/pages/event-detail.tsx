@@ -53,7 +53,8 @@ export function registerEventDetail(dashboard: Hono<DashboardEnv>) {
     const fanout = Object.entries(event.fanout ?? {});
     return render(
       c,
-      { title: `Event ${event.type}`, section: "events" },
+      // The id's end too: every event of a type had one title, so tabs and history could not tell them apart.
+      { title: `Event ${event.type} …${event.id.slice(-12)}`, section: "events" },
       <>
         {/* Fixed texts chosen by a flag: a link must not be able to put words on this page. */}
         <Notice

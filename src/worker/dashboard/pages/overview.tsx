@@ -8,7 +8,7 @@ import { JOB_FAILURE_ID, retryAllOrRefuse, retryOrRefuse } from "../../routes/ad
 import { valid } from "../../validate.ts";
 import { LineChart } from "../chart.tsx";
 import type { DashboardEnv } from "../env.ts";
-import { age, Notice, render, Table, time } from "../layout.tsx";
+import { age, Notice, render, Table, time, Unseen } from "../layout.tsx";
 import {
   afterRetry,
   afterRetryAll,
@@ -33,7 +33,17 @@ function Card({ label, value, tone, href }: { label: string; value: string; tone
   return (
     <div class={`card ${tone ?? ""}`}>
       <div class="label">{label}</div>
-      <div class="value">{href ? <a href={href}>{value}</a> : value}</div>
+      <div class="value">
+        {href ? (
+          <a href={href}>
+            {value}
+            {/* A link read alone ("3") says what it counts. */}
+            <Unseen>{` ${label.toLowerCase()}`}</Unseen>
+          </a>
+        ) : (
+          value
+        )}
+      </div>
     </div>
   );
 }
@@ -151,20 +161,28 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
         {alerts.length === 0 ? (
           <p class="muted">None.</p>
         ) : (
-          <Table>
-            <tr>
-              <th>raised</th>
-              <th>kind</th>
-              <th>message</th>
-            </tr>
-            {alerts.map((a) => (
+          <>
+            {s.openAlerts > alerts.length ? (
+              <p class="muted">{`The newest ${alerts.length} of ${s.openAlerts}.`}</p>
+            ) : null}
+            <Table>
               <tr>
-                <td class="time">{time(a.createdAt)}</td>
-                <td>{a.kind}</td>
-                <td class="error">{a.message}</td>
+                <th>raised</th>
+                <th>kind</th>
+                <th>message</th>
               </tr>
-            ))}
-          </Table>
+              {alerts.map((a) => (
+                <tr>
+                  <td class="time">{time(a.createdAt)}</td>
+                  <td>{a.kind}</td>
+                  <td class="error">{a.message}</td>
+                </tr>
+              ))}
+            </Table>
+            <p>
+              <a href="/dashboard/alerts">All open alerts →</a>
+            </p>
+          </>
         )}
 
         <h2>Jobs that exhausted their retries</h2>

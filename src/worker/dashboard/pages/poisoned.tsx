@@ -61,7 +61,7 @@ function Group({ group }: { group: PoisonedGroup }) {
   const shown = group.ids.slice(0, ROWS_SHOWN_PER_GROUP);
   return (
     <form class="group" method="post" action="/dashboard/poisoned/requeue">
-      <h3>{group.fingerprint}</h3>
+      <h2>{group.fingerprint}</h2>
       <div class="meta">
         {`${group.count} event${group.count === 1 ? "" : "s"} · first ${time(group.firstSeen)} · last ${time(group.lastSeen)} · types ${group.types.join(", ")}`}
       </div>

@@ -88,7 +88,7 @@ export function registerWebhookDeliveries(dashboard: Hono<DashboardEnv>) {
     return render(
       c,
       {
-        title: "Webhook delivery",
+        title: `Webhook delivery ${d.eventType} …${d.id.slice(-12)}`,
         section: "webhooks",
         // Only right after an action, and only while it can still change by itself.
         refresh:

@@ -221,7 +221,7 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
     const h = health(endpoint);
     return render(
       c,
-      { title: "Webhook endpoint", section: "webhooks" },
+      { title: `Webhook endpoint ${endpoint.url}`, section: "webhooks" },
       <>
         <Notice
           text={
