@@ -261,6 +261,10 @@ describe("recover since a time", () => {
     expect(page.text).toMatch(
       /<input id="since" type="datetime-local" name="since" value="\d{4}-\d\d-\d\dT\d\d:\d\d" required=""\/>/,
     );
+    // What is owed, beside a health that may read "healthy" once the receiver is back.
+    expect(page.text).toContain(
+      '<th>gave up</th><td class="error">4 deliveries not sent: Recover failed deliveries sends them again</td>',
+    );
     const since = new Date(Date.now() - 86_400_000).toISOString().slice(0, 16);
     const res = await browser.post(`/dashboard/webhooks/${mine.id}/recover`, { since });
     expect(res.status).toBe(303);
@@ -281,6 +285,8 @@ describe("recover since a time", () => {
     const after = await browser.get(res.headers.get("location")!);
     expect(after.text).toContain("Recovered 2 failed deliveries: back to pending, each sent by a new job.");
     expect([...after.text.matchAll(/state-pending">pending</g)]).toHaveLength(2);
+    expect(after.text).toContain("<th>pending</th><td>2</td>");
+    expect(after.text).toContain('<th>gave up</th><td class="error">2 deliveries not sent:');
 
     const again = await browser.post(`/dashboard/webhooks/${mine.id}/recover`, { since });
     expect(again.headers.get("location")).toBe(`/dashboard/webhooks/${mine.id}?recovered=0`);

@@ -318,6 +318,23 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
             <th>failing since</th>
             <td>{time(endpoint.failingSince)}</td>
           </tr>
+          <tr>
+            <th>pending</th>
+            <td>{String(endpoint.pending)}</td>
+          </tr>
+          <tr>
+            <th>gave up</th>
+            {/* "healthy" says the endpoint works now; deliveries that gave up during an
+                outage are still owed to its receiver (a walkthrough read "healthy" beside
+                43 of them on this page, with no count anywhere on it). */}
+            <td class={endpoint.failed > 0 ? "error" : undefined}>
+              {endpoint.failed === 0
+                ? "0"
+                : `${endpoint.failed} deliver${endpoint.failed === 1 ? "y" : "ies"} not sent: ${
+                    endpoint.enabled ? "Recover failed deliveries" : "enable the endpoint, then recover them"
+                  } sends them again`}
+            </td>
+          </tr>
         </Table>
         <details class="edit">
           <summary>Edit URL, event types or description</summary>
