@@ -4,6 +4,7 @@ import { timingSafeEqual } from "hono/utils/buffer";
 import { attemptLogin, clientAddress, retryAfterSeconds } from "./dashboard/lockout.ts";
 import type { HonoEnv } from "./env.ts";
 import { ApiError } from "./errors.ts";
+import { isBearer } from "./tenant-auth.ts";
 
 /**
  * Operator routes take `Authorization: Bearer <ADMIN_TOKEN>`. The token is a
@@ -16,8 +17,19 @@ import { ApiError } from "./errors.ts";
  * answered 401, the right one then 200). A locked address is refused with 429 and
  * its token not compared, so a guess during the lock learns nothing.
  */
-export const adminAuth: MiddlewareHandler<HonoEnv> = (c, next) =>
-  bearerAuth<HonoEnv>({
+export const adminAuth: MiddlewareHandler<HonoEnv> = (c, next) => {
+  // Another scheme's credentials (Basic, a bare token) are no bearer token: 401 with a
+  // plain challenge (RFC 6750 §3.1), not Hono's 400 invalid_request, which is for a
+  // Bearer header that is malformed. Not a guess at the token, so not a login attempt.
+  const header = c.req.header("authorization");
+  if (header !== undefined && !isBearer(header)) {
+    c.header("WWW-Authenticate", `Bearer realm="${REALM}"`);
+    throw new ApiError(
+      "UNAUTHORIZED",
+      "the operator token is required: Authorization: Bearer <ADMIN_TOKEN> (this header's scheme is not Bearer)",
+    );
+  }
+  return bearerAuth<HonoEnv>({
     verifyToken: async (token) => {
       const outcome = await attemptLogin(c.var.pool, clientAddress(c.req.header.bind(c.req)), () =>
         // Hashes both sides before comparing, so neither content nor length leaks through timing.
@@ -42,5 +54,6 @@ export const adminAuth: MiddlewareHandler<HonoEnv> = (c, next) =>
     },
     invalidToken: { wwwAuthenticateHeader: `Bearer realm="${REALM}", error="invalid_token"` },
   })(c, next);
+};
 
 const REALM = "edge-outbox operators";

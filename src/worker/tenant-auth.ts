@@ -21,17 +21,22 @@ const REALM = 'Bearer realm="edge-outbox"';
 
 /**
  * `Authorization: Bearer <api key>` on every domain route, checked before the
- * route (and its body) is looked at. No key: 401 with a challenge; a header that
- * is not a bearer token: 400 (RFC 6750 invalid_request); an unknown or revoked
- * key: 401 invalid_token; a key over its request budget: 429 with Retry-After. The
+ * route (and its body) is looked at. No key, or another scheme's credentials
+ * (Basic, a bare key): 401 with a plain challenge (RFC 6750 §3.1: a client that
+ * used an unsupported method gets no error code); a Bearer header that is
+ * malformed (no token, two): 400 invalid_request; an unknown or revoked key: 401
+ * invalid_token; a key over its request budget: 429 with Retry-After. The
  * key's scope is `c.var.tenant` for the route.
  */
 export const tenantAuth: MiddlewareHandler<HonoEnv> = async (c, next) => {
   if (!isDomainPath(c.req.path)) return next();
   const header = c.req.header("authorization");
-  if (!header) {
+  if (!header || !isBearer(header)) {
     c.header("WWW-Authenticate", REALM);
-    throw new ApiError("UNAUTHORIZED", "an API key is required: Authorization: Bearer <key>");
+    throw new ApiError(
+      "UNAUTHORIZED",
+      `an API key is required: Authorization: Bearer <key>${header ? " (this header's scheme is not Bearer)" : ""}`,
+    );
   }
   const match = header.match(/^Bearer +([\x21-\x7e]+) *$/i);
   if (!match) {
@@ -74,4 +79,9 @@ export function ownScope(
 
 function describe(scope: string | null): string {
   return scope === null ? "null (no scope)" : JSON.stringify(scope);
+}
+
+/** Whether an Authorization header is of the Bearer scheme at all, well formed or not. */
+export function isBearer(header: string): boolean {
+  return /^bearer(?:\s|$)/i.test(header);
 }

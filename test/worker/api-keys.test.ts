@@ -97,7 +97,9 @@ describe("managing keys (operator token)", () => {
     const realm = 'Bearer realm="edge-outbox operators"';
     expect(await challenge()).toBe(realm);
     expect(await challenge("Bearer wrong-token")).toBe(`${realm}, error="invalid_token"`);
-    expect(await challenge("Token abc")).toBe(`${realm}, error="invalid_request"`);
+    // Another scheme is no token at all: a plain challenge (RFC 6750 §3.1); a malformed Bearer is invalid_request.
+    expect(await challenge("Token abc")).toBe(realm);
+    expect(await challenge("Bearer")).toBe(`${realm}, error="invalid_request"`);
   });
 
   it("the key list takes no parameter: a filter it would ignore is a 400", async () => {
@@ -141,21 +143,31 @@ describe("every domain route takes a key", () => {
     ["POST", `/suppliers/${id}/activate`],
     ["GET", `/events/${id}`],
   ];
-  it.each(routes)("%s %s: no key 401, not a bearer 400, an unknown key 401", async (method, path, body) => {
-    const none = await call(app, env, method, path, body);
-    expect(none.status).toBe(401);
-    expect(none.headers.get("www-authenticate")).toBe('Bearer realm="edge-outbox"');
-    const basic = await call(app, env, method, path, body, { headers: { authorization: "Basic YTpi" } });
-    expect(basic.status).toBe(400);
-    const unknown = await as(`eo_${"A".repeat(43)}`)(method, path, body);
-    expect(unknown.status).toBe(401);
-    // The operator token is not a tenant key.
-    expect((await call(app, env, method, path, body, admin())).status).toBe(401);
-    const { rows } = await t.pool.query(
-      "SELECT (SELECT count(*) FROM corpus_notes WHERE title = 't')::int AS n, (SELECT count(*) FROM suppliers WHERE name = 'n')::int AS s",
-    );
-    expect(rows[0]).toEqual({ n: 0, s: 0 });
-  });
+  it.each(routes)(
+    "%s %s: no key or another scheme 401, a malformed bearer 400, an unknown key 401",
+    async (method, path, body) => {
+      const none = await call(app, env, method, path, body);
+      expect(none.status).toBe(401);
+      expect(none.headers.get("www-authenticate")).toBe('Bearer realm="edge-outbox"');
+      // Basic, or a key sent bare: an unsupported method, answered as no credentials (RFC 6750 §3.1).
+      for (const authorization of ["Basic YTpi", `eo_${"A".repeat(43)}`]) {
+        const other = await call(app, env, method, path, body, { headers: { authorization } });
+        expect(other.status).toBe(401);
+        expect(other.headers.get("www-authenticate")).toBe('Bearer realm="edge-outbox"');
+        expect(other.body.error.message).toContain("this header's scheme is not Bearer");
+      }
+      const malformed = await call(app, env, method, path, body, { headers: { authorization: "Bearer " } });
+      expect(malformed.status).toBe(400);
+      const unknown = await as(`eo_${"A".repeat(43)}`)(method, path, body);
+      expect(unknown.status).toBe(401);
+      // The operator token is not a tenant key.
+      expect((await call(app, env, method, path, body, admin())).status).toBe(401);
+      const { rows } = await t.pool.query(
+        "SELECT (SELECT count(*) FROM corpus_notes WHERE title = 't')::int AS n, (SELECT count(*) FROM suppliers WHERE name = 'n')::int AS s",
+      );
+      expect(rows[0]).toEqual({ n: 0, s: 0 });
+    },
+  );
 });
 
 describe("a key acts only in its scope", () => {

@@ -248,13 +248,17 @@ describe("operator routes", () => {
       expect(res.headers.get("www-authenticate")).toMatch(/^Bearer /);
       expect(res.body.error).toMatchObject({ code: "UNAUTHORIZED", requestId: expect.any(String) });
     }
-    // RFC 6750: a header that is not a bearer token at all is a malformed request.
+    // RFC 6750 §3.1: another scheme's credentials are an unsupported method, answered
+    // as none (401, a plain challenge); only a malformed Bearer header is a 400.
     const basic = await request(stack, "GET", "/admin/stats", undefined, { Authorization: "Basic eDp5" });
-    expect(basic.status).toBe(400);
+    expect(basic.status).toBe(401);
+    expect(basic.headers.get("www-authenticate")).toBe('Bearer realm="edge-outbox operators"');
     expect(basic.body.error).toMatchObject({
-      code: "BAD_REQUEST",
-      message: expect.stringContaining("Bearer"),
+      code: "UNAUTHORIZED",
+      message: expect.stringContaining("scheme is not Bearer"),
     });
+    const malformed = await request(stack, "GET", "/admin/stats", undefined, { Authorization: "Bearer" });
+    expect(malformed.status).toBe(400);
     const ok = await request(stack, "GET", "/admin/stats", undefined, ADMIN());
     expect(ok.status).toBe(200);
     expect(ok.body.stats).toMatchObject({ backlog: expect.any(Number), relay: expect.any(Object) });
