@@ -229,6 +229,15 @@ describe("events", () => {
     // The glob's `_` is literal, as the core's glob→LIKE makes it.
     expect(await get("type=supplier_*")).toEqual(where((r) => r.type === "supplier_x.connected"));
     expect(await get("subject=note-1")).toEqual(where((r) => r.subject === "note-1"));
+    // Each row's subject links to that filter; a UUID is shown by its end, on one line.
+    const uuid = "0b7e3c1a-4d2f-4c6b-9a1e-5f8d2c7b6a90";
+    await seedEvents(t.pool, 1, { subject: () => uuid });
+    const listed = (await browser.get("/dashboard/events")).text;
+    expect(listed).toContain('<td class="mono"><a href="/dashboard/events?subject=note-1">note-1</a></td>');
+    expect(listed).toContain(
+      `<td class="mono nowrap"><a href="/dashboard/events?subject=${uuid}" title="${uuid}">…5f8d2c7b6a90</a></td>`,
+    );
+    await t.pool.query("DELETE FROM events WHERE subject = $1", [uuid]);
     expect(await get("scope=acme&type=*.connected")).toEqual(where((r) => r.scope === "acme"));
 
     await t.pool.query(

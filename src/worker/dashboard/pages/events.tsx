@@ -11,7 +11,7 @@ import {
 } from "../../../outbox/index.ts";
 import { valid } from "../../validate.ts";
 import type { DashboardEnv } from "../env.ts";
-import { Pager, StateBadge, render, Table, time } from "../layout.tsx";
+import { IdLink, Pager, StateBadge, render, Table, time } from "../layout.tsx";
 
 /**
  * A time from the filter form: `<input type="datetime-local">` sends no zone, and
@@ -61,6 +61,27 @@ function filterParams(q: z.output<typeof eventsQuery>, beforeSeq?: number): stri
 
 const localValue = (d: Date | undefined) => (d ? d.toISOString().slice(0, 16) : "");
 
+/** Subjects longer than this are shown by their end, the whole on hover. */
+const SUBJECT_SHOWN = 14;
+
+/**
+ * A row's subject, linking to everything that happened to it. A UUID subject took six
+ * lines of a 768 px window (broken anywhere), so a row stood 115 px tall; shown by its
+ * end as the ids are (IdLink), it takes one.
+ */
+function SubjectCell({ subject }: { subject: string }) {
+  const href = `/dashboard/events?subject=${encodeURIComponent(subject)}`;
+  return subject.length > SUBJECT_SHOWN ? (
+    <td class="mono nowrap">
+      <IdLink href={href} id={subject} />
+    </td>
+  ) : (
+    <td class="mono">
+      <a href={href}>{subject}</a>
+    </td>
+  );
+}
+
 export function EventTable({ events }: { events: EventRow[] }) {
   return (
     <Table>
@@ -83,7 +104,7 @@ export function EventTable({ events }: { events: EventRow[] }) {
           <td>
             <a href={`/dashboard/events/${e.id}`}>{e.type}</a>
           </td>
-          <td class="mono">{e.subject}</td>
+          <SubjectCell subject={e.subject} />
           <td>{e.scope ?? "–"}</td>
           <td>
             <StateBadge state={e.state} />
