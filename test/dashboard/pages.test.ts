@@ -92,6 +92,9 @@ describe("a page that does not exist", () => {
     expect(badId.status).toBe(404);
     expect(badId.text).toContain("no such event: its id is not a UUID");
     expect(badId.text).not.toMatch(/Call support/);
+    // Signed in, an error page keeps the header's links and says what it is in its title.
+    expect(badId.text).toContain('<nav aria-label="Sections">');
+    expect(badId.text).toContain("<title>404 NOT_FOUND · edge-outbox</title>");
     expect(res.text).toContain('href="/dashboard"');
   });
 });

@@ -16,7 +16,8 @@ export async function dashboardError(err: Error, c: Context<DashboardEnv>) {
     ([400, 401, 403, 404, 405, 409, 413, 415, 429, 503] as const).find((s) => s === res.status) ?? 500;
   return render(
     c,
-    { title: `${res.status} ${body.error.code}`, section: "none" },
+    // Signed in, the header stays: a refused form's page was a dead end with one link.
+    { title: `${res.status} ${body.error.code}`, section: c.get("signedIn") ? "elsewhere" : "none" },
     <div class="panel">
       <h1>{`${res.status} ${body.error.code}`}</h1>
       <p class="error">{body.error.message}</p>

@@ -3,7 +3,9 @@ import { raw } from "hono/html";
 import type { Child } from "hono/jsx";
 import type { DashboardEnv } from "./env.ts";
 
-export type Section = "overview" | "events" | "poisoned" | "alerts" | "job-failures" | "webhooks" | "none";
+/** The page's place in the header ("elsewhere": the header, no link current; "none": no header). */
+export type Section =
+  "overview" | "events" | "poisoned" | "alerts" | "job-failures" | "webhooks" | "elsewhere" | "none";
 
 const NAV: [Section, string, string][] = [
   ["overview", "/dashboard", "Overview"],

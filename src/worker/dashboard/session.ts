@@ -2,6 +2,7 @@ import type { Context, MiddlewareHandler } from "hono";
 import { deleteCookie, getCookie, setCookie } from "hono/cookie";
 import { sign, verify } from "hono/jwt";
 import type { HonoEnv } from "../env.ts";
+import type { DashboardEnv } from "./env.ts";
 
 /** How long a login lasts; after it the operator signs in again. */
 export const SESSION_TTL_SECONDS = 12 * 60 * 60;
@@ -87,7 +88,10 @@ export async function hasSession(c: Context<HonoEnv>): Promise<boolean> {
  * surprise the operator.
  */
 export const requireSession: MiddlewareHandler<HonoEnv> = async (c, next) => {
-  if (await hasSession(c)) return next();
+  if (await hasSession(c)) {
+    (c as unknown as Context<DashboardEnv>).set("signedIn", true);
+    return next();
+  }
   if (c.req.method === "GET" || c.req.method === "HEAD") {
     const url = new URL(c.req.url);
     return c.redirect(`/dashboard/login?next=${encodeURIComponent(url.pathname + url.search)}`, 303);
