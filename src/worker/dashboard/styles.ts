@@ -77,7 +77,8 @@ button{font:inherit;cursor:pointer}
 .btn{background:var(--accent);color:#fff;border:0;border-radius:4px;padding:.3rem .8rem;white-space:nowrap}
 .btn.secondary{background:#fff;color:var(--fg);border:1px solid #c3c8d2}
 .btn.danger{background:var(--bad)}
-.btn.small{padding:.05rem .5rem;font-size:.8rem}
+.btn.small{padding:.05rem .5rem;font-size:.8rem;min-height:24px}
+td.num>a{display:inline-block;min-width:24px;min-height:24px}
 details.confirm{display:inline-block}
 details.confirm>summary{display:inline-block;cursor:pointer;list-style:none}
 details.confirm>summary::-webkit-details-marker{display:none}

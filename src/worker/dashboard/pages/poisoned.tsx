@@ -75,9 +75,6 @@ function Group({ group }: { group: PoisonedGroup }) {
         <button class="btn" type="submit" name="fingerprint" value={group.fingerprint}>
           {`Requeue whole group (${group.count})`}
         </button>
-        <button class="btn secondary" type="submit">
-          Requeue selected
-        </button>
         <label hidden data-select-all>
           <input type="checkbox" />
           select all shown
@@ -104,6 +101,12 @@ function Group({ group }: { group: PoisonedGroup }) {
       {group.count > shown.length ? (
         <p class="muted">{`and ${group.count - shown.length} more in this group`}</p>
       ) : null}
+      {/* After the boxes it sends, so the keyboard reaches it having ticked them. */}
+      <div class="actions">
+        <button class="btn secondary" type="submit">
+          Requeue selected
+        </button>
+      </div>
     </form>
   );
 }

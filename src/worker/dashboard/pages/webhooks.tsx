@@ -110,7 +110,10 @@ function newSecretPage(c: Context<DashboardEnv>, id: string, secret: string, end
         <span class="mono">{endpoint.url}</span>
         {". Copy it now: it is not shown again."}
       </p>
-      <pre id="secret">{secret}</pre>
+      {/* Focusable, so a keyboard can reach and select it (a pre is neither). */}
+      <pre id="secret" tabindex={0} aria-label="the new signing secret">
+        {secret}
+      </pre>
       <p class="muted">
         {endpoint.previousSecretExpiresAt
           ? `The previous secret keeps signing beside it until ${time(endpoint.previousSecretExpiresAt)}.`
