@@ -9,7 +9,7 @@ import { dashboardError } from "./dashboard/errors.tsx";
 import { ApiError, asError, handleError, handleNotFound } from "./errors.ts";
 import { preferWait } from "./prefer.ts";
 import { requireSignatureHeader } from "./signature.ts";
-import { tenantAuth } from "./tenant-auth.ts";
+import { noQueryOnWrites, tenantAuth } from "./tenant-auth.ts";
 
 export interface AppOptions {
   /** How a request gets its database; the Neon WebSocket Pool unless a test says otherwise. */
@@ -49,6 +49,7 @@ export function newApp(options: AppOptions = {}) {
   app.use(database(options.openDatabase));
   // Before Prefer: an unauthenticated write learns nothing, not even that its Prefer was malformed.
   app.use(tenantAuth);
+  app.use(noQueryOnWrites);
   app.use(preferWait);
   // A page that does not exist under /dashboard is a page saying so, as its other errors are.
   app.notFound((c) =>

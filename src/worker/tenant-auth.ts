@@ -85,3 +85,23 @@ function describe(scope: string | null): string {
 export function isBearer(header: string): boolean {
   return /^bearer(?:\s|$)/i.test(header);
 }
+
+/**
+ * A domain write takes its input in its body. A query parameter on one was ignored:
+ * `POST /notes?scope=globex` wrote into the key's own scope, answering 201, to a
+ * caller who thought it had named another. Refused before the write runs, as every
+ * route refuses a field it does not know. Reads keep their own query rules.
+ */
+export const noQueryOnWrites: MiddlewareHandler<HonoEnv> = async (c, next) => {
+  const method = c.req.method;
+  if (isDomainPath(c.req.path) && method !== "GET" && method !== "HEAD" && method !== "OPTIONS") {
+    const names = [...new Set(new URL(c.req.url).searchParams.keys())];
+    if (names.length > 0)
+      throw issueError(
+        "BAD_REQUEST",
+        "a write takes its input in its JSON body, not the query",
+        names.map((name) => ({ path: `query.${name}`, message: "is not a known field" })),
+      );
+  }
+  await next();
+};

@@ -61,6 +61,29 @@ describe("content types", () => {
   });
 });
 
+describe("a write's query string", () => {
+  it("is refused before the write runs: POST /notes?scope=globex wrote into the key's scope", async () => {
+    const count = async () => Number((await t.pool.query("SELECT count(*) FROM corpus_notes")).rows[0].count);
+    const before = await count();
+    const refused = await asTenant("POST", "/notes?scope=globex&scope=x&draft=1", { title: "where?" });
+    expect(refused.status).toBe(400);
+    expect(refused.body.error.issues).toEqual([
+      { path: "query.scope", message: "is not a known field" },
+      { path: "query.draft", message: "is not a known field" },
+    ]);
+    expect(await count()).toBe(before);
+
+    const created = await asTenant("POST", "/notes", { title: "here" });
+    const path = `/notes/${created.body.note.id as string}`;
+    expect((await asTenant("PATCH", `${path}?title=x`, { title: "changed" })).status).toBe(400);
+    expect((await asTenant("DELETE", `${path}?force=1`)).status).toBe(400);
+    expect((await asTenant("GET", path)).body.note.title).toBe("here");
+    // A read keeps its own query rules; without a key the answer is the 401.
+    expect((await asTenant("GET", `${path}?fields=all`)).status).toBe(200);
+    expect((await call(app, env(), "POST", "/notes?scope=globex", { title: "t" })).status).toBe(401);
+  });
+});
+
 describe("actions that take no body", () => {
   it("refuse a field before they run, and take no body or {}", async () => {
     const created = await asTenant("POST", "/suppliers", { name: "Quiet Ltd" });
