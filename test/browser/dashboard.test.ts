@@ -216,16 +216,17 @@ describe("the dashboard in Chromium", () => {
     expect(await big.locator("label[data-select-all]").isVisible()).toBe(true);
     await shot("poisoned");
 
-    await big.getByRole("button", { name: "Requeue whole group (6)" }).click();
+    await big.locator("summary", { hasText: "Requeue whole group (6)" }).click();
+    await big.getByRole("button", { name: "Yes, requeue 6" }).click();
     await page.waitForURL(/\/dashboard\/poisoned\?requeued=6&/);
-    expect(await page.textContent("#requeued")).toContain("Requeued 6 events.");
+    expect(await page.textContent("#notice")).toContain("Requeued 6 events.");
 
     // The requeue kicked the relay; the page reloads itself until the rows are fanned.
     await waitFor(async () => (await stateCounts(rejected)).fanned === 6, 20_000);
     await expect
-      .poll(async () => page.locator("#requeued .state-fanned").count(), { timeout: 15_000, interval: 500 })
+      .poll(async () => page.locator("#notice .state-fanned").count(), { timeout: 15_000, interval: 500 })
       .toBe(6);
-    expect(await page.textContent("#requeued")).toContain("All 6 shown have left the queue.");
+    expect(await page.textContent("#notice")).toContain("All 6 shown have left the queue.");
     expect(await stateCounts(malformed)).toEqual({ fanned: 0, poisoned: 2 });
     await expect.poll(() => groups.count()).toBe(1);
     await shot("poisoned-after-requeue");
@@ -249,7 +250,7 @@ describe("the dashboard in Chromium", () => {
        VALUES ($1, now() - interval '40 seconds', 5012, 503, 'upstream busy'), ($1, now(), 84, 200, 'ok')`,
       [delivery.id],
     );
-    await page.click(`#requeued a[href="/dashboard/events/${rejected[0]}"] >> nth=0`);
+    await page.click(`#notice a[href="/dashboard/events/${rejected[0]}"] >> nth=0`);
     await page.waitForURL(`${stack.url}/dashboard/events/${rejected[0]}`);
     const detail = (await page.textContent("main"))!;
     expect(detail).toContain("fanned");

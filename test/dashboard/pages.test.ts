@@ -95,6 +95,10 @@ describe("a page that does not exist", () => {
     // Signed in, an error page keeps the header's links and says what it is in its title.
     expect(badId.text).toContain('<nav aria-label="Sections">');
     expect(badId.text).toContain("<title>404 NOT_FOUND · edge-outbox</title>");
+    // The message is focused and announced, as an action's notice is.
+    expect(badId.text).toContain('<p class="error" role="alert" id="notice" tabindex="-1" autofocus="">');
+    // A list with no other page has no empty "Pages" navigation.
+    expect((await browser.get("/dashboard/alerts")).text).not.toContain('aria-label="Pages"');
     expect(res.text).toContain('href="/dashboard"');
   });
 });
@@ -404,7 +408,7 @@ describe("poisoned, grouped by cause", () => {
     expect(after.text).toContain("Requeued 2 events.");
     expect(after.text).toMatch(/<span class="state state-pending">pending<\/span>/);
     // Still pending (no QStash here), so the page reloads itself to show them fan out.
-    expect(after.text).toMatch(/<meta http-equiv="refresh" content="2"/);
+    expect(after.text).toMatch(/<meta http-equiv="refresh" content="2; url=[^"]*reloaded=1"/);
 
     const fingerprint = /name="fingerprint" value="([^"]+)"/
       .exec(after.text)![1]!
@@ -524,7 +528,7 @@ describe("webhook endpoints", () => {
 describe("webhook endpoint actions", () => {
   const secretsKey = () => importSecretsKey(env.WEBHOOK_SECRETS_KEY!);
   const shownSecret = (text: string) =>
-    /<pre id="secret" tabindex="0" aria-label="the new signing secret">([^<]+)<\/pre>/.exec(text)?.[1];
+    /<pre id="secret" tabindex="0" autofocus="">([^<]+)<\/pre>/.exec(text)?.[1];
 
   /** The rotate form's fields as the endpoint page renders them. */
   async function rotateForm(id: string): Promise<{ version: string }> {
@@ -590,9 +594,7 @@ describe("webhook endpoint actions", () => {
     const rotated = await browser.post(`/dashboard/webhooks/${id}/rotate-secret`, form);
     expect(rotated.status).toBe(200);
     expect(rotated.headers.get("cache-control")).toBe("no-store");
-    const secret = /<pre id="secret" tabindex="0" aria-label="the new signing secret">([^<]+)<\/pre>/.exec(
-      rotated.text,
-    )![1]!;
+    const secret = /<pre id="secret" tabindex="0" autofocus="">([^<]+)<\/pre>/.exec(rotated.text)![1]!;
     expect(secret).toMatch(/^whsec_/);
     const { rows } = await t.pool.query(`SELECT secret_box FROM webhook_endpoints WHERE id = $1`, [id]);
     expect(await openSecret(await importSecretsKey(env.WEBHOOK_SECRETS_KEY!), rows[0].secret_box, id)).toBe(

@@ -154,7 +154,7 @@ describe("send test event", () => {
     expect(pending.status).toBe(200);
     expect(pending.text).toContain("Test event sent. This page reloads until it is delivered or gives up.");
     expect(pending.text).toMatch(/<h1>webhook\.test <span class="state state-pending">pending<\/span><\/h1>/);
-    expect(pending.text).toMatch(/<meta http-equiv="refresh" content="2"/);
+    expect(pending.text).toMatch(/<meta http-equiv="refresh" content="2; url=[^"]*reloaded=1"/);
     // Said first, with a way to stop it: a reload takes keyboard focus back to the top.
     expect(pending.text).toContain(
       `<p class="live">This page reloads every 2 s. <a href="/dashboard/webhooks/deliveries/${deliveryId}">Stop reloading</a></p>`,
@@ -165,6 +165,21 @@ describe("send test event", () => {
     // A test event is no row in `events`: nothing links to an event page that would 404.
     expect(pending.text).not.toContain('href="/dashboard/events/');
     expect(pending.text).toContain("No attempt yet.");
+    // Its own reload does not pull focus back to the notice.
+    const reload = /content="2; url=([^"]+)"/.exec(pending.text)![1]!.replace(/&amp;/g, "&");
+    const reloaded = await browser.get(reload);
+    expect(reloaded.text).toContain(
+      '<p class="notice" role="status" id="notice" tabindex="-1">Test event sent.',
+    );
+    // With its next attempt an hour away (a failed first one), it stops reloading and says when.
+    await t.pool.query(
+      "UPDATE webhook_deliveries SET next_attempt_at = now() + interval '1 hour' WHERE id = $1",
+      [deliveryId],
+    );
+    const later = await browser.get(location);
+    expect(later.text).not.toMatch(/http-equiv="refresh"/);
+    expect(later.text).toMatch(/Test event sent\. Its next attempt is at \d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ\./);
+    await t.pool.query("UPDATE webhook_deliveries SET next_attempt_at = NULL WHERE id = $1", [deliveryId]);
 
     expect(await deliver(deliveryId!)).toMatchObject({ kind: "delivered" });
     const [post] = receiver.received;

@@ -20,7 +20,10 @@ export async function dashboardError(err: Error, c: Context<DashboardEnv>) {
     { title: `${res.status} ${body.error.code}`, section: c.get("signedIn") ? "elsewhere" : "none" },
     <div class="panel">
       <h1>{`${res.status} ${body.error.code}`}</h1>
-      <p class="error">{body.error.message}</p>
+      {/* Focused and announced: after a refused form, focus started at the top of the page. */}
+      <p class="error" role="alert" id="notice" tabindex={-1} autofocus>
+        {body.error.message}
+      </p>
       <p class="muted">{`request ${body.error.requestId}`}</p>
       <p>
         <a href="/dashboard">Back to the overview</a>

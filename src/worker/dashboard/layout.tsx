@@ -154,6 +154,8 @@ export function Table({ class: className, id, children }: { class?: string; id?:
  * and to the next older page (when there is one). Each page says where they go.
  */
 export function Pager({ newest, older }: { newest?: string | undefined; older?: string | undefined }) {
+  // No links, no navigation landmark: an empty one was announced on every first page.
+  if (newest === undefined && older === undefined) return null;
   return (
     <nav class="pager" aria-label="Pages">
       {newest !== undefined ? <a href={newest}>« newest</a> : null}
@@ -187,12 +189,30 @@ export function StateBadge({ state }: { state: string }) {
  * page loads: after a form's redirect focus started at the top of the page, and a
  * message already there when the page loads is not announced by a screen reader.
  */
-export function Notice({ text }: { text: string | undefined }) {
+export function Notice({ text, focus = true }: { text: string | undefined; focus?: boolean }) {
   return text ? (
-    <p class="notice" role="status" id="notice" tabindex={-1} autofocus>
+    <p class="notice" role="status" id="notice" tabindex={-1} autofocus={focus}>
       {text}
     </p>
   ) : null;
+}
+
+/** The query parameter a page's own reload adds: the notice is then not focused again. */
+const RELOADED = "reloaded";
+
+/**
+ * This page's URL marked as its own reload: a notice focused on every reload pulled a
+ * keyboard user back to it every 2 s (a walkthrough's Tab to Redeliver lasted 2.5 s).
+ */
+export function reloadUrl(c: Context<DashboardEnv>): string {
+  const url = new URL(c.req.url);
+  url.searchParams.set(RELOADED, "1");
+  return url.pathname + url.search;
+}
+
+/** Whether this request is a page's own reload (reloadUrl): nothing new to focus. */
+export function isReload(c: Context<DashboardEnv>): boolean {
+  return c.req.query(RELOADED) !== undefined;
 }
 
 /**

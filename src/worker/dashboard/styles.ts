@@ -82,7 +82,8 @@ td.num>a{display:inline-block;min-width:24px;min-height:24px}
 details.confirm{display:inline-block}
 details.confirm>summary{display:inline-block;cursor:pointer;list-style:none}
 details.confirm>summary::-webkit-details-marker{display:none}
-details.confirm[open]>summary{outline:2px solid var(--line)}
+details.confirm[open]>summary:not(:focus-visible){box-shadow:0 0 0 2px var(--line)}
+details.confirm>summary:focus-visible{outline:2px solid var(--accent);outline-offset:2px}
 .confirm-body{margin-top:.4rem;padding:.5rem .7rem;border:1px solid var(--line);border-radius:6px;background:var(--card);max-width:36rem}
 .confirm-body p{margin:0 0 .4rem}
 .actions form{display:flex;flex-wrap:wrap;gap:.4rem;align-items:center;margin:0}

@@ -13,7 +13,7 @@ import {
 import { kickRelay } from "../../relay.ts";
 import { valid } from "../../validate.ts";
 import type { DashboardEnv } from "../env.ts";
-import { Confirm, Notice, render, Table, time, Unseen } from "../layout.tsx";
+import { Confirm, isReload, Notice, reloadUrl, render, Table, time, Unseen } from "../layout.tsx";
 import { EventTable } from "./events.tsx";
 
 /** Rows listed (with a checkbox each) under a group; "requeue whole group" covers the rest. */
@@ -55,6 +55,8 @@ const poisonedQuery = z.object({
     .transform((v) => (v ? v.split(",") : []))
     .pipe(z.array(z.guid()).max(TRACKED)),
   nothing: z.literal("1").optional(),
+  /** This page's own reload (layout.tsx, reloadUrl). */
+  reloaded: z.literal("1").optional(),
 });
 
 function Group({ group }: { group: PoisonedGroup }) {
@@ -72,9 +74,14 @@ function Group({ group }: { group: PoisonedGroup }) {
       </p>
       <p class="error">{group.example.lastError ?? ""}</p>
       <div class="actions">
-        <button class="btn" type="submit" name="fingerprint" value={group.fingerprint}>
-          {`Requeue whole group (${group.count})`}
-        </button>
+        <Confirm
+          label={`Requeue whole group (${group.count})`}
+          says={`Puts all ${group.count} event${group.count === 1 ? "" : "s"} of this group back in the queue: each is fanned out again to every subscription.`}
+        >
+          <button class="btn" type="submit" name="fingerprint" value={group.fingerprint}>
+            {`Yes, requeue ${group.count}`}
+          </button>
+        </Confirm>
         <label hidden data-select-all>
           <input type="checkbox" />
           select all shown
@@ -128,13 +135,15 @@ export function registerPoisoned(dashboard: Hono<DashboardEnv>) {
       {
         title: "Poisoned",
         section: "poisoned",
-        refresh: stillPending > 0 ? { seconds: 2, stop: "/dashboard/poisoned" } : undefined,
+        refresh:
+          stillPending > 0 ? { seconds: 2, url: reloadUrl(c), stop: "/dashboard/poisoned" } : undefined,
       },
       <>
         <h1>Poisoned events, grouped by cause</h1>
         <Notice text={q.nothing ? "Nothing selected to requeue." : undefined} />
         {q.requeued !== undefined ? (
-          <div class="panel" id="requeued" role="status">
+          // The action's message, focused as a notice is (not on the page's own reloads).
+          <div class="panel" id="notice" role="status" tabindex={-1} autofocus={!isReload(c)}>
             <p>
               {`Requeued ${q.requeued} event${q.requeued === 1 ? "" : "s"}. `}
               {q.more ? "More poisoned before that press remain: press Requeue all again. " : ""}

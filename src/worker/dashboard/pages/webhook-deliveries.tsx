@@ -6,7 +6,7 @@ import { ApiError } from "../../errors.ts";
 import { idParam } from "../../routes/params.ts";
 import { deliverQueueFor, queuedOrRefused } from "../../webhooks.ts";
 import type { DashboardEnv } from "../env.ts";
-import { Notice, StateBadge, render, Table, time, Unseen } from "../layout.tsx";
+import { isReload, Notice, reloadUrl, StateBadge, render, Table, time, Unseen } from "../layout.tsx";
 
 /**
  * One webhook delivery with every attempt, and redeliver through the delivery
@@ -67,6 +67,9 @@ export function RedeliverForm({ deliveryId, label }: { deliveryId: string; label
   );
 }
 
+/** How near a pending delivery's next attempt must be for its page to keep reloading. */
+const WATCH_AHEAD_MS = 30_000;
+
 export function registerWebhookDeliveries(dashboard: Hono<DashboardEnv>) {
   dashboard.get("/webhooks/deliveries/:id", idParam("webhook delivery"), async (c) => {
     const id = c.req.valid("param").id;
@@ -75,15 +78,20 @@ export function registerWebhookDeliveries(dashboard: Hono<DashboardEnv>) {
     const isTest = d.eventType === TEST_EVENT_TYPE;
     // Fixed texts chosen by a flag: a link must not be able to put words on this page.
     const pending = d.status === "pending";
+    // Watched only while an attempt is near: after a failed one the next may be
+    // hours away (the retry schedule), and the page reloaded every 2 s meanwhile.
+    const soon =
+      pending && (d.nextAttemptAt === null || d.nextAttemptAt.getTime() <= Date.now() + WATCH_AHEAD_MS);
+    const later = pending && !soon ? ` Its next attempt is at ${time(d.nextAttemptAt)}.` : "";
     const notice =
       c.req.query("tested") !== undefined
-        ? pending
+        ? soon
           ? "Test event sent. This page reloads until it is delivered or gives up."
-          : "Test event sent."
+          : `Test event sent.${later}`
         : c.req.query("redelivered") !== undefined
-          ? pending
+          ? soon
             ? "Queued again: back to pending, sent by a new job. This page reloads until it settles."
-            : "Queued again and sent by a new job."
+            : `Queued again and sent by a new job.${later}`
           : undefined;
     return render(
       c,
@@ -92,10 +100,12 @@ export function registerWebhookDeliveries(dashboard: Hono<DashboardEnv>) {
         section: "webhooks",
         // Only right after an action, and only while it can still change by itself.
         refresh:
-          notice && pending ? { seconds: 2, stop: `/dashboard/webhooks/deliveries/${d.id}` } : undefined,
+          notice && soon
+            ? { seconds: 2, url: reloadUrl(c), stop: `/dashboard/webhooks/deliveries/${d.id}` }
+            : undefined,
       },
       <>
-        <Notice text={notice} />
+        <Notice text={notice} focus={!isReload(c)} />
         <h1>
           {`${d.eventType} `}
           <StateBadge state={d.status} />

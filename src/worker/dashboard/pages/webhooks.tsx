@@ -110,8 +110,9 @@ function newSecretPage(c: Context<DashboardEnv>, id: string, secret: string, end
         <span class="mono">{endpoint.url}</span>
         {". Copy it now: it is not shown again."}
       </p>
-      {/* Focusable, so a keyboard can reach and select it (a pre is neither). */}
-      <pre id="secret" tabindex={0} aria-label="the new signing secret">
+      {/* Focused when the page comes, so a keyboard is at it and a screen reader reads it
+          (a pre takes no focus; a label would have been read instead of the secret). */}
+      <pre id="secret" tabindex={0} autofocus>
         {secret}
       </pre>
       <p class="muted">
