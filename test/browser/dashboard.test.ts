@@ -557,6 +557,13 @@ describe("the dashboard in Chromium", () => {
         await page.goto(`${stack.url}${path}`);
         const px = await pageOverflow();
         if (px > 0) misfits[`${width} ${path}: page wider than the window by`] = px;
+        // A table wider than its box can be reached and scrolled by keyboard; one that fits is no stop.
+        const unreachable = await page.$$eval(".scroll", (boxes) =>
+          boxes
+            .filter((b) => b.scrollWidth > b.clientWidth !== (b.tabIndex === 0))
+            .map((b) => `${b.scrollWidth}/${b.clientWidth} tabindex ${b.getAttribute("tabindex")}`),
+        );
+        if (unreachable.length > 0) misfits[`${width} ${path}: scroll boxes`] = unreachable;
         // Every link and the sign-out button inside the window and on the header's dark band.
         const outside = await page.evaluate(() => {
           const band = document.querySelector("header.top")!.getBoundingClientRect();

@@ -18,7 +18,12 @@ const NAV: [Section, string, string][] = [
 
 /**
  * The only script on any page. Without it every page works; with it, a poisoned
- * group gets a "select all" box. Served inline with the response's CSP nonce.
+ * group gets a "select all" box, and a table wider than its box (a phone's window)
+ * becomes a Tab stop, so the keyboard can scroll it sideways: a table with no link
+ * or button in it could not be scrolled without a mouse (axe,
+ * scrollable-region-focusable). Only those that overflow, as the page is laid out
+ * and on a resize: a stop on every table would be a stop for nothing on a desktop.
+ * Served inline with the response's CSP nonce.
  */
 const ENHANCE = `for (const label of document.querySelectorAll("label[data-select-all]")) {
   const box = label.querySelector("input");
@@ -26,7 +31,22 @@ const ENHANCE = `for (const label of document.querySelectorAll("label[data-selec
   box.addEventListener("change", () => {
     for (const row of box.form.querySelectorAll("input[name=id]")) row.checked = box.checked;
   });
-}`;
+}
+const reachable = () => {
+  for (const box of document.querySelectorAll(".scroll")) {
+    if (box.scrollWidth > box.clientWidth) {
+      box.tabIndex = 0;
+      box.setAttribute("role", "region");
+      box.setAttribute("aria-label", "table, scrolls sideways");
+    } else {
+      box.removeAttribute("tabindex");
+      box.removeAttribute("role");
+      box.removeAttribute("aria-label");
+    }
+  }
+};
+reachable();
+addEventListener("resize", reachable);`;
 
 /**
  * A page that reloads itself (meta refresh: works without script). A reload
