@@ -105,9 +105,10 @@ export interface FailingCheck {
  * `job.failed` alert: a walkthrough's mail provider was down with 355 failed
  * attempts in 30 s and no alert at all. So a subscription whose run of failures has
  * lasted `afterMinutes` and goes on (a failure or a retry due within
- * FAILING_QUIET_MINUTES, no retried job succeeded since) has one open `subscription.failing` alert, with the
- * count, since when and the latest error, as of the sweep that last looked; the
- * sweep resolves it once the run is over.
+ * FAILING_QUIET_MINUTES, no retried job succeeded since) has one open
+ * `subscription.failing` alert, with the count, since when, the latest error and
+ * when the last retry is expected, as of the sweep that last looked; the sweep
+ * resolves it once the run is over.
  *
  * One statement, as the webhook lag check (webhooks/lag.ts): the open alert is
  * updated where there is one and inserted where there is none, overlapping sweeps
