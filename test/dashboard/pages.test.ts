@@ -97,8 +97,13 @@ describe("a page that does not exist", () => {
     expect(badId.text).toContain("<title>404 NOT_FOUND · edge-outbox</title>");
     // The message is focused and announced, as an action's notice is.
     expect(badId.text).toContain('<p class="error" role="alert" id="notice" tabindex="-1" autofocus="">');
-    // A list with no other page has no empty "Pages" navigation.
-    expect((await browser.get("/dashboard/alerts")).text).not.toContain('aria-label="Pages"');
+    // A list with no other page has no empty "Pages" navigation; open and all are titled apart.
+    const alertsPage = (await browser.get("/dashboard/alerts")).text;
+    expect(alertsPage).not.toContain('aria-label="Pages"');
+    expect(alertsPage).toContain("<title>Open alerts · edge-outbox</title>");
+    expect((await browser.get("/dashboard/alerts?show=all")).text).toContain(
+      "<title>Alerts, resolved too · edge-outbox</title>",
+    );
     expect(res.text).toContain('href="/dashboard"');
   });
 });
@@ -295,6 +300,15 @@ describe("event detail", () => {
     expect(page.text.length).toBeLessThan(60_000);
     expect(page.text).toMatch(/The first 20,000 of 1,000,0\d\d characters\. The whole payload: /);
     expect(page.text).toContain(`GET /admin/events/${id}`);
+    // An endpoint's one alert names its latest failure's event, so it can be older than the event.
+    await t.pool.query(
+      `INSERT INTO outbox_alerts (kind, event_id, message, created_at)
+       SELECT 'webhook.delivery_failed', id, 'endpoint failing', created_at - interval '1 minute' FROM events WHERE id = $1`,
+      [id],
+    );
+    expect((await browser.get(`/dashboard/events/${id}`)).text).toContain(
+      'endpoint failing<span class="muted"> (raised for an earlier failure; this event is its latest)</span>',
+    );
     // Each event's page has a title of its own, not one per type: tabs and history tell them apart.
     expect(page.text).toMatch(new RegExp(`<title>Event [a-z.]+ …${id!.slice(-12)} · edge-outbox</title>`));
   });

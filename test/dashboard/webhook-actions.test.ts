@@ -192,7 +192,14 @@ describe("send test event", () => {
     expect(delivered.text).not.toMatch(/http-equiv="refresh"/);
     // Focused on load, so a screen reader reads what the action did.
     expect(delivered.text).toContain(
-      '<p class="notice" role="status" id="notice" tabindex="-1" autofocus="">Test event sent.</p>',
+      '<p class="notice" role="status" id="notice" tabindex="-1" autofocus="">Test event sent. It was delivered.</p>',
+    );
+    // Said once it has ended, either way: "Test event sent." alone stood above a delivery that gave up.
+    await t.pool.query("UPDATE webhook_deliveries SET status = 'failed', failed_at = now() WHERE id = $1", [
+      deliveryId,
+    ]);
+    expect((await browser.get(location)).text).toContain(
+      "Test event sent. It gave up: see its attempts below.",
     );
 
     const list = await browser.get(`/dashboard/webhooks/${target.id}`);

@@ -34,7 +34,7 @@ export function registerAlerts(dashboard: Hono<DashboardEnv>) {
     const show = q.show === "all" ? "show=all&" : "";
     return render(
       c,
-      { title: "Alerts", section: "alerts" },
+      { title: q.show === "all" ? "Alerts, resolved too" : "Open alerts", section: "alerts" },
       <>
         <h1>Alerts</h1>
         <Notice

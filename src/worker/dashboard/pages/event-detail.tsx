@@ -164,7 +164,15 @@ export function registerEventDetail(dashboard: Hono<DashboardEnv>) {
               <tr>
                 <td class="time">{time(a.createdAt)}</td>
                 <td>{a.kind}</td>
-                <td class={a.resolvedAt ? "muted" : "error"}>{a.message}</td>
+                <td class={a.resolvedAt ? "muted" : "error"}>
+                  {a.message}
+                  {/* An endpoint's one alert (ADR 0031) names its latest failure's event, so
+                      it can be older than this event: a walkthrough read it as raised
+                      before the event it was about. */}
+                  {a.createdAt < event.createdAt ? (
+                    <span class="muted">{" (raised for an earlier failure; this event is its latest)"}</span>
+                  ) : null}
+                </td>
                 <td>{a.resolvedAt ? time(a.resolvedAt) : "open"}</td>
               </tr>
             ))}

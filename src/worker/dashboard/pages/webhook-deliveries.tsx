@@ -82,7 +82,15 @@ export function registerWebhookDeliveries(dashboard: Hono<DashboardEnv>) {
     // hours away (the retry schedule), and the page reloaded every 2 s meanwhile.
     const soon =
       pending && (d.nextAttemptAt === null || d.nextAttemptAt.getTime() <= Date.now() + WATCH_AHEAD_MS);
-    const later = pending && !soon ? ` Its next attempt is at ${time(d.nextAttemptAt)}.` : "";
+    // How it ended, once it has: "Test event sent." alone stood above a delivery that gave up.
+    const later =
+      pending && !soon
+        ? ` Its next attempt is at ${time(d.nextAttemptAt)}.`
+        : d.status === "failed"
+          ? " It gave up: see its attempts below."
+          : d.status === "delivered"
+            ? " It was delivered."
+            : "";
     const notice =
       c.req.query("tested") !== undefined
         ? soon
