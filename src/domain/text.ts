@@ -98,13 +98,13 @@ export function wholeNumber(min: number, max: number) {
   );
 }
 
-/** JSON.parse, or undefined for text that is not JSON: for bodies a caller checks with a schema next. */
 /** SHA-256 of `text` (UTF-8) in lower-case hex: an API key's stored hash, a request's fingerprint. */
 export async function sha256Hex(text: string): Promise<string> {
   const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text)));
   return Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
+/** JSON.parse, or undefined for text that is not JSON: for bodies a caller checks with a schema next. */
 export function safeJson(text: string): unknown {
   try {
     return JSON.parse(text);
