@@ -8,6 +8,7 @@ import { createJobHandlers, type JobHandlers, type JobKind } from "../../domain/
 import { subscriptions } from "../../domain/subscriptions.ts";
 import { httpMailer, noopMailer } from "../../domain/mail/mailer.ts";
 import {
+  findSubscription,
   jobFailure,
   jobUrl,
   JOBS_PATH,
@@ -69,7 +70,7 @@ export function registerJobsDeliver(app: App) {
     console.error(`[${c.var.requestId}] job ${context.messageId} ${name}: ${outcome.message}`);
     // When QStash tries this job next (the subscription's retries, QStash's backoff):
     // till then the run of failures is not over, however quiet.
-    const retryIn = nextRetryDelaySeconds(context.retried, retriesOf(name));
+    const retryIn = nextRetryDelaySeconds(context.retried, findSubscription(subscriptions, name)?.retries);
     await noting(
       () => noteFailedAttempt(c.var.db, name, outcome.message, retryIn),
       `${name}'s failed attempt`,
@@ -91,11 +92,6 @@ async function noting(note: () => Promise<unknown>, what: string, requestId: str
   } catch (error) {
     console.error(`[${requestId}] noting ${what}:`, error);
   }
-}
-
-/** A subscription's QStash retries, as the relay publishes its jobs with them. */
-function retriesOf(name: JobKind): number | undefined {
-  return subscriptions.find((s) => s.name === name)?.retries;
 }
 
 function isJobKind(handlers: JobHandlers, name: string): name is JobKind {
