@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 import { handleError, type ErrorBody } from "../errors.ts";
 import type { DashboardEnv } from "./env.ts";
-import { render } from "./layout.tsx";
+import { focusedOnLoad, render } from "./layout.tsx";
 
 /**
  * Errors on dashboard pages are pages, not JSON. The status and message come
@@ -21,7 +21,7 @@ export async function dashboardError(err: Error, c: Context<DashboardEnv>) {
     <div class="panel">
       <h1>{`${res.status} ${body.error.code}`}</h1>
       {/* Focused and announced: after a refused form, focus started at the top of the page. */}
-      <p class="error" role="alert" id="notice" tabindex={-1} autofocus>
+      <p class="error" role="alert" {...focusedOnLoad()}>
         {body.error.message}
       </p>
       <p class="muted">{`request ${body.error.requestId}`}</p>

@@ -56,8 +56,8 @@ addEventListener("resize", reachable);`;
  */
 export interface Refresh {
   seconds: number;
-  /** Where to reload, when not the same URL (e.g. without a one-off notice). */
-  url?: string;
+  /** Where to reload: reloadUrl, or a URL without a one-off notice. */
+  url: string;
   /** The same page, not reloading. */
   stop: string;
 }
@@ -76,12 +76,7 @@ function Page({ title, section, nonce, refresh, children }: PageProps) {
       <head>
         <meta charset="utf-8" />
         <meta name="viewport" content="width=device-width, initial-scale=1" />
-        {refresh ? (
-          <meta
-            http-equiv="refresh"
-            content={refresh.url ? `${refresh.seconds}; url=${refresh.url}` : String(refresh.seconds)}
-          />
-        ) : null}
+        {refresh ? <meta http-equiv="refresh" content={`${refresh.seconds}; url=${refresh.url}`} /> : null}
         <title>{`${title} · edge-outbox`}</title>
         <link rel="stylesheet" href="/dashboard/assets/dashboard.css" />
         <link rel="icon" href="/dashboard/assets/icon.svg" type="image/svg+xml" />
@@ -211,10 +206,19 @@ export function StateBadge({ state }: { state: string }) {
  */
 export function Notice({ text, focus = true }: { text: string | undefined; focus?: boolean }) {
   return text ? (
-    <p class="notice" role="status" id="notice" tabindex={-1} autofocus={focus}>
+    <p class="notice" role="status" {...focusedOnLoad(focus)}>
       {text}
     </p>
   ) : null;
+}
+
+/**
+ * The attributes of what a page says about the action that led to it (a notice, a
+ * requeue's result, an error's message): focused as the page loads, unless `focus`
+ * is false (the page's own reload, isReload), and reachable as `#notice`.
+ */
+export function focusedOnLoad(focus = true) {
+  return { id: "notice", tabindex: -1, autofocus: focus };
 }
 
 /** The query parameter a page's own reload adds: the notice is then not focused again. */

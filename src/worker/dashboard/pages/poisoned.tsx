@@ -13,7 +13,17 @@ import {
 import { kickRelay } from "../../relay.ts";
 import { valid } from "../../validate.ts";
 import type { DashboardEnv } from "../env.ts";
-import { Confirm, isReload, Notice, reloadUrl, render, Table, time, Unseen } from "../layout.tsx";
+import {
+  Confirm,
+  focusedOnLoad,
+  isReload,
+  Notice,
+  reloadUrl,
+  render,
+  Table,
+  time,
+  Unseen,
+} from "../layout.tsx";
 import { EventTable } from "./events.tsx";
 
 /** Rows listed (with a checkbox each) under a group; "requeue whole group" covers the rest. */
@@ -143,7 +153,7 @@ export function registerPoisoned(dashboard: Hono<DashboardEnv>) {
         <Notice text={q.nothing ? "Nothing selected to requeue." : undefined} />
         {q.requeued !== undefined ? (
           // The action's message, focused as a notice is (not on the page's own reloads).
-          <div class="panel" id="notice" role="status" tabindex={-1} autofocus={!isReload(c)}>
+          <div class="panel" role="status" {...focusedOnLoad(!isReload(c))}>
             <p>
               {`Requeued ${q.requeued} event${q.requeued === 1 ? "" : "s"}. `}
               {q.more ? "More poisoned before that press remain: press Requeue all again. " : ""}
