@@ -1,5 +1,6 @@
 import { sql, type SQL } from "drizzle-orm";
 import type { Db } from "./db.ts";
+import { countedBy } from "./job-failures/retry.ts";
 import { queryRows } from "./webhooks/rows.ts";
 
 /** What a retention pass deletes against: rows older than `olderThanDays` before `now`. */
@@ -59,9 +60,9 @@ export interface RecordsDeleted {
  * RETENTION_DAYS, so these tables stop growing with what happened:
  * - alerts resolved before the cut-off (an open alert stays, however old: it is
  *   still to be looked at);
- * - job failures recorded before it that are settled: retried, or whose `job.failed`
- *   alert is no longer open (someone looked and let it be). One nobody has answered
- *   stays, with its body, so it can still be retried;
+ * - job failures recorded before it that are settled: retried, or no longer counted
+ *   by an open `job.failed` alert (someone looked and let it be). One nobody has
+ *   answered stays, with its body, so it can still be retried;
  * - mails sent before it. Their row turns a repeated job into a no-op, and QStash's
  *   retries are over within days; a retried failure never had one (a mail that
  *   failed commits no row). What it no longer stops: an operator's requeue of an
@@ -84,7 +85,7 @@ export async function deleteOldRecords(db: Db, cut: RetentionCut): Promise<Recor
                       AND (f.retried_at IS NOT NULL
                            OR NOT EXISTS (SELECT 1 FROM outbox_alerts a
                                            WHERE a.kind = 'job.failed' AND a.resolved_at IS NULL
-                                             AND a.details->>'messageId' = f.message_id))
+                                             AND ${countedBy(sql.raw("a"), sql.raw("f"))}))
                     ORDER BY f.received_at LIMIT ${limit}`,
     cut.maxBatches,
   );

@@ -180,6 +180,11 @@ export const alerts = pgTable(
     uniqueIndex("outbox_alerts_open_subscription_failing_key")
       .on(t.subscription)
       .where(sql`resolved_at IS NULL AND kind = 'subscription.failing'`),
+    // One open job.failed alert per subscription, counting its jobs that ran out of
+    // retries (ADR 0037): the failure statement folds into it with ON CONFLICT here.
+    uniqueIndex("outbox_alerts_open_job_failed_key")
+      .on(t.subscription)
+      .where(sql`resolved_at IS NULL AND kind = 'job.failed'`),
     // Retention deletes the alerts resolved longest ago (domain/retention.ts).
     index("outbox_alerts_resolved_idx")
       .on(t.resolvedAt)

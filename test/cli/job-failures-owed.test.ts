@@ -31,12 +31,13 @@ describe("job failures still owed", () => {
     await failedMail();
 
     const before = await runCli(["stats", "--json"], env());
-    expect(JSON.parse(before.stdout)).toMatchObject({ openAlerts: 2, jobFailuresNotRetried: 2 });
+    // One alert counts both: they are the same subscription's (ADR 0037).
+    expect(JSON.parse(before.stdout)).toMatchObject({ openAlerts: 1, jobFailuresNotRetried: 2 });
 
     const resolved = await runCli(["alerts", "resolve", "--kind", "job.failed"], env());
     expect(resolved.code).toBe(0);
     expect(resolved.stdout.trim()).toBe(
-      "resolved 2 job.failed alerts; 2 job failures are still not retried: `job-failures retry --all` sends " +
+      "resolved 1 job.failed alert; 2 job failures are still not retried: `job-failures retry --all` sends " +
         "them again (past RETENTION_DAYS the sweep deletes a failure whose alert was resolved)",
     );
 

@@ -187,7 +187,7 @@ describe("overview", () => {
   it("says when its open alerts are only the newest, and links to all of them", async () => {
     await t.pool.query(
       `INSERT INTO outbox_alerts (kind, subscription, message)
-       SELECT 'job.failed', 'notify.mail', 'job ' || i || ' failed' FROM generate_series(1, 12) i`,
+       SELECT 'job.failed', 'subscription.' || i, 'job ' || i || ' failed' FROM generate_series(1, 12) i`,
     );
     const page = await browser.get("/dashboard");
     // It showed 10 of 22 without saying so, and linked nowhere.
@@ -799,6 +799,18 @@ describe("alerts", () => {
       [owed],
     );
     expect((await browser.get("/dashboard/alerts?resolved=1")).text).toContain("Resolved 1 alert.<");
+  });
+
+  it("sends a subscription's failed-jobs alert to the failures it counts", async () => {
+    await t.pool.query(
+      `INSERT INTO outbox_alerts (kind, subscription, event_id, message, details)
+       VALUES ('job.failed', 'corpus.index', gen_random_uuid(), '3 jobs for corpus.index ran out of retries', '{"count": 3}')`,
+    );
+    const page = await browser.get("/dashboard/alerts");
+    expect(page.text).toMatch(
+      /<td class="mono nowrap">subscription corpus\.index<br\/?><a href="\/dashboard\/job-failures">its failed jobs<\/a><\/td>/,
+    );
+    await t.pool.query("UPDATE outbox_alerts SET resolved_at = now() WHERE resolved_at IS NULL");
   });
 
   it("lists open alerts, resolves one, then all of a kind", async () => {

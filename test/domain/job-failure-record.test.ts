@@ -1,3 +1,4 @@
+import { drizzle } from "drizzle-orm/node-postgres";
 import { describe, expect, it } from "vitest";
 import type { Db } from "../../src/domain/db.ts";
 import {
@@ -14,6 +15,8 @@ import { failedJob } from "../support/job-failures.ts";
 const t = useTestDatabase();
 
 async function alertFor(responseBody: string | null, status: number | null = 500): Promise<string> {
+  // Each its own alert: a failure of a subscription with one open would fold into it.
+  await t.pool.query("UPDATE outbox_alerts SET resolved_at = now() WHERE resolved_at IS NULL");
   const { messageId } = failedJob();
   await recordJobFailure(t.db as unknown as Db, failedJob({ messageId, status, responseBody }));
   const { rows } = await t.pool.query(
@@ -70,5 +73,74 @@ describe("recording failures again", () => {
     const ids = rows.map((r) => r.id as number);
     expect(ids).toEqual([ids[0], ids[0]! + 1, ids[0]! + 2, ids[0]! + 3]);
     expect(rows[3].message_id).toBe(fresh.messageId);
+  });
+});
+
+describe("one job.failed alert per subscription", () => {
+  const db = () => t.db as unknown as Db;
+  const openAlerts = async () =>
+    (
+      await t.pool.query(
+        `SELECT id::int, subscription, message, details FROM outbox_alerts
+          WHERE kind = 'job.failed' AND resolved_at IS NULL ORDER BY subscription`,
+      )
+    ).rows;
+
+  it("counts a subscription's failed jobs in one alert that names the latest, and keeps its id", async () => {
+    await t.pool.query("UPDATE outbox_alerts SET resolved_at = now() WHERE resolved_at IS NULL");
+    const mail = Array.from({ length: 3 }, () => failedJob());
+    const index = failedJob({ subscription: "corpus.index", retried: 1 });
+    // A sweep's batch: two subscriptions, and a letter twice.
+    await recordJobFailures(db(), [...mail, index, mail[0]!]);
+    const [indexAlert, mailAlert] = await openAlerts();
+    expect(indexAlert.message).toBe(
+      `job ${index.messageId} for corpus.index failed after 1 retry (last status 500)`,
+    );
+    expect(indexAlert.details.count).toBe(1);
+    expect(mailAlert.details.count).toBe(3);
+    const { rows: newest } = await t.pool.query(
+      "SELECT id::int, message_id FROM job_failures WHERE subscription = 'notify.mail' ORDER BY id DESC LIMIT 1",
+    );
+    expect(mailAlert.details).toMatchObject({ messageId: newest[0].message_id, failureId: newest[0].id });
+    expect(mailAlert.message).toBe(
+      `3 jobs for notify.mail ran out of retries; the latest: job ${newest[0].message_id} failed after 5 retries (last status 500)`,
+    );
+
+    // A failure callback later: folded in, the first failure's time kept, the cause its own.
+    const later = failedJob({
+      responseBody: '{"error":{"message":"mail API answered 503: provider down"}}',
+      status: 500,
+    });
+    await recordJobFailure(db(), later);
+    const [, folded] = await openAlerts();
+    expect(folded.id).toBe(mailAlert.id);
+    expect(folded.details).toMatchObject({
+      count: 4,
+      messageId: later.messageId,
+      cause: "mail API answered 503: provider down",
+      firstFailedAt: mailAlert.details.firstFailedAt,
+    });
+    expect(Date.parse(folded.details.lastFailedAt)).toBeGreaterThanOrEqual(
+      Date.parse(mailAlert.details.lastFailedAt),
+    );
+    expect(folded.message).toBe(
+      `4 jobs for notify.mail ran out of retries; the latest: job ${later.messageId} failed after 5 retries ` +
+        "(last status 500: mail API answered 503: provider down)",
+    );
+
+    // Folding took no ids: the next alert raised is the next id.
+    const { rows: raised } = await t.pool.query(
+      "INSERT INTO outbox_alerts (kind, message) VALUES ('relay.lagging.test', 'm') RETURNING id::int",
+    );
+    expect(raised[0].id).toBe(mailAlert.id + 1);
+  });
+
+  it("counts every failure when callbacks on separate connections arrive at once", async () => {
+    await t.pool.query("UPDATE outbox_alerts SET resolved_at = now() WHERE resolved_at IS NULL");
+    const connections = Array.from({ length: 6 }, () => drizzle(t.newPool(1)) as unknown as Db);
+    const jobs = Array.from({ length: 30 }, () => failedJob());
+    await Promise.all(jobs.map((job, i) => recordJobFailure(connections[i % connections.length]!, job)));
+    const alerts = await openAlerts();
+    expect(alerts.map((a) => [a.subscription, a.details.count])).toEqual([["notify.mail", 30]]);
   });
 });

@@ -1,3 +1,4 @@
+import { drizzle } from "drizzle-orm/node-postgres";
 import { beforeEach, describe, expect, it } from "vitest";
 import type { Db } from "../../src/domain/db.ts";
 import { recordFailedJob } from "../../src/domain/job-failures/failed-job.ts";
@@ -384,44 +385,96 @@ describe("a retry answers the failure's alert", () => {
     const { rows } = await t.pool.query("SELECT id FROM job_failures WHERE message_id = $1", [messageId]);
     return { id: Number(rows[0].id), messageId };
   }
-  const openAlertFor = async (messageId: string) =>
+  /** The subscription's open job.failed alerts: their ids and counts. */
+  const openAlerts = async () =>
     (
       await t.pool.query(
-        "SELECT count(*)::int AS n FROM outbox_alerts WHERE kind = 'job.failed' AND resolved_at IS NULL AND details->>'messageId' = $1",
-        [messageId],
+        `SELECT id::int, (details->>'count')::int AS count FROM outbox_alerts
+          WHERE kind = 'job.failed' AND subscription = 'notify.mail' AND resolved_at IS NULL`,
       )
-    ).rows[0].n as number;
+    ).rows as { id: number; count: number }[];
 
-  it("resolves it once the new job is in QStash, and only its own", async () => {
-    const [a, b, c, d] = [
+  // Each test starts with nothing owed: an earlier test's failures answered, their alerts resolved.
+  beforeEach(async () => {
+    await t.pool.query(
+      "UPDATE job_failures SET retried_at = now(), retry_message_id = 'answered' WHERE retry_message_id IS NULL",
+    );
+    await t.pool.query("UPDATE outbox_alerts SET resolved_at = now() WHERE resolved_at IS NULL");
+  });
+
+  it("resolves the subscription's one alert once no failure it counts is owed", async () => {
+    const [a, , c, d] = [
       await failedWithAlert(),
       await failedWithAlert(),
       await failedWithAlert(),
       await failedWithAlert(),
     ];
-    expect(await openAlertFor(a.messageId)).toBe(1);
+    const [alert] = await openAlerts();
+    expect(alert).toEqual({ id: expect.any(Number), count: 4 });
 
+    // One of four retried: the other three are still owed.
     expect((await retryJobFailure(db(), publisher, a.id)).retried).toBe(true);
-    expect(await openAlertFor(a.messageId)).toBe(0);
-    expect(await openAlertFor(b.messageId)).toBe(1);
-
-    // Bulk: up to c, so d's alert stays.
+    expect(await openAlerts()).toEqual([alert]);
+    // Bulk up to c: d is still owed.
     expect((await retryAllJobFailures(db(), publisher, { upTo: c.id })).retried).toHaveLength(2);
-    expect([
-      await openAlertFor(b.messageId),
-      await openAlertFor(c.messageId),
-      await openAlertFor(d.messageId),
-    ]).toEqual([0, 0, 1]);
+    expect(await openAlerts()).toEqual([alert]);
+    expect((await retryJobFailure(db(), publisher, d.id)).retried).toBe(true);
+    expect(await openAlerts()).toEqual([]);
+
+    // The next failure raises a new alert, counting only itself.
+    await failedWithAlert();
+    const [next] = await openAlerts();
+    expect(next!.count).toBe(1);
+    expect(next!.id).not.toBe(alert!.id);
   });
 
   it("leaves it open when QStash did not take the job", async () => {
     const a = await failedWithAlert();
     paused.qstash.failNextPublishes(1, 500);
     await expect(retryJobFailure(db(), publisher, a.id)).rejects.toBeInstanceOf(PublishError);
-    expect(await openAlertFor(a.messageId)).toBe(1);
+    expect(await openAlerts()).toHaveLength(1);
     paused.qstash.failNextPublishes(1, 500);
     await expect(retryAllJobFailures(db(), publisher, { upTo: a.id })).rejects.toBeInstanceOf(PublishError);
-    expect(await openAlertFor(a.messageId)).toBe(1);
+    expect(await openAlerts()).toHaveLength(1);
+  });
+
+  it("never resolves it over a failure recorded while the retry runs, on another connection", async () => {
+    const owed = await failedWithAlert();
+    // A failure callback on a connection of its own has folded its failure into the
+    // alert (holding the alert's row) but not committed when the operator's retry
+    // of the last owed failure comes to resolve it.
+    const callback = await t.newPool(1).connect();
+    try {
+      await callback.query("BEGIN");
+      const arriving = `msg_${crypto.randomUUID().replaceAll("-", "")}`;
+      const body = relayJobBody("notify.mail");
+      await recordJobFailure(drizzle(callback) as unknown as Db, {
+        messageId: arriving,
+        subscription: "notify.mail",
+        eventId: JSON.parse(body).event.id,
+        status: 500,
+        body,
+        responseBody: null,
+        dlqId: null,
+        retried: 5,
+      });
+      const retry = retryJobFailure(db(), publisher, owed.id);
+      await waitFor(
+        async () =>
+          (
+            await t.pool.query(
+              "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
+            )
+          ).rows[0].n > 0,
+      );
+      await callback.query("COMMIT");
+      expect((await retry).retried).toBe(true);
+    } finally {
+      callback.release();
+    }
+    // The failure that arrived is owed, so the alert counting it stays open. (Without
+    // the lock first, the resolve read the failures as of before its wait.)
+    expect(await openAlerts()).toEqual([{ id: expect.any(Number), count: 2 }]);
   });
 });
 

@@ -29,11 +29,19 @@ async function alert(fields: { created: Date; resolved: Date | null; kind?: stri
   return rows[0].id;
 }
 
-/** A failure recorded as the callback does (with its open `job.failed` alert), then aged. */
+/**
+ * A failure recorded as the callback does (counted by its subscription's open
+ * `job.failed` alert), then aged, and the alert with it when the failure raised it.
+ */
 async function failure(name: string, received: Date): Promise<string> {
   const messageId = `msg_${name}_${crypto.randomUUID()}`;
   await recordJobFailure(db(), failedJob({ messageId, retried: 3 }));
   await t.pool.query("UPDATE job_failures SET received_at = $2 WHERE message_id = $1", [messageId, received]);
+  await t.pool.query(
+    `UPDATE outbox_alerts SET created_at = $2, details = details || jsonb_build_object('firstFailedAt', $3::text)
+      WHERE kind = 'job.failed' AND resolved_at IS NULL AND details->>'messageId' = $1 AND (details->>'count')::int = 1`,
+    [messageId, received, received.toISOString()],
+  );
   return messageId;
 }
 
@@ -72,7 +80,8 @@ describe("retention of alerts, job failures and mail records", () => {
       "UPDATE outbox_alerts SET resolved_at = now() WHERE kind = 'job.failed' AND details->>'messageId' = $1",
       [answered],
     );
-    const unanswered = await failure("unanswered", daysAgo(40));
+    // The alert that counted both is resolved: the next failure raises one of its own.
+    const unanswered = await failure("unanswered", daysAgo(38));
     const recent = await failure("recent", daysAgo(3));
     await t.pool.query("UPDATE job_failures SET retried_at = now() WHERE message_id = $1", [recent]);
 

@@ -185,36 +185,44 @@ describe("migrate behind a long transaction", () => {
   }, 60_000);
 });
 
-describe("migration 0016 on a database with an alert per failed delivery", () => {
-  const url = withDatabase(adminUrl, `${name}_0016`);
-  let before: string;
-
+/**
+ * A database of its own migrated as it was before migration `idx` (the same files,
+ * the journal cut there), for a migration that must meet the rows an older version
+ * left. Answers its URL and the folder of the older migrations.
+ */
+function databaseBefore(idx: number): { url: string; before: () => string } {
+  const database = `${name}_${String(idx).padStart(4, "0")}`;
+  let folder = "";
   beforeAll(async () => {
     const admin = new pg.Client({ connectionString: adminUrl });
     await admin.connect();
-    await admin.query(`DROP DATABASE IF EXISTS ${name}_0016 WITH (FORCE)`);
-    await admin.query(`CREATE DATABASE ${name}_0016`);
+    await admin.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
+    await admin.query(`CREATE DATABASE ${database}`);
     await admin.end();
-    // The migrations as they were before 0016: the same files, the journal cut there.
-    before = await mkdtemp(path.join(tmpdir(), "edge-outbox-before-0016-"));
-    await mkdir(path.join(before, "meta"));
+    folder = await mkdtemp(path.join(tmpdir(), `edge-outbox-before-${idx}-`));
+    await mkdir(path.join(folder, "meta"));
     const journal = JSON.parse(await readFile(path.join(migrationsFolder, "meta", "_journal.json"), "utf8"));
-    const entries = journal.entries.filter((e: { idx: number }) => e.idx < 16);
-    await writeFile(path.join(before, "meta", "_journal.json"), JSON.stringify({ ...journal, entries }));
+    const entries = journal.entries.filter((e: { idx: number }) => e.idx < idx);
+    await writeFile(path.join(folder, "meta", "_journal.json"), JSON.stringify({ ...journal, entries }));
     for (const e of entries as { tag: string }[]) {
-      await copyFile(path.join(migrationsFolder, `${e.tag}.sql`), path.join(before, `${e.tag}.sql`));
+      await copyFile(path.join(migrationsFolder, `${e.tag}.sql`), path.join(folder, `${e.tag}.sql`));
     }
     return async () => {
-      await rm(before, { recursive: true, force: true });
+      await rm(folder, { recursive: true, force: true });
       const drop = new pg.Client({ connectionString: adminUrl });
       await drop.connect();
-      await drop.query(`DROP DATABASE IF EXISTS ${name}_0016 WITH (FORCE)`);
+      await drop.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
       await drop.end();
     };
   });
+  return { url: withDatabase(adminUrl, database), before: () => folder };
+}
+
+describe("migration 0016 on a database with an alert per failed delivery", () => {
+  const { url, before } = databaseBefore(16);
 
   it("keeps one open alert per endpoint, counting the open ones and dated from the oldest", async () => {
-    await migrateDatabase(url, before);
+    await migrateDatabase(url, before());
     const db = new pg.Client({ connectionString: url });
     await db.connect();
     try {
@@ -255,6 +263,72 @@ describe("migration 0016 on a database with an alert per failed delivery", () =>
       // And from now on a second open one for an endpoint is refused by the index.
       await expect(raise(a, "2026-12-05T00:00:00Z")).rejects.toThrow(
         /outbox_alerts_open_endpoint_failure_key/,
+      );
+    } finally {
+      await db.end();
+    }
+  });
+});
+
+describe("migration 0023 on a database with an alert per failed job", () => {
+  const { url, before } = databaseBefore(23);
+
+  it("keeps one open job.failed alert per subscription, saying how many it counts", async () => {
+    await migrateDatabase(url, before());
+    const db = new pg.Client({ connectionString: url });
+    await db.connect();
+    try {
+      const raise = (subscription: string | null, message: string, at: string, resolved = false) =>
+        db.query(
+          `INSERT INTO outbox_alerts (kind, subscription, message, details, created_at, resolved_at)
+           VALUES ('job.failed', $1, $2, jsonb_build_object('messageId', $2::text), $3, $4)`,
+          [subscription, message, at, resolved ? at : null],
+        );
+      await raise(
+        "notify.mail",
+        "job m1 for notify.mail failed after 5 retries (no answer)",
+        "2026-12-01T00:00:00Z",
+      );
+      await raise(
+        "notify.mail",
+        "job m2 for notify.mail failed after 5 retries (no answer)",
+        "2026-12-02T00:00:00Z",
+      );
+      await raise("notify.mail", "job m0 for notify.mail failed", "2026-11-01T00:00:00Z", true);
+      await raise(
+        "corpus.index",
+        "job c1 for corpus.index failed after 1 retry (no answer)",
+        "2026-12-03T00:00:00Z",
+      );
+      // A failure that was never ours has no subscription to fold by: left as it is.
+      await raise(null, "x", "2026-12-04T00:00:00Z");
+      await raise(null, "y", "2026-12-04T00:00:00Z");
+
+      await migrateDatabase(url);
+      const { rows } = await db.query(
+        `SELECT subscription, message, resolved_at IS NULL AS open, (details->>'count')::int AS count,
+                (details->>'firstFailedAt')::timestamptz AS first, (details->>'mergedInto')::int AS merged_into, id::int
+           FROM outbox_alerts ORDER BY id`,
+      );
+      const mail = rows.filter((r) => r.subscription === "notify.mail");
+      expect(mail.map((r) => [r.open, r.count, r.merged_into])).toEqual([
+        [false, null, mail[1].id],
+        [true, 2, null],
+        [false, null, null],
+      ]);
+      expect(mail[1].message).toBe(
+        "2 jobs for notify.mail ran out of retries; the latest: job m2 for notify.mail failed after 5 retries (no answer)",
+      );
+      expect(mail[1].first).toEqual(new Date("2026-12-01T00:00:00Z"));
+      const index = rows.find((r) => r.subscription === "corpus.index");
+      expect([index.open, index.count, index.message]).toEqual([
+        true,
+        1,
+        "job c1 for corpus.index failed after 1 retry (no answer)",
+      ]);
+      expect(rows.filter((r) => r.subscription === null).map((r) => r.open)).toEqual([true, true]);
+      await expect(raise("notify.mail", "again", "2026-12-05T00:00:00Z")).rejects.toThrow(
+        /outbox_alerts_open_job_failed_key/,
       );
     } finally {
       await db.end();

@@ -1,9 +1,9 @@
-import { desc, eq, getTableColumns, lt, sql } from "drizzle-orm";
+import { desc, eq, getTableColumns, lt, sql, type SQL } from "drizzle-orm";
 import { alias } from "drizzle-orm/pg-core";
 import type { Db } from "../db.ts";
 import { keysetPage } from "../../outbox/index.ts";
 import { jobFailures } from "../schema.ts";
-import { queryRows } from "../webhooks/rows.ts";
+import { isoTime, queryRows } from "../webhooks/rows.ts";
 
 export interface JobFailure {
   /** QStash's id of the job that exhausted its retries. */
@@ -20,11 +20,41 @@ export interface JobFailure {
 }
 
 /**
- * Records jobs that exhausted their retries, each with a `job.failed` alert, in one
- * statement so neither exists without the other. The failure callback is itself
- * delivered at least once, and the sweep's dead letters may repeat it: a message id
- * already recorded (or twice in the batch) adds nothing. Answers the message ids
- * this call recorded. A batch is the cron sweep's dead letters, in one round trip.
+ * The alert's words, from its count, subscription and the latest failure's details:
+ * one expression for a new alert and for one that folds in more, so both read alike.
+ * One failure reads as it always has ("job msg_… for notify.mail failed after 3
+ * retries (last status 500: …)"); more say how many first.
+ */
+function alertMessage(count: SQL, subscription: SQL, details: SQL): SQL {
+  const retried = sql`(${details}->>'retried')`;
+  const failed = sql`' failed after '
+    || CASE WHEN ${retried} IS NULL THEN 'all its retries' WHEN ${retried} = '1' THEN '1 retry'
+            ELSE ${retried} || ' retries' END
+    || ' (' || coalesce('last status ' || (${details}->>'status'), 'no answer')
+    || coalesce(': ' || (${details}->>'cause'), '') || ')'`;
+  return sql`CASE WHEN ${count} = 1
+    THEN 'job ' || (${details}->>'messageId') || ' for ' || ${subscription} || ${failed}
+    ELSE ${count} || ' jobs for ' || ${subscription} || ' ran out of retries; the latest: job '
+         || (${details}->>'messageId') || ${failed} END`;
+}
+
+/**
+ * Records jobs that exhausted their retries, each counted by its subscription's one
+ * open `job.failed` alert (raised when there is none), in one statement so no
+ * failure exists without an alert that counted it. One alert per subscription, not
+ * per job (ADR 0037): a subscriber that is down fails every job it is sent, and a
+ * mail provider's outage raised one alert per mail. The alert counts (`count`),
+ * dates (`firstFailedAt`, `lastFailedAt`) and names the latest failure (`failureId`,
+ * `messageId`, `status`, `cause`, `dlqId`, `retried`, and the alert's event), as the
+ * endpoint's delivery-failure alert does (ADR 0031): the open alert is updated where
+ * there is one, only the first failure inserts (an insert that ends in its conflict
+ * clause takes an id all the same), and ON CONFLICT covers a failure of another
+ * connection raising it after this statement's snapshot.
+ *
+ * The failure callback is itself delivered at least once, and the sweep's dead
+ * letters may repeat it: a message id already recorded (or twice in the batch)
+ * adds nothing and counts nothing. Answers the message ids this call recorded. A
+ * batch is the cron sweep's dead letters, in one round trip.
  */
 export async function recordJobFailures(db: Db, failures: readonly JobFailure[]): Promise<string[]> {
   if (failures.length === 0) return [];
@@ -36,17 +66,30 @@ export async function recordJobFailures(db: Db, failures: readonly JobFailure[])
       status: f.status,
       body: f.body,
       response_body: f.responseBody,
-      message: alertMessage(f),
-      details: { messageId: f.messageId, status: f.status, dlqId: f.dlqId, retried: f.retried },
+      details: {
+        messageId: f.messageId,
+        status: f.status,
+        cause: causeOf(f.responseBody, ALERT_CAUSE_MAX),
+        dlqId: f.dlqId,
+        retried: f.retried,
+      },
     })),
   );
+  // An open alert's details (`was`) with a batch's failures (`more`) folded in: the
+  // count added up, the rest the latest failure's, the first failure's time kept. An
+  // alert raised by a version before this one has no count: it counted one failure.
+  const fold = (was: SQL, more: SQL, subscription: SQL) => {
+    const count = sql`(coalesce((${was}->>'count')::int, 1) + (${more}->>'count')::int)`;
+    return sql`message = ${alertMessage(count, subscription, more)},
+               details = ${was} || (${more} - 'firstFailedAt') || jsonb_build_object('count', ${count})`;
+  };
   const rows = await queryRows<{ message_id: string }>(
     db,
     sql`WITH input AS (
           SELECT DISTINCT ON (message_id) *
             FROM jsonb_to_recordset(${input}::jsonb)
                  AS f(message_id text, subscription text, event_id uuid, status int, body text,
-                      response_body text, message text, details jsonb)
+                      response_body text, details jsonb)
            ORDER BY message_id
         ),
         recorded AS (
@@ -58,12 +101,33 @@ export async function recordJobFailures(db: Db, failures: readonly JobFailure[])
            -- jump from 71 to 143, which reads like missing rows.
            WHERE NOT EXISTS (SELECT 1 FROM job_failures j WHERE j.message_id = input.message_id)
           ON CONFLICT (message_id) DO NOTHING
-          RETURNING message_id
+          RETURNING id, message_id
+        ),
+        latest AS (
+          SELECT DISTINCT ON (i.subscription) i.subscription, i.event_id,
+                 i.details || jsonb_build_object('failureId', r.id,
+                                                 'count', count(*) OVER (PARTITION BY i.subscription),
+                                                 'firstFailedAt', ${isoTime(sql`now()`)},
+                                                 'lastFailedAt', ${isoTime(sql`now()`)}) AS details
+            FROM recorded r JOIN input i USING (message_id)
+           ORDER BY i.subscription, r.id DESC
+        ),
+        folded AS (
+          UPDATE outbox_alerts a
+             SET event_id = l.event_id, ${fold(sql.raw("a.details"), sql.raw("l.details"), sql.raw("a.subscription"))}
+            FROM latest l
+           WHERE a.kind = 'job.failed' AND a.resolved_at IS NULL AND a.subscription = l.subscription
+          RETURNING l.subscription
         ),
         raised AS (
           INSERT INTO outbox_alerts (kind, event_id, subscription, message, details)
-          SELECT 'job.failed', i.event_id, i.subscription, i.message, i.details
-            FROM recorded r JOIN input i USING (message_id)
+          SELECT 'job.failed', event_id, subscription,
+                 ${alertMessage(sql.raw("(details->>'count')::int"), sql.raw("subscription"), sql.raw("details"))}, details
+            FROM latest WHERE subscription NOT IN (SELECT subscription FROM folded)
+          ON CONFLICT (subscription) WHERE resolved_at IS NULL AND kind = 'job.failed'
+          DO UPDATE SET event_id = EXCLUDED.event_id,
+                        ${fold(sql.raw("outbox_alerts.details"), sql.raw("EXCLUDED.details"), sql.raw("outbox_alerts.subscription"))}
+          RETURNING 1
         )
         SELECT message_id FROM recorded`,
   );
@@ -73,14 +137,6 @@ export async function recordJobFailures(db: Db, failures: readonly JobFailure[])
 /** recordJobFailures for the one job a failure callback names. */
 export async function recordJobFailure(db: Db, f: JobFailure): Promise<{ recorded: boolean }> {
   return { recorded: (await recordJobFailures(db, [f])).length > 0 };
-}
-
-function alertMessage(f: JobFailure): string {
-  const retries =
-    f.retried === null ? "all its retries" : `${f.retried} ${f.retried === 1 ? "retry" : "retries"}`;
-  const answer = f.status === null ? "no answer" : `last status ${f.status}`;
-  const cause = causeOf(f.responseBody, ALERT_CAUSE_MAX);
-  return `job ${f.messageId} for ${f.subscription} failed after ${retries} (${answer}${cause ? `: ${cause}` : ""})`;
 }
 
 /** Characters of a failed job's cause in its alert's message. */

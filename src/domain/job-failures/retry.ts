@@ -314,22 +314,54 @@ async function publishClaimed(
 }
 
 /**
- * Records each retried failure's new message id and resolves its `job.failed`
- * alert, in one statement: retrying is the operator's answer to the alert, as a
- * requeue is to a poisoned event's. A retry that fails again raises an alert of
- * its own, on its own failure.
+ * Records each retried failure's new message id and, as retrying is the operator's
+ * answer to a failed job (as a requeue is to a poisoned event), resolves its
+ * subscription's open `job.failed` alert if no failure it counts is still owed:
+ * none of the subscription's failures recorded since the alert was raised is
+ * waiting for a retry (ADR 0037). Retrying one of forty leaves it open for the
+ * others; a retry that fails again raises or joins an open alert of its own.
+ *
+ * The alerts are locked before the failures are read, in a statement of their own:
+ * a failure folding in meanwhile either committed first (and is seen, so the alert
+ * stays open) or waits and, finding the alert resolved, raises a new one.
  */
 async function recordRetries(db: Db, ids: number[], messageIds: string[]): Promise<void> {
-  await db.execute(sql`
-    WITH recorded AS (
-      UPDATE job_failures f SET retry_message_id = v.message_id
-        FROM unnest(${bigintArray(ids)}::bigint[], ${textArray(messageIds)}::text[]) AS v(id, message_id)
-       WHERE f.id = v.id
-      RETURNING f.message_id
-    )
-    UPDATE outbox_alerts SET resolved_at = now()
-     WHERE kind = 'job.failed' AND resolved_at IS NULL
-       AND details->>'messageId' IN (SELECT message_id FROM recorded)`);
+  await db.transaction(async (tx) => {
+    const recorded = await queryRows<{ subscription: string }>(
+      tx,
+      sql`UPDATE job_failures f SET retry_message_id = v.message_id
+            FROM unnest(${bigintArray(ids)}::bigint[], ${textArray(messageIds)}::text[]) AS v(id, message_id)
+           WHERE f.id = v.id
+       RETURNING f.subscription`,
+    );
+    const open = await queryRows<{ id: string }>(
+      tx,
+      sql`SELECT id FROM outbox_alerts
+           WHERE kind = 'job.failed' AND resolved_at IS NULL
+             AND subscription = ANY(${textArray([...new Set(recorded.map((r) => r.subscription))])}::text[])
+           ORDER BY id FOR UPDATE`,
+    );
+    if (open.length === 0) return;
+    // Owed: never published again (a retry another request has claimed but not yet
+    // recorded counts too; it resolves the alert itself when it records), and a job
+    // of ours as far as SQL can tell (oursAndOpen).
+    await tx.execute(sql`
+      UPDATE outbox_alerts a SET resolved_at = now()
+       WHERE a.id = ANY(${bigintArray(open.map((o) => Number(o.id)))}::bigint[]) AND a.resolved_at IS NULL
+         AND NOT EXISTS (SELECT 1 FROM job_failures f
+                          WHERE f.subscription = a.subscription AND ${countedBy(sql.raw("a"), sql.raw("f"))}
+                            AND f.retry_message_id IS NULL AND f.event_id IS NOT NULL)`);
+  });
+}
+
+/**
+ * Whether failure `f` is one that `job.failed` alert `a` counts: its subscription's,
+ * recorded since the alert's first failure (the same statement's now() for both,
+ * so the first failure is counted). Retention keeps what an open alert counts.
+ */
+export function countedBy(a: SQL, f: SQL): SQL {
+  return sql`${f}.subscription = ${a}.subscription
+    AND ${f}.received_at >= coalesce((${a}.details->>'firstFailedAt')::timestamptz, ${a}.created_at)`;
 }
 
 /**

@@ -143,8 +143,20 @@ export function registerAlerts(dashboard: Hono<DashboardEnv>) {
   });
 }
 
-/** What an alert is about, as links: its webhook endpoint (the page to act from) and its event. */
+/**
+ * What an alert is about, as links: its webhook endpoint (the page to act from) and
+ * its event; a subscription's failed jobs, which one alert counts (ADR 0037), are
+ * listed, to retry, on the job failures page.
+ */
 function About({ alert }: { alert: AlertRow }) {
+  if (alert.kind === "job.failed" && alert.subscription)
+    return (
+      <>
+        {`subscription ${alert.subscription}`}
+        <br />
+        <a href="/dashboard/job-failures">its failed jobs</a>
+      </>
+    );
   const endpointId = endpointIdOf(alert.details);
   // A subscription's own alert (subscription.failing) is about the subscription.
   if (!endpointId && !alert.eventId)
