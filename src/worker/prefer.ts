@@ -1,6 +1,7 @@
 import type { MiddlewareHandler } from "hono";
 import type { HonoEnv } from "./env.ts";
 import { ApiError } from "./errors.ts";
+import { isSafeMethod } from "./methods.ts";
 import { isDomainPath } from "./tenant-auth.ts";
 
 /** The longest a write waits for its fan-out before answering 202 with a link to poll. */
@@ -47,7 +48,7 @@ export function parseWait(header: string | undefined): number | undefined {
  * and a dashboard login a JSON error).
  */
 export const preferWait: MiddlewareHandler<HonoEnv> = async (c, next) => {
-  const write = c.req.method !== "GET" && c.req.method !== "HEAD";
-  if (write && isDomainPath(c.req.path)) c.set("wait", parseWait(c.req.header("prefer")));
+  if (!isSafeMethod(c.req.method) && isDomainPath(c.req.path))
+    c.set("wait", parseWait(c.req.header("prefer")));
   await next();
 };

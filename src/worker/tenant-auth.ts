@@ -2,6 +2,7 @@ import type { Context, MiddlewareHandler } from "hono";
 import { authenticate, type Tenant } from "../domain/api-keys/keys.ts";
 import type { HonoEnv } from "./env.ts";
 import { ApiError, issueError, type FieldIssue } from "./errors.ts";
+import { isSafeMethod } from "./methods.ts";
 import { spendKeyBudget } from "./rate-limit.ts";
 
 /**
@@ -93,8 +94,7 @@ export function isBearer(header: string): boolean {
  * route refuses a field it does not know. Reads keep their own query rules.
  */
 export const noQueryOnWrites: MiddlewareHandler<HonoEnv> = async (c, next) => {
-  const method = c.req.method;
-  if (isDomainPath(c.req.path) && method !== "GET" && method !== "HEAD" && method !== "OPTIONS") {
+  if (isDomainPath(c.req.path) && !isSafeMethod(c.req.method)) {
     const names = [...new Set(new URL(c.req.url).searchParams.keys())];
     if (names.length > 0)
       throw issueError(

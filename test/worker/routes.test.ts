@@ -375,6 +375,21 @@ describe("errors: one envelope for every route", () => {
     });
     expect(options.status).toBe(204);
     expect(options.headers.get("allow")).toBe("POST");
+    // OPTIONS changes nothing, so the checks that concern writes leave it alone: a
+    // malformed Prefer, a query, an operator's Idempotency-Key (each was a 400 for one of them).
+    const asking: [string, Record<string, string>, string][] = [
+      ["/notes?x=1", { authorization: `Bearer ${key}`, prefer: "wait=soon" }, "POST"],
+      [
+        "/admin/webhooks/endpoints",
+        { authorization: `Bearer ${env.ADMIN_TOKEN}`, "idempotency-key": "k-1" },
+        "GET, HEAD, POST",
+      ],
+    ];
+    for (const [path, headers, allow] of asking) {
+      const res = await call(app, env, "OPTIONS", path, undefined, { headers });
+      expect(res.status, path).toBe(204);
+      expect(res.headers.get("allow")?.split(", ").sort(), path).toEqual(allow.split(", ").sort());
+    }
   });
 
   it("the job routes answer any method but POST with 405 and Allow: POST, before asking for a signature", async () => {

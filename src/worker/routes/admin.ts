@@ -27,6 +27,7 @@ import { adminAuth } from "../admin-auth.ts";
 import type { Config } from "../env.ts";
 import type { App } from "../new-app.ts";
 import { ApiError, orUnavailable } from "../errors.ts";
+import { isSafeMethod } from "../methods.ts";
 import { publisherFor } from "../relay.ts";
 import { noBody, valid } from "../validate.ts";
 import { ID } from "./params.ts";
@@ -102,7 +103,7 @@ export function registerAdmin(app: App) {
     // secret shown once (an API key, an endpoint's signing secret), which must not
     // be kept for a replay (a rotation's too); the other actions act on what is
     // still to do and are safe to resend.
-    if (c.req.method !== "GET" && c.req.method !== "HEAD" && c.req.header("idempotency-key") !== undefined)
+    if (!isSafeMethod(c.req.method) && c.req.header("idempotency-key") !== undefined)
       throw new ApiError(
         "BAD_REQUEST",
         "operator routes take no Idempotency-Key: a create's answer holds a secret shown once, never kept " +
