@@ -129,6 +129,9 @@ export const jobFailures = pgTable(
     index("job_failures_received_at_idx").on(t.receivedAt),
     // A failure recorded for a retried job names the failure it retried: found by this.
     index("job_failures_retry_message_id_idx").on(t.retryMessageId),
+    // An event's page lists its failed jobs: since one alert counts a subscription's
+    // failures (ADR 0037), the alert names only the latest event.
+    index("job_failures_event_idx").on(t.eventId),
   ],
 );
 

@@ -4,6 +4,7 @@ import { configureNeonForWsProxy, startWsProxy, type WsProxy } from "../../infra
 import type { Bindings } from "../../src/worker/env.ts";
 import { dashboardClient } from "../support/dashboard.ts";
 import { useTestDatabase } from "../support/db.ts";
+import { seedEvents } from "../support/events.ts";
 import { insertJobFailure, jobFailureRow, relayJobBody } from "../support/job-failures.ts";
 import { bindings } from "../support/worker.ts";
 
@@ -322,6 +323,43 @@ describe("the job failures page", () => {
       back: "/dashboard/job-failures?before=5",
     });
     expect(res.headers.get("location")).toBe(`/dashboard/job-failures?before=5&retried=${paged}`);
+  });
+
+  it("an event's page lists its failed jobs, and a Retry there comes back to it", async () => {
+    const [eventId] = await seedEvents(t.pool, 1, { fanned: true });
+    const [otherEvent] = await seedEvents(t.pool, 1, { fanned: true });
+    const mail = await insertJobFailure(t.pool, { body: relayJobBody("notify.mail", { id: eventId }) });
+    const index = await insertJobFailure(t.pool, {
+      subscription: "corpus.index",
+      body: relayJobBody("corpus.index", { id: eventId }),
+    });
+    const elsewhere = await insertJobFailure(t.pool, {
+      body: relayJobBody("notify.mail", { id: otherEvent }),
+    });
+    const here = `/dashboard/events/${eventId}`;
+
+    const page = (await browser.get(here)).text;
+    expect(page).toContain("<h2>Failed jobs</h2>");
+    for (const id of [mail, index]) {
+      expect(page).toContain(
+        `<form class="inline" method="post" action="/dashboard/job-failures/${id}/retry"><input type="hidden" name="back" value="${here}"/>`,
+      );
+    }
+    expect(page).not.toContain(`/dashboard/job-failures/${elsewhere}/retry`);
+
+    const posted = await browser.post(`/dashboard/job-failures/${mail}/retry`, { back: here });
+    expect(posted.headers.get("location")).toBe(`${here}?retried=${mail}`);
+    const after = (await browser.get(posted.headers.get("location")!)).text;
+    expect(after).toContain(`Job failure ${mail} retried: QStash took a new job,`);
+    expect(after).not.toContain(`/dashboard/job-failures/${mail}/retry`);
+    // The other event's page lists only its own.
+    const other = (await browser.get(`/dashboard/events/${otherEvent}`)).text;
+    expect(other).toContain(`/dashboard/job-failures/${elsewhere}/retry`);
+    expect(other).not.toContain(`/dashboard/job-failures/${index}/retry`);
+    // An event's page with anything after it is not a page to go back to.
+    const odd = await insertJobFailure(t.pool);
+    const res = await browser.post(`/dashboard/job-failures/${odd}/retry`, { back: `${here}/../../x` });
+    expect(res.headers.get("location")).toBe(`/dashboard?retried=${odd}`);
   });
 
   it("offers Retry all on its newest page, and comes back to it", async () => {

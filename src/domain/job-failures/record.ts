@@ -1,4 +1,4 @@
-import { desc, eq, getTableColumns, lt, sql, type SQL } from "drizzle-orm";
+import { and, desc, eq, getTableColumns, lt, sql, type SQL } from "drizzle-orm";
 import { alias } from "drizzle-orm/pg-core";
 import type { Db } from "../db.ts";
 import { keysetPage } from "../../outbox/index.ts";
@@ -178,9 +178,12 @@ export function lastAnswerOf(f: { status: number | null; responseBody: string | 
  * `retryDeliveredAt` when its retried job's route took it (the retry worked). A
  * retried failure with neither is still in QStash's hands (or was published by a
  * version that did not say when it was delivered). `before` pages by id (keyset):
- * only failures older than that one.
+ * only failures older than that one; `eventId`: only that event's.
  */
-export async function listJobFailures(db: Db, options: { limit?: number; before?: number } = {}) {
+export async function listJobFailures(
+  db: Db,
+  options: { limit?: number; before?: number; eventId?: string } = {},
+) {
   const again = alias(jobFailures, "again");
   const original = alias(jobFailures, "original");
   return db
@@ -188,7 +191,12 @@ export async function listJobFailures(db: Db, options: { limit?: number; before?
     .from(jobFailures)
     .leftJoin(again, eq(again.messageId, jobFailures.retryMessageId))
     .leftJoin(original, eq(original.retryMessageId, jobFailures.messageId))
-    .where(options.before === undefined ? undefined : lt(jobFailures.id, options.before))
+    .where(
+      and(
+        options.before === undefined ? undefined : lt(jobFailures.id, options.before),
+        options.eventId === undefined ? undefined : eq(jobFailures.eventId, options.eventId),
+      ),
+    )
     .orderBy(desc(jobFailures.id))
     .limit(options.limit ?? 50);
 }

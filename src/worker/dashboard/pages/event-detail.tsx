@@ -1,10 +1,12 @@
 import type { Hono } from "hono";
+import { listJobFailures } from "../../../domain/job-failures/record.ts";
 import { deliveriesForEvent, type EventDelivery } from "../../../domain/webhooks/delivery-log.ts";
 import { getEvent, type EventRow } from "../../../outbox/index.ts";
 import { ApiError } from "../../errors.ts";
 import { idParam } from "../../routes/params.ts";
 import type { DashboardEnv } from "../env.ts";
 import { Notice, StateBadge, render, Table, time } from "../layout.tsx";
+import { JobFailureTable, retriedNotice } from "./job-failures.tsx";
 import { AttemptTable, deliveryHref } from "./webhook-deliveries.tsx";
 
 /** Where the row stands in the relay's eyes; a poisoned row has no next attempt, whatever the column says. */
@@ -49,7 +51,11 @@ export function registerEventDetail(dashboard: Hono<DashboardEnv>) {
     const id = c.req.valid("param").id;
     const event = await getEvent(c.var.pool, id);
     if (!event) throw new ApiError("NOT_FOUND", `event ${id} not found`);
-    const deliveries = await deliveriesForEvent(c.var.db, event.id);
+    const [deliveries, failedJobs] = await Promise.all([
+      deliveriesForEvent(c.var.db, event.id),
+      listJobFailures(c.var.db, { eventId: event.id, limit: FAILED_JOBS_SHOWN }),
+    ]);
+    const here = `/dashboard/events/${event.id}`;
     const fanout = Object.entries(event.fanout ?? {});
     return render(
       c,
@@ -63,7 +69,7 @@ export function registerEventDetail(dashboard: Hono<DashboardEnv>) {
               ? "Requeued: the relay will fan it out again."
               : c.req.query("unchanged") !== undefined
                 ? "Not requeued: the event is no longer poisoned."
-                : undefined
+                : retriedNotice(failedJobs, Number(c.req.query("retried")))
           }
         />
         <h1>
@@ -143,6 +149,15 @@ export function registerEventDetail(dashboard: Hono<DashboardEnv>) {
           </Table>
         )}
 
+        {/* Its subscription's one job.failed alert names only the latest event (ADR
+            0037): here is where this event's own failures stay in view, to retry. */}
+        <h2>Failed jobs</h2>
+        {failedJobs.length === 0 ? (
+          <p class="muted">No job for this event ran out of retries.</p>
+        ) : (
+          <JobFailureTable jobs={failedJobs} back={here} />
+        )}
+
         <h2>Webhook deliveries</h2>
         <Deliveries deliveries={deliveries} />
 
@@ -166,7 +181,7 @@ export function registerEventDetail(dashboard: Hono<DashboardEnv>) {
                 <td>{a.kind}</td>
                 <td class={a.resolvedAt ? "muted" : "error"}>
                   {a.message}
-                  {/* An endpoint's one alert (ADR 0031) names its latest failure's event, so
+                  {/* An endpoint's or a subscription's one alert (ADR 0031, 0037) names its latest failure's event, so
                       it can be older than this event: a walkthrough read it as raised
                       before the event it was about. */}
                   {a.createdAt < event.createdAt ? (
@@ -182,6 +197,9 @@ export function registerEventDetail(dashboard: Hono<DashboardEnv>) {
     );
   });
 }
+
+/** An event's failed jobs its page lists: one per subscription, and each retry that failed again. */
+const FAILED_JOBS_SHOWN = 50;
 
 /** Characters of a payload the page shows: an event may carry a megabyte, a page should not. */
 export const PAYLOAD_SHOWN = 20_000;

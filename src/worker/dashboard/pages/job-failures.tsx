@@ -8,7 +8,7 @@ import {
   jobToRetry,
   RETRY_ALL_LIMIT,
 } from "../../../domain/job-failures/retry.ts";
-import { IDENTITY_ID_DIGITS } from "../../../outbox/index.ts";
+import { IDENTITY_ID_DIGITS, UUID_PATTERN } from "../../../outbox/index.ts";
 import { valid } from "../../validate.ts";
 import type { DashboardEnv } from "../env.ts";
 import { Confirm, IdLink, Notice, Pager, render, Table, time, Unseen } from "../layout.tsx";
@@ -22,8 +22,13 @@ const jobFailuresQuery = z.object({
   retriedAll: z.coerce.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional(),
 });
 
-/** The pages a retry may go back to: this page, newest or older. Anything else goes to the overview. */
-const RETURNABLE = new RegExp(`^/dashboard/job-failures(\\?before=${IDENTITY_ID_DIGITS})?$`);
+/**
+ * The pages a retry may go back to: this page, newest or older, and an event's page,
+ * which lists the event's failed jobs. Anything else goes to the overview.
+ */
+const RETURNABLE = new RegExp(
+  `^/dashboard/job-failures(\\?before=${IDENTITY_ID_DIGITS})?$|^/dashboard/events/${UUID_PATTERN}$`,
+);
 
 /** Where a retry of failure `id` sends the browser: back to the page it came from, if it is one of ours. */
 export function afterRetry(back: unknown, id: number): string {
