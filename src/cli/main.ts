@@ -73,9 +73,24 @@ function outcomeOf(error: unknown): { exit: number; code: string; message: strin
   return { exit: 1, code: "failed", message: describeFailure(error) };
 }
 
+/**
+ * Exits once stdout and stderr have taken everything written to them. Into a pipe
+ * Node writes 64 KiB at a time and keeps the rest for later, and `process.exit`
+ * drops what it kept: `events list --json | jq` read a document cut off mid-string
+ * while the exit code said 0. A write's callback runs after the writes before it.
+ */
+function exitWhenWritten(code: number): void {
+  let open = 2;
+  const written = () => {
+    if (--open === 0) process.exit(code);
+  };
+  process.stdout.write("", written);
+  process.stderr.write("", written);
+}
+
 const argv = process.argv.slice(2);
 main(argv).then(
-  (code) => process.exit(code),
+  (code) => exitWhenWritten(code),
   (error: unknown) => {
     const { exit, code, message } = outcomeOf(error);
     if (wantsJson(argv)) {
@@ -88,6 +103,6 @@ main(argv).then(
       console.error(`edge-outbox: ${message}${error instanceof UsageError ? `\n\n${usage}` : ""}`);
     }
     if (code === "failed" && process.env.DEBUG) console.error(error);
-    process.exit(exit);
+    exitWhenWritten(exit);
   },
 );

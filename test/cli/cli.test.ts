@@ -172,6 +172,21 @@ describe("outbox CLI", () => {
     expect(JSON.parse(json.stdout).payload.pad).toHaveLength(50_000);
   });
 
+  it("prints the whole of a long answer into a pipe before it exits", async () => {
+    // A pipe takes 64 KiB at a time: the rest waited in the process, and exiting at
+    // once cut `events list --json | jq` off mid-string, with exit code 0.
+    const [id] = await seedEvents(t.pool, 1, { payloadBytes: 300_000 });
+    await seedEvents(t.pool, 400, { payloadBytes: 500 });
+    const show = await runCli(["events", "show", id!, "--json"], env());
+    expect(show.code).toBe(0);
+    expect(JSON.parse(show.stdout).payload.pad).toHaveLength(300_000);
+    const list = await runCli(["events", "list", "--limit", "401", "--json"], env());
+    expect(list.stdout.length).toBeGreaterThan(200_000);
+    expect(JSON.parse(list.stdout)).toHaveLength(401);
+    const text = await runCli(["events", "list", "--limit", "401"], env());
+    expect(firstColumn(text.stdout)).toHaveLength(401);
+  });
+
   it("says whether each of an event's alerts is resolved, as --json does", async () => {
     const [id] = await seedEvents(t.pool, 1);
     await t.pool.query(
