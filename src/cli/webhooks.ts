@@ -116,7 +116,9 @@ export const webhooksCommand: Command = ({ options, sub, rest }) => {
       io.print(endpoint, () =>
         endpoint.enabled
           ? `webhook endpoint ${id} is enabled; its failed deliveries stay failed: webhooks recover ${id} --since <time>`
-          : `webhook endpoint ${id} is disabled (${endpoint.disabledReason}); it gets no new deliveries`,
+          : // Its queued jobs fail, not wait: an operator who meant to pause it must know.
+            `webhook endpoint ${id} is disabled (${endpoint.disabledReason}); it gets no new deliveries, ` +
+            `and those pending fail without a request (once enabled, webhooks recover ${id} sends them again)`,
       );
       return 0;
     };

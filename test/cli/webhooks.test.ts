@@ -445,7 +445,8 @@ describe("outbox webhooks: what an operator fixes", () => {
 
     const off = await runCli(["webhooks", "disable", endpointId], dbOnly());
     expect(off.stdout.trim()).toBe(
-      `webhook endpoint ${endpointId} is disabled (disabled by an operator); it gets no new deliveries`,
+      `webhook endpoint ${endpointId} is disabled (disabled by an operator); it gets no new deliveries, ` +
+        `and those pending fail without a request (once enabled, webhooks recover ${endpointId} sends them again)`,
     );
     const refused = await runCli(["webhooks", "redeliver", id, "--json"], withQStash());
     expect(refused.code).toBe(1);

@@ -577,6 +577,11 @@ describe("webhook endpoint actions", () => {
         .rows[0];
     const page = await browser.get(`/dashboard/webhooks/${id}`);
     expect(page.text).toContain('<input type="hidden" name="enabled" value="false"/>');
+    // What Disable does to the deliveries already pending, said before it is pressed:
+    // they fail, as the deliver job finds the endpoint disabled; they do not wait.
+    expect(page.text).toContain(
+      "new events are not offered to it, and its pending deliveries fail without a request. Once it is enabled again, Recover sends them again.",
+    );
 
     const forged = await browser.post(
       `/dashboard/webhooks/${id}/enabled`,

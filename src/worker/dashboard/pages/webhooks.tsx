@@ -245,7 +245,9 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
             <Confirm
               label="Disable"
               danger
-              says="Stops deliveries to this endpoint: its pending ones wait, and new events are not offered to it until it is enabled again."
+              // Said as it is: the pending fail, they do not wait. An operator who meant
+              // to pause a flaky receiver found them failed after enabling it.
+              says="Stops deliveries to this endpoint: new events are not offered to it, and its pending deliveries fail without a request. Once it is enabled again, Recover sends them again."
             >
               <EnabledForm id={endpoint.id} enabled={false} />
             </Confirm>
