@@ -43,7 +43,8 @@ commands:
                                   --before pages back)
   alerts resolve <id>|--kind <kind>
                                   mark one alert, or every open one of a kind, as seen
-  stats                           backlog, oldest pending age, poisoned count, relay backoff
+  stats                           backlog, oldest pending age, poisoned count, relay backoff,
+                                  open alerts, job failures not retried
   api-keys list                   tenant API keys (never the keys themselves)
   api-keys create --name <n> (--scope <s> | --unscoped)
                                   a key for that scope, shown once
@@ -173,12 +174,12 @@ export function checkOptionsOf(command: string, sub: string | undefined, options
 
 const ID_SHAPES = {
   uuid: { pattern: new RegExp(`^${UUID_PATTERN}$`), says: "a UUID" },
-  whole: { pattern: new RegExp(`^${IDENTITY_ID_DIGITS}$`), says: "a whole number" },
+  whole: { pattern: new RegExp(`^${IDENTITY_ID_DIGITS}$`), says: "a positive whole number" },
 } as const;
 
 /**
  * An id from the command line in the shape its table gives it, checked before the
- * database sees it: `"abc" is not an alert id (a whole number)`, invalid_input.
+ * database sees it: `"abc" is not an alert id (a positive whole number)`, invalid_input.
  * `noun` carries its article ("a job failure", "an alert").
  */
 export function idArgument(raw: string, noun: string, shape: keyof typeof ID_SHAPES): string {

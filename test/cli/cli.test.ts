@@ -265,8 +265,11 @@ describe("outbox CLI", () => {
     expect(malformed.code).toBe(2);
     expect(JSON.parse(malformed.stdout).error).toEqual({
       code: "invalid_input",
-      message: '"first" is not an alert id (a whole number)',
+      message: '"first" is not an alert id (a positive whole number)',
     });
+    // 0 is a whole number: the message said it was not one.
+    const zero = await runCli(["alerts", "resolve", "0", "--json"]);
+    expect(JSON.parse(zero.stdout).error.message).toBe('"0" is not an alert id (a positive whole number)');
     await expectUsageErrors([
       [["alerts", "resolve"], /alerts resolve takes one alert id, or --kind <kind>/],
       [["alerts", "resolve", "1", "--kind", "relay.failing"], /an alert id or --kind <kind>, not both/],

@@ -75,7 +75,7 @@ describe("outbox CLI refusals under --json", () => {
     // Said before anything needs the database or QStash, whatever the command.
     expect(refusal(await runCli(["job-failures", "retry", "abc", "--json"]), 2)).toEqual({
       code: "invalid_input",
-      message: '"abc" is not a job failure id (a whole number)',
+      message: '"abc" is not a job failure id (a positive whole number)',
     });
     expect(refusal(await runCli(["webhooks", "delivery", "abc", "--json"]), 2)).toEqual({
       code: "invalid_input",

@@ -233,10 +233,10 @@ describe("POST /admin/job-failures/retry", () => {
     const said: [unknown, string][] = [
       // Missing is said as missing, not as the wrong form the schema's own message names.
       [{}, "upTo: is required"],
-      [{ upTo: null }, "upTo: must be a job failure id (a whole number)"],
-      [{ upTo: "5" }, "upTo: must be a job failure id (a whole number)"],
+      [{ upTo: null }, "upTo: must be a job failure id (a positive whole number)"],
+      [{ upTo: "5" }, "upTo: must be a job failure id (a positive whole number)"],
       [{ upTo: 0 }, "upTo: must be at least 1"],
-      [{ upTo: 1.5 }, "upTo: must be a job failure id (a whole number)"],
+      [{ upTo: 1.5 }, "upTo: must be a job failure id (a positive whole number)"],
       [{ upTo: 5, all: true }, "all: is not a known field"],
     ];
     for (const [body, message] of said) {

@@ -71,9 +71,9 @@ const resolveKindBody = z.strictObject({
   kind: singleLine(200),
   // The newest alert of the kind the caller saw (an alert id).
   upTo: z
-    .number("must be an alert id (a whole number)")
+    .number("must be an alert id (a positive whole number)")
     // As retryAllBody's: .int() made 2^63 two issues.
-    .refine(Number.isInteger, { message: "must be an alert id (a whole number)", abort: true })
+    .refine(Number.isInteger, { message: "must be an alert id (a positive whole number)", abort: true })
     .min(1, "must be at least 1")
     .max(Number.MAX_SAFE_INTEGER, "is past any alert id"),
 });
@@ -81,10 +81,10 @@ const resolveKindBody = z.strictObject({
 const retryAllBody = z.strictObject({
   // The newest failure the operator saw: one recorded later is not retried unseen.
   upTo: z
-    .number("must be a job failure id (a whole number)")
+    .number("must be a job failure id (a positive whole number)")
     // Not .int(): its safe-integer check said "not a whole number" beside "is past any
     // job failure id" for 2^63, two issues for one field.
-    .refine(Number.isInteger, { message: "must be a job failure id (a whole number)", abort: true })
+    .refine(Number.isInteger, { message: "must be a job failure id (a positive whole number)", abort: true })
     .min(1, "must be at least 1")
     .max(Number.MAX_SAFE_INTEGER, "is past any job failure id"),
 });
