@@ -946,6 +946,37 @@ describe("operator actions", () => {
     expect(receiver.received.filter((r) => r.path === "/t2")).toHaveLength(0);
   });
 
+  it("a test event's alerts name no event: it is none the outbox holds", async () => {
+    // Given up on by QStash, and answered 410: both alerts linked to /dashboard/events/<its id>, a 404.
+    const given = await insertEndpoint(t.pool, secrets.key, { url: receiver.url("/test-given-up") });
+    const up = await sendTestEvent(db(), queue, given.id);
+    const { rows: carried } = await t.pool.query("SELECT message_id FROM webhook_deliveries WHERE id = $1", [
+      up.deliveryId,
+    ]);
+    expect(
+      await markDeliveryFailed(db(), {
+        deliveryId: up.deliveryId,
+        messageId: carried[0].message_id,
+        status: 503,
+        retried: 3,
+        dlqId: null,
+      }),
+    ).toEqual({ failed: true });
+    const gone = await insertEndpoint(t.pool, secrets.key, { url: receiver.url("/test-gone") });
+    const sent = await sendTestEvent(db(), queue, gone.id);
+    receiver.state.respond = () => ({ status: 410 });
+    expect(await deliverWebhook(await deps(), sent.deliveryId, 0)).toEqual({ kind: "gone" });
+    const { rows } = await t.pool.query(
+      `SELECT kind, event_id, details->>'deliveryId' AS delivery FROM outbox_alerts
+        WHERE details->>'endpointId' = ANY($1) ORDER BY kind`,
+      [[given.id, gone.id]],
+    );
+    expect(rows).toEqual([
+      { kind: "webhook.delivery_failed", event_id: null, delivery: up.deliveryId },
+      { kind: "webhook.endpoint_disabled", event_id: null, delivery: sent.deliveryId },
+    ]);
+  });
+
   it("redeliver sends the same webhook-id again through a new job", async () => {
     const { delivery, event: e, endpoint } = await oneDelivery("/again");
     await deliverWebhook(await deps(), delivery.id, 0);
