@@ -126,8 +126,26 @@ export function parseCommandLine(argv: string[]) {
       },
     });
   } catch (error) {
-    throw new UsageError((error as Error).message);
+    throw new UsageError(parseErrorMessage(error as Error & { code?: string }));
   }
+}
+
+/**
+ * parseArgs's refusal in the CLI's words. Its own told a mistyped `--jsn` to "place it
+ * at the end of the command after '--'" (with a quote left open), and `--limit -1` that
+ * its argument was "ambiguous" over three lines.
+ */
+function parseErrorMessage(error: Error & { code?: string }): string {
+  const option = /'(-{1,2}[^' ]+)/.exec(error.message)?.[1];
+  if (!option) return error.message;
+  if (error.code === "ERR_PARSE_ARGS_UNKNOWN_OPTION") return `${option} is not an option`;
+  if (error.code === "ERR_PARSE_ARGS_INVALID_OPTION_VALUE") {
+    if (/does not take an argument/.test(error.message)) return `${option} takes no value`;
+    if (/ambiguous/.test(error.message))
+      return `${option} needs a value; one that starts with a dash goes as ${option}=<value>`;
+    return `${option} needs a value`;
+  }
+  return error.message;
 }
 
 export type Options = ReturnType<typeof parseCommandLine>["values"];
