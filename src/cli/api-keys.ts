@@ -2,6 +2,7 @@ import { apiKeyInput, createApiKey, listApiKeys, revokeApiKey } from "../domain/
 import { idArgument, Refusal, UsageError } from "./args.ts";
 import { dbOf, type Command } from "./command.ts";
 import { formatApiKeys } from "./format.ts";
+import { plainWords } from "../worker/validate.ts";
 
 /**
  * `api-keys list|create|revoke`: tenant keys, the same use cases as /admin/api-keys,
@@ -24,10 +25,11 @@ export const apiKeysCommand: Command = ({ options, sub, rest }) => {
         "api-keys create takes --scope <scope> or --unscoped (a key for rows without a scope)",
       );
     }
-    const parsed = apiKeyInput.safeParse({
-      scope: options.unscoped ? null : options.scope,
-      name: options.name,
-    });
+    // In the API's words ("must be at most 128 characters"), not zod's ("Too big: …").
+    const parsed = apiKeyInput.safeParse(
+      { scope: options.unscoped ? null : options.scope, name: options.name },
+      { error: plainWords("json") },
+    );
     if (!parsed.success) {
       const issue = parsed.error.issues[0]!;
       const field = String(issue.path[0] ?? "name");

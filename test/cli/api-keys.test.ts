@@ -70,6 +70,11 @@ describe("api-keys", () => {
       [["api-keys", "create", "--scope", "acme"], /api-keys create takes --name <name>/],
       [["api-keys", "create", "--scope", "acme", "--name", ""], /--name must not be empty/],
       [["api-keys", "create", "--scope", "a\tb", "--name", "x"], /--scope /],
+      // The API's words for a rule, not zod's "Too big: expected string to have <=128 characters".
+      [
+        ["api-keys", "create", "--scope", "s".repeat(200), "--name", "x"],
+        /--scope must be at most 128 characters\n/,
+      ],
       [["api-keys", "revoke"], /api-keys revoke takes one API key id/],
       [["api-keys", "list", "--name", "x"], /--name is not an option of api-keys list/],
     ]);
