@@ -41,6 +41,11 @@ export function describeFailure(error: unknown): string {
   if (CONNECT_TIMEOUT.test(e.message ?? "")) {
     return "cannot reach the database (timed out): check DATABASE_URL and that Postgres is running";
   }
+  // Something answered at the address but closed the connection before speaking
+  // Postgres: a DATABASE_URL with another service's port said only pg's own words.
+  if (/^connection terminated unexpectedly$/i.test(e.message ?? "")) {
+    return "the server at DATABASE_URL closed the connection before it answered as Postgres: check its host and port";
+  }
   return e.message ?? String(error);
 }
 

@@ -1,3 +1,4 @@
+import { createServer, type AddressInfo } from "node:net";
 import { DrizzleQueryError } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import { describeFailure } from "../../src/cli/failure.ts";
@@ -60,5 +61,21 @@ describe("a failure in one line an operator can act on", () => {
     expect(stats.stderr.trim()).toBe(line);
     expect(keys.code).toBe(1);
     expect(keys.stderr.trim()).toBe(line);
+  }, 60_000);
+
+  it("a DATABASE_URL whose port is another service's says so, not pg's own words", async () => {
+    // An HTTP server, as the mail sink on the next port is: it answers nonsense and closes.
+    const server = createServer((socket) => socket.end("HTTP/1.1 400 Bad Request\r\n\r\n"));
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    try {
+      const { port } = server.address() as AddressInfo;
+      const stats = await runCli(["stats"], { DATABASE_URL: `postgres://postgres@127.0.0.1:${port}/x` });
+      expect(stats.code).toBe(1);
+      expect(stats.stderr.trim()).toBe(
+        "edge-outbox: the server at DATABASE_URL closed the connection before it answered as Postgres: check its host and port",
+      );
+    } finally {
+      server.close();
+    }
   }, 60_000);
 });
