@@ -349,7 +349,7 @@ async function recordRetries(db: Db, ids: number[], messageIds: string[]): Promi
       UPDATE outbox_alerts a SET resolved_at = now()
        WHERE a.id = ANY(${bigintArray(open.map((o) => Number(o.id)))}::bigint[]) AND a.resolved_at IS NULL
          AND NOT EXISTS (SELECT 1 FROM job_failures f
-                          WHERE f.subscription = a.subscription AND ${countedBy(sql.raw("a"), sql.raw("f"))}
+                          WHERE ${countedBy(sql.raw("a"), sql.raw("f"))}
                             AND f.retry_message_id IS NULL AND f.event_id IS NOT NULL)`);
   });
 }
