@@ -30,7 +30,7 @@ export interface FailedJob {
 /**
  * Records failed jobs once each, whichever way they arrived and however often: a
  * `webhook.deliver` job fails its delivery (counted by its endpoint's alert), any
- * other job becomes a `job_failures` row with a `job.failed` alert. Both are
+ * other job becomes a `job_failures` row (counted by its subscription's). Both are
  * idempotent on QStash's message id, so the callback and the dead letter of the
  * same job record it once between them. Two statements at most, however many jobs:
  * the sweep's dead letters come a thousand at a time. Answers how many jobs this

@@ -7,8 +7,8 @@ import { verifiedBody } from "../signature.ts";
 /**
  * `POST /jobs/_failed`: signed by QStash like any delivery (for this URL), and
  * delivered at least once, so recording is idempotent on the message id. Each
- * failure becomes a `job_failures` row and a `job.failed` alert for operators
- * (a `webhook.deliver` job fails its delivery instead). A signed body we cannot
+ * failure becomes a `job_failures` row, counted by its subscription's one open
+ * `job.failed` alert (a `webhook.deliver` job fails its delivery instead). A signed body we cannot
  * read answers 489: retrying it cannot help. A callback that never arrives (this
  * Worker was down for all its retries) is found by the cron sweep in QStash's
  * dead-letter queue and recorded the same way.
