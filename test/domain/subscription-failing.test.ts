@@ -12,7 +12,7 @@ import {
 } from "../../src/domain/job-failures/failing.ts";
 import type { Bindings } from "../../src/worker/env.ts";
 import { useTestDatabase } from "../support/db.ts";
-import { relayJobBody } from "../support/job-failures.ts";
+import { insertJobFailure, relayJobBody } from "../support/job-failures.ts";
 import { createScheduled } from "../../src/worker/scheduled.ts";
 import { appOverTestDatabase, bindings, call, executionContext, openTestPool } from "../support/worker.ts";
 
@@ -188,6 +188,36 @@ describe("the sweep's subscription.failing alert", () => {
     expect(rows[0].message).toMatch(
       /^subscription notify\.mail recovered \(a job that had failed succeeded at .* UTC\) after 400 failed job attempts since .* UTC; jobs QStash is still retrying are delivered at their next retry$/,
     );
+  });
+
+  it("says how many of its jobs already ran out of retries: QStash holds those no more", async () => {
+    await t.pool.query("TRUNCATE job_failures");
+    const now = new Date();
+    await run("notify.mail", { started: minutesAgo(now, 6), last: minutesAgo(now, 1), attempts: 12 });
+    // Two owed; one retried already, and one of another subscription, are not.
+    await insertJobFailure(t.pool);
+    await insertJobFailure(t.pool);
+    const retried = await insertJobFailure(t.pool);
+    await t.pool.query(
+      "UPDATE job_failures SET retried_at = now(), retry_message_id = 'msg_r' WHERE id = $1",
+      [retried],
+    );
+    await insertJobFailure(t.pool, { subscription: "corpus.index" });
+
+    await evaluateFailingSubscriptions(db(), { now });
+    const [alert] = await openAlerts();
+    expect(alert.message).toMatch(
+      /: mail API answered 503: provider down\. 2 jobs ran out of retries and wait for a retry among the job failures; QStash retries any others; a job that runs out of retries becomes a job failure to retry$/,
+    );
+    expect(alert.details.jobFailuresOwed).toBe(2);
+
+    await t.pool.query("UPDATE subscription_failures SET recovered_at = now()");
+    await evaluateFailingSubscriptions(db(), { now });
+    const { rows } = await t.pool.query("SELECT message FROM outbox_alerts WHERE id = $1", [alert.id]);
+    expect(rows[0].message).toMatch(
+      /; jobs QStash is still retrying are delivered at their next retry; 2 jobs that ran out of retries still wait for a retry$/,
+    );
+    await t.pool.query("TRUNCATE job_failures");
   });
 
   it("resolves after the quiet spell too, and 4 sweeps at once raise one alert", async () => {

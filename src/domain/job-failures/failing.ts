@@ -114,6 +114,18 @@ export interface FailingCheck {
  * updated where there is one and inserted where there is none, overlapping sweeps
  * meeting at the unique index on open alerts per subscription (migration 0021).
  */
+/**
+ * The subscription's (`s`) failed jobs waiting for an operator's retry, as the
+ * `job.failed` alert counts them owed (retry.ts): no retry published, a job of ours.
+ */
+const owed = sql`(SELECT count(*)::int FROM job_failures j
+                   WHERE j.subscription = s.subscription AND j.retry_message_id IS NULL AND j.event_id IS NOT NULL)`;
+
+/** "1 job" or "12 jobs", for a count in SQL. */
+function jobsWord(count: SQL): SQL {
+  return sql`(${count} || CASE WHEN ${count} = 1 THEN ' job' ELSE ' jobs' END)`;
+}
+
 export async function evaluateFailingSubscriptions(
   db: Db,
   options: { now: Date; afterMinutes?: number },
@@ -125,9 +137,15 @@ export async function evaluateFailingSubscriptions(
     sql`WITH failing AS (
           SELECT s.subscription,
                  format('subscription %s is failing: %s job attempts failed since %s, the latest at %s: %s. '
-                        'QStash retries them%s; a job that runs out of retries becomes a job failure to retry',
+                        '%s%s; a job that runs out of retries becomes a job failure to retry',
                         s.subscription, s.attempts, ${utcText(sql`s.streak_started_at`)},
                         ${utcText(sql`s.last_failed_at`)}, s.last_error,
+                        -- Jobs that ran out of retries are not QStash's any more: a
+                        -- walkthrough's alert said "QStash retries them" of 30 jobs that
+                        -- were all job failures already.
+                        CASE WHEN ${owed} = 0 THEN 'QStash retries them'
+                             ELSE ${jobsWord(owed)} || ' ran out of retries and wait for a retry among the job failures; '
+                                  'QStash retries any others' END,
                         CASE WHEN s.retry_due_at > ${now}
                              THEN ', the last expected by ' || ${utcText(sql`s.retry_due_at`)} ELSE '' END) AS message,
                  jsonb_build_object('attempts', s.attempts,
@@ -135,6 +153,7 @@ export async function evaluateFailingSubscriptions(
                                     'lastFailedAt', ${isoTime(sql`s.last_failed_at`)},
                                     'retryDueAt', ${isoTime(sql`s.retry_due_at`)},
                                     'lastError', s.last_error,
+                                    'jobFailuresOwed', ${owed},
                                     'checkedAt', ${isoTime(now)}) AS details
             FROM subscription_failures s
            WHERE s.recovered_at IS NULL AND NOT ${quietSince(now)}
@@ -160,7 +179,7 @@ export async function evaluateFailingSubscriptions(
           UPDATE outbox_alerts a SET resolved_at = now(),
                  message = coalesce((
                    SELECT format('subscription %s recovered (%s) after %s failed job attempts since %s; '
-                                 'jobs QStash is still retrying are delivered at their next retry',
+                                 'jobs QStash is still retrying are delivered at their next retry%s',
                                  s.subscription,
                                  CASE WHEN s.recovered_at IS NOT NULL
                                       THEN 'a job that had failed succeeded at ' || ${utcText(sql`s.recovered_at`)}
@@ -168,7 +187,10 @@ export async function evaluateFailingSubscriptions(
                                       THEN format('no job failed for %s min after the last retry due at %s',
                                                   ${FAILING_QUIET_MINUTES}::int, ${utcText(sql`s.retry_due_at`)})
                                       ELSE format('no job failed for %s min', ${FAILING_QUIET_MINUTES}::int) END,
-                                 s.attempts, ${utcText(sql`s.streak_started_at`)})
+                                 s.attempts, ${utcText(sql`s.streak_started_at`)},
+                                 -- Those that ran out of retries come back only when retried.
+                                 CASE WHEN ${owed} = 0 THEN ''
+                                      ELSE '; ' || ${jobsWord(owed)} || ' that ran out of retries still wait for a retry' END)
                      FROM subscription_failures s WHERE s.subscription = a.subscription), a.message)
            WHERE a.kind = 'subscription.failing' AND a.resolved_at IS NULL
              AND NOT EXISTS (SELECT 1 FROM failing f WHERE f.subscription = a.subscription)
