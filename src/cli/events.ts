@@ -1,4 +1,5 @@
 import { SCOPE_MAX, singleLine } from "../domain/text.ts";
+import { eventJobFailures } from "../domain/job-failures/record.ts";
 import { eventDeliveries } from "../domain/webhooks/delivery-log.ts";
 import {
   assertEventId,
@@ -72,7 +73,8 @@ export const eventsCommand: Command = ({ options, sub, rest }) => {
       // What the event's webhooks did, as the dashboard's event page shows it; each
       // delivery's attempts are `webhooks delivery <id>`'s to show, so none is read here.
       const webhookDeliveries = await eventDeliveries(dbOf(pool), id);
-      const shown = { ...event, webhookDeliveries };
+      const jobFailures = await eventJobFailures(dbOf(pool), id);
+      const shown = { ...event, webhookDeliveries, jobFailures };
       print(shown, () => formatEvent(shown));
       return 0;
     };

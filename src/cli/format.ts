@@ -1,5 +1,5 @@
 import type { ApiKey } from "../domain/api-keys/keys.ts";
-import { lastAnswerOf, type listJobFailures } from "../domain/job-failures/record.ts";
+import { lastAnswerOf, type JobFailureRow } from "../domain/job-failures/record.ts";
 import type { OperatorStats } from "../domain/job-failures/retry.ts";
 import {
   healthLabel,
@@ -49,7 +49,11 @@ function clip(json: string): string {
 }
 
 export function formatEvent(
-  event: EventRow & { alerts: AlertRow[]; webhookDeliveries: Omit<EventDelivery, "attemptLog">[] },
+  event: EventRow & {
+    alerts: AlertRow[];
+    webhookDeliveries: Omit<EventDelivery, "attemptLog">[];
+    jobFailures: JobFailureRow[];
+  },
 ): string {
   const lines = [
     `event ${event.id} (seq ${event.seq})`,
@@ -84,6 +88,16 @@ export function formatEvent(
   if (event.webhookDeliveries.length > 0) lines.push("  webhooks");
   for (const d of event.webhookDeliveries)
     lines.push(`    delivery ${d.id}, endpoint ${d.endpointUrl}: ${deliveryState(d)}`);
+  // Its own failed jobs: the subscription's one job.failed alert names only the
+  // latest event it counts (ADR 0037), so this is where an earlier one's show.
+  for (const f of event.jobFailures) {
+    const retry = f.retriedAt
+      ? `retried ${when(f.retriedAt)} as ${f.retryMessageId ?? "(publish not recorded)"}, ${retryOutcome(f)}`
+      : `not retried (job-failures retry ${f.id})`;
+    lines.push(
+      `  failed job ${f.id} ${f.subscription} ${when(f.receivedAt)}: ${lastAnswerOf(f, 60)}; ${retry}`,
+    );
+  }
   // Each alert says whether it is still open, as --json's resolvedAt does.
   for (const a of event.alerts) {
     const status = a.resolvedAt ? `resolved ${when(a.resolvedAt)}` : "open";
@@ -115,7 +129,7 @@ export function formatAlerts(alerts: AlertRow[]): string {
   );
 }
 
-export function formatJobFailures(failures: Awaited<ReturnType<typeof listJobFailures>>): string {
+export function formatJobFailures(failures: JobFailureRow[]): string {
   if (failures.length === 0) return "no job failures";
   return table(
     ["ID", "RECEIVED", "SUBSCRIPTION", "EVENT", "LAST ANSWER", "MESSAGE", "RETRIED"],

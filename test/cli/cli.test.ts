@@ -1,6 +1,7 @@
 import { beforeEach, describe, expect, it } from "vitest";
 import { useTestDatabase } from "../support/db.ts";
 import { poisonEvents, seedEvents } from "../support/events.ts";
+import { insertJobFailure, relayJobBody } from "../support/job-failures.ts";
 import { resetOutbox } from "../support/relay.ts";
 import { expectUsageErrors, firstColumn, runCli } from "../support/cli.ts";
 
@@ -185,6 +186,35 @@ describe("outbox CLI", () => {
     expect(JSON.parse(list.stdout)).toHaveLength(401);
     const text = await runCli(["events", "list", "--limit", "401"], env());
     expect(firstColumn(text.stdout)).toHaveLength(401);
+  });
+
+  it("shows an event's own failed jobs and whether each was retried", async () => {
+    const [id] = await seedEvents(t.pool, 1, { fanned: true });
+    const failure = await insertJobFailure(t.pool, { body: relayJobBody("notify.mail", { id }) });
+    const retried = await insertJobFailure(t.pool, {
+      subscription: "corpus.index",
+      body: relayJobBody("corpus.index", { id }),
+    });
+    await t.pool.query(
+      "UPDATE job_failures SET retried_at = '2026-12-06T10:00:00Z', retry_message_id = 'msg_again' WHERE id = $1",
+      [retried],
+    );
+    const text = await runCli(["events", "show", id!], env());
+    const lines = text.stdout.split("\n").filter((l) => l.startsWith("  failed job"));
+    expect(lines).toEqual([
+      expect.stringMatching(
+        new RegExp(
+          `^  failed job ${retried} corpus\\.index .*: 500: mail API down; retried 2026-12-06T10:00:00\\.000Z as msg_again, not delivered yet$`,
+        ),
+      ),
+      expect.stringMatching(
+        new RegExp(
+          `^  failed job ${failure} notify\\.mail .*: 500: mail API down; not retried \\(job-failures retry ${failure}\\)$`,
+        ),
+      ),
+    ]);
+    const json = JSON.parse((await runCli(["events", "show", id!, "--json"], env())).stdout);
+    expect(json.jobFailures.map((f: { id: number }) => f.id)).toEqual([retried, failure]);
   });
 
   it("says whether each of an event's alerts is resolved, as --json does", async () => {

@@ -214,6 +214,11 @@ describe("failure callback", () => {
       expect(alerts.body.alerts).toEqual([
         expect.objectContaining({ kind: "job.failed", eventId: event.id, subscription: "notify.mail" }),
       ]);
+      // The event itself lists its failed job, whichever event the subscription's alert names.
+      const shown = await request(stack, "GET", `/admin/events/${event.id}`, undefined, ADMIN());
+      expect(shown.body.event.jobFailures).toEqual([
+        expect.objectContaining({ messageId, subscription: "notify.mail", retriedAt: null }),
+      ]);
 
       // Delivered again (callbacks are at least once): nothing new.
       const callback = stack.qstash

@@ -203,6 +203,18 @@ export async function listJobFailures(
 
 export type JobFailureRow = Awaited<ReturnType<typeof listJobFailures>>[number];
 
+/** An event's failed jobs its views list (a subscription's each, and each retry that failed again). */
+export const EVENT_JOB_FAILURES_SHOWN = 50;
+
+/**
+ * An event's own failed jobs, newest first, for its page, `events show` and
+ * `GET /admin/events/:id`: the subscription's one `job.failed` alert names only the
+ * latest event it counts (ADR 0037).
+ */
+export function eventJobFailures(db: Db, eventId: string): Promise<JobFailureRow[]> {
+  return listJobFailures(db, { eventId, limit: EVENT_JOB_FAILURES_SHOWN });
+}
+
 /** listJobFailures a page at a time, with the cursor of the next: the admin route's and the CLI's. */
 export async function jobFailuresPage(
   db: Db,

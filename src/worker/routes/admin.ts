@@ -1,6 +1,6 @@
 import { z } from "zod";
 import type { Db } from "../../domain/db.ts";
-import { jobFailuresPage } from "../../domain/job-failures/record.ts";
+import { eventJobFailures, jobFailuresPage } from "../../domain/job-failures/record.ts";
 import {
   notRetriedMessage,
   operatorStats,
@@ -126,7 +126,7 @@ export function registerAdmin(app: App) {
     const id = c.req.param("id");
     const event = await getEvent(c.var.pool, id);
     if (!event) throw new ApiError("NOT_FOUND", `event ${id} not found`);
-    return c.json({ event });
+    return c.json({ event: { ...event, jobFailures: await eventJobFailures(c.var.db, id) } });
   });
 
   app.post("/admin/events/requeue", valid("json", requeueBody), async (c) => {

@@ -1,5 +1,5 @@
 import type { Hono } from "hono";
-import { listJobFailures } from "../../../domain/job-failures/record.ts";
+import { eventJobFailures } from "../../../domain/job-failures/record.ts";
 import { deliveriesForEvent, type EventDelivery } from "../../../domain/webhooks/delivery-log.ts";
 import { getEvent, type EventRow } from "../../../outbox/index.ts";
 import { ApiError } from "../../errors.ts";
@@ -53,7 +53,7 @@ export function registerEventDetail(dashboard: Hono<DashboardEnv>) {
     if (!event) throw new ApiError("NOT_FOUND", `event ${id} not found`);
     const [deliveries, failedJobs] = await Promise.all([
       deliveriesForEvent(c.var.db, event.id),
-      listJobFailures(c.var.db, { eventId: event.id, limit: FAILED_JOBS_SHOWN }),
+      eventJobFailures(c.var.db, event.id),
     ]);
     const here = `/dashboard/events/${event.id}`;
     const fanout = Object.entries(event.fanout ?? {});
@@ -197,9 +197,6 @@ export function registerEventDetail(dashboard: Hono<DashboardEnv>) {
     );
   });
 }
-
-/** An event's failed jobs its page lists: one per subscription, and each retry that failed again. */
-const FAILED_JOBS_SHOWN = 50;
 
 /** Characters of a payload the page shows: an event may carry a megabyte, a page should not. */
 export const PAYLOAD_SHOWN = 20_000;
