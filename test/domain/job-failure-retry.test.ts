@@ -420,6 +420,15 @@ describe("a retry answers the failure's alert", () => {
     expect(await openAlerts()).toEqual([alert]);
     expect((await retryJobFailure(db(), publisher, d.id)).retried).toBe(true);
     expect(await openAlerts()).toEqual([]);
+    // Resolved saying how: by hand it would read as it was.
+    const { rows: resolved } = await t.pool.query(
+      "SELECT message, details->>'resolvedBy' AS by FROM outbox_alerts WHERE id = $1",
+      [alert!.id],
+    );
+    expect(resolved[0].message).toMatch(
+      /^4 jobs for notify\.mail ran out of retries; .*; resolved: every job it counted was retried$/,
+    );
+    expect(resolved[0].by).toBe("retry");
 
     // The next failure raises a new alert, counting only itself.
     await failedWithAlert();

@@ -345,8 +345,12 @@ async function recordRetries(db: Db, ids: number[], messageIds: string[]): Promi
     // Owed: never published again (a retry another request has claimed but not yet
     // recorded counts too; it resolves the alert itself when it records), and a job
     // of ours as far as SQL can tell (oursAndOpen).
+    // Resolved saying how, as subscription.failing does: one resolved by hand with
+    // failures still owed read the same as this.
     await tx.execute(sql`
-      UPDATE outbox_alerts a SET resolved_at = now()
+      UPDATE outbox_alerts a
+         SET resolved_at = now(), message = a.message || '; resolved: every job it counted was retried',
+             details = coalesce(a.details, '{}'::jsonb) || '{"resolvedBy": "retry"}'::jsonb
        WHERE a.id = ANY(${bigintArray(open.map((o) => Number(o.id)))}::bigint[]) AND a.resolved_at IS NULL
          AND NOT EXISTS (SELECT 1 FROM job_failures f
                           WHERE ${countedBy(sql.raw("a"), sql.raw("f"))}
