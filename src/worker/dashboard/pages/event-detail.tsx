@@ -155,7 +155,7 @@ export function registerEventDetail(dashboard: Hono<DashboardEnv>) {
         {failedJobs.length === 0 ? (
           <p class="muted">No job for this event ran out of retries.</p>
         ) : (
-          <JobFailureTable jobs={failedJobs} back={here} />
+          <JobFailureTable jobs={failedJobs} back={here} ofEvent />
         )}
 
         <h2>Webhook deliveries</h2>

@@ -156,14 +156,23 @@ const ANSWER_SHOWN = 120;
  * Jobs that exhausted their retries, as the overview and /dashboard/job-failures show
  * them. `back`: the page a Retry returns to (the overview when absent).
  */
-export function JobFailureTable({ jobs, back }: { jobs: JobFailureRow[]; back?: string }) {
+export function JobFailureTable({
+  jobs,
+  back,
+  ofEvent = false,
+}: {
+  jobs: JobFailureRow[];
+  back?: string;
+  /** On an event's own page: no event column, whose every link is that page. */
+  ofEvent?: boolean;
+}) {
   return (
     <Table>
       <tr>
         <th>#</th>
         <th>received</th>
         <th>subscription</th>
-        <th>event</th>
+        {ofEvent ? null : <th>event</th>}
         <th>last answer</th>
         <th>QStash message</th>
         <th>retry</th>
@@ -173,9 +182,11 @@ export function JobFailureTable({ jobs, back }: { jobs: JobFailureRow[]; back?: 
           <td>{f.retryOfId === null ? `#${f.id}` : `#${f.id} (retry of #${f.retryOfId})`}</td>
           <td class="time">{time(f.receivedAt)}</td>
           <td>{f.subscription}</td>
-          <td class="mono nowrap">
-            {f.eventId ? <IdLink href={`/dashboard/events/${f.eventId}`} id={f.eventId} /> : "–"}
-          </td>
+          {ofEvent ? null : (
+            <td class="mono nowrap">
+              {f.eventId ? <IdLink href={`/dashboard/events/${f.eventId}`} id={f.eventId} /> : "–"}
+            </td>
+          )}
           <td class="error">{lastAnswerOf(f, ANSWER_SHOWN)}</td>
           <td class="mono id">{f.messageId}</td>
           <RetryCell failure={f} back={back} />
