@@ -4,6 +4,8 @@ import { configureNeonForWsProxy, startWsProxy, type WsProxy } from "../../infra
 import type { Bindings } from "../../src/worker/env.ts";
 import { dashboardClient } from "../support/dashboard.ts";
 import { useTestDatabase } from "../support/db.ts";
+import type { Db } from "../../src/domain/db.ts";
+import { recordJobFailure } from "../../src/domain/job-failures/record.ts";
 import { seedEvents } from "../support/events.ts";
 import { insertJobFailure, jobFailureRow, relayJobBody } from "../support/job-failures.ts";
 import { bindings } from "../support/worker.ts";
@@ -362,6 +364,32 @@ describe("the job failures page", () => {
     const odd = await insertJobFailure(t.pool);
     const res = await browser.post(`/dashboard/job-failures/${odd}/retry`, { back: `${here}/../../x` });
     expect(res.headers.get("location")).toBe(`/dashboard?retried=${odd}`);
+  });
+
+  it("an earlier event's page shows the open alert that counts its failed job under a later event", async () => {
+    await t.pool.query("UPDATE outbox_alerts SET resolved_at = now() WHERE resolved_at IS NULL");
+    const [earlier, later] = await seedEvents(t.pool, 2, { fanned: true });
+    for (const id of [earlier, later]) {
+      await recordJobFailure(t.db as unknown as Db, {
+        messageId: `msg_${crypto.randomUUID().replaceAll("-", "")}`,
+        subscription: "notify.mail",
+        eventId: id!,
+        status: 500,
+        body: relayJobBody("notify.mail", { id }),
+        responseBody: null,
+        dlqId: null,
+        retried: 5,
+      });
+    }
+    const note = "(counts this event&#39;s failed job; it names the latest)";
+    const first = (await browser.get(`/dashboard/events/${earlier}`)).text;
+    expect(first).not.toContain('<p class="muted">None.</p>');
+    expect(first).toContain("2 jobs for notify.mail ran out of retries");
+    expect(first).toContain(note);
+    // The event it names shows it once, as its own.
+    const last = (await browser.get(`/dashboard/events/${later}`)).text;
+    expect(last.match(/2 jobs for notify\.mail ran out of retries/g)).toHaveLength(1);
+    expect(last).not.toContain(note);
   });
 
   it("offers Retry all on its newest page, and comes back to it", async () => {

@@ -358,6 +358,43 @@ async function recordRetries(db: Db, ids: number[], messageIds: string[]): Promi
   });
 }
 
+/** An open `job.failed` alert, as an event's page lists the one counting its failed jobs. */
+export interface CountingAlert {
+  id: number;
+  kind: string;
+  eventId: string | null;
+  message: string;
+  createdAt: Date;
+}
+
+/**
+ * The open `job.failed` alerts that count one of event `eventId`'s failed jobs. Each
+ * names only the latest event it counts (ADR 0037), so an earlier event's page read
+ * "Alerts: None." while its failure was counted under a later one (walkthrough).
+ */
+export async function openAlertsCountingEvent(db: Db, eventId: string): Promise<CountingAlert[]> {
+  const rows = await queryRows<{
+    id: string;
+    kind: string;
+    event_id: string | null;
+    message: string;
+    created_at: Date | string;
+  }>(
+    db,
+    sql`SELECT a.id, a.kind, a.event_id, a.message, a.created_at FROM outbox_alerts a
+         WHERE a.kind = 'job.failed' AND a.resolved_at IS NULL
+           AND EXISTS (SELECT 1 FROM job_failures f WHERE f.event_id = ${eventId} AND ${countedBy(sql.raw("a"), sql.raw("f"))})
+         ORDER BY a.id`,
+  );
+  return rows.map((r) => ({
+    id: Number(r.id),
+    kind: r.kind,
+    eventId: r.event_id,
+    message: r.message,
+    createdAt: new Date(r.created_at),
+  }));
+}
+
 /**
  * Whether failure `f` is one that `job.failed` alert `a` counts: its subscription's,
  * recorded since the alert's first failure (the same statement's now() for both,

@@ -1,5 +1,6 @@
 import type { Hono } from "hono";
 import { eventJobFailures } from "../../../domain/job-failures/record.ts";
+import { openAlertsCountingEvent } from "../../../domain/job-failures/retry.ts";
 import { deliveriesForEvent, type EventDelivery } from "../../../domain/webhooks/delivery-log.ts";
 import { getEvent, type EventRow } from "../../../outbox/index.ts";
 import { ApiError } from "../../errors.ts";
@@ -51,10 +52,13 @@ export function registerEventDetail(dashboard: Hono<DashboardEnv>) {
     const id = c.req.valid("param").id;
     const event = await getEvent(c.var.pool, id);
     if (!event) throw new ApiError("NOT_FOUND", `event ${id} not found`);
-    const [deliveries, failedJobs] = await Promise.all([
+    const [deliveries, failedJobs, counting] = await Promise.all([
       deliveriesForEvent(c.var.db, event.id),
       eventJobFailures(c.var.db, event.id),
+      openAlertsCountingEvent(c.var.db, event.id),
     ]);
+    // The alert that counts one of its failed jobs but names a later event.
+    const countedElsewhere = counting.filter((a) => a.eventId !== event.id);
     const here = `/dashboard/events/${event.id}`;
     const fanout = Object.entries(event.fanout ?? {});
     return render(
@@ -165,7 +169,7 @@ export function registerEventDetail(dashboard: Hono<DashboardEnv>) {
         <Payload json={JSON.stringify(event.payload, null, 2)} id={event.id} />
 
         <h2>Alerts</h2>
-        {event.alerts.length === 0 ? (
+        {event.alerts.length === 0 && countedElsewhere.length === 0 ? (
           <p class="muted">None.</p>
         ) : (
           <Table>
@@ -189,6 +193,17 @@ export function registerEventDetail(dashboard: Hono<DashboardEnv>) {
                   ) : null}
                 </td>
                 <td>{a.resolvedAt ? time(a.resolvedAt) : "open"}</td>
+              </tr>
+            ))}
+            {countedElsewhere.map((a) => (
+              <tr>
+                <td class="time">{time(a.createdAt)}</td>
+                <td>{a.kind}</td>
+                <td class="error">
+                  {a.message}
+                  <span class="muted">{" (counts this event's failed job; it names the latest)"}</span>
+                </td>
+                <td>open</td>
               </tr>
             ))}
           </Table>
