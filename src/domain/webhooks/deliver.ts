@@ -2,7 +2,7 @@ import { sql } from "drizzle-orm";
 import type { Db } from "../db.ts";
 import { nextRetryDelaySeconds, parseRetryAfter } from "./retry-schedule.ts";
 import { queryRows } from "./rows.ts";
-import { TEST_EVENT_TYPE } from "./send-test.ts";
+import { alertEventIdOf } from "./send-test.ts";
 import { signingSecrets } from "./secrets.ts";
 import { signHeaders } from "./signing.ts";
 import { checkWebhookUrl, type UrlPolicy } from "./url-safety.ts";
@@ -59,7 +59,6 @@ export type DeliverOutcome =
 interface Leased {
   id: string;
   event_id: string;
-  event_type: string;
   body: string;
   endpoint_id: string;
   url: string;
@@ -91,7 +90,7 @@ export async function deliverWebhook(
          WHERE d.id = ${deliveryId} AND e.id = d.endpoint_id AND e.enabled
            AND e.scope IS NOT DISTINCT FROM d.scope
            AND d.status = 'pending' AND (d.lease_until IS NULL OR d.lease_until <= now())
-     RETURNING d.id, d.event_id, d.event_type, d.body, e.id AS endpoint_id, e.url, e.secret_box,
+     RETURNING d.id, d.event_id, d.body, e.id AS endpoint_id, e.url, e.secret_box,
                e.previous_secret_box, e.previous_secret_expires_at`,
   );
   if (!leased) return whyNotLeased(deps.db, deliveryId);
@@ -292,18 +291,11 @@ async function recordDisabled(db: Db, d: Leased, reason: string, a: Attempt | nu
       RETURNING id, url
     )
     INSERT INTO outbox_alerts (kind, event_id, subscription, message, details)
-    SELECT 'webhook.endpoint_disabled', ${alertEventId(d)}::uuid, 'webhook.deliver',
-           'webhook endpoint ' || id || ' disabled: ' || ${reason},
-           jsonb_build_object('endpointId', id, 'url', url, 'reason', ${reason}::text, 'deliveryId', ${d.id}::uuid)
-      FROM disabled`);
-}
-
-/**
- * The event an alert about delivery `d` names: none for an operator's test event,
- * which is no event the outbox holds (its alert linked to a page that is a 404).
- */
-function alertEventId(d: Pick<Leased, "event_id" | "event_type">): string | null {
-  return d.event_type === TEST_EVENT_TYPE ? null : d.event_id;
+    SELECT 'webhook.endpoint_disabled', ${alertEventIdOf(sql.raw("w"))}, 'webhook.deliver',
+           'webhook endpoint ' || disabled.id || ' disabled: ' || ${reason},
+           jsonb_build_object('endpointId', disabled.id, 'url', disabled.url, 'reason', ${reason}::text,
+                              'deliveryId', ${d.id}::uuid)
+      FROM disabled, webhook_deliveries w WHERE w.id = ${d.id}`);
 }
 
 async function recordRetry(

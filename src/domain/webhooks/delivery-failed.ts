@@ -1,7 +1,7 @@
 import { sql, type SQL } from "drizzle-orm";
 import type { Db } from "../db.ts";
 import { isoTime, queryRows } from "./rows.ts";
-import { TEST_EVENT_TYPE } from "./send-test.ts";
+import { alertEventIdOf } from "./send-test.ts";
 
 export interface DeliveryJobFailure {
   deliveryId: string;
@@ -80,9 +80,7 @@ export async function markDeliveriesFailed(
             FROM input f, webhook_endpoints e
            WHERE d.id = f.delivery_id AND d.status = 'pending' AND e.id = d.endpoint_id
              AND (d.message_id IS NULL OR d.message_id = f.message_id)
-          -- An operator's test event is no event the outbox holds: the alert names none.
-          RETURNING d.id, d.endpoint_id, e.url,
-                    CASE WHEN d.event_type = ${TEST_EVENT_TYPE} THEN NULL ELSE d.event_id END AS event_id,
+          RETURNING d.id, d.endpoint_id, e.url, ${alertEventIdOf(sql.raw("d"))} AS event_id,
                     d.attempts, d.last_error,
                     f.message_id, f.status, f.retried, f.dlq_id
         ),

@@ -1,4 +1,4 @@
-import { sql } from "drizzle-orm";
+import { sql, type SQL } from "drizzle-orm";
 import type { Db } from "../db.ts";
 import type { DeliverQueue } from "./deliver-queue.ts";
 import { enabledEndpoint } from "./endpoint-state.ts";
@@ -8,6 +8,14 @@ import { IllegalTransitionError } from "../errors.ts";
 import { queryRows } from "./rows.ts";
 
 export const TEST_EVENT_TYPE = "webhook.test";
+
+/**
+ * The event an alert about delivery row `d` names: none for an operator's test
+ * event, which is no event the outbox holds (its alert linked to a page that is a 404).
+ */
+export function alertEventIdOf(d: SQL): SQL {
+  return sql`CASE WHEN ${d}.event_type = ${TEST_EVENT_TYPE} THEN NULL ELSE ${d}.event_id END`;
+}
 
 /**
  * Sends a `webhook.test` event to one endpoint only. It is not recorded as an
