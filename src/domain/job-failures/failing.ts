@@ -1,6 +1,7 @@
 import { sql, type SQL } from "drizzle-orm";
 import type { Db } from "../db.ts";
 import { isoTime, queryRows, utcText } from "../webhooks/rows.ts";
+import { owedFailure } from "./retry.ts";
 
 /** Minutes a subscription's jobs must keep failing before the sweep raises `subscription.failing`. */
 export const FAILING_ALERT_AFTER_MINUTES = 5;
@@ -114,12 +115,9 @@ export interface FailingCheck {
  * updated where there is one and inserted where there is none, overlapping sweeps
  * meeting at the unique index on open alerts per subscription (migration 0021).
  */
-/**
- * The subscription's (`s`) failed jobs waiting for an operator's retry, as the
- * `job.failed` alert counts them owed (retry.ts): no retry published, a job of ours.
- */
+/** The subscription's (`s`) failed jobs waiting for an operator's retry (owedFailure). */
 const owed = sql`(SELECT count(*)::int FROM job_failures j
-                   WHERE j.subscription = s.subscription AND j.retry_message_id IS NULL AND j.event_id IS NOT NULL)`;
+                   WHERE j.subscription = s.subscription AND ${owedFailure(sql.raw("j"))})`;
 
 /** "1 job" or "12 jobs", for a count in SQL. */
 function jobsWord(count: SQL): SQL {

@@ -1,5 +1,6 @@
-import { sql, type SQL } from "drizzle-orm";
+import { and, eq, isNull, sql, type SQL } from "drizzle-orm";
 import {
+  alerts,
   findSubscription,
   parseJobBody,
   publishAdvice,
@@ -11,6 +12,7 @@ import {
   type Publisher,
   type Queryable,
   type Stats,
+  type AlertRow,
 } from "../../outbox/index.ts";
 import type { Db } from "../db.ts";
 import { subscriptions } from "../subscriptions.ts";
@@ -342,9 +344,6 @@ async function recordRetries(db: Db, ids: number[], messageIds: string[]): Promi
            ORDER BY id FOR UPDATE`,
     );
     if (open.length === 0) return;
-    // Owed: never published again (a retry another request has claimed but not yet
-    // recorded counts too; it resolves the alert itself when it records), and a job
-    // of ours as far as SQL can tell (oursAndOpen).
     // Resolved saying how, as subscription.failing does: one resolved by hand with
     // failures still owed read the same as this.
     await tx.execute(sql`
@@ -353,18 +352,8 @@ async function recordRetries(db: Db, ids: number[], messageIds: string[]): Promi
              details = coalesce(a.details, '{}'::jsonb) || '{"resolvedBy": "retry"}'::jsonb
        WHERE a.id = ANY(${bigintArray(open.map((o) => Number(o.id)))}::bigint[]) AND a.resolved_at IS NULL
          AND NOT EXISTS (SELECT 1 FROM job_failures f
-                          WHERE ${countedBy(sql.raw("a"), sql.raw("f"))}
-                            AND f.retry_message_id IS NULL AND f.event_id IS NOT NULL)`);
+                          WHERE ${countedBy(sql.raw("a"), sql.raw("f"))} AND ${owedFailure(sql.raw("f"))})`);
   });
-}
-
-/** An open `job.failed` alert, as an event's page lists the one counting its failed jobs. */
-export interface CountingAlert {
-  id: number;
-  kind: string;
-  eventId: string | null;
-  message: string;
-  createdAt: Date;
 }
 
 /**
@@ -372,27 +361,30 @@ export interface CountingAlert {
  * names only the latest event it counts (ADR 0037), so an earlier event's page read
  * "Alerts: None." while its failure was counted under a later one (walkthrough).
  */
-export async function openAlertsCountingEvent(db: Db, eventId: string): Promise<CountingAlert[]> {
-  const rows = await queryRows<{
-    id: string;
-    kind: string;
-    event_id: string | null;
-    message: string;
-    created_at: Date | string;
-  }>(
-    db,
-    sql`SELECT a.id, a.kind, a.event_id, a.message, a.created_at FROM outbox_alerts a
-         WHERE a.kind = 'job.failed' AND a.resolved_at IS NULL
-           AND EXISTS (SELECT 1 FROM job_failures f WHERE f.event_id = ${eventId} AND ${countedBy(sql.raw("a"), sql.raw("f"))})
-         ORDER BY a.id`,
-  );
-  return rows.map((r) => ({
-    id: Number(r.id),
-    kind: r.kind,
-    eventId: r.event_id,
-    message: r.message,
-    createdAt: new Date(r.created_at),
-  }));
+export function openAlertsCountingEvent(db: Db, eventId: string): Promise<AlertRow[]> {
+  return db
+    .select()
+    .from(alerts)
+    .where(
+      and(
+        eq(alerts.kind, "job.failed"),
+        isNull(alerts.resolvedAt),
+        sql`EXISTS (SELECT 1 FROM job_failures f
+                     WHERE f.event_id = ${eventId} AND ${countedBy(sql.raw("outbox_alerts"), sql.raw("f"))})`,
+      ),
+    )
+    .orderBy(alerts.id);
+}
+
+/**
+ * Whether failure `f` still waits for an operator's retry: none was published (a
+ * retry another request has claimed but not yet recorded counts too; that request
+ * resolves the alert itself when it records), and it is a job of ours as far as SQL
+ * can tell (oursAndOpen). What keeps a `job.failed` alert open, and what
+ * `subscription.failing` counts as owed.
+ */
+export function owedFailure(f: SQL): SQL {
+  return sql`${f}.retry_message_id IS NULL AND ${f}.event_id IS NOT NULL`;
 }
 
 /**

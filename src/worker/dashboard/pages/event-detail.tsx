@@ -2,7 +2,7 @@ import type { Hono } from "hono";
 import { eventJobFailures } from "../../../domain/job-failures/record.ts";
 import { openAlertsCountingEvent } from "../../../domain/job-failures/retry.ts";
 import { deliveriesForEvent, type EventDelivery } from "../../../domain/webhooks/delivery-log.ts";
-import { getEvent, type EventRow } from "../../../outbox/index.ts";
+import { getEvent, type AlertRow, type EventRow } from "../../../outbox/index.ts";
 import { ApiError } from "../../errors.ts";
 import { idParam } from "../../routes/params.ts";
 import type { DashboardEnv } from "../env.ts";
@@ -57,8 +57,22 @@ export function registerEventDetail(dashboard: Hono<DashboardEnv>) {
       eventJobFailures(c.var.db, event.id),
       openAlertsCountingEvent(c.var.db, event.id),
     ]);
-    // The alert that counts one of its failed jobs but names a later event.
-    const countedElsewhere = counting.filter((a) => a.eventId !== event.id);
+    // Its own alerts, then those that count one of its failed jobs but name a later
+    // event, each with why it is here when the row alone would mislead.
+    const shownAlerts: { alert: AlertRow; why?: string }[] = [
+      ...event.alerts.map((alert) => ({
+        alert,
+        // An endpoint's or a subscription's one alert (ADR 0031, 0037) names its latest
+        // failure's event, so it can be older than this event: a walkthrough read it as
+        // raised before the event it was about.
+        ...(alert.createdAt < event.createdAt
+          ? { why: "raised for an earlier failure; this event is its latest" }
+          : {}),
+      })),
+      ...counting
+        .filter((alert) => alert.eventId !== event.id)
+        .map((alert) => ({ alert, why: "counts this event's failed job; it names the latest" })),
+    ];
     const here = `/dashboard/events/${event.id}`;
     const fanout = Object.entries(event.fanout ?? {});
     return render(
@@ -169,7 +183,7 @@ export function registerEventDetail(dashboard: Hono<DashboardEnv>) {
         <Payload json={JSON.stringify(event.payload, null, 2)} id={event.id} />
 
         <h2>Alerts</h2>
-        {event.alerts.length === 0 && countedElsewhere.length === 0 ? (
+        {shownAlerts.length === 0 ? (
           <p class="muted">None.</p>
         ) : (
           <Table>
@@ -179,31 +193,15 @@ export function registerEventDetail(dashboard: Hono<DashboardEnv>) {
               <th>message</th>
               <th>resolved</th>
             </tr>
-            {event.alerts.map((a) => (
+            {shownAlerts.map(({ alert: a, why }) => (
               <tr>
                 <td class="time">{time(a.createdAt)}</td>
                 <td>{a.kind}</td>
                 <td class={a.resolvedAt ? "muted" : "error"}>
                   {a.message}
-                  {/* An endpoint's or a subscription's one alert (ADR 0031, 0037) names its latest failure's event, so
-                      it can be older than this event: a walkthrough read it as raised
-                      before the event it was about. */}
-                  {a.createdAt < event.createdAt ? (
-                    <span class="muted">{" (raised for an earlier failure; this event is its latest)"}</span>
-                  ) : null}
+                  {why ? <span class="muted">{` (${why})`}</span> : null}
                 </td>
                 <td>{a.resolvedAt ? time(a.resolvedAt) : "open"}</td>
-              </tr>
-            ))}
-            {countedElsewhere.map((a) => (
-              <tr>
-                <td class="time">{time(a.createdAt)}</td>
-                <td>{a.kind}</td>
-                <td class="error">
-                  {a.message}
-                  <span class="muted">{" (counts this event's failed job; it names the latest)"}</span>
-                </td>
-                <td>open</td>
               </tr>
             ))}
           </Table>
