@@ -150,12 +150,26 @@ export const subscriptionFailures = pgTable("subscription_failures", {
   attempts: integer("attempts").notNull(),
   lastError: text("last_error").notNull(),
   recoveredAt: timestamp("recovered_at", tz),
-  /**
-   * When the last retry QStash owes the run's failed jobs is due, as far as the job
-   * route can tell (failing.ts): until then, and a quiet spell after, the run goes on.
-   */
-  retryDueAt: timestamp("retry_due_at", tz),
 });
+
+/**
+ * The retry QStash owes each failed job, as far as the job route can tell
+ * (failing.ts, ADR 0038), one row per job (QStash keeps a job's message id across
+ * its retries): written when an attempt fails with a retry left, removed when the
+ * job's last attempt fails or a retry succeeds. A subscription's run of failures
+ * goes on while any of its jobs' retries is due, and a quiet spell after; the sweep
+ * drops rows whose time is long past (a job deleted in QStash never comes back).
+ */
+export const jobRetriesDue = pgTable(
+  "job_retries_due",
+  {
+    messageId: text("message_id").primaryKey(),
+    subscription: text("subscription").notNull(),
+    dueAt: timestamp("due_at", tz).notNull(),
+  },
+  // The run's last retry due: the latest of its subscription's rows.
+  (t) => [index("job_retries_due_subscription_idx").on(t.subscription, t.dueAt)],
+);
 
 /**
  * Tenant API keys for the domain routes. A key acts only within its scope (null

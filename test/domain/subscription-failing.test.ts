@@ -24,27 +24,37 @@ const db = () => t.db as unknown as Db;
 const minutesAgo = (now: Date, n: number) => new Date(now.getTime() - n * 60_000);
 
 beforeEach(async () => {
-  await t.pool.query("TRUNCATE subscription_failures, outbox_alerts");
+  await t.pool.query("TRUNCATE subscription_failures, job_retries_due, outbox_alerts");
 });
 
-/** A run of failures with its times set, as if its attempts had come then. */
+/**
+ * A run of failures with its times set, as if its attempts had come then;
+ * `retryDue`: one of its jobs (`msg_earlier`) has a retry due then.
+ */
 async function run(
   subscription: string,
   fields: { started: Date; last: Date; attempts: number; recovered?: Date; retryDue?: Date },
 ) {
   await t.pool.query(
     `INSERT INTO subscription_failures
-            (subscription, streak_started_at, last_failed_at, attempts, last_error, recovered_at, retry_due_at)
-     VALUES ($1, $2, $3, $4, 'mail API answered 503: provider down', $5, $6)`,
-    [
-      subscription,
-      fields.started,
-      fields.last,
-      fields.attempts,
-      fields.recovered ?? null,
-      fields.retryDue ?? null,
-    ],
+            (subscription, streak_started_at, last_failed_at, attempts, last_error, recovered_at)
+     VALUES ($1, $2, $3, $4, 'mail API answered 503: provider down', $5)`,
+    [subscription, fields.started, fields.last, fields.attempts, fields.recovered ?? null],
   );
+  if (fields.retryDue)
+    await t.pool.query(
+      "INSERT INTO job_retries_due (message_id, subscription, due_at) VALUES ('msg_earlier', $1, $2)",
+      [subscription, fields.retryDue],
+    );
+}
+
+/** Each job's retry due, in seconds from now (rounded), by message id. */
+async function retriesDue(): Promise<Record<string, number>> {
+  const { rows } = await t.pool.query<{ message_id: string; in_seconds: number }>(
+    `SELECT message_id, round(extract(epoch FROM due_at - now()))::int AS in_seconds
+       FROM job_retries_due ORDER BY message_id`,
+  );
+  return Object.fromEntries(rows.map((r) => [r.message_id, r.in_seconds]));
 }
 
 async function openAlerts() {
@@ -59,10 +69,14 @@ describe("a subscription's run of failed attempts", () => {
   it("counts 20 attempts failing at once, each on its own connection, in one row", async () => {
     const pools = Array.from({ length: 20 }, () => t.newPool(1));
     await Promise.all(
-      pools.map((p, i) => noteFailedAttempt(drizzle(p) as unknown as Db, "notify.mail", `error ${i}`, 13)),
+      pools.map((p, i) =>
+        noteFailedAttempt(drizzle(p) as unknown as Db, "notify.mail", `msg_${i}`, `error ${i}`, 13),
+      ),
     );
     const { rows } = await t.pool.query("SELECT attempts FROM subscription_failures");
     expect(rows).toEqual([{ attempts: 20 }]);
+    // And each job's retry, in a row of its own.
+    expect(Object.keys(await retriesDue())).toHaveLength(20);
   });
 
   it(`starts a new run after ${FAILING_QUIET_MINUTES} quiet minutes or a recovery`, async () => {
@@ -72,19 +86,19 @@ describe("a subscription's run of failed attempts", () => {
       last: minutesAgo(now, FAILING_QUIET_MINUTES + 1),
       attempts: 9,
     });
-    await noteFailedAttempt(db(), "notify.mail", "again", null);
+    await noteFailedAttempt(db(), "notify.mail", "msg_1", "again", null);
     const quiet = await t.pool.query(
       "SELECT attempts, streak_started_at > $1 AS fresh FROM subscription_failures",
       [minutesAgo(now, 1)],
     );
     expect(quiet.rows).toEqual([{ attempts: 1, fresh: true }]);
 
-    await noteFailedAttempt(db(), "notify.mail", "and again", null);
+    await noteFailedAttempt(db(), "notify.mail", "msg_2", "and again", null);
     expect((await t.pool.query("SELECT attempts FROM subscription_failures")).rows).toEqual([
       { attempts: 2 },
     ]);
     await t.pool.query("UPDATE subscription_failures SET recovered_at = now()");
-    await noteFailedAttempt(db(), "notify.mail", "after recovering", null);
+    await noteFailedAttempt(db(), "notify.mail", "msg_3", "after recovering", null);
     expect((await t.pool.query("SELECT attempts, recovered_at FROM subscription_failures")).rows).toEqual([
       { attempts: 1, recovered_at: null },
     ]);
@@ -103,7 +117,7 @@ describe("the retry QStash owes a failed job", () => {
     expect(nextRetryDelaySeconds(9, undefined)).toBe(86_400);
   });
 
-  it("keeps a run going through a quiet spell while a retry is due, and takes the latest due", async () => {
+  it("keeps a run going through a quiet spell while a job's retry is due, and keeps each job's own", async () => {
     const now = new Date();
     // 20 quiet minutes, but a job's 30-minute retry is still 10 minutes away: the
     // outage is not over, and the retry's failure counts in the same run.
@@ -113,24 +127,25 @@ describe("the retry QStash owes a failed job", () => {
       attempts: 9,
       retryDue: minutesAgo(now, -10),
     });
-    await noteFailedAttempt(db(), "notify.mail", "the 6 h retry's attempt", 22_027);
+    await noteFailedAttempt(db(), "notify.mail", "msg_a", "the 6 h retry's attempt", 22_027);
     const going = await t.pool.query(
-      `SELECT attempts, streak_started_at < $1 AS same_run,
-              retry_due_at BETWEEN now() + interval '22026 s' AND now() + interval '22028 s' AS due_later
-         FROM subscription_failures`,
+      "SELECT attempts, streak_started_at < $1 AS same_run FROM subscription_failures",
       [minutesAgo(now, 59)],
     );
-    expect(going.rows).toEqual([{ attempts: 10, same_run: true, due_later: true }]);
-    // An attempt with no retry left, or a nearer one, does not bring the due time in.
-    await noteFailedAttempt(db(), "notify.mail", "a last attempt", null);
-    await noteFailedAttempt(db(), "notify.mail", "a first attempt", 13);
-    const kept = await t.pool.query(
-      "SELECT attempts, retry_due_at > now() + interval '6 h' AS due_later FROM subscription_failures",
-    );
-    expect(kept.rows).toEqual([{ attempts: 12, due_later: true }]);
+    expect(going.rows).toEqual([{ attempts: 10, same_run: true }]);
+    expect(await retriesDue()).toEqual({ msg_a: 22_027, msg_earlier: 600 });
+    // A job's next failure moves its own retry, not another job's.
+    await noteFailedAttempt(db(), "notify.mail", "msg_a", "the day's retry's attempt", 86_400);
+    expect(await retriesDue()).toEqual({ msg_a: 86_400, msg_earlier: 600 });
+    // Its last attempt failed: QStash owes it nothing more.
+    await noteFailedAttempt(db(), "notify.mail", "msg_a", "its last attempt", null);
+    expect(await retriesDue()).toEqual({ msg_earlier: 600 });
+    expect((await t.pool.query("SELECT attempts FROM subscription_failures")).rows).toEqual([
+      { attempts: 12 },
+    ]);
   });
 
-  it("a new run owes only its own job's retry", async () => {
+  it("a retry long past does not keep a run going", async () => {
     const now = new Date();
     await run("notify.mail", {
       started: minutesAgo(now, 600),
@@ -138,9 +153,9 @@ describe("the retry QStash owes a failed job", () => {
       attempts: 9,
       retryDue: minutesAgo(now, 200),
     });
-    await noteFailedAttempt(db(), "notify.mail", "a last attempt", null);
-    expect((await t.pool.query("SELECT attempts, retry_due_at FROM subscription_failures")).rows).toEqual([
-      { attempts: 1, retry_due_at: null },
+    await noteFailedAttempt(db(), "notify.mail", "msg_a", "a last attempt", null);
+    expect((await t.pool.query("SELECT attempts FROM subscription_failures")).rows).toEqual([
+      { attempts: 1 },
     ]);
   });
 });
@@ -282,6 +297,23 @@ describe("an outage with no new jobs (QStash's retries ever further apart)", () 
   });
 });
 
+describe("the sweep's care of the retries due", () => {
+  it("drops a retry due before the quiet spell, which decides nothing any more, and keeps later ones", async () => {
+    const now = new Date();
+    await t.pool.query(
+      `INSERT INTO job_retries_due (message_id, subscription, due_at)
+       VALUES ('msg_gone', 'notify.mail', $1), ('msg_recent', 'notify.mail', $2), ('msg_coming', 'notify.mail', $3)`,
+      [
+        minutesAgo(now, FAILING_QUIET_MINUTES + 1),
+        minutesAgo(now, FAILING_QUIET_MINUTES - 1),
+        minutesAgo(now, -60),
+      ],
+    );
+    await evaluateFailingSubscriptions(db(), { now });
+    expect(Object.keys(await retriesDue())).toEqual(["msg_coming", "msg_recent"]);
+  });
+});
+
 describe("the job route notes the run", () => {
   let mailApi: Server;
   let answer = 503;
@@ -299,7 +331,13 @@ describe("the job route notes the run", () => {
   });
   afterAll(() => new Promise<void>((resolve) => mailApi.close(() => resolve())));
 
-  const deliver = (body: string, retried: number, headers: Record<string, string> = {}) =>
+  // A job's attempts: QStash keeps its message id across retries.
+  const deliver = (
+    body: string,
+    retried: number,
+    headers: Record<string, string> = {},
+    messageId = `msg_${crypto.randomUUID()}`,
+  ) =>
     call(app, env, "POST", "/jobs/notify.mail", body, {
       headers: {
         ...headers,
@@ -308,7 +346,7 @@ describe("the job route notes the run", () => {
           url: `${env.PUBLIC_URL}/jobs/notify.mail`,
           body: Buffer.from(body),
         }),
-        "upstash-message-id": `msg_${crypto.randomUUID()}`,
+        "upstash-message-id": messageId,
         "upstash-retried": String(retried),
       },
     });
@@ -316,7 +354,7 @@ describe("the job route notes the run", () => {
   it("counts each attempt its handler failed, and ends the run when a retried job succeeds", async () => {
     const jobs = [relayJobBody("notify.mail"), relayJobBody("notify.mail")];
     answer = 503;
-    for (const body of jobs) expect((await deliver(body, 0)).status).toBe(500);
+    for (const [i, body] of jobs.entries()) expect((await deliver(body, 0, {}, `msg_${i}`)).status).toBe(500);
     const failing = await t.pool.query(
       "SELECT attempts, last_error, recovered_at FROM subscription_failures",
     );
@@ -330,26 +368,52 @@ describe("the job route notes the run", () => {
     expect(
       (await t.pool.query("SELECT recovered_at FROM subscription_failures")).rows[0].recovered_at,
     ).toBeNull();
-    // A retried one that works says the subscription works again.
-    expect((await deliver(jobs[0]!, 1)).status).toBe(200);
+    // A retried one that works says the subscription works again, and QStash owes it nothing.
+    expect((await deliver(jobs[0]!, 1, {}, "msg_0")).status).toBe(200);
     expect(
       (await t.pool.query("SELECT recovered_at FROM subscription_failures")).rows[0].recovered_at,
     ).toBeInstanceOf(Date);
+    expect(Object.keys(await retriesDue())).toEqual(["msg_1"]);
   });
 
-  it("records when QStash tries the job next: none after its last retry", async () => {
+  it("records when QStash tries each job next: none after its last retry", async () => {
     answer = 503;
     // notify.mail's jobs have 5 retries: the 6th attempt (retried 5) was the last.
-    expect((await deliver(relayJobBody("notify.mail"), 5)).status).toBe(500);
-    expect((await t.pool.query("SELECT retry_due_at FROM subscription_failures")).rows).toEqual([
-      { retry_due_at: null },
+    expect((await deliver(relayJobBody("notify.mail"), 5, {}, "msg_last")).status).toBe(500);
+    expect(await retriesDue()).toEqual({});
+    expect((await deliver(relayJobBody("notify.mail"), 2, {}, "msg_third")).status).toBe(500);
+    const due = await retriesDue();
+    expect(due["msg_third"]).toBeGreaterThanOrEqual(1809 - 2);
+    expect(due["msg_third"]).toBeLessThanOrEqual(1809 + 2);
+    expect((await t.pool.query("SELECT attempts FROM subscription_failures")).rows).toEqual([
+      { attempts: 2 },
     ]);
-    expect((await deliver(relayJobBody("notify.mail"), 2)).status).toBe(500);
-    const { rows } = await t.pool.query(
-      `SELECT attempts, retry_due_at BETWEEN now() + interval '1800 s' AND now() + interval '1810 s' AS in_30_min
-         FROM subscription_failures`,
-    );
-    expect(rows).toEqual([{ attempts: 2, in_30_min: true }]);
+  });
+
+  it("resolves once every failed job's last attempt has failed, though earlier ones expected retries a day away", async () => {
+    // Two jobs down to their last retries: each failure expects the next (6 h, a
+    // day), then the last attempts fail. QStash owes nothing any more: the failures
+    // are job failures now, and the alert is quiet 15 minutes after the last one,
+    // not a day after a retry that will never come.
+    answer = 503;
+    const [a, b] = [relayJobBody("notify.mail"), relayJobBody("notify.mail")];
+    expect((await deliver(a, 3, {}, "msg_a")).status).toBe(500);
+    expect((await deliver(b, 4, {}, "msg_b")).status).toBe(500);
+    expect((await deliver(a, 4, {}, "msg_a")).status).toBe(500);
+    expect((await deliver(a, 5, {}, "msg_a")).status).toBe(500);
+    expect((await deliver(b, 5, {}, "msg_b")).status).toBe(500);
+    await t.pool.query("UPDATE subscription_failures SET streak_started_at = now() - interval '1 hour'");
+    const now = new Date();
+    expect(await evaluateFailingSubscriptions(db(), { now })).toMatchObject({ raised: ["notify.mail"] });
+    const [open] = await openAlerts();
+    expect(open.message).not.toContain("the last expected by");
+    expect(open.details).toMatchObject({ attempts: 5, retryDueAt: null });
+
+    const quiet = new Date(now.getTime() + (FAILING_QUIET_MINUTES + 1) * 60_000);
+    expect(await evaluateFailingSubscriptions(db(), { now: quiet })).toMatchObject({
+      failing: 0,
+      recovered: ["notify.mail"],
+    });
   });
 
   it("ends the run when an operator's retry of a job failure works (a new message, retried 0)", async () => {

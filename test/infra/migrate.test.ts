@@ -335,3 +335,39 @@ describe("migration 0023 on a database with an alert per failed job", () => {
     }
   });
 });
+
+describe("migration 0025 on a database with a run's last retry due", () => {
+  const { url, before } = databaseBefore(25);
+
+  it("keeps each run's expected retry, under a name no QStash message id has", async () => {
+    await migrateDatabase(url, before());
+    const db = new pg.Client({ connectionString: url });
+    await db.connect();
+    try {
+      await db.query(
+        `INSERT INTO subscription_failures
+                (subscription, streak_started_at, last_failed_at, attempts, last_error, retry_due_at)
+         VALUES ('notify.mail', now() - interval '1 hour', now(), 12, 'down', '2026-12-07T06:00:00Z'),
+                ('corpus.index', now() - interval '1 hour', now(), 3, 'down', NULL)`,
+      );
+      await migrateDatabase(url);
+      const { rows } = await db.query(
+        "SELECT message_id, subscription, due_at FROM job_retries_due ORDER BY subscription",
+      );
+      expect(rows).toEqual([
+        {
+          message_id: "run-before-0025:notify.mail",
+          subscription: "notify.mail",
+          due_at: new Date("2026-12-07T06:00:00Z"),
+        },
+      ]);
+      const runs = await db.query("SELECT subscription, attempts FROM subscription_failures ORDER BY 1");
+      expect(runs.rows).toEqual([
+        { subscription: "corpus.index", attempts: 3 },
+        { subscription: "notify.mail", attempts: 12 },
+      ]);
+    } finally {
+      await db.end();
+    }
+  });
+});

@@ -8,10 +8,10 @@ export const FAILING_ALERT_AFTER_MINUTES = 5;
 
 /**
  * Minutes without a failed attempt, counted from the last retry QStash owes the
- * run's jobs (`retry_due_at`), after which a run of failures is over: the alert
- * resolves, and the next failure starts a new run. Counted from the last failure
- * alone, an outage with no new jobs resolved and raised again at each of QStash's
- * ever sparser retries (30 min, 6 h, a day apart).
+ * subscription's jobs (`job_retries_due`), after which a run of failures is over:
+ * the alert resolves, and the next failure starts a new run. Counted from the last
+ * failure alone, an outage with no new jobs resolved and raised again at each of
+ * QStash's ever sparser retries (30 min, 6 h, a day apart).
  */
 export const FAILING_QUIET_MINUTES = 15;
 
@@ -37,54 +37,67 @@ export function nextRetryDelaySeconds(retried: number, retries: number | undefin
 const ERROR_KEPT = 500;
 
 /**
- * The job route's part, when a subscription's handler failed an attempt: counts it
- * in the subscription's run of failures, or starts a new run when the last one
- * ended (a retried job succeeded since, or none failed for FAILING_QUIET_MINUTES
- * past the last retry due), and moves the run's last retry due out to this job's
- * next attempt, `retryInSeconds` from now (nextRetryDelaySeconds; null: it has
- * none). One upsert on the subscription's row, so concurrent failing jobs (up to
- * the flow-control limit at once) each count once.
+ * The job route's part, when a subscription's handler failed an attempt of job
+ * `messageId`: counts it in the subscription's run of failures, or starts a new run
+ * when the last one ended (a retried job succeeded since, or none failed for
+ * FAILING_QUIET_MINUTES past the last retry due), and records when QStash tries this
+ * job next, `retryInSeconds` from now (nextRetryDelaySeconds), or, when it has no
+ * retry left (null), that it owes this job nothing more. One statement: the upsert
+ * on the subscription's row, so concurrent failing jobs (up to the flow-control
+ * limit at once) each count once, and the job's own row, which no other job writes.
  */
 export async function noteFailedAttempt(
   db: Db,
   subscription: string,
+  messageId: string,
   error: string,
   retryInSeconds: number | null,
 ): Promise<void> {
   const due =
     retryInSeconds === null ? sql`NULL::timestamptz` : sql`now() + make_interval(secs => ${retryInSeconds})`;
+  // On the statement's snapshot: whether the run was over before this failure,
+  // this job's previous due included.
   const ended = sql`(s.recovered_at IS NOT NULL OR ${quietSince(sql`now()`)})`;
   await db.execute(sql`
+    WITH owed AS (
+      INSERT INTO job_retries_due AS d (message_id, subscription, due_at)
+      SELECT ${messageId}, ${subscription}, ${due} WHERE ${due} IS NOT NULL
+      ON CONFLICT (message_id) DO UPDATE SET due_at = EXCLUDED.due_at
+    ),
+    settled AS (
+      DELETE FROM job_retries_due WHERE message_id = ${messageId} AND ${due} IS NULL
+    )
     INSERT INTO subscription_failures AS s
-           (subscription, streak_started_at, last_failed_at, attempts, last_error, retry_due_at)
-    VALUES (${subscription}, now(), now(), 1, ${error.slice(0, ERROR_KEPT)}, ${due})
+           (subscription, streak_started_at, last_failed_at, attempts, last_error)
+    VALUES (${subscription}, now(), now(), 1, ${error.slice(0, ERROR_KEPT)})
     ON CONFLICT (subscription) DO UPDATE SET
       streak_started_at = CASE WHEN ${ended} THEN now() ELSE s.streak_started_at END,
       attempts = CASE WHEN ${ended} THEN 1 ELSE s.attempts + 1 END,
-      -- A new run owes only this job's retry; a going one the later of the two
-      -- (greatest() skips a NULL).
-      retry_due_at = CASE WHEN ${ended} THEN EXCLUDED.retry_due_at
-                          ELSE greatest(s.retry_due_at, EXCLUDED.retry_due_at) END,
       last_failed_at = now(), last_error = EXCLUDED.last_error, recovered_at = NULL`);
 }
 
+/** The last retry QStash owes run `s`'s subscription, if any (NULL when none). */
+const lastRetryDue = sql`(SELECT max(d.due_at) FROM job_retries_due d WHERE d.subscription = s.subscription)`;
+
 /**
  * Whether run `s` has been quiet for FAILING_QUIET_MINUTES by `now`: no attempt
- * failed, and no retry was due, in that spell.
+ * failed, and no retry of its subscription's jobs was due, in that spell
+ * (greatest() skips a NULL).
  */
 function quietSince(now: SQL): SQL {
-  return sql`greatest(s.last_failed_at, s.retry_due_at) < ${now} - make_interval(mins => ${FAILING_QUIET_MINUTES})`;
+  return sql`greatest(s.last_failed_at, ${lastRetryDue}) < ${now} - make_interval(mins => ${FAILING_QUIET_MINUTES})`;
 }
 
 /**
- * The job route's part when a job that had failed before succeeded (QStash's retried
- * count above 0, or an operator's retry of a job failure): the subscription works
- * again, so its run of failures is over. Only such jobs say so, so a healthy
- * subscription's jobs pay nothing; a first attempt that succeeds during an
- * intermittent outage proves less.
+ * The job route's part when job `messageId`, which had failed before, succeeded
+ * (QStash's retried count above 0, or an operator's retry of a job failure): the
+ * subscription works again, so its run of failures is over, and QStash owes the job
+ * nothing more. Only such jobs say so, so a healthy subscription's jobs pay nothing;
+ * a first attempt that succeeds during an intermittent outage proves less.
  */
-export async function noteRecovered(db: Db, subscription: string): Promise<void> {
+export async function noteRecovered(db: Db, subscription: string, messageId: string): Promise<void> {
   await db.execute(sql`
+    WITH settled AS (DELETE FROM job_retries_due WHERE message_id = ${messageId})
     UPDATE subscription_failures SET recovered_at = now()
      WHERE subscription = ${subscription} AND recovered_at IS NULL`);
 }
@@ -97,6 +110,15 @@ export interface FailingCheck {
   raised: string[];
   /** Those whose alert this check resolved: a retried job succeeded, or none failed for a while. */
   recovered: string[];
+}
+
+/** The subscription's (`s`) failed jobs waiting for an operator's retry (owedFailure). */
+const owed = sql`(SELECT count(*)::int FROM job_failures j
+                   WHERE j.subscription = s.subscription AND ${owedFailure(sql.raw("j"))})`;
+
+/** "1 job" or "12 jobs", for a count in SQL. */
+function jobsWord(count: SQL): SQL {
+  return sql`(${count} || CASE WHEN ${count} = 1 THEN ' job' ELSE ' jobs' END)`;
 }
 
 /**
@@ -115,15 +137,6 @@ export interface FailingCheck {
  * updated where there is one and inserted where there is none, overlapping sweeps
  * meeting at the unique index on open alerts per subscription (migration 0021).
  */
-/** The subscription's (`s`) failed jobs waiting for an operator's retry (owedFailure). */
-const owed = sql`(SELECT count(*)::int FROM job_failures j
-                   WHERE j.subscription = s.subscription AND ${owedFailure(sql.raw("j"))})`;
-
-/** "1 job" or "12 jobs", for a count in SQL. */
-function jobsWord(count: SQL): SQL {
-  return sql`(${count} || CASE WHEN ${count} = 1 THEN ' job' ELSE ' jobs' END)`;
-}
-
 export async function evaluateFailingSubscriptions(
   db: Db,
   options: { now: Date; afterMinutes?: number },
@@ -144,12 +157,12 @@ export async function evaluateFailingSubscriptions(
                         CASE WHEN ${owed} = 0 THEN 'QStash retries them'
                              ELSE ${jobsWord(owed)} || ' ran out of retries and wait for a retry among the job failures; '
                                   'QStash retries any others' END,
-                        CASE WHEN s.retry_due_at > ${now}
-                             THEN ', the last expected by ' || ${utcText(sql`s.retry_due_at`)} ELSE '' END) AS message,
+                        CASE WHEN ${lastRetryDue} > ${now}
+                             THEN ', the last expected by ' || ${utcText(lastRetryDue)} ELSE '' END) AS message,
                  jsonb_build_object('attempts', s.attempts,
                                     'failingSince', ${isoTime(sql`s.streak_started_at`)},
                                     'lastFailedAt', ${isoTime(sql`s.last_failed_at`)},
-                                    'retryDueAt', ${isoTime(sql`s.retry_due_at`)},
+                                    'retryDueAt', ${isoTime(lastRetryDue)},
                                     'lastError', s.last_error,
                                     'jobFailuresOwed', ${owed},
                                     'checkedAt', ${isoTime(now)}) AS details
@@ -181,9 +194,9 @@ export async function evaluateFailingSubscriptions(
                                  s.subscription,
                                  CASE WHEN s.recovered_at IS NOT NULL
                                       THEN 'a job that had failed succeeded at ' || ${utcText(sql`s.recovered_at`)}
-                                      WHEN s.retry_due_at > s.last_failed_at
+                                      WHEN ${lastRetryDue} > s.last_failed_at
                                       THEN format('no job failed for %s min after the last retry due at %s',
-                                                  ${FAILING_QUIET_MINUTES}::int, ${utcText(sql`s.retry_due_at`)})
+                                                  ${FAILING_QUIET_MINUTES}::int, ${utcText(lastRetryDue)})
                                       ELSE format('no job failed for %s min', ${FAILING_QUIET_MINUTES}::int) END,
                                  s.attempts, ${utcText(sql`s.streak_started_at`)},
                                  -- Those that ran out of retries come back only when retried.
@@ -193,6 +206,13 @@ export async function evaluateFailingSubscriptions(
            WHERE a.kind = 'subscription.failing' AND a.resolved_at IS NULL
              AND NOT EXISTS (SELECT 1 FROM failing f WHERE f.subscription = a.subscription)
           RETURNING a.subscription
+        ),
+        pruned AS (
+          -- Retries due before the quiet spell decide nothing any more (quietSince):
+          -- a job QStash no longer holds (deleted, or its answer never reached us)
+          -- leaves its row behind.
+          DELETE FROM job_retries_due
+           WHERE due_at < ${now} - make_interval(mins => ${FAILING_QUIET_MINUTES})
         )
         SELECT (SELECT count(*)::int FROM failing) AS failing,
                ARRAY(SELECT subscription FROM raised WHERE new ORDER BY subscription) AS raised,

@@ -63,7 +63,11 @@ export function registerJobsDeliver(app: App) {
       // A job that had failed before worked: QStash's own retry, or an operator's retry
       // of a job failure (a new message, so QStash counts it as a first attempt).
       if (context.retried > 0 || retryOf !== undefined)
-        await noting(() => noteRecovered(c.var.db, name), `that ${name} works again`, c.var.requestId);
+        await noting(
+          () => noteRecovered(c.var.db, name, context.messageId),
+          `that ${name} works again`,
+          c.var.requestId,
+        );
       return c.json({ ok: true });
     }
     if (!outcome.retry) throw new ApiError("job_rejected", outcome.message);
@@ -72,7 +76,7 @@ export function registerJobsDeliver(app: App) {
     // till then the run of failures is not over, however quiet.
     const retryIn = nextRetryDelaySeconds(context.retried, findSubscription(subscriptions, name)?.retries);
     await noting(
-      () => noteFailedAttempt(c.var.db, name, outcome.message, retryIn),
+      () => noteFailedAttempt(c.var.db, name, context.messageId, outcome.message, retryIn),
       `${name}'s failed attempt`,
       c.var.requestId,
     );
