@@ -53,7 +53,12 @@ export interface WorkerdStackOptions {
    * CPU profile of the Worker under a benchmark's load (bench/profile-write.ts).
    */
   inspectorPort?: number;
+  /** Picks the port the Worker listens on: a free one by default (a test's busy one to try a clash). */
+  pickPort?: () => Promise<number>;
 }
+
+/** Ports tried for the Worker before giving up, when each turns out taken. */
+const PORT_TRIES = 3;
 
 /**
  * Starts the stack. The port is picked before the Worker starts because
@@ -76,9 +81,7 @@ export async function startWorkerdStack(options: WorkerdStackOptions): Promise<W
     started.push(() => qstash.close());
     const sink = await startMailSink({ log: () => undefined });
     started.push(() => sink.close());
-    const port = await freePort();
-    const url = `http://127.0.0.1:${port}`;
-    const env: Bindings = {
+    const common = {
       ...options.bindings,
       // Pooled: the pooler's connection string, whose password it checks, and a
       // pipelined connect, which it always takes (it answers the start-up itself).
@@ -89,46 +92,14 @@ export async function startWorkerdStack(options: WorkerdStackOptions): Promise<W
       QSTASH_TOKEN: qstash.token,
       QSTASH_CURRENT_SIGNING_KEY: qstash.currentSigningKey,
       QSTASH_NEXT_SIGNING_KEY: qstash.nextSigningKey,
-      PUBLIC_URL: url,
       MAIL_API_URL: `${sink.url}/mail`,
-      ...options.overrides,
-    };
+    } satisfies Partial<Bindings>;
     // A local stack needs no real `request.cf`: without this, miniflare tries to fetch
     // it from workers.cloudflare.com and prints a stack trace when offline (as
     // `npm run dev` and CI already say for wrangler dev).
     process.env.CLOUDFLARE_CF_FETCH_ENABLED ??= "false";
-    const worker = await unstable_startWorker({
-      // The deployable configuration (entry, compatibility date and flags), with these bindings.
-      config: options.config ?? fileURLToPath(new URL("../wrangler.toml", import.meta.url)),
-      sendMetrics: false,
-      bindings: Object.fromEntries([
-        ...Object.entries(env)
-          .filter(([name, value]) => value !== undefined && name !== "API_RATE_LIMIT")
-          .map(([name, value]) => [name, { type: "plain_text" as const, value: String(value) }]),
-        [
-          "API_RATE_LIMIT",
-          // wrangler's own shape for a [[ratelimits]] entry (its Binding type is not exported).
-          {
-            type: "ratelimit",
-            namespace_id: "1001",
-            simple: options.rateLimit ?? { limit: 1_000_000, period: 10 },
-          } as unknown as { type: "plain_text"; value: string },
-        ],
-      ]),
-      dev: {
-        server: { hostname: "127.0.0.1", port },
-        inspector:
-          options.inspectorPort === undefined
-            ? false
-            : { hostname: "127.0.0.1", port: options.inspectorPort },
-        watch: false,
-        persist: false,
-        logLevel: options.logLevel ?? "warn",
-        testScheduled: true,
-      },
-    });
+    const { worker, url, env } = await startOnAFreePort(options, common);
     started.push(() => worker.dispose());
-    await worker.ready;
     return {
       url,
       env,
@@ -142,4 +113,79 @@ export async function startWorkerdStack(options: WorkerdStackOptions): Promise<W
     await close();
     throw error;
   }
+}
+
+type StartedWorker = Awaited<ReturnType<typeof unstable_startWorker>>;
+
+/**
+ * The Worker on a port picked free. The port is left for workerd to bind after
+ * bundling, seconds later, and another process can take it meanwhile: workerd then
+ * fails to listen, wrangler reports that as an error event, and `ready` never
+ * settles (a suite's start-up once hung past its budget). So a taken port is tried
+ * again on another, and any other start-up error fails the start instead of hanging it.
+ */
+async function startOnAFreePort(
+  options: WorkerdStackOptions,
+  common: Bindings,
+): Promise<{ worker: StartedWorker; url: string; env: Bindings }> {
+  for (let attempt = 1; ; attempt++) {
+    const port = await (options.pickPort ?? freePort)();
+    const url = `http://127.0.0.1:${port}`;
+    const env: Bindings = { ...common, PUBLIC_URL: url, ...options.overrides };
+    const worker = await startWorker(options, env, port);
+    try {
+      await readyOrError(worker);
+      return { worker, url, env };
+    } catch (error) {
+      // Not dispose(): it waits for the `ready` that never settles.
+      await worker.raw.teardown().catch(() => undefined);
+      if (!addressInUse(error) || attempt === PORT_TRIES) throw error;
+    }
+  }
+}
+
+/** workerd listening, or the first error wrangler reports while starting it. */
+function readyOrError(worker: StartedWorker): Promise<void> {
+  return new Promise((resolve, reject) => {
+    worker.raw.once("error", reject);
+    worker.ready.then(() => {
+      worker.raw.off("error", reject);
+      resolve();
+    }, reject);
+  });
+}
+
+function addressInUse(error: unknown): boolean {
+  return error instanceof Error && error.message.includes("Address already in use");
+}
+
+function startWorker(options: WorkerdStackOptions, env: Bindings, port: number): Promise<StartedWorker> {
+  return unstable_startWorker({
+    // The deployable configuration (entry, compatibility date and flags), with these bindings.
+    config: options.config ?? fileURLToPath(new URL("../wrangler.toml", import.meta.url)),
+    sendMetrics: false,
+    bindings: Object.fromEntries([
+      ...Object.entries(env)
+        .filter(([name, value]) => value !== undefined && name !== "API_RATE_LIMIT")
+        .map(([name, value]) => [name, { type: "plain_text" as const, value: String(value) }]),
+      [
+        "API_RATE_LIMIT",
+        // wrangler's own shape for a [[ratelimits]] entry (its Binding type is not exported).
+        {
+          type: "ratelimit",
+          namespace_id: "1001",
+          simple: options.rateLimit ?? { limit: 1_000_000, period: 10 },
+        } as unknown as { type: "plain_text"; value: string },
+      ],
+    ]),
+    dev: {
+      server: { hostname: "127.0.0.1", port },
+      inspector:
+        options.inspectorPort === undefined ? false : { hostname: "127.0.0.1", port: options.inspectorPort },
+      watch: false,
+      persist: false,
+      logLevel: options.logLevel ?? "warn",
+      testScheduled: true,
+    },
+  });
 }
