@@ -97,10 +97,11 @@ describe("outbox webhooks: what an operator reads", () => {
     expect(text.code).toBe(0);
     const [header, ...lines] = text.stdout.trim().split("\n");
     expect(header).toMatch(/^ID\s+URL\s+SCOPE\s+HEALTH\s+SUCCESS, 24 H\s+PENDING\s+FAILED$/);
+    // Newest first, as GET /admin/webhooks/endpoints pages them and the dashboard lists them.
     expect(lines).toEqual([
       expect.stringMatching(
         new RegExp(
-          `^${healthy.id}\\s+https://hooks.example.com/ok\\s+acme\\s+healthy\\s+100.0 % of 1\\s+0\\s+0$`,
+          `^${off.id}\\s+https://hooks.example.com/off\\s+acme\\s+disabled\\s+no attempts\\s+0\\s+0$`,
         ),
       ),
       expect.stringMatching(
@@ -110,14 +111,14 @@ describe("outbox webhooks: what an operator reads", () => {
       ),
       expect.stringMatching(
         new RegExp(
-          `^${off.id}\\s+https://hooks.example.com/off\\s+acme\\s+disabled\\s+no attempts\\s+0\\s+0$`,
+          `^${healthy.id}\\s+https://hooks.example.com/ok\\s+acme\\s+healthy\\s+100.0 % of 1\\s+0\\s+0$`,
         ),
       ),
     ]);
 
     const json = await runCli(["webhooks", "list", "--json"], dbOnly());
     const listed = JSON.parse(json.stdout);
-    expect(listed.map((e: { id: string }) => e.id)).toEqual([healthy.id, failing.id, off.id]);
+    expect(listed.map((e: { id: string }) => e.id)).toEqual([off.id, failing.id, healthy.id]);
     expect(listed[1]).toMatchObject({
       attempts24h: 3,
       succeeded24h: 0,

@@ -5,7 +5,8 @@ import { dashboardClient, poison, stateOf } from "../support/dashboard.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { poisonEvents, seedEvents } from "../support/events.ts";
 import { resetOutbox } from "../support/relay.ts";
-import { bindings } from "../support/worker.ts";
+import { bindings, call } from "../support/worker.ts";
+import { createApp } from "../../src/worker/app.ts";
 import { clearFailuresSql } from "../../src/outbox/relay/backoff.ts";
 import { markAndCommit } from "../../src/outbox/relay/mark.ts";
 import { importSecretsKey, newSecretsKey, openSecret } from "../../src/domain/webhooks/secret-box.ts";
@@ -528,6 +529,20 @@ describe("webhook endpoints", () => {
     expect(row("https://receiver.example/off")).toContain(`failing for 5 days ${ESCAPED}`);
     expect(list.text).not.toContain(SCRIPT);
     expect(list.text).not.toContain("sealed");
+    // Newest first, in the order GET /admin/webhooks/endpoints pages them.
+    const api = await call<{ endpoints: { url: string }[] }>(
+      createApp(),
+      env,
+      "GET",
+      "/admin/webhooks/endpoints",
+      undefined,
+      { headers: { authorization: `Bearer ${env.ADMIN_TOKEN}` } },
+    );
+    const apiOrder = api.body.endpoints.map((e) => e.url);
+    expect(apiOrder).toEqual(["https://receiver.example/off", "https://receiver.example/ok"]);
+    expect(list.text.indexOf("https://receiver.example/off")).toBeLessThan(
+      list.text.indexOf("https://receiver.example/ok"),
+    );
 
     const detail = await browser.get(`/dashboard/webhooks/${ok}`);
     expect(detail.status).toBe(200);

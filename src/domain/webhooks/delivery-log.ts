@@ -145,7 +145,11 @@ export interface EndpointHealth {
   lagging: Lagging | null;
 }
 
-/** Every endpoint with its health: the columns the deliverer keeps, and the last day's attempts. */
+/**
+ * Every endpoint with its health: the columns the deliverer keeps, and the last day's
+ * attempts. Newest first, as `GET /admin/webhooks/endpoints` pages them, so the
+ * dashboard, `webhooks list` and the API list endpoints in one order.
+ */
 export async function endpointHealth(db: Db, endpointId?: string): Promise<EndpointHealth[]> {
   const dayAgo = sql`now() - interval '24 hours'`;
   // The outer table is named in full: inside sql``, Drizzle renders a column
@@ -178,7 +182,7 @@ export async function endpointHealth(db: Db, endpointId?: string): Promise<Endpo
     })
     .from(webhookEndpoints)
     .where(endpointId ? eq(webhookEndpoints.id, endpointId) : undefined)
-    .orderBy(asc(webhookEndpoints.createdAt));
+    .orderBy(desc(webhookEndpoints.createdAt), desc(webhookEndpoints.id));
   return found.map((e) => ({
     ...e,
     attempts24h: Number(e.attempts24h),
