@@ -1,5 +1,6 @@
 import { SCOPE_MAX, singleLine } from "../domain/text.ts";
 import { eventJobFailures } from "../domain/job-failures/record.ts";
+import { openAlertsCountingEvent } from "../domain/job-failures/retry.ts";
 import { eventDeliveries } from "../domain/webhooks/delivery-log.ts";
 import {
   assertEventId,
@@ -74,7 +75,8 @@ export const eventsCommand: Command = ({ options, sub, rest }) => {
       // delivery's attempts are `webhooks delivery <id>`'s to show, so none is read here.
       const webhookDeliveries = await eventDeliveries(dbOf(pool), id);
       const jobFailures = await eventJobFailures(dbOf(pool), id);
-      const shown = { ...event, webhookDeliveries, jobFailures };
+      const countingAlerts = await openAlertsCountingEvent(dbOf(pool), id);
+      const shown = { ...event, webhookDeliveries, jobFailures, countingAlerts };
       print(shown, () => formatEvent(shown));
       return 0;
     };

@@ -1,6 +1,6 @@
 import type { ApiKey } from "../domain/api-keys/keys.ts";
 import { lastAnswerOf, type JobFailureRow } from "../domain/job-failures/record.ts";
-import type { OperatorStats } from "../domain/job-failures/retry.ts";
+import { alertsShownWithEvent, type OperatorStats } from "../domain/job-failures/retry.ts";
 import {
   healthLabel,
   laggingText,
@@ -53,6 +53,7 @@ export function formatEvent(
     alerts: AlertRow[];
     webhookDeliveries: Omit<EventDelivery, "attemptLog">[];
     jobFailures: JobFailureRow[];
+    countingAlerts: AlertRow[];
   },
 ): string {
   const lines = [
@@ -98,10 +99,12 @@ export function formatEvent(
       `  failed job ${f.id} ${f.subscription} ${when(f.receivedAt)}: ${lastAnswerOf(f, 60)}; ${retry}`,
     );
   }
-  // Each alert says whether it is still open, as --json's resolvedAt does.
-  for (const a of event.alerts) {
+  // Each alert says whether it is still open, as --json's resolvedAt does, and why
+  // it is here when the row alone would mislead, as the event's page does.
+  for (const { alert: a, why } of alertsShownWithEvent(event, event.countingAlerts)) {
     const status = a.resolvedAt ? `resolved ${when(a.resolvedAt)}` : "open";
-    lines.push(`  alert      ${when(a.createdAt)} ${a.kind} (${status}): ${a.message}`);
+    lines.push(`  alert      ${a.id} ${when(a.createdAt)} ${a.kind} (${status}): ${a.message}`);
+    if (why) lines.push(`             (${why})`);
   }
   return lines.join("\n");
 }

@@ -1,4 +1,6 @@
 import { beforeEach, describe, expect, it } from "vitest";
+import type { Db } from "../../src/domain/db.ts";
+import { recordJobFailure } from "../../src/domain/job-failures/record.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { poisonEvents, seedEvents } from "../support/events.ts";
 import { insertJobFailure, relayJobBody } from "../support/job-failures.ts";
@@ -219,6 +221,7 @@ describe("outbox CLI", () => {
 
   it("says whether each of an event's alerts is resolved, as --json does", async () => {
     const [id] = await seedEvents(t.pool, 1);
+    await t.pool.query("UPDATE events SET created_at = '2026-12-05T07:00:00Z' WHERE id = $1", [id]);
     await t.pool.query(
       `INSERT INTO outbox_alerts (kind, event_id, message, created_at, resolved_at) VALUES
          ('event.poisoned', $1, 'poisoned after 5 attempts: boom', '2026-12-05T08:00:00Z', '2026-12-05T09:30:00Z'),
@@ -229,14 +232,52 @@ describe("outbox CLI", () => {
     expect(show.code).toBe(0);
     const alerts = show.stdout.split("\n").filter((l) => l.startsWith("  alert"));
     expect(alerts).toEqual([
-      "  alert      2026-12-05T08:00:00.000Z event.poisoned (resolved 2026-12-05T09:30:00.000Z): poisoned after 5 attempts: boom",
-      "  alert      2026-12-05T08:10:00.000Z webhook.delivery_failed (open): gave up after 8 attempts",
+      expect.stringMatching(
+        /^ {2}alert {6}\d+ 2026-12-05T08:00:00\.000Z event\.poisoned \(resolved 2026-12-05T09:30:00\.000Z\): poisoned after 5 attempts: boom$/,
+      ),
+      expect.stringMatching(
+        /^ {2}alert {6}\d+ 2026-12-05T08:10:00\.000Z webhook\.delivery_failed \(open\): gave up after 8 attempts$/,
+      ),
     ]);
     const json = JSON.parse((await runCli(["events", "show", id!, "--json"], env())).stdout);
     expect(json.alerts.map((a: { resolvedAt: string | null }) => a.resolvedAt)).toEqual([
       "2026-12-05T09:30:00.000Z",
       null,
     ]);
+  });
+
+  it("shows the open job.failed alert that counts an earlier event's failed job under a later one", async () => {
+    // One alert per subscription names only its latest event (ADR 0037): the earlier
+    // event's show listed no alert at all while its failure was counted.
+    await t.pool.query("UPDATE outbox_alerts SET resolved_at = now() WHERE resolved_at IS NULL");
+    const [earlier, later] = await seedEvents(t.pool, 2, { fanned: true });
+    for (const id of [earlier, later]) {
+      await recordJobFailure(t.db as unknown as Db, {
+        messageId: `msg_${crypto.randomUUID().replaceAll("-", "")}`,
+        subscription: "notify.mail",
+        eventId: id!,
+        status: 500,
+        body: relayJobBody("notify.mail", { id }),
+        responseBody: null,
+        dlqId: null,
+        retried: 5,
+      });
+    }
+    const { rows } = await t.pool.query(
+      "SELECT id::int FROM outbox_alerts WHERE kind = 'job.failed' AND resolved_at IS NULL",
+    );
+    const alertId: number = rows[0].id;
+    const first = (await runCli(["events", "show", earlier!], env())).stdout.split("\n");
+    const at = first.findIndex((l) => l.startsWith(`  alert      ${alertId} `));
+    expect(first[at]).toContain("job.failed (open): 2 jobs for notify.mail ran out of retries");
+    expect(first[at + 1]).toBe("             (counts this event's failed job; it names the latest)");
+    const json = JSON.parse((await runCli(["events", "show", earlier!, "--json"], env())).stdout);
+    expect(json.alerts).toEqual([]);
+    expect(json.countingAlerts.map((a: { id: number }) => a.id)).toEqual([alertId]);
+    // The event it names lists it once, as its own.
+    const last = JSON.parse((await runCli(["events", "show", later!, "--json"], env())).stdout);
+    expect(last.alerts.map((a: { id: number }) => a.id)).toEqual([alertId]);
+    expect(last.countingAlerts).toEqual([]);
   });
 
   it("resolves one alert by id, or every open one of a kind, and says when there was nothing to do", async () => {

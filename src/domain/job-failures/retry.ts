@@ -357,9 +357,10 @@ async function recordRetries(db: Db, ids: number[], messageIds: string[]): Promi
 }
 
 /**
- * The open `job.failed` alerts that count one of event `eventId`'s failed jobs. Each
- * names only the latest event it counts (ADR 0037), so an earlier event's page read
- * "Alerts: None." while its failure was counted under a later one (walkthrough).
+ * The open `job.failed` alerts that count one of event `eventId`'s failed jobs but
+ * name another event. Each names only the latest event it counts (ADR 0037), so an
+ * earlier event's page read "Alerts: None." while its failure was counted under a
+ * later one (walkthrough). Its views show them beside its own (alertsShownWithEvent).
  */
 export function openAlertsCountingEvent(db: Db, eventId: string): Promise<AlertRow[]> {
   return db
@@ -369,11 +370,40 @@ export function openAlertsCountingEvent(db: Db, eventId: string): Promise<AlertR
       and(
         eq(alerts.kind, "job.failed"),
         isNull(alerts.resolvedAt),
+        sql`${alerts.eventId} IS DISTINCT FROM ${eventId}`,
         sql`EXISTS (SELECT 1 FROM job_failures f
                      WHERE f.event_id = ${eventId} AND ${countedBy(sql.raw("outbox_alerts"), sql.raw("f"))})`,
       ),
     )
     .orderBy(alerts.id);
+}
+
+/** An alert as an event's views show it, and why it is there when the row alone would mislead. */
+export interface ShownAlert {
+  alert: AlertRow;
+  why?: string;
+}
+
+/**
+ * The alerts an event's page and `events show` list: its own, then those that count
+ * one of its failed jobs under a later event (`counting`, openAlertsCountingEvent).
+ */
+export function alertsShownWithEvent(
+  event: { createdAt: Date; alerts: AlertRow[] },
+  counting: AlertRow[],
+): ShownAlert[] {
+  return [
+    ...event.alerts.map((alert) => ({
+      alert,
+      // An endpoint's or a subscription's one alert (ADR 0031, 0037) names its latest
+      // failure's event, so it can be older than this event: a walkthrough read it as
+      // raised before the event it was about.
+      ...(alert.createdAt < event.createdAt
+        ? { why: "raised for an earlier failure; this event is its latest" }
+        : {}),
+    })),
+    ...counting.map((alert) => ({ alert, why: "counts this event's failed job; it names the latest" })),
+  ];
 }
 
 /**

@@ -3,6 +3,7 @@ import type { Db } from "../../domain/db.ts";
 import { eventJobFailures, jobFailuresPage } from "../../domain/job-failures/record.ts";
 import {
   notRetriedMessage,
+  openAlertsCountingEvent,
   operatorStats,
   retryAllJobFailures,
   retryJobFailure,
@@ -126,7 +127,11 @@ export function registerAdmin(app: App) {
     const id = c.req.param("id");
     const event = await getEvent(c.var.pool, id);
     if (!event) throw new ApiError("NOT_FOUND", `event ${id} not found`);
-    return c.json({ event: { ...event, jobFailures: await eventJobFailures(c.var.db, id) } });
+    const [jobFailures, countingAlerts] = await Promise.all([
+      eventJobFailures(c.var.db, id),
+      openAlertsCountingEvent(c.var.db, id),
+    ]);
+    return c.json({ event: { ...event, jobFailures, countingAlerts } });
   });
 
   app.post("/admin/events/requeue", valid("json", requeueBody), async (c) => {

@@ -1,8 +1,8 @@
 import type { Hono } from "hono";
 import { eventJobFailures } from "../../../domain/job-failures/record.ts";
-import { openAlertsCountingEvent } from "../../../domain/job-failures/retry.ts";
+import { alertsShownWithEvent, openAlertsCountingEvent } from "../../../domain/job-failures/retry.ts";
 import { deliveriesForEvent, type EventDelivery } from "../../../domain/webhooks/delivery-log.ts";
-import { getEvent, type AlertRow, type EventRow } from "../../../outbox/index.ts";
+import { getEvent, type EventRow } from "../../../outbox/index.ts";
 import { ApiError } from "../../errors.ts";
 import { idParam } from "../../routes/params.ts";
 import type { DashboardEnv } from "../env.ts";
@@ -57,22 +57,7 @@ export function registerEventDetail(dashboard: Hono<DashboardEnv>) {
       eventJobFailures(c.var.db, event.id),
       openAlertsCountingEvent(c.var.db, event.id),
     ]);
-    // Its own alerts, then those that count one of its failed jobs but name a later
-    // event, each with why it is here when the row alone would mislead.
-    const shownAlerts: { alert: AlertRow; why?: string }[] = [
-      ...event.alerts.map((alert) => ({
-        alert,
-        // An endpoint's or a subscription's one alert (ADR 0031, 0037) names its latest
-        // failure's event, so it can be older than this event: a walkthrough read it as
-        // raised before the event it was about.
-        ...(alert.createdAt < event.createdAt
-          ? { why: "raised for an earlier failure; this event is its latest" }
-          : {}),
-      })),
-      ...counting
-        .filter((alert) => alert.eventId !== event.id)
-        .map((alert) => ({ alert, why: "counts this event's failed job; it names the latest" })),
-    ];
+    const shownAlerts = alertsShownWithEvent(event, counting);
     const here = `/dashboard/events/${event.id}`;
     const fanout = Object.entries(event.fanout ?? {});
     return render(
