@@ -812,7 +812,7 @@ describe("alerts", () => {
     );
     await browser.post("/dashboard/alerts/resolve", { id: String(rows[0].id) });
     expect((await browser.get("/dashboard/alerts?resolved=1")).text).toContain(
-      "Resolved 1 alert. 1 job failure is still not retried: retry them from the overview.",
+      "Resolved 1 alert. 1 job failure is still not retried: retry them on the job failures page.",
     );
     await t.pool.query(
       "UPDATE job_failures SET retried_at = now(), retry_message_id = 'msg_x' WHERE id = $1",
@@ -853,7 +853,7 @@ describe("alerts", () => {
     // Beside job.failed's, that a failed job is answered by a retry; poisoned events' has none.
     expect(
       page.text.match(
-        /resolving sends nothing again: <a href="\/dashboard">retry them from the overview<\/a>/g,
+        /resolving sends nothing again: <a href="\/dashboard\/job-failures">retry them on the job failures page<\/a>/g,
       ),
     ).toHaveLength(1);
 

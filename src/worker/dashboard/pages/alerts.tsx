@@ -42,7 +42,7 @@ export function registerAlerts(dashboard: Hono<DashboardEnv>) {
             q.resolved === undefined
               ? undefined
               : `Resolved ${q.resolved} alert${q.resolved === 1 ? "" : "s"}.` +
-                (owed > 0 ? ` ${stillNotRetried(owed)}: retry them from the overview.` : "")
+                (owed > 0 ? ` ${stillNotRetried(owed)}: retry them on the job failures page.` : "")
           }
         />
         <p>
@@ -73,7 +73,7 @@ export function registerAlerts(dashboard: Hono<DashboardEnv>) {
                   // whose alert was resolved: the answer to a failed job is a retry.
                   <span class="muted">
                     {" resolving sends nothing again: "}
-                    <a href="/dashboard">retry them from the overview</a>
+                    <a href="/dashboard/job-failures">retry them on the job failures page</a>
                   </span>
                 ) : null}
               </div>
