@@ -23,11 +23,13 @@ commands:
   events requeue <id>...          put poisoned events back in line
   events requeue --all [--type <glob>]
                                   every event poisoned so far (of that type), with progress
-  job-failures list [--limit <n>] [--before <id>]
+  job-failures list [--subscription <name>] [--limit <n>] [--before <id>]
                                   jobs that exhausted their QStash retries, newest first, a page
                                   at a time (default 50; --before pages back)
   job-failures retry <id>         publish a failed job again as a new job, once
-  job-failures retry --all        the same for every failure not yet retried (after an outage)
+  job-failures retry --all [--subscription <name>]
+                                  the same for every failure not yet retried (after an outage),
+                                  or only that subscription's
   webhooks list                   endpoints: health, the last day's success rate, pending, failed
   webhooks show <endpoint-id> [--status pending|delivered|failed] [--limit <n>]
                                   an endpoint, its health and its newest deliveries
@@ -111,6 +113,7 @@ export function parseCommandLine(argv: string[]) {
         status: { type: "string" },
         kind: { type: "string" },
         name: { type: "string" },
+        subscription: { type: "string" },
         unscoped: { type: "boolean", default: false },
         subject: { type: "string" },
         scope: { type: "string" },
@@ -162,8 +165,8 @@ const OPTIONS_OF: Record<string, readonly string[]> = {
   "events list": ["state", "type", "subject", "scope", "unscoped", "limit", "before"],
   "events show": [],
   "events requeue": ["all", "type"],
-  "job-failures list": ["limit", "before"],
-  "job-failures retry": ["all"],
+  "job-failures list": ["subscription", "limit", "before"],
+  "job-failures retry": ["all", "subscription"],
   "webhooks list": [],
   "webhooks show": ["status", "limit"],
   "webhooks delivery": [],

@@ -1,4 +1,5 @@
 import { jobFailuresPage } from "../domain/job-failures/record.ts";
+import { isSubscriptionName, SUBSCRIPTION_RULE } from "../domain/subscriptions.ts";
 import { notRetriedMessage, retryAllJobFailures, retryJobFailure } from "../domain/job-failures/retry.ts";
 import { MAX_LIST_LIMIT, publishAdvice } from "../outbox/index.ts";
 import { publisherFor } from "../worker/relay.ts";
@@ -16,17 +17,22 @@ export const jobFailuresCommand: Command = ({ options, sub, rest }) => {
     if (rest.length > 0) throw new UsageError(`job-failures list takes no argument, got "${rest[0]}"`);
     const limit = intOption(options.limit, "--limit", 50, MAX_LIST_LIMIT);
     const before = beforeOption(options.before);
+    const subscription = subscriptionOption(options.subscription);
     return async ({ pool, print }) => {
       // A page at a time, as the dashboard's job failures page: --before pages back by id.
-      const page = await jobFailuresPage(dbOf(pool), { before, limit });
+      const page = await jobFailuresPage(dbOf(pool), { before, limit, subscription });
       print(page.jobFailures, () => formatJobFailures(page.jobFailures) + olderHint(page.nextBefore));
       return 0;
     };
   }
   if (sub === "retry" && options.all) {
     if (rest.length > 0) throw new UsageError("job-failures retry --all takes no id");
-    return retryAll;
+    return retryAll(subscriptionOption(options.subscription));
   }
+  if (sub === "retry" && options.subscription !== undefined)
+    throw new UsageError(
+      "--subscription is for job-failures retry --all (one failure is of one subscription)",
+    );
   if (sub === "retry") {
     const [id] = rest;
     if (!id || rest.length > 1) throw new UsageError("job-failures retry takes one job failure id");
@@ -52,35 +58,49 @@ export const jobFailuresCommand: Command = ({ options, sub, rest }) => {
   );
 };
 
+/** `--subscription <name>`: one of the subscriptions, or a usage error that names them. */
+function subscriptionOption(value: string | undefined): string | undefined {
+  if (value === undefined || isSubscriptionName(value)) return value;
+  throw new UsageError(`--subscription ${SUBSCRIPTION_RULE}, got "${value}"`);
+}
+
 /**
- * `job-failures retry --all`: every failure not yet retried, up to the newest at
- * the start (one recorded meanwhile is left for the operator to see), a thousand
- * a publish, with a line per round so a long run shows its progress.
+ * `job-failures retry --all [--subscription <name>]`: every failure not yet retried
+ * (of that subscription), up to the newest at the start (one recorded meanwhile is
+ * left for the operator to see), a thousand a publish, with a line per round so a
+ * long run shows its progress.
  */
-const retryAll: ReturnType<Command> = async ({ pool, print }) => {
-  const env = readVariables(publishVariables);
-  const db = dbOf(pool);
-  const { rows } = await pool.query<{ newest: string | null }>("SELECT max(id) AS newest FROM job_failures");
-  const upTo = Number(rows[0]?.newest ?? 0);
-  const retried: { id: number; retryMessageId: string }[] = [];
-  const publisher = publisherFor(env);
-  for (;;) {
-    const round = await retryAllJobFailures(db, publisher, { upTo }).catch(
-      refusedUnpublished(
-        (error) =>
-          `QStash did not take the retried jobs (${error.message}); ` +
-          `${retried.length} retried before this, none of this round's is marked retried: ${publishAdvice(error)}`,
-      ),
+const retryAll =
+  (subscription: string | undefined): ReturnType<Command> =>
+  async ({ pool, print }) => {
+    const env = readVariables(publishVariables);
+    const db = dbOf(pool);
+    const { rows } = await pool.query<{ newest: string | null }>(
+      "SELECT max(id) AS newest FROM job_failures",
     );
-    retried.push(...round.retried);
-    if (round.retried.length > 0) console.error(`retried ${retried.length} so far…`);
-    // Nothing claimed although more are open: another retry has them.
-    if (!round.more || round.retried.length === 0) break;
-  }
-  print({ retried }, () =>
-    retried.length === 0
-      ? "no job failure left to retry"
-      : `retried ${retried.length} job failure${retried.length === 1 ? "" : "s"} (ids ${retried[0]!.id}–${retried.at(-1)!.id})`,
-  );
-  return 0;
-};
+    const upTo = Number(rows[0]?.newest ?? 0);
+    const retried: { id: number; retryMessageId: string }[] = [];
+    const publisher = publisherFor(env);
+    for (;;) {
+      const round = await retryAllJobFailures(db, publisher, {
+        upTo,
+        ...(subscription === undefined ? {} : { subscription }),
+      }).catch(
+        refusedUnpublished(
+          (error) =>
+            `QStash did not take the retried jobs (${error.message}); ` +
+            `${retried.length} retried before this, none of this round's is marked retried: ${publishAdvice(error)}`,
+        ),
+      );
+      retried.push(...round.retried);
+      if (round.retried.length > 0) console.error(`retried ${retried.length} so far…`);
+      // Nothing claimed although more are open: another retry has them.
+      if (!round.more || round.retried.length === 0) break;
+    }
+    print({ retried }, () =>
+      retried.length === 0
+        ? `no job failure${subscription === undefined ? "" : ` of ${subscription}`} left to retry`
+        : `retried ${retried.length} job failure${retried.length === 1 ? "" : "s"} (ids ${retried[0]!.id}–${retried.at(-1)!.id})`,
+    );
+    return 0;
+  };

@@ -132,6 +132,9 @@ export const jobFailures = pgTable(
     // An event's page lists its failed jobs: since one alert counts a subscription's
     // failures (ADR 0037), the alert names only the latest event.
     index("job_failures_event_idx").on(t.eventId),
+    // The job failures of one subscription, newest first, a page at a time: after one
+    // subscriber's outage, the page an operator retries its failures from.
+    index("job_failures_subscription_idx").on(t.subscription, t.id),
   ],
 );
 

@@ -1,3 +1,4 @@
+import { z } from "zod";
 import { defineSubscriptions } from "../outbox/index.ts";
 
 /**
@@ -12,3 +13,19 @@ export const subscriptions = defineSubscriptions([
   { name: "webhook.fanout", types: ["*"], retries: 5 },
   { name: "notify.mail", types: ["supplier.*"], retries: 5 },
 ]);
+
+/** The subscriptions' names, e.g. for a filter that must name one of them. */
+export const SUBSCRIPTION_NAMES = subscriptions.map((s) => s.name);
+
+/** Whether `name` is one of the subscriptions, and so a filter worth running. */
+export function isSubscriptionName(name: string): boolean {
+  return (SUBSCRIPTION_NAMES as readonly string[]).includes(name);
+}
+
+/** What a filter naming no subscription is told. */
+export const SUBSCRIPTION_RULE = `must name a subscription: ${SUBSCRIPTION_NAMES.join(", ")}`;
+
+/** An optional filter by subscription (the admin routes' and the dashboard's `subscription`). */
+export const subscriptionFilter = z
+  .enum(SUBSCRIPTION_NAMES as [string, ...string[]], { message: SUBSCRIPTION_RULE })
+  .optional();

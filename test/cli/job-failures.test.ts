@@ -108,6 +108,21 @@ describe("outbox job-failures", () => {
     expect(jobsInQStash()).toHaveLength(2);
   });
 
+  it("list and retry --all of one subscription leave the others' failures alone", async () => {
+    const mail = await insertJobFailure(t.pool, { subscription: "notify.mail" });
+    const index = await insertJobFailure(t.pool, { subscription: "corpus.index" });
+    const listed = await runCli(["job-failures", "list", "--subscription", "corpus.index", "--json"], env());
+    expect((JSON.parse(listed.stdout) as { id: number }[]).map((f) => f.id)).toEqual([index]);
+
+    const mailOnly = await runCli(["job-failures", "retry", "--all", "--subscription", "notify.mail"], env());
+
+    expect(mailOnly.code).toBe(0);
+    expect(mailOnly.stdout.trim()).toBe(`retried 1 job failure (ids ${mail}–${mail})`);
+    expect(await jobFailureRow(t.pool, index)).toEqual({ retried_at: null, retry_message_id: null });
+    const again = await runCli(["job-failures", "retry", "--all", "--subscription", "notify.mail"], env());
+    expect(again.stdout.trim()).toBe("no job failure of notify.mail left to retry");
+  });
+
   it("says why a failure cannot be retried, and exits 1", async () => {
     const foreign = await insertJobFailure(t.pool, { subscription: "https://elsewhere.example/hook" });
     const cases: [string, RegExp][] = [
@@ -145,6 +160,14 @@ describe("outbox job-failures", () => {
       [
         ["job-failures", "retry", "--all", "--before", "5"],
         /--before is not an option of job-failures retry/,
+      ],
+      [
+        ["job-failures", "list", "--subscription", "notify.mial"],
+        /--subscription must name a subscription: corpus\.index, webhook\.fanout, notify\.mail, got "notify\.mial"/,
+      ],
+      [
+        ["job-failures", "retry", "5", "--subscription", "notify.mail"],
+        /--subscription is for job-failures retry --all/,
       ],
     ];
     await expectUsageErrors(cases);

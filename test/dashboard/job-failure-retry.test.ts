@@ -418,4 +418,61 @@ describe("the job failures page", () => {
     });
     expect(elsewhere.headers.get("location")).toBe("/dashboard?retriedAll=0");
   });
+
+  it("lists one subscription's failures, from its alert, and retries only those", async () => {
+    await t.pool.query("UPDATE job_failures SET retried_at = now(), retry_message_id = 'msg_done'");
+    await t.pool.query("UPDATE outbox_alerts SET resolved_at = now() WHERE resolved_at IS NULL");
+    const [mailEvent, indexEvent] = await seedEvents(t.pool, 2, { fanned: true });
+    const failed = async (subscription: string, eventId: string) => {
+      const messageId = `msg_${crypto.randomUUID().replaceAll("-", "")}`;
+      await recordJobFailure(t.db as unknown as Db, {
+        messageId,
+        subscription,
+        eventId,
+        status: 500,
+        body: relayJobBody(subscription, { id: eventId }),
+        responseBody: null,
+        dlqId: null,
+        retried: 5,
+      });
+      const { rows } = await t.pool.query("SELECT id::int FROM job_failures WHERE message_id = $1", [
+        messageId,
+      ]);
+      return rows[0].id as number;
+    };
+    const mail = [await failed("notify.mail", mailEvent!), await failed("notify.mail", mailEvent!)];
+    const index = await failed("corpus.index", indexEvent!);
+
+    // The mail alert's "its failed jobs" leads to the mail failures alone.
+    const alerts = (await browser.get("/dashboard/alerts")).text;
+    expect(alerts).toContain(
+      '<a href="/dashboard/job-failures?subscription=notify.mail">its failed jobs</a>',
+    );
+    const here = "/dashboard/job-failures?subscription=notify.mail";
+    const page = (await browser.get(here)).text;
+    expect(page).toContain("<h1>Job failures of notify.mail</h1>");
+    expect(page).toContain('<strong aria-current="page">notify.mail</strong>');
+    expect(page).toContain('<a href="/dashboard/job-failures">every subscription</a>');
+    for (const id of mail) expect(page).toContain(`/dashboard/job-failures/${id}/retry`);
+    expect(page).not.toContain(`/dashboard/job-failures/${index}/retry`);
+    expect(page).toContain("Retry all 2 of notify.mail not yet retried");
+    expect(page).toContain('<input type="hidden" name="subscription" value="notify.mail"/>');
+    // A Retry from this page comes back to it.
+    expect(page).toContain(`<input type="hidden" name="back" value="${here}"/>`);
+
+    const posted = await browser.post("/dashboard/job-failures/retry", {
+      upTo: String(index),
+      subscription: "notify.mail",
+      back: here,
+    });
+    expect(posted.headers.get("location")).toBe(`${here}&retriedAll=2`);
+    for (const id of mail) expect((await jobFailureRow(t.pool, id)).retry_message_id).toMatch(/^msg_/);
+    expect((await jobFailureRow(t.pool, index)).retried_at).toBeNull();
+    // The index's failures are still there to retry once its handler is fixed.
+    expect((await browser.get("/dashboard/job-failures?subscription=corpus.index")).text).toContain(
+      "Retry all 1 of corpus.index not yet retried",
+    );
+    // A page of a subscription that is none says so, rather than listing nothing.
+    expect((await browser.get("/dashboard/job-failures?subscription=notify.mial")).status).toBe(400);
+  });
 });

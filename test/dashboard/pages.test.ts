@@ -828,7 +828,7 @@ describe("alerts", () => {
     );
     const page = await browser.get("/dashboard/alerts");
     expect(page.text).toMatch(
-      /<td class="mono nowrap">subscription corpus\.index<br\/?><a href="\/dashboard\/job-failures">its failed jobs<\/a><\/td>/,
+      /<td class="mono nowrap">subscription corpus\.index<br\/?><a href="\/dashboard\/job-failures\?subscription=corpus\.index">its failed jobs<\/a><\/td>/,
     );
     await t.pool.query("UPDATE outbox_alerts SET resolved_at = now() WHERE resolved_at IS NULL");
   });

@@ -262,7 +262,7 @@ describe("retryAllJobFailures", () => {
     const later = await insertJobFailure(t.pool);
     paused.qstash.reset();
     published = [];
-    expect(await countOpenFailures(db(), seen)).toBe(3);
+    expect(await countOpenFailures(db(), { upTo: seen })).toBe(3);
 
     const result = await retryAllJobFailures(db(), publisher, { upTo: seen });
 
@@ -288,10 +288,31 @@ describe("retryAllJobFailures", () => {
     }
     // Not the one retried before, not someone else's, not the one recorded after the operator looked.
     for (const id of [foreign, later]) expect((await jobFailureRow(t.pool, id)).retried_at).toBeNull();
-    expect(await countOpenFailures(db(), seen)).toBe(0);
+    expect(await countOpenFailures(db(), { upTo: seen })).toBe(0);
     // And not twice.
     expect(await retryAllJobFailures(db(), publisher, { upTo: seen })).toEqual({ retried: [], more: false });
     expect(jobsInQStash()).toHaveLength(3);
+  });
+
+  it("of one subscription, leaves the others' failures alone, and lists and counts that subscription's", async () => {
+    // The mail provider is back while the index still fails: only mail jobs go again.
+    const [mail1, index1, mail2] = [
+      await insertJobFailure(t.pool, { subscription: "notify.mail" }),
+      await insertJobFailure(t.pool, { subscription: "corpus.index" }),
+      await insertJobFailure(t.pool, { subscription: "notify.mail" }),
+    ];
+    expect(await countOpenFailures(db(), { upTo: mail2, subscription: "notify.mail" })).toBe(2);
+    expect(await countOpenFailures(db(), { upTo: mail2, subscription: "corpus.index" })).toBe(1);
+    expect((await listJobFailures(db(), { subscription: "notify.mail" })).map((f) => f.id)).toEqual([
+      mail2,
+      mail1,
+    ]);
+
+    const result = await retryAllJobFailures(db(), publisher, { upTo: mail2, subscription: "notify.mail" });
+
+    expect(result.retried.map((r) => r.id)).toEqual([mail1, mail2]);
+    expect((await jobFailureRow(t.pool, index1!)).retried_at).toBeNull();
+    expect(await countOpenFailures(db(), { upTo: mail2 })).toBe(1);
   });
 
   it("takes at most `limit` a call and says more are left", async () => {
@@ -321,11 +342,11 @@ describe("retryAllJobFailures", () => {
       });
     }
     const ours = await insertJobFailure(t.pool);
-    expect(await countOpenFailures(db(), ours)).toBe(1);
+    expect(await countOpenFailures(db(), { upTo: ours })).toBe(1);
     // The three come first, and would have filled a call of three.
     const result = await retryAllJobFailures(db(), publisher, { upTo: ours, limit: 3 });
     expect(result).toEqual({ retried: [{ id: ours, retryMessageId: expect.any(String) }], more: false });
-    expect(await countOpenFailures(db(), ours)).toBe(0);
+    expect(await countOpenFailures(db(), { upTo: ours })).toBe(0);
   });
 
   it("bulk and single retries at once publish each failure once", async () => {

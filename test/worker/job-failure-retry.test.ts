@@ -251,6 +251,40 @@ describe("POST /admin/job-failures/retry", () => {
     expect((await retryAll({ upTo: ids[1] })).body).toEqual({ retried: [], more: false });
   });
 
+  it("of one subscription retries only its failures, as GET lists only them", async () => {
+    const mail = await insertJobFailure(t.pool, { subscription: "notify.mail" });
+    const index = await insertJobFailure(t.pool, { subscription: "corpus.index" });
+    const listed = await call(
+      app,
+      env,
+      "GET",
+      "/admin/job-failures?subscription=notify.mail",
+      undefined,
+      ADMIN(),
+    );
+    expect(listed.body.jobFailures.map((f: { id: number }) => f.id)).toEqual([mail]);
+
+    const res = await retryAll({ upTo: index, subscription: "notify.mail" });
+
+    expect(res.body.retried.map((r: { id: number }) => r.id)).toEqual([mail]);
+    expect((await jobFailureRow(t.pool, index)).retried_at).toBeNull();
+    // A name that is no subscription is a mistake to say, not an empty list.
+    const typo = await call(
+      app,
+      env,
+      "GET",
+      "/admin/job-failures?subscription=notify.mial",
+      undefined,
+      ADMIN(),
+    );
+    expect(typo.status).toBe(400);
+    expect(typo.body.error.message).toContain(
+      "subscription: must name a subscription: corpus.index, webhook.fanout, notify.mail",
+    );
+    expect((await retryAll({ upTo: index, subscription: "notify.mial" })).status).toBe(400);
+    expect((await jobFailureRow(t.pool, index)).retried_at).toBeNull();
+  });
+
   it("QStash refusing is 503 and marks none retried", async () => {
     const id = await insertJobFailure(t.pool);
     qstash.failNextPublishes(1, 500);

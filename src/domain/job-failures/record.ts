@@ -178,11 +178,12 @@ export function lastAnswerOf(f: { status: number | null; responseBody: string | 
  * `retryDeliveredAt` when its retried job's route took it (the retry worked). A
  * retried failure with neither is still in QStash's hands (or was published by a
  * version that did not say when it was delivered). `before` pages by id (keyset):
- * only failures older than that one; `eventId`: only that event's.
+ * only failures older than that one; `eventId`: only that event's; `subscription`:
+ * only that subscription's.
  */
 export async function listJobFailures(
   db: Db,
-  options: { limit?: number; before?: number; eventId?: string } = {},
+  options: { limit?: number; before?: number; eventId?: string; subscription?: string } = {},
 ) {
   const again = alias(jobFailures, "again");
   const original = alias(jobFailures, "original");
@@ -195,6 +196,7 @@ export async function listJobFailures(
       and(
         options.before === undefined ? undefined : lt(jobFailures.id, options.before),
         options.eventId === undefined ? undefined : eq(jobFailures.eventId, options.eventId),
+        options.subscription === undefined ? undefined : eq(jobFailures.subscription, options.subscription),
       ),
     )
     .orderBy(desc(jobFailures.id))
@@ -218,7 +220,7 @@ export function eventJobFailures(db: Db, eventId: string): Promise<JobFailureRow
 /** listJobFailures a page at a time, with the cursor of the next: the admin route's and the CLI's. */
 export async function jobFailuresPage(
   db: Db,
-  options: { limit?: number; before?: number } = {},
+  options: { limit?: number; before?: number; subscription?: string } = {},
 ): Promise<{ jobFailures: JobFailureRow[]; nextBefore: number | null }> {
   const limit = options.limit ?? 50;
   const found = await listJobFailures(db, { ...options, limit: limit + 1 });

@@ -249,14 +249,14 @@ export interface RetryAllResult {
 export async function retryAllJobFailures(
   db: Db,
   publisher: Publisher,
-  options: { upTo: number; limit?: number; now?: Date },
+  options: { upTo: number; subscription?: string; limit?: number; now?: Date },
 ): Promise<RetryAllResult> {
   const now = options.now ?? new Date();
   const limit = options.limit ?? RETRY_ALL_LIMIT;
   const rows = await queryRows<{ id: string; message_id: string; subscription: string; body: string }>(
     db,
     sql`SELECT id, message_id, subscription, body FROM job_failures
-         WHERE id <= ${options.upTo} AND ${oursAndOpen(now)}
+         WHERE id <= ${options.upTo} AND ${ofSubscription(options.subscription)} AND ${oursAndOpen(now)}
          ORDER BY id LIMIT ${limit}`,
   );
   const planned = new Map<number, Job>();
@@ -429,20 +429,26 @@ export function countedBy(a: SQL, f: SQL): SQL {
 
 /**
  * How many failures a bulk retry would take now (jobs of ours, open), up to `upTo`
- * or all of them: the work still owed after an outage, whether or not anyone has
- * resolved the alerts (the stats show it, so resolving them does not hide it).
+ * or all of them, of one subscription or every one: the work still owed after an
+ * outage, whether or not anyone has resolved the alerts (the stats show it, so
+ * resolving them does not hide it).
  */
 export async function countOpenFailures(
   db: Db,
-  upTo: number | null = null,
-  now: Date = new Date(),
+  options: { upTo?: number; subscription?: string; now?: Date } = {},
 ): Promise<number> {
   const [row] = await queryRows<{ n: number }>(
     db,
     sql`SELECT count(*)::int AS n FROM job_failures
-         WHERE ${upTo === null ? sql`true` : sql`id <= ${upTo}`} AND ${oursAndOpen(now)}`,
+         WHERE ${options.upTo === undefined ? sql`true` : sql`id <= ${options.upTo}`}
+           AND ${ofSubscription(options.subscription)} AND ${oursAndOpen(options.now ?? new Date())}`,
   );
   return row?.n ?? 0;
+}
+
+/** A bulk retry's or a count's subscription, when it names one: after one subscriber's outage, only its jobs. */
+function ofSubscription(subscription: string | undefined): SQL {
+  return subscription === undefined ? sql`true` : sql`subscription = ${subscription}`;
 }
 
 /** The relay's stats with the job failures not retried yet, as `stats` and GET /admin/stats show them. */

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { subscriptionFilter } from "../../domain/subscriptions.ts";
 import type { Db } from "../../domain/db.ts";
 import { eventJobFailures, jobFailuresPage } from "../../domain/job-failures/record.ts";
 import {
@@ -88,7 +89,11 @@ const retryAllBody = z.strictObject({
     .refine(Number.isInteger, { message: "must be a job failure id (a positive whole number)", abort: true })
     .min(1, "must be at least 1")
     .max(Number.MAX_SAFE_INTEGER, "is past any job failure id"),
+  // After one subscriber's outage: only its failures.
+  subscription: subscriptionFilter,
 });
+
+const jobFailuresQuery = z.strictObject({ limit, before, subscription: subscriptionFilter });
 
 /**
  * Operator routes (JSON), the HTTP face of what `npm run outbox` does from a
@@ -166,12 +171,12 @@ export function registerAdmin(app: App) {
     return c.json({ kind, resolved: await resolveAlerts(c.var.pool, { kind, upTo }) });
   });
 
-  app.get("/admin/job-failures", valid("query", z.strictObject({ limit, before })), async (c) => {
+  app.get("/admin/job-failures", valid("query", jobFailuresQuery), async (c) => {
     return c.json(await jobFailuresPage(c.var.db, c.req.valid("query")));
   });
 
   app.post("/admin/job-failures/retry", valid("json", retryAllBody), async (c) => {
-    return c.json(await retryAllOrRefuse(c.var.db, c.var.config, c.req.valid("json").upTo));
+    return c.json(await retryAllOrRefuse(c.var.db, c.var.config, c.req.valid("json")));
   });
 
   app.post(`/admin/job-failures/${JOB_FAILURE_ID}/retry`, noBody, async (c) => {
@@ -200,13 +205,23 @@ export async function retryOrRefuse(
 }
 
 /**
- * Retries every open failure up to `upTo` (retryAllJobFailures), at most
- * RETRY_ALL_LIMIT a request: 200 with what was retried and whether more are left,
- * or 503 when QStash did not take the jobs (none of them is marked retried).
+ * Retries every open failure up to `upTo` (retryAllJobFailures), of `subscription`
+ * when it names one, at most RETRY_ALL_LIMIT a request: 200 with what was retried
+ * and whether more are left, or 503 when QStash did not take the jobs (none of them
+ * is marked retried).
  */
-export function retryAllOrRefuse(db: Db, config: Config, upTo: number): Promise<RetryAllResult> {
+export function retryAllOrRefuse(
+  db: Db,
+  config: Config,
+  options: { upTo: number; subscription?: string | undefined },
+): Promise<RetryAllResult> {
+  const { upTo, subscription } = options;
   return orUnavailable(
-    () => retryAllJobFailures(db, publisherFor(config), { upTo }),
+    () =>
+      retryAllJobFailures(db, publisherFor(config), {
+        upTo,
+        ...(subscription === undefined ? {} : { subscription }),
+      }),
     (error) =>
       `QStash did not take the retried jobs (${error.message}); none is marked retried: ${publishAdvice(error)}`,
   );

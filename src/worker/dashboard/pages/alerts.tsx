@@ -6,6 +6,7 @@ import { countOpenFailures, stillNotRetried } from "../../../domain/job-failures
 import { valid } from "../../validate.ts";
 import type { DashboardEnv } from "../env.ts";
 import { Confirm, IdLink, Notice, Pager, render, Table, time, Unseen } from "../layout.tsx";
+import { jobFailuresHref } from "./job-failures.tsx";
 
 export const resolveForm = z.union([
   z.object({ id: z.coerce.number().int().positive() }),
@@ -154,7 +155,7 @@ function About({ alert }: { alert: AlertRow }) {
       <>
         {`subscription ${alert.subscription}`}
         <br />
-        <a href="/dashboard/job-failures">its failed jobs</a>
+        <a href={jobFailuresHref(alert.subscription)}>its failed jobs</a>
       </>
     );
   const endpointId = endpointIdOf(alert.details);

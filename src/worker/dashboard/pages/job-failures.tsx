@@ -8,7 +8,8 @@ import {
   jobToRetry,
   RETRY_ALL_LIMIT,
 } from "../../../domain/job-failures/retry.ts";
-import { IDENTITY_ID_DIGITS, UUID_PATTERN } from "../../../outbox/index.ts";
+import { IDENTITY_ID_DIGITS, SUBSCRIPTION_NAME, UUID_PATTERN } from "../../../outbox/index.ts";
+import { SUBSCRIPTION_NAMES, subscriptionFilter } from "../../../domain/subscriptions.ts";
 import { valid } from "../../validate.ts";
 import type { DashboardEnv } from "../env.ts";
 import { Confirm, IdLink, Notice, Pager, render, Table, time, Unseen } from "../layout.tsx";
@@ -17,18 +18,33 @@ import { Confirm, IdLink, Notice, Pager, render, Table, time, Unseen } from "../
 export const JOB_FAILURES_PAGE = 50;
 
 const jobFailuresQuery = z.object({
+  subscription: subscriptionFilter,
   before: idCursor,
   retried: z.coerce.number().int().positive().max(Number.MAX_SAFE_INTEGER).optional(),
   retriedAll: z.coerce.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional(),
 });
 
 /**
- * The pages a retry may go back to: this page, newest or older, and an event's page,
- * which lists the event's failed jobs. Anything else goes to the overview.
+ * The pages a retry may go back to: this page, newest or older, of every subscription
+ * or of one (jobFailuresHref), and an event's page, which lists the event's failed
+ * jobs. Anything else goes to the overview.
  */
 const RETURNABLE = new RegExp(
-  `^/dashboard/job-failures(\\?before=${IDENTITY_ID_DIGITS})?$|^/dashboard/events/${UUID_PATTERN}$`,
+  `^/dashboard/job-failures(\\?subscription=${SUBSCRIPTION_NAME}(&before=${IDENTITY_ID_DIGITS})?|\\?before=${IDENTITY_ID_DIGITS})?$` +
+    `|^/dashboard/events/${UUID_PATTERN}$`,
 );
+
+/** Where "Retry all" may go back to: the newest page, of every subscription or of one. */
+const RETURNABLE_AFTER_ALL = new RegExp(`^/dashboard/job-failures(\\?subscription=${SUBSCRIPTION_NAME})?$`);
+
+/** The job failures page, of one subscription or every one, from `before` back. */
+export function jobFailuresHref(subscription?: string, before?: number): string {
+  const query = new URLSearchParams();
+  if (subscription !== undefined) query.set("subscription", subscription);
+  if (before !== undefined) query.set("before", String(before));
+  const text = query.toString();
+  return `/dashboard/job-failures${text ? `?${text}` : ""}`;
+}
 
 /** Where a retry of failure `id` sends the browser: back to the page it came from, if it is one of ours. */
 export function afterRetry(back: unknown, id: number): string {
@@ -40,8 +56,8 @@ export function afterRetry(back: unknown, id: number): string {
 
 /** Where a Retry all sends the browser: this page when it came from there, else the overview. */
 export function afterRetryAll(back: unknown, retried: number): string {
-  const page = back === "/dashboard/job-failures" ? back : "/dashboard";
-  return `${page}?retriedAll=${retried}`;
+  const page = typeof back === "string" && RETURNABLE_AFTER_ALL.test(back) ? back : "/dashboard";
+  return `${page}${page.includes("?") ? "&" : "?"}retriedAll=${retried}`;
 }
 
 /** After a Retry all: how many it took, or that another retry had taken them. */
@@ -55,18 +71,33 @@ export function retriedAllNotice(retriedAll: number | undefined): string | undef
 /**
  * The Retry all button, on the overview and on the first page of job failures: every
  * open failure up to the newest the page shows (`upTo`), so one recorded later is
- * not retried unseen. Nothing when none is open.
+ * not retried unseen, of the page's subscription when it shows one. Nothing when none
+ * is open.
  */
-export function RetryAll({ upTo, open, back }: { upTo: number; open: number; back?: string }) {
+export function RetryAll({
+  upTo,
+  open,
+  back,
+  subscription,
+}: {
+  upTo: number;
+  open: number;
+  back?: string;
+  subscription?: string | undefined;
+}) {
   if (open === 0) return null;
+  const of = subscription === undefined ? "" : ` of ${subscription}`;
   return (
     <div class="actions">
       <Confirm
-        label={`Retry all ${open} not yet retried`}
-        says={`Publishes ${open} job${open === 1 ? "" : "s"} to QStash again, each a new job its subscriber runs again.`}
+        label={`Retry all ${open}${of} not yet retried`}
+        says={`Publishes ${open} job${open === 1 ? "" : "s"}${of} to QStash again, each a new job its subscriber runs again.`}
       >
         <form method="post" action="/dashboard/job-failures/retry">
           <input type="hidden" name="upTo" value={String(upTo)} />
+          {subscription === undefined ? null : (
+            <input type="hidden" name="subscription" value={subscription} />
+          )}
           {back ? <input type="hidden" name="back" value={back} /> : null}
           <button class="btn" type="submit">
             {`Yes, retry all ${open}`}
@@ -199,33 +230,71 @@ export function JobFailureTable({
 export function registerJobFailures(dashboard: Hono<DashboardEnv>) {
   dashboard.get("/job-failures", valid("query", jobFailuresQuery), async (c) => {
     const q = c.req.valid("query");
+    const subscription = q.subscription;
     const { jobFailures: jobs, nextBefore: older } = await jobFailuresPage(c.var.db, {
       before: q.before,
       limit: JOB_FAILURES_PAGE,
+      subscription,
     });
-    const here =
-      q.before === undefined ? "/dashboard/job-failures" : `/dashboard/job-failures?before=${q.before}`;
+    const here = jobFailuresHref(subscription, q.before);
     // Offered on the newest page, as on the overview: where "All job failures" leads.
     const newest = q.before === undefined ? jobs[0]?.id : undefined;
-    const open = newest === undefined ? 0 : await countOpenFailures(c.var.db, newest);
+    const open = newest === undefined ? 0 : await countOpenFailures(c.var.db, { upTo: newest, subscription });
     return render(
       c,
-      { title: "Job failures", section: "job-failures" },
+      {
+        title: subscription === undefined ? "Job failures" : `Job failures of ${subscription}`,
+        section: "job-failures",
+      },
       <>
         <Notice text={retriedNotice(jobs, q.retried) ?? retriedAllNotice(q.retriedAll)} />
-        <h1>Job failures</h1>
+        <h1>{subscription === undefined ? "Job failures" : `Job failures of ${subscription}`}</h1>
         <p class="muted">Jobs that exhausted their retries, newest first.</p>
-        {newest === undefined ? null : <RetryAll upTo={newest} open={open} back="/dashboard/job-failures" />}
+        <SubscriptionLinks current={subscription} />
+        {newest === undefined ? null : (
+          <RetryAll
+            upTo={newest}
+            open={open}
+            back={jobFailuresHref(subscription)}
+            subscription={subscription}
+          />
+        )}
         {jobs.length === 0 ? (
           <p class="muted">{q.before === undefined ? "None." : "No older job failures."}</p>
         ) : (
           <JobFailureTable jobs={jobs} back={here} />
         )}
         <Pager
-          newest={q.before !== undefined ? "/dashboard/job-failures" : undefined}
-          older={older !== null ? `/dashboard/job-failures?before=${older}` : undefined}
+          newest={q.before !== undefined ? jobFailuresHref(subscription) : undefined}
+          older={older !== null ? jobFailuresHref(subscription, older) : undefined}
         />
       </>,
     );
   });
+}
+
+/**
+ * Which subscription's failures the page lists: after one subscriber's outage, its
+ * failures alone, and a Retry all that sends only its jobs again.
+ */
+function SubscriptionLinks({ current }: { current: string | undefined }) {
+  const choices: [string | undefined, string][] = [
+    [undefined, "every subscription"],
+    ...SUBSCRIPTION_NAMES.map((name): [string, string] => [name, name]),
+  ];
+  return (
+    <nav class="filters" aria-label="Subscription">
+      {"Of: "}
+      {choices.map(([name, label], i) => (
+        <>
+          {i > 0 ? " · " : null}
+          {name === current ? (
+            <strong aria-current="page">{label}</strong>
+          ) : (
+            <a href={jobFailuresHref(name)}>{label}</a>
+          )}
+        </>
+      ))}
+    </nav>
+  );
 }

@@ -1,5 +1,6 @@
 import type { Hono } from "hono";
 import { z } from "zod";
+import { subscriptionFilter } from "../../../domain/subscriptions.ts";
 import { listJobFailures } from "../../../domain/job-failures/record.ts";
 import { countOpenFailures } from "../../../domain/job-failures/retry.ts";
 import { attemptsPerMinute, failedDeliveries } from "../../../domain/webhooks/delivery-log.ts";
@@ -51,6 +52,8 @@ function Card({ label, value, tone, href }: { label: string; value: string; tone
 // upTo: the newest failure the page showed; a later one is not retried unseen.
 const retryAllForm = z.object({
   upTo: z.coerce.number().int().positive().max(Number.MAX_SAFE_INTEGER),
+  // The job failures page of one subscription: only its failures.
+  subscription: subscriptionFilter,
   // The page the button was on (afterRetryAll takes only ours).
   back: z.string().max(100).optional(),
 });
@@ -74,7 +77,7 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
     const allParam = c.req.query("retriedAll");
     const retriedAll = allParam && /^\d{1,9}$/.test(allParam) ? Number(allParam) : undefined;
     // Counted up to the newest row shown, as the button retries: a later one is not retried unseen.
-    const openFailures = jobs.length === 0 ? 0 : await countOpenFailures(db, jobs[0]!.id);
+    const openFailures = jobs.length === 0 ? 0 : await countOpenFailures(db, { upTo: jobs[0]!.id });
     const live = c.req.query("live") === "1";
     return render(
       c,
@@ -232,7 +235,10 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
   // Every open failure up to the newest the page showed, as POST /admin/job-failures/retry.
   dashboard.post("/job-failures/retry", valid("form", retryAllForm), async (c) => {
     const form = c.req.valid("form");
-    const { retried } = await retryAllOrRefuse(c.var.db, c.var.config, form.upTo);
+    const { retried } = await retryAllOrRefuse(c.var.db, c.var.config, {
+      upTo: form.upTo,
+      subscription: form.subscription,
+    });
     return c.redirect(afterRetryAll(form.back, retried.length), 303);
   });
 
