@@ -991,6 +991,30 @@ describe("operator actions", () => {
     for (const p of posts) verifyWebhook(endpoint.secret, p.body, p.headers);
   });
 
+  it("a redeliver while QStash still retries the old job ends the old one: only the new job attempts", async () => {
+    // A walkthrough's receiver got two interleaved retry chains after a redeliver
+    // (16 attempts for a schedule of 8), each setting the next attempt's time.
+    receiver.state.respond = () => ({ status: 500 });
+    const { delivery, event: e } = await oneDelivery("/replaced");
+    const old = delivery.message_id;
+    expect(await deliverWebhook(await deps(), delivery.id, 0, old)).toMatchObject({ kind: "retry" });
+    await redeliver(db(), queue, delivery.id);
+    const [row] = await deliveriesOf(e.id);
+    const current = row.message_id as string;
+    expect(current).not.toBe(old);
+
+    // QStash's next retry of the old job: told it is settled, so QStash ends it; no POST.
+    expect(await deliverWebhook(await deps(), delivery.id, 1, old)).toEqual({
+      kind: "settled",
+      status: "superseded",
+    });
+    expect(receiver.received.filter((r) => r.path === "/replaced")).toHaveLength(1);
+    expect((await attemptsOf(delivery.id)).length).toBe(1);
+    // The new job carries it.
+    expect(await deliverWebhook(await deps(), delivery.id, 0, current)).toMatchObject({ kind: "retry" });
+    expect(receiver.received.filter((r) => r.path === "/replaced")).toHaveLength(2);
+  });
+
   it("recover re-sends the endpoint's failed deliveries since a time, and nothing of another endpoint or scope", async () => {
     const scope = `recover-${crypto.randomUUID()}`;
     const mine = await insertEndpoint(t.pool, secrets.key, { url: receiver.url("/mine"), scope });

@@ -538,5 +538,26 @@ describe("the deliver job route", () => {
       status: 200,
       body: { ok: true, outcome: { kind: "settled", status: "missing" } },
     });
+
+    // A job a redeliver replaced (the row names another message) is told to stop, unsent.
+    await t.pool.query(
+      "UPDATE webhook_deliveries SET status = 'pending', message_id = 'msg_the_new_job' WHERE id = $1",
+      [leased!.id],
+    );
+    const replaced = await request(stack, "POST", path, job, {
+      "Upstash-Signature": sign(job),
+      "Upstash-Message-Id": "msg_the_old_job",
+    });
+    expect(replaced).toMatchObject({
+      status: 200,
+      body: { ok: true, outcome: { kind: "settled", status: "superseded" } },
+    });
+    expect(postsTo("/leased")).toHaveLength(1);
+    const carried = await request(stack, "POST", path, job, {
+      "Upstash-Signature": sign(job),
+      "Upstash-Message-Id": "msg_the_new_job",
+    });
+    expect(carried).toMatchObject({ status: 200, body: { outcome: { kind: "delivered" } } });
+    expect(postsTo("/leased")).toHaveLength(2);
   });
 });

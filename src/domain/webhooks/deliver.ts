@@ -43,8 +43,11 @@ export type AttemptError = "timeout" | "refused" | "dns" | "network";
 export type DeliverOutcome =
   /** The endpoint answered 2xx. */
   | { kind: "delivered"; status: number }
-  /** Nothing to send: delivered or failed already, or the row is gone (its endpoint was deleted). */
-  | { kind: "settled"; status: "delivered" | "failed" | "missing" }
+  /**
+   * Nothing to send: delivered or failed already, the row is gone (its endpoint was
+   * deleted), or another job carries it now (a redeliver replaced this one).
+   */
+  | { kind: "settled"; status: "delivered" | "failed" | "missing" | "superseded" }
   /** Another delivery of this job holds the lease: come back once it has expired. */
   | { kind: "busy"; retryAfterSeconds: number }
   /** The endpoint is disabled: the delivery is failed without a POST. */
@@ -73,12 +76,22 @@ interface Leased {
  * QStash's count of earlier deliveries of this job: it picks the next delay
  * from the schedule. The handler never waits or loops: a failed attempt is an
  * answer that makes QStash come back (guarantee 7).
+ *
+ * `messageId` is the job's QStash message id: only the job that carries the
+ * delivery now (the row's `message_id`, or any while none is recorded yet) may
+ * attempt it. A redeliver publishes a new job while QStash still holds the old one
+ * on its backoff: both chains kept POSTing, 16 attempts for a schedule of 8, and
+ * each set the next attempt's time over the other's (a walkthrough). The old job
+ * is answered as settled, so QStash ends it.
  */
 export async function deliverWebhook(
   deps: DeliverDeps,
   deliveryId: string,
   retried: number,
+  messageId?: string,
 ): Promise<DeliverOutcome> {
+  const current =
+    messageId === undefined ? sql`true` : sql`(d.message_id IS NULL OR d.message_id = ${messageId})`;
   // The lease: of two concurrent deliveries of one job, the row lock lets one
   // UPDATE through and the other re-checks `lease_until` and matches nothing.
   const [leased] = await queryRows<Leased>(
@@ -89,11 +102,11 @@ export async function deliverWebhook(
           FROM webhook_endpoints e
          WHERE d.id = ${deliveryId} AND e.id = d.endpoint_id AND e.enabled
            AND e.scope IS NOT DISTINCT FROM d.scope
-           AND d.status = 'pending' AND (d.lease_until IS NULL OR d.lease_until <= now())
+           AND d.status = 'pending' AND (d.lease_until IS NULL OR d.lease_until <= now()) AND ${current}
      RETURNING d.id, d.event_id, d.body, e.id AS endpoint_id, e.url, e.secret_box,
                e.previous_secret_box, e.previous_secret_expires_at`,
   );
-  if (!leased) return whyNotLeased(deps.db, deliveryId);
+  if (!leased) return whyNotLeased(deps.db, deliveryId, messageId);
 
   try {
     return await attemptDelivery(deps, leased, retried);
@@ -318,20 +331,24 @@ async function recordRetry(
 }
 
 /** The lease matched nothing: find out why, and settle a delivery whose endpoint is disabled. */
-async function whyNotLeased(db: Db, deliveryId: string): Promise<DeliverOutcome> {
+async function whyNotLeased(db: Db, deliveryId: string, messageId?: string): Promise<DeliverOutcome> {
   const [row] = await queryRows<{
     status: "pending" | "delivered" | "failed";
     lease_seconds: number | null;
     enabled: boolean;
+    message_id: string | null;
   }>(
     db,
-    sql`SELECT d.status, e.enabled AND e.scope IS NOT DISTINCT FROM d.scope AS enabled,
+    sql`SELECT d.status, d.message_id, e.enabled AND e.scope IS NOT DISTINCT FROM d.scope AS enabled,
                ceil(extract(epoch FROM d.lease_until - now()))::int AS lease_seconds
           FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
          WHERE d.id = ${deliveryId}`,
   );
   if (!row) return { kind: "settled", status: "missing" };
   if (row.status !== "pending") return { kind: "settled", status: row.status };
+  // Replaced by a redeliver's job: that one carries the delivery, this one ends here.
+  if (messageId !== undefined && row.message_id !== null && row.message_id !== messageId)
+    return { kind: "settled", status: "superseded" };
   if (!row.enabled) {
     await db.execute(sql`
       UPDATE webhook_deliveries d

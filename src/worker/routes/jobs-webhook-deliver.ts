@@ -17,7 +17,8 @@ const deliverJob = z.strictObject({ deliveryId: z.guid() });
  * for this exact URL before reading anything.
  *
  * The answer is what QStash acts on, and so it carries out the retry schedule:
- * 200 when there is nothing more to do (delivered, 410 Gone, settled already),
+ * 200 when there is nothing more to do (delivered, 410 Gone, settled already or
+ * carried by a newer job),
  * 503 with `Retry-After` = the schedule's next delay (or the receiver's own,
  * when longer) after a failed attempt, 489 non-retryable after the failed attempt
  * that ends the schedule, 409 with `Retry-After` = the rest of the lease when
@@ -32,6 +33,8 @@ export function registerJobsWebhookDeliver(app: App) {
     // Signed by QStash yet not a delivery: just as wrong on every retry.
     if (!parsed.success) throw new ApiError("job_rejected", "job body is not a webhook delivery");
     const retried = Number(c.req.header("upstash-retried") ?? 0) || 0;
+    // Which job this is: one a redeliver replaced is told to stop (deliverWebhook).
+    const messageId = c.req.header("upstash-message-id") || undefined;
     const outcome = await deliverWebhook(
       {
         db: c.var.db,
@@ -41,6 +44,7 @@ export function registerJobsWebhookDeliver(app: App) {
       },
       parsed.data.deliveryId,
       retried,
+      messageId,
     );
     const answer = toAnswer(outcome);
     return c.json({ ...answer.body, outcome }, answer.status as 200, answer.headers);
