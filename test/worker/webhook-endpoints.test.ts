@@ -237,7 +237,7 @@ describe("webhook endpoint routes: create, list, get, patch, delete", () => {
 
   it("recover says a missing since is required, and a malformed one is not an ISO 8601 time", async () => {
     const required = "is required: an ISO 8601 time, e.g. 2026-12-05T00:00:00Z";
-    const malformed = "must be an ISO 8601 time, e.g. 2026-01-31T12:00:00Z";
+    const malformed = "must be an ISO 8601 time with its offset, e.g. 2026-01-31T12:00:00Z";
     const cases: [unknown, string][] = [
       [{}, required],
       [{ since: null }, malformed],

@@ -104,6 +104,11 @@ describe("a note write", () => {
       data: { id: eventId, subject: noteId, scope, payload: expect.objectContaining({ noteId }) },
     });
     await waitFor(async () => (await deliveryOf(eventId, endpoint.id))?.status === "delivered", 10_000);
+    // The operator's view of the event says what its webhooks did, as `events show` does.
+    const shown = await request(stack, "GET", `/admin/events/${eventId}`, undefined, ADMIN());
+    expect(shown.body.event.webhookDeliveries).toEqual([
+      expect.objectContaining({ endpointId: endpoint.id, status: "delivered", attempts: 1 }),
+    ]);
   });
 });
 
@@ -473,7 +478,7 @@ describe("operator actions keep to the endpoint's scope", () => {
     );
     expect(badSince.status).toBe(400);
     expect(badSince.body.error.issues).toEqual([
-      { path: "since", message: "must be an ISO 8601 time, e.g. 2026-01-31T12:00:00Z" },
+      { path: "since", message: "must be an ISO 8601 time with its offset, e.g. 2026-01-31T12:00:00Z" },
     ]);
     // No time at all is said to be required, not to be a malformed one.
     const noSince = await request(stack, "POST", `/admin/webhooks/endpoints/${off.id}/recover`, {}, ADMIN());

@@ -28,7 +28,10 @@ export interface EventDelivery {
   attemptLog: AttemptRow[];
 }
 
-/** Every delivery one event caused, oldest first, without their attempts (the CLI's event view). */
+/**
+ * Every delivery one event caused, oldest first, without their attempts (each is
+ * its delivery's to show): `events show` and `GET /admin/events/:id`.
+ */
 export function eventDeliveries(db: Db, eventId: string): Promise<Omit<EventDelivery, "attemptLog">[]> {
   return db
     .select({

@@ -15,7 +15,7 @@ export const recoverSince = z.iso.datetime({
   error: (issue) =>
     issue.input === undefined
       ? "is required: an ISO 8601 time, e.g. 2026-12-05T00:00:00Z"
-      : "must be an ISO 8601 time, e.g. 2026-01-31T12:00:00Z",
+      : "must be an ISO 8601 time with its offset, e.g. 2026-01-31T12:00:00Z",
 });
 
 /** One request re-sends at most this many deliveries; `more` says to ask again. */

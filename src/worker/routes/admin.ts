@@ -2,6 +2,7 @@ import { z } from "zod";
 import { subscriptionFilter } from "../../domain/subscriptions.ts";
 import type { Db } from "../../domain/db.ts";
 import { eventJobFailures, jobFailuresPage } from "../../domain/job-failures/record.ts";
+import { eventDeliveries } from "../../domain/webhooks/delivery-log.ts";
 import {
   notRetriedMessage,
   openAlertsCountingEvent,
@@ -132,11 +133,13 @@ export function registerAdmin(app: App) {
     const id = c.req.param("id");
     const event = await getEvent(c.var.pool, id);
     if (!event) throw new ApiError("NOT_FOUND", `event ${id} not found`);
-    const [jobFailures, countingAlerts] = await Promise.all([
+    const [webhookDeliveries, jobFailures, countingAlerts] = await Promise.all([
+      eventDeliveries(c.var.db, id),
       eventJobFailures(c.var.db, id),
       openAlertsCountingEvent(c.var.db, id),
     ]);
-    return c.json({ event: { ...event, jobFailures, countingAlerts } });
+    // As `events show` and the event's dashboard page: what its webhooks did too.
+    return c.json({ event: { ...event, webhookDeliveries, jobFailures, countingAlerts } });
   });
 
   app.post("/admin/events/requeue", valid("json", requeueBody), async (c) => {
