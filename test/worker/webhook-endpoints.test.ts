@@ -329,6 +329,7 @@ describe("webhook endpoint routes: create, list, get, patch, delete", () => {
     const moveScope = await admin("PATCH", path, { scope: "tenant-q" });
     expect(moveScope.status).toBe(400);
     expect(issuePaths(moveScope)).toEqual(["scope"]);
+    expect(moveScope.body.error.issues[0].message).toMatch(/^is fixed at creation/);
     const empty = await admin("PATCH", path, {});
     expect(empty.status).toBe(400);
     const badTypes = await admin("PATCH", path, { types: ["ok.*", "no spaces"] });

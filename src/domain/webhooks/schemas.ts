@@ -51,10 +51,18 @@ export function updateEndpointInput(policy: UrlPolicy) {
       types: typeGlobs.optional(),
       description: description.optional(),
       enabled: z.boolean({ error: "must be true or false" }).optional(),
+      // Said as what it is rather than "not a known field": a scope is fixed.
+      scope: z
+        .unknown()
+        .refine(
+          () => false,
+          "is fixed at creation (moved, an endpoint would get another scope's events): create another endpoint",
+        )
+        .optional(),
     })
     .refine((patch) => Object.values(patch).some((v) => v !== undefined), {
       message: "must change at least one of url, types, description, enabled",
-      // Only for an otherwise valid body: `{"scope": …}` should hear that scope is not a field, alone.
+      // Only for an otherwise valid body: `{"scope": …}` should hear that scope is fixed, alone.
       when: (payload) => payload.issues.length === 0,
     });
 }
