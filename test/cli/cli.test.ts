@@ -1,9 +1,7 @@
 import { beforeEach, describe, expect, it } from "vitest";
-import type { Db } from "../../src/domain/db.ts";
-import { recordJobFailure } from "../../src/domain/job-failures/record.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { poisonEvents, seedEvents } from "../support/events.ts";
-import { insertJobFailure, relayJobBody } from "../support/job-failures.ts";
+import { insertJobFailure, jobRanOutOfRetries, relayJobBody } from "../support/job-failures.ts";
 import { resetOutbox } from "../support/relay.ts";
 import { expectUsageErrors, firstColumn, runCli } from "../support/cli.ts";
 
@@ -251,18 +249,7 @@ describe("outbox CLI", () => {
     // event's show listed no alert at all while its failure was counted.
     await t.pool.query("UPDATE outbox_alerts SET resolved_at = now() WHERE resolved_at IS NULL");
     const [earlier, later] = await seedEvents(t.pool, 2, { fanned: true });
-    for (const id of [earlier, later]) {
-      await recordJobFailure(t.db as unknown as Db, {
-        messageId: `msg_${crypto.randomUUID().replaceAll("-", "")}`,
-        subscription: "notify.mail",
-        eventId: id!,
-        status: 500,
-        body: relayJobBody("notify.mail", { id }),
-        responseBody: null,
-        dlqId: null,
-        retried: 5,
-      });
-    }
+    for (const id of [earlier, later]) await jobRanOutOfRetries(t, "notify.mail", id!);
     const { rows } = await t.pool.query(
       "SELECT id::int FROM outbox_alerts WHERE kind = 'job.failed' AND resolved_at IS NULL",
     );

@@ -4,10 +4,13 @@ import { configureNeonForWsProxy, startWsProxy, type WsProxy } from "../../infra
 import type { Bindings } from "../../src/worker/env.ts";
 import { dashboardClient } from "../support/dashboard.ts";
 import { useTestDatabase } from "../support/db.ts";
-import type { Db } from "../../src/domain/db.ts";
-import { recordJobFailure } from "../../src/domain/job-failures/record.ts";
 import { seedEvents } from "../support/events.ts";
-import { insertJobFailure, jobFailureRow, relayJobBody } from "../support/job-failures.ts";
+import {
+  insertJobFailure,
+  jobFailureRow,
+  jobRanOutOfRetries,
+  relayJobBody,
+} from "../support/job-failures.ts";
 import { bindings } from "../support/worker.ts";
 
 // The overview's Retry button for jobs that exhausted their retries, through the app
@@ -369,18 +372,7 @@ describe("the job failures page", () => {
   it("an earlier event's page shows the open alert that counts its failed job under a later event", async () => {
     await t.pool.query("UPDATE outbox_alerts SET resolved_at = now() WHERE resolved_at IS NULL");
     const [earlier, later] = await seedEvents(t.pool, 2, { fanned: true });
-    for (const id of [earlier, later]) {
-      await recordJobFailure(t.db as unknown as Db, {
-        messageId: `msg_${crypto.randomUUID().replaceAll("-", "")}`,
-        subscription: "notify.mail",
-        eventId: id!,
-        status: 500,
-        body: relayJobBody("notify.mail", { id }),
-        responseBody: null,
-        dlqId: null,
-        retried: 5,
-      });
-    }
+    for (const id of [earlier, later]) await jobRanOutOfRetries(t, "notify.mail", id!);
     const note = "(counts this event&#39;s failed job; it names the latest)";
     const first = (await browser.get(`/dashboard/events/${earlier}`)).text;
     expect(first).not.toContain('<p class="muted">None.</p>');
@@ -423,23 +415,7 @@ describe("the job failures page", () => {
     await t.pool.query("UPDATE job_failures SET retried_at = now(), retry_message_id = 'msg_done'");
     await t.pool.query("UPDATE outbox_alerts SET resolved_at = now() WHERE resolved_at IS NULL");
     const [mailEvent, indexEvent] = await seedEvents(t.pool, 2, { fanned: true });
-    const failed = async (subscription: string, eventId: string) => {
-      const messageId = `msg_${crypto.randomUUID().replaceAll("-", "")}`;
-      await recordJobFailure(t.db as unknown as Db, {
-        messageId,
-        subscription,
-        eventId,
-        status: 500,
-        body: relayJobBody(subscription, { id: eventId }),
-        responseBody: null,
-        dlqId: null,
-        retried: 5,
-      });
-      const { rows } = await t.pool.query("SELECT id::int FROM job_failures WHERE message_id = $1", [
-        messageId,
-      ]);
-      return rows[0].id as number;
-    };
+    const failed = (subscription: string, eventId: string) => jobRanOutOfRetries(t, subscription, eventId);
     const mail = [await failed("notify.mail", mailEvent!), await failed("notify.mail", mailEvent!)];
     const index = await failed("corpus.index", indexEvent!);
 

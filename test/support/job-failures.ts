@@ -2,7 +2,8 @@ import { randomUUID } from "node:crypto";
 import type pg from "pg";
 import { afterAll, beforeAll, beforeEach } from "vitest";
 import { startQStashDev, type QStashDev } from "../../infra/qstash-dev/server.ts";
-import type { JobFailure } from "../../src/domain/job-failures/record.ts";
+import type { Db } from "../../src/domain/db.ts";
+import { recordJobFailure, type JobFailure } from "../../src/domain/job-failures/record.ts";
 import { safeJson } from "../../src/domain/text.ts";
 import type { TestDatabase } from "./db.ts";
 
@@ -24,6 +25,31 @@ export function relayJobBody(subscription: string, event: Record<string, unknown
     },
     coalesced: [],
   });
+}
+
+/**
+ * A job of `subscription` for event `eventId` that ran out of its 5 retries,
+ * recorded as the failure callback records one: the failure row and its
+ * subscription's one open `job.failed` alert (ADR 0037). Returns the failure's id.
+ */
+export async function jobRanOutOfRetries(
+  t: Pick<TestDatabase, "db" | "pool">,
+  subscription: string,
+  eventId: string,
+): Promise<number> {
+  const messageId = `msg_${randomUUID().replaceAll("-", "")}`;
+  await recordJobFailure(t.db as unknown as Db, {
+    messageId,
+    subscription,
+    eventId,
+    status: 500,
+    body: relayJobBody(subscription, { id: eventId }),
+    responseBody: null,
+    dlqId: null,
+    retried: 5,
+  });
+  const { rows } = await t.pool.query("SELECT id::int FROM job_failures WHERE message_id = $1", [messageId]);
+  return rows[0].id as number;
 }
 
 /**

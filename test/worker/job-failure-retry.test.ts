@@ -4,11 +4,14 @@ import { startQStashDev, type QStashDev } from "../../infra/qstash-dev/server.ts
 import { freePort } from "../../src/node/postgres.ts";
 import { createApp } from "../../src/worker/app.ts";
 import type { Bindings } from "../../src/worker/env.ts";
-import type { Db } from "../../src/domain/db.ts";
-import { recordJobFailure } from "../../src/domain/job-failures/record.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { seedEvents } from "../support/events.ts";
-import { insertJobFailure, jobFailureRow, relayJobBody } from "../support/job-failures.ts";
+import {
+  insertJobFailure,
+  jobFailureRow,
+  jobRanOutOfRetries,
+  relayJobBody,
+} from "../support/job-failures.ts";
 import { bindings, call, openTestPool } from "../support/worker.ts";
 
 // POST /admin/job-failures/:id/retry through the app as the Worker runs it, to the
@@ -204,18 +207,7 @@ describe("GET /admin/events/:id", () => {
   it("answers the open job.failed alert that counts its failed job under a later event", async () => {
     await t.pool.query("UPDATE outbox_alerts SET resolved_at = now() WHERE resolved_at IS NULL");
     const [earlier, later] = await seedEvents(t.pool, 2, { fanned: true });
-    for (const id of [earlier, later]) {
-      await recordJobFailure(t.db as unknown as Db, {
-        messageId: `msg_${crypto.randomUUID().replaceAll("-", "")}`,
-        subscription: "notify.mail",
-        eventId: id!,
-        status: 500,
-        body: relayJobBody("notify.mail", { id }),
-        responseBody: null,
-        dlqId: null,
-        retried: 5,
-      });
-    }
+    for (const id of [earlier, later]) await jobRanOutOfRetries(t, "notify.mail", id!);
     const shown = await call(app, env, "GET", `/admin/events/${earlier}`, undefined, ADMIN());
     expect(shown.status).toBe(200);
     expect(shown.body.event.alerts).toEqual([]);
