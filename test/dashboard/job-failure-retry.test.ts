@@ -431,6 +431,9 @@ describe("the job failures page", () => {
     expect(page).toContain('<a href="/dashboard/job-failures">every subscription</a>');
     for (const id of mail) expect(page).toContain(`/dashboard/job-failures/${id}/retry`);
     expect(page).not.toContain(`/dashboard/job-failures/${index}/retry`);
+    // The title names the subscription: no column repeats it on every row.
+    expect(page).not.toContain("<th>subscription</th>");
+    expect((await browser.get("/dashboard/job-failures")).text).toContain("<th>subscription</th>");
     expect(page).toContain("Retry all 2 of notify.mail not yet retried");
     expect(page).toContain('<input type="hidden" name="subscription" value="notify.mail"/>');
     // A Retry from this page comes back to it.

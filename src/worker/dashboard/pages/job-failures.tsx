@@ -191,18 +191,21 @@ export function JobFailureTable({
   jobs,
   back,
   ofEvent = false,
+  ofSubscription = false,
 }: {
   jobs: JobFailureRow[];
   back?: string;
   /** On an event's own page: no event column, whose every link is that page. */
   ofEvent?: boolean;
+  /** On one subscription's page: no subscription column, the page's title says it (and a phone has the width back). */
+  ofSubscription?: boolean;
 }) {
   return (
     <Table>
       <tr>
         <th>#</th>
         <th>received</th>
-        <th>subscription</th>
+        {ofSubscription ? null : <th>subscription</th>}
         {ofEvent ? null : <th>event</th>}
         <th>last answer</th>
         <th>QStash message</th>
@@ -212,7 +215,7 @@ export function JobFailureTable({
         <tr>
           <td>{f.retryOfId === null ? `#${f.id}` : `#${f.id} (retry of #${f.retryOfId})`}</td>
           <td class="time">{time(f.receivedAt)}</td>
-          <td>{f.subscription}</td>
+          {ofSubscription ? null : <td>{f.subscription}</td>}
           {ofEvent ? null : (
             <td class="mono nowrap">
               {f.eventId ? <IdLink href={`/dashboard/events/${f.eventId}`} id={f.eventId} /> : "–"}
@@ -262,7 +265,7 @@ export function registerJobFailures(dashboard: Hono<DashboardEnv>) {
         {jobs.length === 0 ? (
           <p class="muted">{q.before === undefined ? "None." : "No older job failures."}</p>
         ) : (
-          <JobFailureTable jobs={jobs} back={here} />
+          <JobFailureTable jobs={jobs} back={here} ofSubscription={subscription !== undefined} />
         )}
         <Pager
           newest={q.before !== undefined ? jobFailuresHref(subscription) : undefined}
