@@ -222,9 +222,18 @@ describe("the sweep's subscription.failing alert", () => {
     await evaluateFailingSubscriptions(db(), { now });
     const [alert] = await openAlerts();
     expect(alert.message).toMatch(
-      /: mail API answered 503: provider down\. 2 jobs ran out of retries and wait for a retry among the job failures; QStash retries any others; a job that runs out of retries becomes a job failure to retry$/,
+      /: mail API answered 503: provider down\. 2 jobs ran out of retries and wait for a retry among the job failures; QStash owes none of its jobs another retry; a job that runs out of retries becomes a job failure to retry$/,
     );
     expect(alert.details.jobFailuresOwed).toBe(2);
+    // With another job's retry still due, QStash has the others.
+    await t.pool.query(
+      "INSERT INTO job_retries_due (message_id, subscription, due_at) VALUES ('msg_other', 'notify.mail', $1)",
+      [minutesAgo(now, -30)],
+    );
+    await evaluateFailingSubscriptions(db(), { now });
+    expect((await openAlerts())[0].message).toMatch(
+      /2 jobs ran out of retries and wait for a retry among the job failures; QStash retries the others, the last expected by .* UTC; a job that runs out/,
+    );
 
     await t.pool.query("UPDATE subscription_failures SET recovered_at = now()");
     await evaluateFailingSubscriptions(db(), { now });

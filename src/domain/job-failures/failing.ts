@@ -154,9 +154,14 @@ export async function evaluateFailingSubscriptions(
                         -- Jobs that ran out of retries are not QStash's any more: a
                         -- walkthrough's alert said "QStash retries them" of 30 jobs that
                         -- were all job failures already.
+                        -- Since ADR 0038 the retries still owed are known job by job: with
+                        -- none due, saying "QStash retries any others" promised what no job had.
                         CASE WHEN ${owed} = 0 THEN 'QStash retries them'
+                             WHEN ${lastRetryDue} > ${now}
+                             THEN ${jobsWord(owed)} || ' ran out of retries and wait for a retry among the job failures; '
+                                  'QStash retries the others'
                              ELSE ${jobsWord(owed)} || ' ran out of retries and wait for a retry among the job failures; '
-                                  'QStash retries any others' END,
+                                  'QStash owes none of its jobs another retry' END,
                         CASE WHEN ${lastRetryDue} > ${now}
                              THEN ', the last expected by ' || ${utcText(lastRetryDue)} ELSE '' END) AS message,
                  jsonb_build_object('attempts', s.attempts,
