@@ -12,7 +12,7 @@ import {
 } from "../../src/domain/job-failures/failing.ts";
 import type { Bindings } from "../../src/worker/env.ts";
 import { useTestDatabase } from "../support/db.ts";
-import { insertJobFailure, relayJobBody } from "../support/job-failures.ts";
+import { insertJobFailure, jobRanOutOfRetries, relayJobBody } from "../support/job-failures.ts";
 import { createScheduled } from "../../src/worker/scheduled.ts";
 import { appOverTestDatabase, bindings, call, executionContext, openTestPool } from "../support/worker.ts";
 
@@ -423,6 +423,30 @@ describe("the job route notes the run", () => {
       failing: 0,
       recovered: ["notify.mail"],
     });
+  });
+
+  it("counts a rejected attempt (the provider's 400) as the job's last: QStash owes it nothing more", async () => {
+    // A walkthrough: the last attempt answered 489 for a mail 400, the job ended, and
+    // its previous attempt's day-away retry kept the alert open a day (and into the
+    // next outage), counted neither in the attempts nor as the latest error.
+    answer = 503;
+    const body = relayJobBody("notify.mail");
+    expect((await deliver(body, 4, {}, "msg_rejected")).status).toBe(500);
+    expect(Object.keys(await retriesDue())).toEqual(["msg_rejected"]);
+    answer = 400;
+    expect((await deliver(body, 5, {}, "msg_rejected")).status).toBe(489);
+    expect(await retriesDue()).toEqual({});
+    const { rows } = await t.pool.query("SELECT attempts, last_error FROM subscription_failures");
+    expect(rows).toEqual([{ attempts: 2, last_error: expect.stringContaining("400") }]);
+  });
+
+  it("a job recorded as a job failure (the failure callback, a dead letter) is owed no retry", async () => {
+    await t.pool.query(
+      `INSERT INTO job_retries_due (message_id, subscription, due_at)
+       VALUES ('msg_ended', 'notify.mail', now() + interval '1 day'), ('msg_going', 'notify.mail', now() + interval '1 hour')`,
+    );
+    await jobRanOutOfRetries(t, "notify.mail", crypto.randomUUID(), "msg_ended");
+    expect(Object.keys(await retriesDue())).toEqual(["msg_going"]);
   });
 
   it("ends the run when an operator's retry of a job failure works (a new message, retried 0)", async () => {

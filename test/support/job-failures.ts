@@ -36,8 +36,8 @@ export async function jobRanOutOfRetries(
   t: Pick<TestDatabase, "db" | "pool">,
   subscription: string,
   eventId: string,
+  messageId = `msg_${randomUUID().replaceAll("-", "")}`,
 ): Promise<number> {
-  const messageId = `msg_${randomUUID().replaceAll("-", "")}`;
   await recordJobFailure(t.db as unknown as Db, {
     messageId,
     subscription,

@@ -128,6 +128,11 @@ export async function recordJobFailures(db: Db, failures: readonly JobFailure[])
           DO UPDATE SET event_id = EXCLUDED.event_id,
                         ${fold(sql.raw("outbox_alerts.details"), sql.raw("EXCLUDED.details"), sql.raw("outbox_alerts.subscription"))}
           RETURNING 1
+        ),
+        settled AS (
+          -- A job that ran out of retries is owed none (ADR 0038), whether or not its
+          -- last attempt's failure reached the job route.
+          DELETE FROM job_retries_due d USING input i WHERE d.message_id = i.message_id
         )
         SELECT message_id FROM recorded`,
   );

@@ -51,7 +51,7 @@ export function registerJobsDeliver(app: App) {
       messageId: c.req.header("upstash-message-id") ?? "",
       retried: Number(c.req.header("upstash-retried") ?? 0) || 0,
     };
-    const outcome = await handle(handler, name, raw, context);
+    const { outcome, malformed } = await handle(handler, name, raw, context);
     if (outcome.done) {
       const retryOf = c.req.header(RETRY_OF_HEADER);
       if (retryOf !== undefined)
@@ -70,17 +70,23 @@ export function registerJobsDeliver(app: App) {
         );
       return c.json({ ok: true });
     }
-    if (!outcome.retry) throw new ApiError("job_rejected", outcome.message);
+    // A job that is not one (malformed, misrouted) says nothing of the subscription.
+    if (malformed) throw new ApiError("job_rejected", outcome.message);
     console.error(`[${c.var.requestId}] job ${context.messageId} ${name}: ${outcome.message}`);
     // When QStash tries this job next (the subscription's retries, QStash's backoff):
-    // till then the run of failures is not over, however quiet.
-    const retryIn = nextRetryDelaySeconds(context.retried, findSubscription(subscriptions, name)?.retries);
+    // till then the run of failures is not over, however quiet. A rejected job (a
+    // mail provider's 400, a malformed job) is a failed attempt too, and its last:
+    // uncounted, it left the retry its previous attempt expected, a day away, and
+    // the subscription's alert open that long (a walkthrough).
+    const retryIn = outcome.retry
+      ? nextRetryDelaySeconds(context.retried, findSubscription(subscriptions, name)?.retries)
+      : null;
     await noting(
       () => noteFailedAttempt(c.var.db, name, context.messageId, outcome.message, retryIn),
       `${name}'s failed attempt`,
       c.var.requestId,
     );
-    throw new ApiError("job_failed", outcome.message);
+    throw new ApiError(outcome.retry ? "job_failed" : "job_rejected", outcome.message);
   });
 }
 
@@ -107,7 +113,7 @@ async function handle(
   name: string,
   raw: string,
   context: JobContext,
-): Promise<JobOutcome> {
+): Promise<{ outcome: JobOutcome; malformed: boolean }> {
   let job;
   try {
     job = parseJobBody(raw);
@@ -115,7 +121,7 @@ async function handle(
       throw new NonRetryableError(`job for ${job.subscription} delivered to ${name}`);
   } catch (error) {
     // Malformed or misrouted: it will be just as wrong on every retry (no retry).
-    return jobFailure(error);
+    return { outcome: jobFailure(error), malformed: true };
   }
-  return runJob(handler, job, context);
+  return { outcome: await runJob(handler, job, context), malformed: false };
 }
