@@ -24,7 +24,7 @@ const db = () => t.db as unknown as Db;
 const minutesAgo = (now: Date, n: number) => new Date(now.getTime() - n * 60_000);
 
 beforeEach(async () => {
-  await t.pool.query("TRUNCATE subscription_failures, job_retries_due, outbox_alerts");
+  await t.pool.query("TRUNCATE subscription_failures, job_retries_due, outbox_alerts, job_failures");
 });
 
 /**
@@ -222,7 +222,7 @@ describe("the sweep's subscription.failing alert", () => {
     await evaluateFailingSubscriptions(db(), { now });
     const [alert] = await openAlerts();
     expect(alert.message).toMatch(
-      /: mail API answered 503: provider down\. 2 jobs ran out of retries and wait for a retry among the job failures; QStash owes none of its jobs another retry; a job that runs out of retries becomes a job failure to retry$/,
+      /: mail API answered 503: provider down\. 2 jobs ran out of retries and wait for a retry among the job failures; QStash owes none of its jobs another retry, so this alert resolves after \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC unless another attempt fails; a job that runs out of retries becomes a job failure to retry$/,
     );
     expect(alert.details.jobFailuresOwed).toBe(2);
     // With another job's retry still due, QStash has the others.
@@ -244,6 +244,19 @@ describe("the sweep's subscription.failing alert", () => {
     await t.pool.query("TRUNCATE job_failures");
   });
 
+  it("says one job in the singular, raised and resolved", async () => {
+    const now = new Date();
+    await run("notify.mail", { started: minutesAgo(now, 6), last: minutesAgo(now, 1), attempts: 6 });
+    await insertJobFailure(t.pool);
+    await evaluateFailingSubscriptions(db(), { now });
+    const [alert] = await openAlerts();
+    expect(alert.message).toContain("1 job ran out of retries and waits for a retry among the job failures");
+    await t.pool.query("UPDATE subscription_failures SET recovered_at = now()");
+    await evaluateFailingSubscriptions(db(), { now });
+    const { rows } = await t.pool.query("SELECT message FROM outbox_alerts WHERE id = $1", [alert.id]);
+    expect(rows[0].message).toMatch(/; 1 job that ran out of retries still waits for a retry$/);
+  });
+
   it("resolves after the quiet spell too, and 4 sweeps at once raise one alert", async () => {
     const now = new Date();
     await run("notify.mail", { started: minutesAgo(now, 30), last: minutesAgo(now, 2), attempts: 50 });
@@ -261,7 +274,8 @@ describe("the sweep's subscription.failing alert", () => {
       "SELECT message FROM outbox_alerts WHERE kind = 'subscription.failing'",
     );
     expect(rows[0].message).toContain(
-      `recovered (no job failed for ${FAILING_QUIET_MINUTES} min) after 50 failed`,
+      // Not "recovered": nothing succeeded, the provider may still be down.
+      `stopped failing: no job failed for ${FAILING_QUIET_MINUTES} min, after 50 failed job attempts since`,
     );
   });
 });
@@ -300,7 +314,7 @@ describe("an outage with no new jobs (QStash's retries ever further apart)", () 
     const { rows } = await t.pool.query("SELECT message FROM outbox_alerts WHERE id = $1", [open.id]);
     expect(rows[0].message).toMatch(
       new RegExp(
-        `recovered \\(no job failed for ${FAILING_QUIET_MINUTES} min after the last retry due at .* UTC\\) after 40 failed`,
+        `stopped failing: no job failed for ${FAILING_QUIET_MINUTES} min after the last retry due at .* UTC, after 40 failed job attempts since .* UTC; none has succeeded since, so it may still be down$`,
       ),
     );
   });

@@ -121,6 +121,14 @@ function jobsWord(count: SQL): SQL {
   return sql`(${count} || CASE WHEN ${count} = 1 THEN ' job' ELSE ' jobs' END)`;
 }
 
+/** "1 job … waits" or "12 jobs … wait": `verb` agreeing with the count. */
+function waits(count: SQL): SQL {
+  return sql`CASE WHEN ${count} = 1 THEN 'waits' ELSE 'wait' END`;
+}
+
+/** When run `s` is quiet if no attempt fails meanwhile: FAILING_QUIET_MINUTES after its last failure. */
+const quietAt = sql`(s.last_failed_at + make_interval(mins => ${FAILING_QUIET_MINUTES}))`;
+
 /**
  * The cron sweep's watch on subscriptions whose jobs fail. QStash retries a failed
  * job on its backoff for hours (the dev server's five retries span about 6.7
@@ -158,10 +166,13 @@ export async function evaluateFailingSubscriptions(
                         -- none due, saying "QStash retries any others" promised what no job had.
                         CASE WHEN ${owed} = 0 THEN 'QStash retries them'
                              WHEN ${lastRetryDue} > ${now}
-                             THEN ${jobsWord(owed)} || ' ran out of retries and wait for a retry among the job failures; '
-                                  'QStash retries the others'
-                             ELSE ${jobsWord(owed)} || ' ran out of retries and wait for a retry among the job failures; '
-                                  'QStash owes none of its jobs another retry' END,
+                             THEN ${jobsWord(owed)} || ' ran out of retries and ' || ${waits(owed)}
+                                  || ' for a retry among the job failures; QStash retries the others'
+                             -- Nothing left to try: say when the alert ends by itself.
+                             ELSE ${jobsWord(owed)} || ' ran out of retries and ' || ${waits(owed)}
+                                  || ' for a retry among the job failures; QStash owes none of its jobs another retry, '
+                                  || 'so this alert resolves after ' || ${utcText(quietAt)}
+                                  || ' unless another attempt fails' END,
                         CASE WHEN ${lastRetryDue} > ${now}
                              THEN ', the last expected by ' || ${utcText(lastRetryDue)} ELSE '' END) AS message,
                  jsonb_build_object('attempts', s.attempts,
@@ -190,23 +201,29 @@ export async function evaluateFailingSubscriptions(
           RETURNING subscription, xmax = 0 AS new
         ),
         cleared AS (
-          -- Resolved saying why, so the alert no longer reads "is failing"; the jobs
-          -- QStash still holds are not counted anywhere, so it says they come later.
+          -- Resolved saying why, so the alert no longer reads "is failing". A job that
+          -- succeeded is a recovery, and the jobs QStash still holds come at their next
+          -- retry; a quiet spell is not: a walkthrough's alert said "recovered" while
+          -- the provider was still down and QStash held nothing.
           UPDATE outbox_alerts a SET resolved_at = now(),
                  message = coalesce((
-                   SELECT format('subscription %s recovered (%s) after %s failed job attempts since %s; '
-                                 'jobs QStash is still retrying are delivered at their next retry%s',
-                                 s.subscription,
-                                 CASE WHEN s.recovered_at IS NOT NULL
-                                      THEN 'a job that had failed succeeded at ' || ${utcText(sql`s.recovered_at`)}
-                                      WHEN ${lastRetryDue} > s.last_failed_at
-                                      THEN format('no job failed for %s min after the last retry due at %s',
-                                                  ${FAILING_QUIET_MINUTES}::int, ${utcText(lastRetryDue)})
-                                      ELSE format('no job failed for %s min', ${FAILING_QUIET_MINUTES}::int) END,
-                                 s.attempts, ${utcText(sql`s.streak_started_at`)},
-                                 -- Those that ran out of retries come back only when retried.
-                                 CASE WHEN ${owed} = 0 THEN ''
-                                      ELSE '; ' || ${jobsWord(owed)} || ' that ran out of retries still wait for a retry' END)
+                   SELECT CASE WHEN s.recovered_at IS NOT NULL
+                          THEN format('subscription %s recovered (a job that had failed succeeded at %s) after %s '
+                                      'failed job attempts since %s; jobs QStash is still retrying are delivered at '
+                                      'their next retry',
+                                      s.subscription, ${utcText(sql`s.recovered_at`)}, s.attempts,
+                                      ${utcText(sql`s.streak_started_at`)})
+                          ELSE format('subscription %s stopped failing: no job failed for %s min%s, after %s failed '
+                                      'job attempts since %s; none has succeeded since, so it may still be down',
+                                      s.subscription, ${FAILING_QUIET_MINUTES}::int,
+                                      CASE WHEN ${lastRetryDue} > s.last_failed_at
+                                           THEN ' after the last retry due at ' || ${utcText(lastRetryDue)}
+                                           ELSE '' END,
+                                      s.attempts, ${utcText(sql`s.streak_started_at`)}) END
+                          -- Those that ran out of retries come back only when retried.
+                          || CASE WHEN ${owed} = 0 THEN ''
+                                  ELSE '; ' || ${jobsWord(owed)} || ' that ran out of retries still '
+                                       || ${waits(owed)} || ' for a retry' END
                      FROM subscription_failures s WHERE s.subscription = a.subscription), a.message)
            WHERE a.kind = 'subscription.failing' AND a.resolved_at IS NULL
              AND NOT EXISTS (SELECT 1 FROM failing f WHERE f.subscription = a.subscription)
