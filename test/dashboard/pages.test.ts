@@ -803,7 +803,10 @@ describe("alerts", () => {
        VALUES ('subscription.failing', 'notify.mail', 'subscription notify.mail is failing') RETURNING id`,
     );
     const page = (await browser.get("/dashboard/alerts")).text;
-    expect(page).toMatch(/<td class="mono nowrap">subscription notify\.mail<\/td>/);
+    // Its failures are where its message sends the reader.
+    expect(page).toMatch(
+      /<td class="mono nowrap">subscription notify\.mail<br\/?><a href="\/dashboard\/job-failures\?subscription=notify\.mail">its failed jobs<\/a><\/td>/,
+    );
 
     const owed = await insertJobFailure(t.pool);
     const overview = (await browser.get("/dashboard")).text;
@@ -829,6 +832,18 @@ describe("alerts", () => {
     const page = await browser.get("/dashboard/alerts");
     expect(page.text).toMatch(
       /<td class="mono nowrap">subscription corpus\.index<br\/?><a href="\/dashboard\/job-failures\?subscription=corpus\.index">its failed jobs<\/a><\/td>/,
+    );
+    await t.pool.query("UPDATE outbox_alerts SET resolved_at = now() WHERE resolved_at IS NULL");
+  });
+
+  it("says, before resolving an alert the sweep checks, that a resolve lasts only till the next sweep", async () => {
+    await t.pool.query(
+      `INSERT INTO outbox_alerts (kind, subscription, message, details)
+       VALUES ('subscription.failing', 'notify.mail', 'subscription notify.mail is failing', '{}')`,
+    );
+    const page = (await browser.get("/dashboard/alerts")).text;
+    expect(page).toContain(
+      "Marks 1 open subscription.failing alert resolved. Nothing is sent or requeued. While what it reports lasts, the next sweep raises it again.",
     );
     await t.pool.query("UPDATE outbox_alerts SET resolved_at = now() WHERE resolved_at IS NULL");
   });

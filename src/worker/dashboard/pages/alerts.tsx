@@ -59,7 +59,12 @@ export function registerAlerts(dashboard: Hono<DashboardEnv>) {
               <div>
                 <Confirm
                   label={`Resolve all ${k.kind} (${k.count})`}
-                  says={`Marks ${k.count} open ${k.kind} alert${k.count === 1 ? "" : "s"} resolved. Nothing is sent or requeued.`}
+                  says={
+                    `Marks ${k.count} open ${k.kind} alert${k.count === 1 ? "" : "s"} resolved. Nothing is sent or requeued.` +
+                    (RAISED_AGAIN_WHILE_IT_LASTS.has(k.kind)
+                      ? " While what it reports lasts, the next sweep raises it again."
+                      : "")
+                  }
                 >
                   <form class="inline" method="post" action="/dashboard/alerts/resolve">
                     <input type="hidden" name="kind" value={k.kind} />
@@ -145,12 +150,27 @@ export function registerAlerts(dashboard: Hono<DashboardEnv>) {
 }
 
 /**
+ * Alerts about a condition the cron sweep checks each time (a subscription that keeps
+ * failing, an endpoint behind, the relay lagging or failing): resolved by hand while
+ * the condition lasts, the next sweep raises them again (a walkthrough's operator was
+ * not told so when resolving).
+ */
+const RAISED_AGAIN_WHILE_IT_LASTS = new Set([
+  "subscription.failing",
+  "webhook.endpoint_lagging",
+  "relay.lagging",
+  "relay.failing",
+]);
+
+/**
  * What an alert is about, as links: its webhook endpoint (the page to act from) and
  * its event; a subscription's failed jobs, which one alert counts (ADR 0037), are
  * listed, to retry, on the job failures page.
  */
 function About({ alert }: { alert: AlertRow }) {
-  if (alert.kind === "job.failed" && alert.subscription)
+  // A subscription's alerts (its failed jobs, its run of failures) lead to its job
+  // failures, which subscription.failing's message names too.
+  if ((alert.kind === "job.failed" || alert.kind === "subscription.failing") && alert.subscription)
     return (
       <>
         {`subscription ${alert.subscription}`}
