@@ -1,5 +1,8 @@
 import { query, type Queryable } from "./sql.ts";
 
+/** The alert kinds the outbox itself raises: a poisoned event, the relay's lag and failures. */
+export const OUTBOX_ALERT_KINDS = ["event.poisoned", "relay.lagging", "relay.failing"] as const;
+
 /**
  * Acknowledges open alerts: one by id, or every open alert of a kind up to the
  * newest the operator was shown (`upTo`, an alert id), so an alert raised after

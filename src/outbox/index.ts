@@ -114,7 +114,7 @@ export {
   type PoisonedGroups,
 } from "./poison-groups.ts";
 export { eventsPerMinute, type MinuteCount } from "./throughput.ts";
-export { resolveAlerts, resolveAlert, openAlertKinds } from "./alert-resolution.ts";
+export { resolveAlerts, resolveAlert, openAlertKinds, OUTBOX_ALERT_KINDS } from "./alert-resolution.ts";
 export {
   deleteOldFannedEvents,
   evaluateAlerts,

@@ -302,9 +302,17 @@ describe("outbox CLI", () => {
     const none = await runCli(["alerts", "resolve", "--kind", "event.poisoned", "--json"], env());
     expect(JSON.parse(none.stdout)).toEqual({ kind: "event.poisoned", resolved: 0 });
     expect(await open()).toEqual(["relay failing"]);
-    // A mistyped kind resolves nothing and says which kinds are open.
-    expect((await runCli(["alerts", "resolve", "--kind", "relay.faling"], env())).stdout.trim()).toBe(
-      "no open relay.faling alert; open ones: relay.failing (1)",
+    // A kind with none open resolves nothing and says which kinds are open; a kind
+    // that is none exits 2, as any mistyped input, so a script can tell them apart.
+    const noneOpen = await runCli(["alerts", "resolve", "--kind", "relay.lagging"], env());
+    expect([noneOpen.code, noneOpen.stdout.trim()]).toEqual([
+      0,
+      "no open relay.lagging alert; open ones: relay.failing (1)",
+    ]);
+    const typo = await runCli(["alerts", "resolve", "--kind", "relay.faling", "--json"], env());
+    expect(typo.code).toBe(2);
+    expect(typo.stdout + typo.stderr).toMatch(
+      /--kind must be an alert kind: event\.poisoned, .*got \\?"relay\.faling\\?"/,
     );
     expect((await runCli(["alerts", "--open", "--json"], env())).stdout).toContain(`"id": ${failing}`);
 

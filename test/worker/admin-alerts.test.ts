@@ -69,6 +69,24 @@ describe("POST /admin/alerts/…/resolve", () => {
     expect(res.body).toEqual({ kind: "event.poisoned", resolved: 2 });
     expect(await open()).toEqual(["relay", "C, later"]);
 
+    // A kind no alert has is a mistake, not "resolved 0"; one with none open is 0.
+    const typo = await admin("/admin/alerts/resolve", { kind: "event.posioned", upTo });
+    expect(typo.status).toBe(400);
+    expect(typo.body.error.issues).toEqual([
+      { path: "kind", message: expect.stringMatching(/^must be an alert kind: event\.poisoned, /) },
+    ]);
+    expect((await admin("/admin/alerts/resolve", { kind: "relay.lagging", upTo })).body).toEqual({
+      kind: "relay.lagging",
+      resolved: 0,
+    });
+    // One an older version raised, still open, is still resolved by its kind.
+    const { rows: old } = await t.pool.query<{ id: string }>(
+      "INSERT INTO outbox_alerts (kind, message) VALUES ('legacy.kind', 'from before') RETURNING id",
+    );
+    expect(
+      (await admin("/admin/alerts/resolve", { kind: "legacy.kind", upTo: Number(old[0]!.id) })).body,
+    ).toEqual({ kind: "legacy.kind", resolved: 1 });
+
     const missing = await admin("/admin/alerts/resolve", { kind: "event.poisoned" });
     expect(missing.status).toBe(400);
     expect(missing.body.error.issues).toContainEqual(expect.objectContaining({ path: "upTo" }));

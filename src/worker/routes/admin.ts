@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { ALERT_KIND_RULE, isAlertKind } from "../../domain/alert-kinds.ts";
 import { subscriptionFilter } from "../../domain/subscriptions.ts";
 import type { Db } from "../../domain/db.ts";
 import { eventJobFailures, jobFailuresPage } from "../../domain/job-failures/record.ts";
@@ -19,6 +20,7 @@ import {
   isTypeGlob,
   publishAdvice,
   IDENTITY_ID_DIGITS,
+  openAlertKinds,
   resolveAlert,
   resolveAlerts,
   requeue,
@@ -32,7 +34,7 @@ import type { App } from "../new-app.ts";
 import { ApiError, orUnavailable } from "../errors.ts";
 import { isSafeMethod } from "../methods.ts";
 import { publisherFor } from "../relay.ts";
-import { noBody, valid } from "../validate.ts";
+import { invalidInput, noBody, valid } from "../validate.ts";
 import { ID } from "./params.ts";
 
 /** A job failure's id as a path segment; anything else is no route, a 404, as with ID. */
@@ -171,6 +173,10 @@ export function registerAdmin(app: App) {
 
   app.post("/admin/alerts/resolve", valid("json", resolveKindBody), async (c) => {
     const { kind, upTo } = c.req.valid("json");
+    // A kind no alert has is a mistake to say, not "resolved 0": one raised by an
+    // older version, still open, is taken too.
+    if (!isAlertKind(kind) && !(await openAlertKinds(c.var.pool)).some((k) => k.kind === kind))
+      throw invalidInput("invalid body", [{ path: "kind", message: ALERT_KIND_RULE }]);
     return c.json({ kind, resolved: await resolveAlerts(c.var.pool, { kind, upTo }) });
   });
 
