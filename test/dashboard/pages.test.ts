@@ -301,6 +301,8 @@ describe("event detail", () => {
     expect(page.text.length).toBeLessThan(60_000);
     expect(page.text).toMatch(/The first 20,000 of 1,000,0\d\d characters\. The whole payload: /);
     expect(page.text).toContain(`GET /admin/events/${id}`);
+    // The relay's tries at the event, not its jobs': said so.
+    expect(page.text).toContain("<th>fan-out attempts</th><td>0 failed attempts</td>");
     // An endpoint's one alert names its latest failure's event, so it can be older than the event.
     await t.pool.query(
       `INSERT INTO outbox_alerts (kind, event_id, message, created_at)

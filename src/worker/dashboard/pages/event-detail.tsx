@@ -106,12 +106,14 @@ export function registerEventDetail(dashboard: Hono<DashboardEnv>) {
             <th>fanned out</th>
             <td>{event.fannedOutAt ? time(event.fannedOutAt) : "not yet"}</td>
           </tr>
+          {/* The relay's tries at fanning the event out, not its jobs' (listed below): a
+              walkthrough read "0 failed attempts" beside a mail job that failed six times. */}
           <tr>
-            <th>attempts</th>
+            <th>fan-out attempts</th>
             <td>{attemptsLine(event)}</td>
           </tr>
           <tr>
-            <th>{event.state === "fanned" ? "earlier error" : "last error"}</th>
+            <th>{event.state === "fanned" ? "earlier fan-out error" : "fan-out error"}</th>
             <td class={event.state === "fanned" ? "muted" : "error"}>{event.lastError ?? "–"}</td>
           </tr>
         </Table>
