@@ -87,11 +87,20 @@ describe("retrying a job failure from the overview", () => {
     );
     expect(after.text).not.toContain(retryForm(ours));
 
-    // The form sent again (a reload offering to resubmit): refused, nothing published.
-    const again = await browser.post(`/dashboard/job-failures/${ours}/retry`, {});
-    expect(again.status).toBe(409);
-    expect(again.text).toContain(`job failure ${ours} was already retried`);
+    // The form sent again (a reload offering to resubmit, a second tab): no second
+    // retry, nothing published, and back to the page saying how it was retried rather
+    // than a bare 409 page (a walkthrough's stale tab).
+    const again = await browser.post(`/dashboard/job-failures/${ours}/retry`, {
+      back: "/dashboard/job-failures",
+    });
+    expect(again.status).toBe(303);
+    expect(again.headers.get("location")).toBe(`/dashboard/job-failures?retried=${ours}`);
+    expect((await browser.get(again.headers.get("location")!)).text).toContain(
+      `Job failure ${ours} retried: QStash took a new job, ${job!.messageId}.`,
+    );
     expect(jobsInQStash()).toHaveLength(1);
+    // An unknown failure is still refused (the API refuses a second retry: 409).
+    expect((await browser.post("/dashboard/job-failures/424242/retry", {})).status).toBe(404);
   });
 
   it("offers Retry again for a retry whose request was cut off before its publish", async () => {

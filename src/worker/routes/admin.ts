@@ -198,18 +198,23 @@ export function registerAdmin(app: App) {
  * Retries a recorded job failure (src/domain/job-failures/retry.ts), or throws the
  * answer an operator gets instead: 404 unknown, 409 already retried or not a job of
  * ours, 503 when QStash did not take the job (the failure is left un-retried, so
- * asking again works). The admin route and the dashboard's form share it.
+ * asking again works). The admin route and the dashboard's form share it; the form
+ * takes `retriedAlready` as done (a second tab's press, a reload that resubmits):
+ * the page it returns to says how the failure was retried.
  */
 export async function retryOrRefuse(
   db: Db,
   config: Config,
   id: number,
-): Promise<{ id: number; retriedAt: Date; retryMessageId: string }> {
+  options: { retriedAlready?: "refuse" | "done" } = {},
+): Promise<{ id: number; retriedAt: Date; retryMessageId: string | null }> {
   const result = await orUnavailable(
     () => retryJobFailure(db, publisherFor(config), id),
     (error) => notRetriedMessage(id, error),
   );
   if (result.retried) return { id, retriedAt: result.retriedAt, retryMessageId: result.retryMessageId };
+  if (result.refused === "already_retried" && options.retriedAlready === "done")
+    return { id, retriedAt: result.retriedAt, retryMessageId: result.retryMessageId };
   throw new ApiError(result.refused === "not_found" ? "NOT_FOUND" : "CONFLICT", result.message);
 }
 

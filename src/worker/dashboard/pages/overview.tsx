@@ -242,11 +242,15 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
     return c.redirect(afterRetryAll(form.back, retried.length), 303);
   });
 
-  // Once per failure (a second post, a reload offering to resubmit, is 409); the
-  // same use case and answers as POST /admin/job-failures/:id/retry.
+  // Once per failure; the same use case as POST /admin/job-failures/:id/retry, whose
+  // refusals it answers but one: a second post is no second retry, and goes back too.
   // Back to the page the form came from when it says one of ours (never elsewhere), else the overview.
   dashboard.post(`/job-failures/${JOB_FAILURE_ID}/retry`, async (c) => {
-    const { id } = await retryOrRefuse(c.var.db, c.var.config, Number(c.req.param("id")));
+    // Retried already (another tab, a resubmitting reload): back to the page, which
+    // says how it was retried, rather than a bare 409 (a walkthrough's stale tab).
+    const { id } = await retryOrRefuse(c.var.db, c.var.config, Number(c.req.param("id")), {
+      retriedAlready: "done",
+    });
     const form = await c.req.parseBody();
     return c.redirect(afterRetry(form.back, id), 303);
   });
