@@ -82,10 +82,7 @@ const retryAll =
     const retried: { id: number; retryMessageId: string }[] = [];
     const publisher = publisherFor(env);
     for (;;) {
-      const round = await retryAllJobFailures(db, publisher, {
-        upTo,
-        ...(subscription === undefined ? {} : { subscription }),
-      }).catch(
+      const round = await retryAllJobFailures(db, publisher, { upTo, subscription }).catch(
         refusedUnpublished(
           (error) =>
             `QStash did not take the retried jobs (${error.message}); ` +

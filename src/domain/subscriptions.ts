@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { defineSubscriptions } from "../outbox/index.ts";
+import { defineSubscriptions, findSubscription } from "../outbox/index.ts";
 
 /**
  * The reference app's subscriptions. Each name is also its job route
@@ -19,7 +19,7 @@ export const SUBSCRIPTION_NAMES = subscriptions.map((s) => s.name);
 
 /** Whether `name` is one of the subscriptions, and so a filter worth running. */
 export function isSubscriptionName(name: string): boolean {
-  return (SUBSCRIPTION_NAMES as readonly string[]).includes(name);
+  return findSubscription(subscriptions, name) !== undefined;
 }
 
 /** What a filter naming no subscription is told. */

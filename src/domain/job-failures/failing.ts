@@ -53,20 +53,18 @@ export async function noteFailedAttempt(
   error: string,
   retryInSeconds: number | null,
 ): Promise<void> {
-  const due =
-    retryInSeconds === null ? sql`NULL::timestamptz` : sql`now() + make_interval(secs => ${retryInSeconds})`;
+  // The job's own row: its next retry, or none (its last attempt failed).
+  const jobRow =
+    retryInSeconds === null
+      ? sql`DELETE FROM job_retries_due WHERE message_id = ${messageId}`
+      : sql`INSERT INTO job_retries_due (message_id, subscription, due_at)
+            VALUES (${messageId}, ${subscription}, now() + make_interval(secs => ${retryInSeconds}))
+            ON CONFLICT (message_id) DO UPDATE SET due_at = EXCLUDED.due_at`;
   // On the statement's snapshot: whether the run was over before this failure,
   // this job's previous due included.
   const ended = sql`(s.recovered_at IS NOT NULL OR ${quietSince(sql`now()`)})`;
   await db.execute(sql`
-    WITH owed AS (
-      INSERT INTO job_retries_due AS d (message_id, subscription, due_at)
-      SELECT ${messageId}, ${subscription}, ${due} WHERE ${due} IS NOT NULL
-      ON CONFLICT (message_id) DO UPDATE SET due_at = EXCLUDED.due_at
-    ),
-    settled AS (
-      DELETE FROM job_retries_due WHERE message_id = ${messageId} AND ${due} IS NULL
-    )
+    WITH job AS (${jobRow})
     INSERT INTO subscription_failures AS s
            (subscription, streak_started_at, last_failed_at, attempts, last_error)
     VALUES (${subscription}, now(), now(), 1, ${error.slice(0, ERROR_KEPT)})

@@ -15,7 +15,7 @@ import {
   type AlertRow,
 } from "../../outbox/index.ts";
 import type { Db } from "../db.ts";
-import { subscriptions } from "../subscriptions.ts";
+import { SUBSCRIPTION_NAMES, subscriptions } from "../subscriptions.ts";
 import { queryRows, textArray } from "../webhooks/rows.ts";
 
 /**
@@ -482,7 +482,7 @@ function oursAndOpen(now: Date): SQL {
 }
 
 function subscriptionNames(): string {
-  return textArray(subscriptions.map((s) => s.name));
+  return textArray(SUBSCRIPTION_NAMES);
 }
 
 /** Never retried, or claimed by a retry that did not finish within ABANDONED_CLAIM_MS. */

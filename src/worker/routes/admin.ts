@@ -227,15 +227,10 @@ export async function retryOrRefuse(
 export function retryAllOrRefuse(
   db: Db,
   config: Config,
-  options: { upTo: number; subscription?: string | undefined },
+  options: { upTo: number; subscription?: string },
 ): Promise<RetryAllResult> {
-  const { upTo, subscription } = options;
   return orUnavailable(
-    () =>
-      retryAllJobFailures(db, publisherFor(config), {
-        upTo,
-        ...(subscription === undefined ? {} : { subscription }),
-      }),
+    () => retryAllJobFailures(db, publisherFor(config), options),
     (error) =>
       `QStash did not take the retried jobs (${error.message}); none is marked retried: ${publishAdvice(error)}`,
   );

@@ -75,7 +75,7 @@ export function registerJobsDeliver(app: App) {
     console.error(`[${c.var.requestId}] job ${context.messageId} ${name}: ${outcome.message}`);
     // When QStash tries this job next (the subscription's retries, QStash's backoff):
     // till then the run of failures is not over, however quiet. A rejected job (a
-    // mail provider's 400, a malformed job) is a failed attempt too, and its last:
+    // mail provider's 400) is a failed attempt too, and its last:
     // uncounted, it left the retry its previous attempt expected, a day away, and
     // the subscription's alert open that long (a walkthrough).
     const retryIn = outcome.retry
