@@ -12,10 +12,11 @@ const NOT_TEXT = /(?![\t\n\r])\p{Cc}/u;
  * A one-line value (a title, a name, a scope, a tag, a filter). Checked before
  * trimming, so a trailing CR/LF is refused rather than silently dropped.
  */
-export function singleLine(max: number) {
+export function singleLine(max: number, notAString?: string) {
   return (
     z
-      .string()
+      // Without its own words, a wrong type gets the validator's ("must be a string").
+      .string(notAString === undefined ? undefined : { error: notAString })
       // abort: a value with a line break is refused for that alone, not also by every
       // rule a caller's schema adds after (a type glob's), which named the field twice.
       .refine((v) => !LINE_BREAKING.test(v), {
@@ -24,12 +25,19 @@ export function singleLine(max: number) {
       })
       .trim()
       .min(1, "must not be empty")
-      .max(max)
+      // Said here: a schema's own `error` would otherwise answer for this check too.
+      .max(max, `must be at most ${max} characters`)
   );
 }
 
 /** The longest scope a row, a key or an endpoint may have. */
 export const SCOPE_MAX = 128;
+
+/**
+ * A scope in a body (a note's, a supplier's, a key's, an endpoint's): a scope, or
+ * null for none. A number was told "must be a string", and null is as good.
+ */
+export const scopeValue = singleLine(SCOPE_MAX, "must be a string or null (no scope)").nullable();
 
 /**
  * A scope filter in a query string: a scope, or `?scope=` with no value for the rows

@@ -20,6 +20,46 @@ beforeAll(async () => {
 
 const NUL = "a\u0000b";
 
+describe("a scope in a body is a string or null, and every route says both", () => {
+  const admin = () => ({ headers: { authorization: `Bearer ${env.ADMIN_TOKEN}` } });
+  const routes: [string, string, Record<string, unknown>, "tenant" | "admin"][] = [
+    ["note", "/notes", { title: "t" }, "tenant"],
+    ["supplier", "/suppliers", { name: "n" }, "tenant"],
+    ["API key", "/admin/api-keys", { name: "n" }, "admin"],
+    ["webhook endpoint", "/admin/webhooks/endpoints", { url: "https://hooks.example.com/in" }, "admin"],
+  ];
+  const post = (path: string, body: unknown, auth: "tenant" | "admin") =>
+    call(app, env, "POST", path, body, auth === "admin" ? admin() : withKey(key));
+
+  it.each(routes)("%s: a number, an object, an array", async (_what, path, valid, auth) => {
+    for (const scope of [5, false, { name: "acme" }, ["acme"]]) {
+      const res = await post(path, { ...valid, scope }, auth);
+      expect(res.status).toBe(400);
+      // "must be a string" read as if null were refused too, and it is how a body says "none".
+      expect(res.body.error.issues).toEqual([
+        { path: "scope", message: "must be a string or null (no scope)" },
+      ]);
+    }
+  });
+
+  it.each(routes)("%s: too long and empty keep their own words", async (_what, path, valid, auth) => {
+    const long = await post(path, { ...valid, scope: "s".repeat(129) }, auth);
+    expect(long.body.error.issues).toEqual([{ path: "scope", message: "must be at most 128 characters" }]);
+    const empty = await post(path, { ...valid, scope: " " }, auth);
+    expect(empty.body.error.issues).toEqual([{ path: "scope", message: "must not be empty" }]);
+  });
+
+  it("a required scope that is missing is said to be required", async () => {
+    for (const [path, valid] of [
+      ["/admin/api-keys", { name: "n" }],
+      ["/admin/webhooks/endpoints", { url: "https://hooks.example.com/in" }],
+    ] as const) {
+      const res = await post(path, valid, "admin");
+      expect(res.body.error.issues).toEqual([{ path: "scope", message: "is required" }]);
+    }
+  });
+});
+
 describe("NUL bytes are a 400 naming the field, wherever a string enters", () => {
   const cases: [string, string, string, unknown, string][] = [
     ["note title", "POST", "/notes", { title: NUL }, "title"],

@@ -2,7 +2,7 @@ import { and, desc, eq, isNull, sql } from "drizzle-orm";
 import { z } from "zod";
 import type { Db } from "../db.ts";
 import { apiKeys } from "../schema.ts";
-import { SCOPE_MAX, sha256Hex, singleLine } from "../text.ts";
+import { sha256Hex, scopeValue, singleLine } from "../text.ts";
 
 /**
  * Tenant API keys. A key is `eo_` + 32 random bytes (base64url): recognisable in
@@ -16,7 +16,7 @@ const SHOWN_PREFIX_LENGTH = 12;
 
 export const apiKeyInput = z.strictObject({
   // Required, so a key for the null scope is asked for explicitly, never by omission.
-  scope: singleLine(SCOPE_MAX).nullable(),
+  scope: scopeValue,
   name: singleLine(200),
 });
 export type ApiKeyInput = z.input<typeof apiKeyInput>;

@@ -1,13 +1,13 @@
 import { z } from "zod";
 import type { corpusNotes } from "../schema.ts";
-import { multiLine, SCOPE_MAX, scopeFilter, singleLine, wholeNumber } from "../text.ts";
+import { multiLine, scopeFilter, scopeValue, singleLine, wholeNumber } from "../text.ts";
 
 export const MAX_IMPORT = 2_000;
 
 const title = singleLine(300);
 const body = multiLine(100_000);
 const tags = z.array(singleLine(64)).max(32);
-const scope = singleLine(SCOPE_MAX).nullable();
+const scope = scopeValue;
 
 export const noteInput = z.strictObject({
   title,

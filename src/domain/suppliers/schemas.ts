@@ -1,10 +1,10 @@
 import { z } from "zod";
 import type { suppliers } from "../schema.ts";
-import { SCOPE_MAX, singleLine } from "../text.ts";
+import { scopeValue, singleLine } from "../text.ts";
 
 export const supplierInput = z.strictObject({
   name: singleLine(200),
-  scope: singleLine(SCOPE_MAX).nullable().optional(),
+  scope: scopeValue.optional(),
 });
 export type SupplierInput = z.input<typeof supplierInput>;
 

@@ -2,7 +2,7 @@ import { z } from "zod";
 import { isTypeGlob, TYPE_GLOB_RULE } from "../../outbox/index.ts";
 import type { webhookAttempts, webhookDeliveries, webhookEndpoints } from "../schema.ts";
 import { webhookDeliveryStatuses } from "../schema.ts";
-import { multiLine, SCOPE_MAX, scopeFilter, singleLine, wholeNumber } from "../text.ts";
+import { multiLine, scopeFilter, scopeValue, wholeNumber } from "../text.ts";
 import { checkWebhookUrl, type UrlPolicy } from "./url-safety.ts";
 
 export type EndpointRow = typeof webhookEndpoints.$inferSelect;
@@ -38,7 +38,7 @@ export function createEndpointInput(policy: UrlPolicy) {
     types: typeGlobs.default(["*"]),
     // The scope is fixed at creation: an endpoint moved to another scope would
     // start receiving another tenant's events, so PATCH does not take it.
-    scope: singleLine(SCOPE_MAX).nullable(),
+    scope: scopeValue,
     description: description.default(""),
   });
 }
