@@ -123,6 +123,7 @@ const jsonRoutes: JsonRoute[] = [
       types: { kind: "globs" },
       scope: { kind: "nullableLine", max: 128, required: true },
       description: { kind: "text", max: 500 },
+      enabled: { kind: "bool" },
     },
   },
   {

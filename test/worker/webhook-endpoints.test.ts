@@ -392,6 +392,35 @@ describe("webhook endpoint routes: create, list, get, patch, delete", () => {
     expect(noop.body.endpoint.failingSince).not.toBeNull();
   });
 
+  it("can be created disabled, as an operator's disable, and enabled later like any other", async () => {
+    const { endpoint, secret } = await create({
+      url: "https://later.example.com/",
+      scope: null,
+      enabled: false,
+    });
+    expect(secret).toMatch(/^whsec_/);
+    expect(endpoint).toMatchObject({ enabled: false, disabledReason: "disabled by an operator" });
+    expect(endpoint.disabledAt).not.toBeNull();
+    // Stored off: fan-out reads the column (test/webhooks/delivery.test.ts), so no delivery is made.
+    const { rows } = await t.pool.query<{ enabled: boolean }>(
+      "SELECT enabled FROM webhook_endpoints WHERE id = $1",
+      [endpoint.id],
+    );
+    expect(rows[0]!.enabled).toBe(false);
+    const on = await admin("PATCH", `/admin/webhooks/endpoints/${endpoint.id}`, { enabled: true });
+    expect(on.body.endpoint).toMatchObject({ enabled: true, disabledReason: null, disabledAt: null });
+
+    const explicit = await create({ url: "https://now.example.com/", scope: null, enabled: true });
+    expect(explicit.endpoint).toMatchObject({ enabled: true, disabledReason: null, disabledAt: null });
+    const bad = await admin("POST", "/admin/webhooks/endpoints", {
+      url: "https://bad.example.com/",
+      scope: null,
+      enabled: "no",
+    });
+    expect(bad.status).toBe(400);
+    expect(bad.body.error.issues).toEqual([{ path: "enabled", message: "must be true or false" }]);
+  });
+
   it("DELETE removes the endpoint with its deliveries; then it is 404", async () => {
     const { endpoint } = await create({ url: "https://delete.example.com/", scope: null });
     await seedDelivery(endpoint.id, { status: "failed", attempts: [500] });

@@ -1,8 +1,10 @@
+import { sql } from "drizzle-orm";
 import type { Db } from "../db.ts";
 import { webhookEndpoints } from "../schema.ts";
 import { createEndpointInput, endpointView, type CreateEndpointInput, type EndpointView } from "./schemas.ts";
 import { sealSecret } from "./secret-box.ts";
 import { newSecret } from "./signing.ts";
+import { DISABLED_BY_OPERATOR } from "./update.ts";
 import type { UrlPolicy } from "./url-safety.ts";
 
 /**
@@ -16,13 +18,19 @@ export async function createEndpoint(
   input: CreateEndpointInput,
   policy: UrlPolicy,
 ): Promise<{ endpoint: EndpointView; secret: string }> {
-  const values = createEndpointInput(policy).parse(input);
+  const { enabled, ...values } = createEndpointInput(policy).parse(input);
   // The id is chosen here because the box is bound to it (AES-GCM additional data).
   const id = crypto.randomUUID();
   const secret = newSecret();
   const [row] = await db
     .insert(webhookEndpoints)
-    .values({ id, ...values, secretBox: await sealSecret(key, secret, id) })
+    .values({
+      id,
+      ...values,
+      // Created off reads as turned off by an operator: the table requires a reason.
+      ...(enabled ? {} : { enabled, disabledReason: DISABLED_BY_OPERATOR, disabledAt: sql`now()` }),
+      secretBox: await sealSecret(key, secret, id),
+    })
     .returning();
   if (!row) throw new Error("createEndpoint: INSERT returned no row");
   return { endpoint: endpointView(row), secret };

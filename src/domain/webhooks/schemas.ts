@@ -40,6 +40,9 @@ export function createEndpointInput(policy: UrlPolicy) {
     // start receiving another tenant's events, so PATCH does not take it.
     scope: scopeValue,
     description: description.default(""),
+    // false: registered but sent nothing until enabled, e.g. while the receiver is
+    // still being built (recorded as an operator's disable, so PATCH enables it).
+    enabled: z.boolean({ error: "must be true or false" }).default(true),
   });
 }
 export type CreateEndpointInput = z.input<ReturnType<typeof createEndpointInput>>;
