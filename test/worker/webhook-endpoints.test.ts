@@ -259,6 +259,15 @@ describe("webhook endpoint routes: create, list, get, patch, delete", () => {
     expect(unknown.status).toBe(404);
   });
 
+  it("recover with nothing to re-send is 200, not 202: no job was queued", async () => {
+    const { endpoint } = await create({ url: "https://nothing-failed.example.com/", scope: null });
+    const res = await admin("POST", `/admin/webhooks/endpoints/${endpoint.id}/recover`, {
+      since: "2026-01-01T00:00:00Z",
+    });
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({ recovered: 0, more: false });
+  });
+
   it("lists endpoints newest first, by scope (empty: the unscoped ones), a keyset page at a time", async () => {
     const ids: string[] = [];
     for (let i = 0; i < 5; i++) {

@@ -14,7 +14,7 @@ const recoverBody = z.strictObject({ since: recoverSince });
  * bearer check (ADMIN_TOKEN; registered after it): send a test event,
  * redeliver one delivery, recover an endpoint's failed deliveries since a time.
  * Each answers 202: the work is a queued deliver job, its outcome shows in the
- * delivery's attempts. A disabled endpoint answers 409; enable it first. A job
+ * delivery's attempts (a recover that found nothing to re-send is a 200). A disabled endpoint answers 409; enable it first. A job
  * QStash did not take answers 503, with nothing changed (queuedOrRefused).
  */
 export function registerAdminWebhooksActions(app: App) {
@@ -40,6 +40,7 @@ export function registerAdminWebhooksActions(app: App) {
     const recovered = await queuedOrRefused(`the failed deliveries of webhook endpoint ${id}`, () =>
       recoverFailed(c.var.db, deliverQueueFor(c.var.config), id, since),
     );
-    return c.json(recovered, 202);
+    // 202 says work was queued; with no failed delivery to re-send, none was.
+    return c.json(recovered, recovered.recovered > 0 ? 202 : 200);
   });
 }
