@@ -1,4 +1,5 @@
 import type { Context, MiddlewareHandler, ValidationTargets } from "hono";
+import { HTTPException } from "hono/http-exception";
 import { validator } from "hono/validator";
 import { z } from "zod";
 import type { Config, HonoEnv } from "./env.ts";
@@ -67,14 +68,31 @@ function bodyFirst<M>(target: keyof ValidationTargets, check: M): M {
   const first: MiddlewareHandler = async (c, next) => {
     // The type first: bytes named as another charset are refused for that (415).
     requireMediaType(c.req.header("content-type"), target);
+    let empty = true;
     if (target === "json" && c.req.raw.body) {
+      const bytes = await c.req.arrayBuffer();
+      empty = bytes.byteLength === 0;
       try {
-        STRICT_UTF8.decode(await c.req.arrayBuffer());
+        STRICT_UTF8.decode(bytes);
       } catch {
         throw new ApiError("BAD_REQUEST", "the body is not valid UTF-8, which JSON must be (RFC 8259 §8.1)");
       }
     }
-    return (check as MiddlewareHandler)(c, next);
+    if (target !== "json") return (check as MiddlewareHandler)(c, next);
+    // Hono's validator parses the JSON and, when it cannot, throws its own 400
+    // ("Malformed JSON in request body") before calling next: said in this API's
+    // form, as every other bad body is. Parsing here instead would parse twice.
+    let reached = false;
+    try {
+      return await (check as MiddlewareHandler)(c, async () => {
+        reached = true;
+        await next();
+      });
+    } catch (error) {
+      if (reached || !(error instanceof HTTPException) || error.status !== 400) throw error;
+      const message = empty ? "must not be empty: send a JSON object" : "must be valid JSON";
+      throw invalidInput("invalid body", [{ path: "", message }]);
+    }
   };
   return first as M;
 }

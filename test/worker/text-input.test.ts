@@ -20,6 +20,32 @@ beforeAll(async () => {
 
 const NUL = "a\u0000b";
 
+describe("a body that is not JSON is an invalid body, as any other", () => {
+  const cases: [string, string, string][] = [
+    ["malformed", "{not json", "must be valid JSON"],
+    ["cut short", '{"title":', "must be valid JSON"],
+    ["trailing text", '{"title":"t"}}', "must be valid JSON"],
+    ["empty", "", "must not be empty: send a JSON object"],
+  ];
+  it.each(cases)("%s", async (_what, text, message) => {
+    const res = await app.request(
+      "/notes",
+      {
+        method: "POST",
+        body: text,
+        headers: { "content-type": "application/json", authorization: `Bearer ${key}` },
+      },
+      env,
+      executionContext().ctx,
+    );
+    expect(res.status).toBe(400);
+    const { error } = (await res.json()) as { error: { code: string; message: string; issues: unknown } };
+    // Hono's own words were "Malformed JSON in request body", with no issues.
+    expect(error).toMatchObject({ code: "BAD_REQUEST", message: `invalid body: ${message}` });
+    expect(error.issues).toEqual([{ path: "", message }]);
+  });
+});
+
 describe("a scope in a body is a string or null, and every route says both", () => {
   const admin = () => ({ headers: { authorization: `Bearer ${env.ADMIN_TOKEN}` } });
   const routes: [string, string, Record<string, unknown>, "tenant" | "admin"][] = [
