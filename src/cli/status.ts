@@ -1,4 +1,4 @@
-import { ALERT_KIND_RULE, isAlertKind } from "../domain/alert-kinds.ts";
+import { ALERT_KIND_RULE, isAlertKind, raisedAgainNote } from "../domain/alert-kinds.ts";
 import { alertsPage, MAX_LIST_LIMIT, openAlertKinds, resolveAlert, resolveAlerts } from "../outbox/index.ts";
 import { beforeOption, idArgument, intOption, Refusal, UsageError, type Options } from "./args.ts";
 import { dbOf, type Command } from "./command.ts";
@@ -56,7 +56,11 @@ function resolveCommand(options: Options, rest: string[]): ReturnType<Command> {
         resolved === 0
           ? `no open ${kind} alert; open ones: ${others || "none"}`
           : `resolved ${resolved} ${kind} alert${resolved === 1 ? "" : "s"}`;
-      print({ kind, resolved }, () => said + (owed > 0 ? notRetriedHint(owed) : ""));
+      const again = resolved > 0 ? raisedAgainNote(kind) : undefined;
+      print(
+        { kind, resolved },
+        () => said + (owed > 0 ? notRetriedHint(owed) : "") + (again ? `; ${again}` : ""),
+      );
       return 0;
     };
   }
@@ -66,10 +70,11 @@ function resolveCommand(options: Options, rest: string[]): ReturnType<Command> {
   return async ({ pool, print }) => {
     const outcome = await resolveAlert(pool, id);
     if (!outcome) throw new Refusal("not_found", `no alert ${id}`);
-    const shown = { id, resolved: outcome.wasOpen, resolvedAt: outcome.resolvedAt };
+    const shown = { id, kind: outcome.kind, resolved: outcome.wasOpen, resolvedAt: outcome.resolvedAt };
+    const again = raisedAgainNote(outcome.kind);
     print(shown, () =>
       outcome.wasOpen
-        ? `resolved alert ${id}`
+        ? `resolved alert ${id} (${outcome.kind})${again ? `; ${again}` : ""}`
         : `alert ${id} was already resolved at ${outcome.resolvedAt.toISOString()}`,
     );
     return 0;

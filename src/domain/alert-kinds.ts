@@ -22,3 +22,23 @@ export const ALERT_KIND_RULE = `must be an alert kind: ${ALERT_KINDS.join(", ")}
 export function isAlertKind(kind: string): boolean {
   return ALERT_KINDS.includes(kind);
 }
+
+/**
+ * Alerts about a condition the cron sweep checks each time (a subscription that keeps
+ * failing, an endpoint behind, the relay lagging or failing): resolved by hand while
+ * the condition lasts, the next sweep raises them again. A walkthrough's operator was
+ * not told so when resolving; every resolve (dashboard, CLI) now says it.
+ */
+const RAISED_AGAIN_WHILE_IT_LASTS: ReadonlySet<string> = new Set([
+  "subscription.failing",
+  "webhook.endpoint_lagging",
+  "relay.lagging",
+  "relay.failing",
+]);
+
+/** What resolving an alert of `kind` does not stop, or undefined when it does. */
+export function raisedAgainNote(kind: string): string | undefined {
+  return RAISED_AGAIN_WHILE_IT_LASTS.has(kind)
+    ? "while what it reports lasts, the next sweep raises it again"
+    : undefined;
+}

@@ -35,19 +35,21 @@ export async function resolveAlerts(
 export async function resolveAlert(
   db: Queryable,
   id: number,
-): Promise<{ wasOpen: boolean; resolvedAt: Date } | undefined> {
-  const resolved = await query<{ resolved_at: Date }>(
+): Promise<{ wasOpen: boolean; resolvedAt: Date; kind: string } | undefined> {
+  const resolved = await query<{ resolved_at: Date; kind: string }>(
     db,
-    "UPDATE outbox_alerts SET resolved_at = now() WHERE id = $1 AND resolved_at IS NULL RETURNING resolved_at",
+    "UPDATE outbox_alerts SET resolved_at = now() WHERE id = $1 AND resolved_at IS NULL RETURNING resolved_at, kind",
     [id],
   );
-  if (resolved.rows[0]) return { wasOpen: true, resolvedAt: new Date(resolved.rows[0].resolved_at) };
-  const before = await query<{ resolved_at: Date }>(
+  const row = resolved.rows[0];
+  if (row) return { wasOpen: true, resolvedAt: new Date(row.resolved_at), kind: row.kind };
+  const before = await query<{ resolved_at: Date; kind: string }>(
     db,
-    "SELECT resolved_at FROM outbox_alerts WHERE id = $1",
+    "SELECT resolved_at, kind FROM outbox_alerts WHERE id = $1",
     [id],
   );
-  return before.rows[0] ? { wasOpen: false, resolvedAt: new Date(before.rows[0].resolved_at) } : undefined;
+  const was = before.rows[0];
+  return was ? { wasOpen: false, resolvedAt: new Date(was.resolved_at), kind: was.kind } : undefined;
 }
 
 /** Open alerts counted by kind, with the newest one's id, for the "resolve all of a kind" buttons. */

@@ -283,12 +283,13 @@ describe("outbox CLI", () => {
       ).rows.map((r) => r.message);
 
     const one = await runCli(["alerts", "resolve", a!], env());
-    expect(one.stdout.trim()).toBe(`resolved alert ${a}`);
+    expect(one.stdout.trim()).toBe(`resolved alert ${a} (event.poisoned)`);
     expect(await open()).toEqual(["poisoned B", "relay failing"]);
     const again = await runCli(["alerts", "resolve", seen!, "--json"], env());
     expect(again.code).toBe(0);
     expect(JSON.parse(again.stdout)).toEqual({
       id: Number(seen),
+      kind: "event.poisoned",
       resolved: false,
       resolvedAt: "2026-12-05T09:00:00.000Z",
     });
@@ -309,6 +310,17 @@ describe("outbox CLI", () => {
       0,
       "no open relay.lagging alert; open ones: relay.failing (1)",
     ]);
+    // The sweep checks what a relay.failing alert reports each time: resolving it is not
+    // fixing it, and the operator hears so, by id or by kind.
+    const sweepChecked = await runCli(["alerts", "resolve", failing!], env());
+    expect(sweepChecked.stdout.trim()).toBe(
+      `resolved alert ${failing} (relay.failing); while what it reports lasts, the next sweep raises it again`,
+    );
+    await t.pool.query("UPDATE outbox_alerts SET resolved_at = NULL WHERE id = $1", [failing]);
+    expect((await runCli(["alerts", "resolve", "--kind", "relay.failing"], env())).stdout.trim()).toBe(
+      "resolved 1 relay.failing alert; while what it reports lasts, the next sweep raises it again",
+    );
+    await t.pool.query("UPDATE outbox_alerts SET resolved_at = NULL WHERE id = $1", [failing]);
     const typo = await runCli(["alerts", "resolve", "--kind", "relay.faling", "--json"], env());
     expect(typo.code).toBe(2);
     expect(typo.stdout + typo.stderr).toMatch(

@@ -32,11 +32,17 @@ describe("POST /admin/alerts/…/resolve", () => {
 
     const res = await admin(`/admin/alerts/${first}/resolve`);
     expect(res.status).toBe(200);
-    expect(res.body).toEqual({ id: Number(first), resolved: true, resolvedAt: expect.any(String) });
+    expect(res.body).toEqual({
+      id: Number(first),
+      kind: "event.poisoned",
+      resolved: true,
+      resolvedAt: expect.any(String),
+    });
     expect(await open()).toEqual([]);
     const before = await admin(`/admin/alerts/${seen}/resolve`);
     expect(before.body).toEqual({
       id: Number(seen),
+      kind: "event.poisoned",
       resolved: false,
       resolvedAt: "2026-12-05T09:00:00.000Z",
     });
@@ -109,7 +115,11 @@ describe("POST /admin/alerts/…/resolve", () => {
       const ours = resolveAlert(t.pool, id);
       await new Promise((resolve) => setTimeout(resolve, 200));
       await other.query("COMMIT");
-      expect(await ours).toEqual({ wasOpen: false, resolvedAt: theirs[0]!.resolved_at });
+      expect(await ours).toEqual({
+        wasOpen: false,
+        resolvedAt: theirs[0]!.resolved_at,
+        kind: "event.poisoned",
+      });
     } finally {
       other.release();
     }

@@ -168,7 +168,7 @@ export function registerAdmin(app: App) {
     const id = Number(c.req.param("id"));
     const outcome = await resolveAlert(c.var.pool, id);
     if (!outcome) throw new ApiError("NOT_FOUND", `alert ${id} not found`);
-    return c.json({ id, resolved: outcome.wasOpen, resolvedAt: outcome.resolvedAt });
+    return c.json({ id, kind: outcome.kind, resolved: outcome.wasOpen, resolvedAt: outcome.resolvedAt });
   });
 
   app.post("/admin/alerts/resolve", valid("json", resolveKindBody), async (c) => {

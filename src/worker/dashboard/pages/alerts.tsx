@@ -3,6 +3,7 @@ import { z } from "zod";
 import { idCursor } from "../../../domain/text.ts";
 import { alertsPage, openAlertKinds, resolveAlerts, isUuid, type AlertRow } from "../../../outbox/index.ts";
 import { countOpenFailures, stillNotRetried } from "../../../domain/job-failures/retry.ts";
+import { raisedAgainNote } from "../../../domain/alert-kinds.ts";
 import { valid } from "../../validate.ts";
 import type { DashboardEnv } from "../env.ts";
 import { Confirm, IdLink, Notice, Pager, render, Table, time, Unseen } from "../layout.tsx";
@@ -61,9 +62,7 @@ export function registerAlerts(dashboard: Hono<DashboardEnv>) {
                   label={`Resolve all ${k.kind} (${k.count})`}
                   says={
                     `Marks ${k.count} open ${k.kind} alert${k.count === 1 ? "" : "s"} resolved. Nothing is sent or requeued.` +
-                    (RAISED_AGAIN_WHILE_IT_LASTS.has(k.kind)
-                      ? " While what it reports lasts, the next sweep raises it again."
-                      : "")
+                    againSentence(k.kind)
                   }
                 >
                   <form class="inline" method="post" action="/dashboard/alerts/resolve">
@@ -149,18 +148,11 @@ export function registerAlerts(dashboard: Hono<DashboardEnv>) {
   });
 }
 
-/**
- * Alerts about a condition the cron sweep checks each time (a subscription that keeps
- * failing, an endpoint behind, the relay lagging or failing): resolved by hand while
- * the condition lasts, the next sweep raises them again (a walkthrough's operator was
- * not told so when resolving).
- */
-const RAISED_AGAIN_WHILE_IT_LASTS = new Set([
-  "subscription.failing",
-  "webhook.endpoint_lagging",
-  "relay.lagging",
-  "relay.failing",
-]);
+/** raisedAgainNote as a sentence of its own, after the confirm's "Nothing is sent". */
+function againSentence(kind: string): string {
+  const note = raisedAgainNote(kind);
+  return note ? ` ${note.charAt(0).toUpperCase()}${note.slice(1)}.` : "";
+}
 
 /**
  * What an alert is about, as links: its webhook endpoint (the page to act from) and
