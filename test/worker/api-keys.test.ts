@@ -220,6 +220,31 @@ describe("a key acts only in its scope", () => {
     expect(rows).toEqual([{ scope: "tenant-a" }]);
   });
 
+  it("a PATCH naming only the key's own scope changes nothing; another's note or none is still 404", async () => {
+    const note = (await a("POST", "/notes", { title: "stays put" })).body.note;
+    const loose = (await none("POST", "/notes", { title: "unscoped" })).body.note;
+    const before = await counts();
+    // It was a 500: the route leaves the key's own scope out, and the use case refused the empty rest.
+    const own = await a("PATCH", `/notes/${note.id}`, { scope: "tenant-a" });
+    expect(own.status, JSON.stringify(own.body)).toBe(200);
+    expect(own.body).toMatchObject({
+      note: { id: note.id, title: "stays put", scope: "tenant-a" },
+      events: [],
+    });
+    const ownNull = await none("PATCH", `/notes/${loose.id}`, { scope: null });
+    expect(ownNull.status).toBe(200);
+    expect(ownNull.body.events).toEqual([]);
+    for (const [as_, path, body] of [
+      [a, `/notes/0190c4f1-0000-7000-8000-000000000000`, { scope: "tenant-a" }],
+      [none, `/notes/${note.id}`, { scope: null }],
+      [b, `/notes/${note.id}`, { scope: "tenant-b" }],
+    ] as const) {
+      const res = await as_("PATCH", path, body);
+      expect(res.status, `${path} ${JSON.stringify(body)}`).toBe(404);
+    }
+    expect(await counts()).toEqual(before);
+  });
+
   it("another scope's ids are 404 on every route, and nothing changes", async () => {
     const note = (await a("POST", "/notes", { title: "private note" })).body;
     const supplier = (await a("POST", "/suppliers", { name: "Private Ltd" })).body;

@@ -18,11 +18,15 @@ export const noteInput = z.strictObject({
 });
 export type NoteInput = z.input<typeof noteInput>;
 
-export const notePatch = z
-  .strictObject({ title, body, tags, scope })
-  .partial()
-  .refine((patch) => Object.keys(patch).length > 0, "name at least one of title, body, tags, scope");
-export type NotePatch = z.infer<typeof notePatch>;
+/** A note's fields as a change takes them, any of them; an empty one changes nothing. */
+export const noteChange = z.strictObject({ title, body, tags, scope }).partial();
+export type NotePatch = z.infer<typeof noteChange>;
+
+/** A PATCH's body: a change that names something (naming only the key's own scope counts). */
+export const notePatch = noteChange.refine(
+  (patch) => Object.keys(patch).length > 0,
+  "name at least one of title, body, tags, scope",
+);
 
 export const noteImport = z.strictObject({
   notes: z
