@@ -1,4 +1,5 @@
 import type { Context, MiddlewareHandler } from "hono";
+import { matchedRoutes } from "hono/route";
 import { authenticate, type Tenant } from "../domain/api-keys/keys.ts";
 import type { HonoEnv } from "./env.ts";
 import { ApiError, issueError, type FieldIssue } from "./errors.ts";
@@ -94,7 +95,10 @@ export function isBearer(header: string): boolean {
  * route refuses a field it does not know. Reads keep their own query rules.
  */
 export const noQueryOnWrites: MiddlewareHandler<HonoEnv> = async (c, next) => {
-  if (isDomainPath(c.req.path) && !isSafeMethod(c.req.method)) {
+  // Only a request some route takes: `POST /notes/search?q=x` is a 405 and
+  // `DELETE /nothing?x=1` a 404, which this 400 had answered before routing could.
+  const routed = () => matchedRoutes(c).some((route) => route.method === c.req.method);
+  if (isDomainPath(c.req.path) && !isSafeMethod(c.req.method) && routed()) {
     const names = [...new Set(new URL(c.req.url).searchParams.keys())];
     if (names.length > 0)
       throw issueError(

@@ -82,6 +82,21 @@ describe("a write's query string", () => {
     expect((await asTenant("GET", `${path}?fields=all`)).status).toBe(200);
     expect((await call(app, env(), "POST", "/notes?scope=globex", { title: "t" })).status).toBe(401);
   });
+
+  it("is a write's to refuse: a method no route takes is still a 405, a path none serves a 404", async () => {
+    const created = await asTenant("POST", "/notes", { title: "routed" });
+    const path = `/notes/${created.body.note.id as string}`;
+    for (const [method, asked, status, allow] of [
+      ["POST", "/notes/search?q=x", 405, "GET, HEAD"],
+      ["DELETE", "/notes/search?q=x", 405, "GET, HEAD"],
+      ["PUT", `${path}?x=1`, 405, "GET, PATCH, DELETE, HEAD"],
+      ["DELETE", "/nothing?x=1", 404, null],
+    ] as const) {
+      const res = await asTenant(method, asked);
+      expect(res.status, `${method} ${asked}`).toBe(status);
+      expect(res.headers.get("allow"), `${method} ${asked}`).toBe(allow);
+    }
+  });
 });
 
 describe("actions that take no body", () => {
