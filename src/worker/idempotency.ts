@@ -16,6 +16,9 @@ const RULE = `Idempotency-Key must be 1 to ${IDEMPOTENCY_KEY_MAX} visible ASCII 
  */
 export function parseIdempotencyKey(header: string | undefined): string | undefined {
   if (header === undefined) return undefined;
+  // Whitespace around a field value is not part of it (RFC 9110 §5.5). Fetch's Headers
+  // trims it, but workerd hands a request's trailing spaces through, and `key   ` was a 400.
+  header = header.replace(/^[ \t]+|[ \t]+$/g, "");
   const key = header.startsWith('"') ? unquoted(header) : header;
   if (key === undefined || key.length === 0 || key.length > IDEMPOTENCY_KEY_MAX || !visible(key, header))
     throw new ApiError("BAD_REQUEST", RULE, [

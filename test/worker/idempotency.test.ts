@@ -355,5 +355,9 @@ describe("a bad Idempotency-Key", () => {
     expect(parseIdempotencyKey('"esc\\"aped\\\\"')).toBe('esc"aped\\');
     expect(parseIdempotencyKey("x".repeat(255))).toHaveLength(255);
     expect(() => parseIdempotencyKey("a, b")).toThrow("Idempotency-Key must be");
+    // The spaces and tabs around a field value are not part of it (RFC 9110 §5.5).
+    expect(parseIdempotencyKey("my-key-1   ")).toBe("my-key-1");
+    expect(parseIdempotencyKey('\t "quoted key" \t')).toBe("quoted key");
+    expect(() => parseIdempotencyKey("   ")).toThrow("Idempotency-Key must be");
   });
 });
