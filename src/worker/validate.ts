@@ -68,6 +68,7 @@ function bodyFirst<M>(target: keyof ValidationTargets, check: M): M {
   const first: MiddlewareHandler = async (c, next) => {
     // The type first: bytes named as another charset are refused for that (415).
     requireMediaType(c.req.header("content-type"), target);
+    requireIdentityCoding(c);
     let empty = true;
     if (target === "json" && c.req.raw.body) {
       const bytes = await c.req.arrayBuffer();
@@ -98,6 +99,21 @@ function bodyFirst<M>(target: keyof ValidationTargets, check: M): M {
 }
 
 const STRICT_UTF8 = new TextDecoder("utf-8", { fatal: true });
+
+/**
+ * A body is read as sent: a gzipped one was parsed as its compressed bytes and told
+ * it was not UTF-8. An unsupported content coding is a 415 naming the one taken
+ * (RFC 9110 §15.5.16, with Accept-Encoding).
+ */
+function requireIdentityCoding(c: Context): void {
+  const coding = (c.req.header("content-encoding") ?? "").trim().toLowerCase();
+  if (coding === "" || coding === "identity") return;
+  c.header("Accept-Encoding", "identity");
+  throw new ApiError(
+    "UNSUPPORTED_MEDIA_TYPE",
+    `the body must be sent uncompressed (no Content-Encoding), got Content-Encoding: ${coding.slice(0, 40)}`,
+  );
+}
 
 /**
  * What a field's issue says when its schema gave no message of its own (a schema's

@@ -1,3 +1,4 @@
+import { gzipSync } from "node:zlib";
 import { beforeAll, describe, expect, it } from "vitest";
 import { useTestDatabase } from "../support/db.ts";
 import { newApiKey, withKey } from "../support/api-keys.ts";
@@ -58,6 +59,40 @@ describe("content types", () => {
       });
     }
     expect((await post("application/json; charset=utf-8")).status).toBe(201);
+  });
+
+  it("a compressed body is a 415 saying to send it uncompressed, not a body that is not UTF-8", async () => {
+    const send = async (coding: string, body: BodyInit) => {
+      const { ctx, settled } = executionContext();
+      const res = await app.request(
+        "http://worker.test/suppliers",
+        withKey(key, {
+          method: "POST",
+          headers: { "content-type": "application/json", "content-encoding": coding },
+          body,
+        }),
+        env(),
+        ctx,
+      );
+      const answer = {
+        status: res.status,
+        accept: res.headers.get("accept-encoding"),
+        body: await res.json(),
+      };
+      await settled();
+      return answer as { status: number; accept: string | null; body: { error: { message: string } } };
+    };
+    const gzipped = await send("gzip", new Uint8Array(gzipSync('{"name":"Zipped Ltd"}')));
+    expect(gzipped.status).toBe(415);
+    expect(gzipped.accept).toBe("identity");
+    expect(gzipped.body.error.message).toBe(
+      "the body must be sent uncompressed (no Content-Encoding), got Content-Encoding: gzip",
+    );
+    expect((await send("identity", '{"name":"Plain Ltd"}')).status).toBe(201);
+    const { rows } = await t.pool.query(
+      "SELECT name FROM suppliers WHERE name IN ('Zipped Ltd', 'Plain Ltd')",
+    );
+    expect(rows).toEqual([{ name: "Plain Ltd" }]);
   });
 });
 
