@@ -143,10 +143,20 @@ export function plainWords(target: keyof ValidationTargets) {
           return empty ? "must not be empty" : `must hold at least ${least}`;
         return issue.inclusive === false ? `must be more than ${least}` : `must be at least ${least}`;
       }
+      case "invalid_value":
+        // zod's "Invalid option: expected one of "true"|"false"".
+        return `must be ${oneOf(issue.values.map(String))}`;
       default:
         return undefined;
     }
   };
+}
+
+/** "a", "a or b", "a, b or c". */
+function oneOf(values: string[]): string {
+  return values.length <= 1
+    ? (values[0] ?? "")
+    : `${values.slice(0, -1).join(", ")} or ${values[values.length - 1]!}`;
 }
 
 const TYPE_NAMES: Record<string, string> = {

@@ -815,7 +815,8 @@ beforeAll(async () => {
   before = await rowCounts();
 });
 
-const ZOD_WORDING = /Too big|Too small|Invalid input|expected \w+, received|expected \w+ to/;
+const ZOD_WORDING =
+  /Too big|Too small|Invalid input|Invalid option|expected one of|expected \w+, received|expected \w+ to/;
 
 describe(`bad input, every route but NOT_COVERED (${cases.length} cases)`, () => {
   it.each(cases.map((c) => [c.name, c] as const))("%s", async (_name, c) => {
@@ -864,6 +865,19 @@ describe(`bad input, every route but NOT_COVERED (${cases.length} cases)`, () =>
     const at = ["tags", ...Array.from({ length: 31 }, () => "0")].join(".");
     expect(error.message).toBe(`invalid body: ${at}: nests deeper than 32 levels`);
     expect(error.issues).toEqual([{ path: at, message: "nests deeper than 32 levels" }]);
+  });
+
+  it("names the values a choice takes, in this API's words", async () => {
+    for (const [path, field, message] of [
+      ["/admin/alerts?open=maybe", "open", "must be true or false"],
+      ["/admin/events?state=bogus", "state", "must be pending, fanned or poisoned"],
+    ]) {
+      const res = await send({ name: path!, method: "GET", path: path!, auth: "admin" });
+      expect(res.status).toBe(400);
+      const { error } = JSON.parse(res.text) as { error: { issues: unknown[] } };
+      // zod's own: 'Invalid option: expected one of "true"|"false"'.
+      expect(error.issues).toEqual([{ path: field, message }]);
+    }
   });
 
   it("answers thousands of bad fields with a short error that counts the rest", async () => {
