@@ -63,7 +63,8 @@ export function formatEvent(
     `  state      ${event.state}`,
     `  created    ${when(event.createdAt)}`,
     `  fanned out ${when(event.fannedOutAt)}`,
-    `  attempts   ${event.attempts}${
+    // The relay's tries to fan it out (the dashboard's "fan-out attempts"), not a job's or a webhook's.
+    `  attempts   ${event.attempts} to fan out${
       event.poisonedAt
         ? ", no further attempts until requeued"
         : event.nextAttemptAt

@@ -418,7 +418,7 @@ describe("outbox CLI", () => {
       [id],
     );
     const show = await runCli(["events", "show", id!], env());
-    expect(show.stdout).toMatch(/attempts\s+5, no further attempts until requeued/);
+    expect(show.stdout).toMatch(/attempts\s+5 to fan out, no further attempts until requeued/);
     expect(show.stdout).not.toMatch(/, next /);
   });
 
