@@ -79,11 +79,11 @@ const lastRetryDue = sql`(SELECT max(d.due_at) FROM job_retries_due d WHERE d.su
 
 /**
  * Whether run `s` has been quiet for FAILING_QUIET_MINUTES by `now`: no attempt
- * failed, and no retry of its subscription's jobs was due, in that spell
- * (greatest() skips a NULL).
+ * failed, and no retry of its subscription's jobs was due (`retryDue`, lastRetryDue
+ * or a column holding it), in that spell (greatest() skips a NULL).
  */
-function quietSince(now: SQL): SQL {
-  return sql`greatest(s.last_failed_at, ${lastRetryDue}) < ${now} - make_interval(mins => ${FAILING_QUIET_MINUTES})`;
+function quietSince(now: SQL, retryDue: SQL = lastRetryDue): SQL {
+  return sql`greatest(s.last_failed_at, ${retryDue}) < ${now} - make_interval(mins => ${FAILING_QUIET_MINUTES})`;
 }
 
 /**
@@ -110,9 +110,18 @@ export interface FailingCheck {
   recovered: string[];
 }
 
-/** The subscription's (`s`) failed jobs waiting for an operator's retry (owedFailure). */
-const owed = sql`(SELECT count(*)::int FROM job_failures j
-                   WHERE j.subscription = s.subscription AND ${owedFailure(sql.raw("j"))})`;
+/**
+ * What the sweep reads of run `s`'s subscription besides its row, once per row as
+ * `k` (a LATERAL): `k.owed`, its failed jobs waiting for an operator's retry
+ * (owedFailure), and `k.retry_due`, the last retry QStash owes it (lastRetryDue).
+ * The messages name each several times; as subqueries they ran once per mention.
+ */
+const pending = sql`CROSS JOIN LATERAL (
+  SELECT (SELECT count(*)::int FROM job_failures j
+           WHERE j.subscription = s.subscription AND ${owedFailure(sql.raw("j"))}) AS owed,
+         ${lastRetryDue} AS retry_due) k`;
+const owed = sql.raw("k.owed");
+const retryDue = sql.raw("k.retry_due");
 
 /** "1 job" or "12 jobs", for a count in SQL. */
 function jobsWord(count: SQL): SQL {
@@ -163,7 +172,7 @@ export async function evaluateFailingSubscriptions(
                         -- Since ADR 0038 the retries still owed are known job by job: with
                         -- none due, saying "QStash retries any others" promised what no job had.
                         CASE WHEN ${owed} = 0 THEN 'QStash retries them'
-                             WHEN ${lastRetryDue} > ${now}
+                             WHEN ${retryDue} > ${now}
                              THEN ${jobsWord(owed)} || ' ran out of retries and ' || ${waits(owed)}
                                   || ' for a retry among the job failures; QStash retries the others'
                              -- Nothing left to try: say when the alert ends by itself.
@@ -171,17 +180,17 @@ export async function evaluateFailingSubscriptions(
                                   || ' for a retry among the job failures; QStash owes none of its jobs another retry, '
                                   || 'so this alert resolves after ' || ${utcText(quietAt)}
                                   || ' unless another attempt fails' END,
-                        CASE WHEN ${lastRetryDue} > ${now}
-                             THEN ', the last expected by ' || ${utcText(lastRetryDue)} ELSE '' END) AS message,
+                        CASE WHEN ${retryDue} > ${now}
+                             THEN ', the last expected by ' || ${utcText(retryDue)} ELSE '' END) AS message,
                  jsonb_build_object('attempts', s.attempts,
                                     'failingSince', ${isoTime(sql`s.streak_started_at`)},
                                     'lastFailedAt', ${isoTime(sql`s.last_failed_at`)},
-                                    'retryDueAt', ${isoTime(lastRetryDue)},
+                                    'retryDueAt', ${isoTime(retryDue)},
                                     'lastError', s.last_error,
                                     'jobFailuresOwed', ${owed},
                                     'checkedAt', ${isoTime(now)}) AS details
-            FROM subscription_failures s
-           WHERE s.recovered_at IS NULL AND NOT ${quietSince(now)}
+            FROM subscription_failures s ${pending}
+           WHERE s.recovered_at IS NULL AND NOT ${quietSince(now, retryDue)}
              AND s.streak_started_at <= ${now} - make_interval(mins => ${after})
         ),
         updated AS (
@@ -214,15 +223,15 @@ export async function evaluateFailingSubscriptions(
                           ELSE format('subscription %s stopped failing: no job failed for %s min%s, after %s failed '
                                       'job attempts since %s; none has succeeded since, so it may still be down',
                                       s.subscription, ${FAILING_QUIET_MINUTES}::int,
-                                      CASE WHEN ${lastRetryDue} > s.last_failed_at
-                                           THEN ' after the last retry due at ' || ${utcText(lastRetryDue)}
+                                      CASE WHEN ${retryDue} > s.last_failed_at
+                                           THEN ' after the last retry due at ' || ${utcText(retryDue)}
                                            ELSE '' END,
                                       s.attempts, ${utcText(sql`s.streak_started_at`)}) END
                           -- Those that ran out of retries come back only when retried.
                           || CASE WHEN ${owed} = 0 THEN ''
                                   ELSE '; ' || ${jobsWord(owed)} || ' that ran out of retries still '
                                        || ${waits(owed)} || ' for a retry' END
-                     FROM subscription_failures s WHERE s.subscription = a.subscription), a.message)
+                     FROM subscription_failures s ${pending} WHERE s.subscription = a.subscription), a.message)
            WHERE a.kind = 'subscription.failing' AND a.resolved_at IS NULL
              AND NOT EXISTS (SELECT 1 FROM failing f WHERE f.subscription = a.subscription)
           RETURNING a.subscription
