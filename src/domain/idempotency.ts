@@ -60,7 +60,7 @@ export async function writeOnce(
           RETURNING id`,
     );
     if (claimed.length === 0) return repeatOf(tx, request);
-    const answer = await write(tx);
+    const answer = await write(flat(tx));
     await tx.execute(sql`
       UPDATE idempotency_keys
          SET status = ${answer.status}, location = ${answer.location}, result = ${answer.result},
@@ -68,6 +68,19 @@ export async function writeOnce(
        WHERE api_key_id = ${request.apiKeyId} AND key = ${request.key}`);
     return { outcome: "written", answer };
   });
+}
+
+/**
+ * `tx` for a use case whose own transaction would be a savepoint inside it: the
+ * same transaction instead. The key's transaction is all or nothing (a write that
+ * throws rolls it back, key and all), and no use case catches its own failure to
+ * go on, so a savepoint changes nothing a write relies on; it cost two round trips
+ * (SAVEPOINT, RELEASE) per keyed write. Nested calls are flat too.
+ */
+function flat(tx: Db): Db {
+  const same = Object.create(tx) as Db;
+  same.transaction = ((run: (inner: Db) => Promise<unknown>) => run(same)) as Db["transaction"];
+  return same;
 }
 
 /**
