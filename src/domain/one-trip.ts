@@ -18,7 +18,7 @@ interface OneTripClient {
   query(text: string): Promise<unknown>;
   release(destroy?: boolean): void;
 }
-interface OneTripPool {
+export interface OneTripPool {
   connect(): Promise<OneTripClient>;
 }
 
@@ -54,15 +54,42 @@ export function oneTripPool(db: Db): OneTripPool | undefined {
  * fails (it may be gone), never handed back mid-transaction.
  */
 export async function inOneTrip(pool: OneTripPool, statements: string[]): Promise<StatementResult[]> {
+  return onOneConnection(pool, async (client) => {
+    const raw = await client.query(`BEGIN;\n${statements.join(";\n")};\nCOMMIT`);
+    // BEGIN's and COMMIT's own results frame the statements'.
+    return framed(raw, statements.length, 1, 1);
+  });
+}
+
+/**
+ * inOneTrip in two round trips: BEGIN and `first`, then the statements `last` makes
+ * of their results, and COMMIT. For a transaction whose last statements carry what
+ * JavaScript made of the first's answers (a keyed write's stored answer, ADR 0035),
+ * which one message cannot. Answers `first`'s results; atomic as inOneTrip, `last`
+ * throwing included.
+ */
+export async function inTwoTrips(
+  pool: OneTripPool,
+  first: string[],
+  last: (results: StatementResult[]) => string[],
+): Promise<StatementResult[]> {
+  return onOneConnection(pool, async (client) => {
+    const results = framed(await client.query(`BEGIN;\n${first.join(";\n")}`), first.length, 1, 0);
+    await client.query([...last(results), "COMMIT"].join(";\n"));
+    return results;
+  });
+}
+
+/**
+ * `run` on a connection of its own, rolled back if it throws. The connection is
+ * dropped when even the rollback fails (it may be gone), never handed back
+ * mid-transaction.
+ */
+async function onOneConnection<T>(pool: OneTripPool, run: (client: OneTripClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();
   let destroy = false;
   try {
-    const raw = await client.query(`BEGIN;\n${statements.join(";\n")};\nCOMMIT`);
-    const results = raw as StatementResult[];
-    // BEGIN's and COMMIT's own results frame the statements'.
-    if (!Array.isArray(results) || results.length !== statements.length + 2)
-      throw new Error(`inOneTrip: ${statements.length} statements answered ${describe(raw)}`);
-    return results.slice(1, -1);
+    return await run(client);
   } catch (error) {
     await client.query("ROLLBACK").catch(() => {
       destroy = true;
@@ -71,6 +98,14 @@ export async function inOneTrip(pool: OneTripPool, statements: string[]): Promis
   } finally {
     client.release(destroy);
   }
+}
+
+/** The statements' results out of a message's, between `before` and `after` of the frame's own. */
+function framed(raw: unknown, statements: number, before: number, after: number): StatementResult[] {
+  const results = raw as StatementResult[];
+  if (!Array.isArray(results) || results.length !== statements + before + after)
+    throw new Error(`one-trip: ${statements} statements answered ${describe(raw)}`);
+  return results.slice(before, results.length - after);
 }
 
 function describe(raw: unknown): string {

@@ -213,6 +213,28 @@ describe("Idempotency-Key under concurrency", () => {
 });
 
 describe("what is remembered, and for how long", () => {
+  it("a keyed create that fails in the database leaves no key: resent once it can succeed, it runs", async () => {
+    // The create and its key travel in one message (writeOnceInTrips): a failing
+    // statement there must take the claim with it, as a drizzle transaction would.
+    await t.pool.query("ALTER TABLE corpus_notes ADD CONSTRAINT no_boom CHECK (title <> 'boom') NOT VALID");
+    const idem = fresh();
+    try {
+      const failed = await send("POST", "/notes", { title: "boom" }, { "Idempotency-Key": idem });
+      expect(failed.status).toBe(500);
+      const { rows } = await t.pool.query("SELECT 1 FROM idempotency_keys WHERE key = $1", [idem]);
+      expect(rows).toEqual([]);
+    } finally {
+      await t.pool.query("ALTER TABLE corpus_notes DROP CONSTRAINT no_boom");
+    }
+    const later = await send("POST", "/notes", { title: "boom" }, { "Idempotency-Key": idem });
+    expect(later.status).toBe(201);
+    expect(later.headers.get("idempotent-replayed")).toBeNull();
+    expect(await notesTitled("boom")).toEqual([later.body.note.id]);
+    const again = await send("POST", "/notes", { title: "boom" }, { "Idempotency-Key": idem });
+    expect(again.headers.get("idempotent-replayed")).toBe("true");
+    expect(again.body).toEqual(later.body);
+  });
+
   it("a refused write is not remembered: sent again once it can succeed, it runs", async () => {
     const supplier = await send("POST", "/suppliers", { name: "refused first" }, {});
     const id: string = supplier.body.supplier.id;

@@ -1,5 +1,5 @@
-import { createNote } from "../../domain/notes/create.ts";
-import { noteInput } from "../../domain/notes/schemas.ts";
+import { createNote, createNoteStatements } from "../../domain/notes/create.ts";
+import { noteInput, type Note } from "../../domain/notes/schemas.ts";
 import type { App } from "../new-app.ts";
 import { ownScope } from "../tenant-auth.ts";
 import { answerWrite } from "../respond.ts";
@@ -11,10 +11,22 @@ export function registerNotesCreate(app: App) {
     // The scope filled in before the fingerprint: naming the key's own scope or leaving
     // it out is one request, as written-out defaults are.
     const values = { ...input, scope: ownScope(c, [input.scope], () => "scope") };
-    return answerWrite(c, values, async (db) => {
-      const { note, eventIds } = await createNote(db, values);
-      // What was created (RFC 9110 §15.3.2); a 202 names the event to poll instead.
-      return { result: { note }, eventIds, status: 201, location: `/notes/${note.id}` };
+    // What was created (RFC 9110 §15.3.2); a 202 names the event to poll instead.
+    const answer = ({ note, eventIds }: { note: Note; eventIds: string[] }) => ({
+      result: { note },
+      eventIds,
+      status: 201 as const,
+      location: `/notes/${note.id}`,
     });
+    return answerWrite(
+      c,
+      values,
+      async (db) => answer(await createNote(db, values)),
+      // With an Idempotency-Key: the create and the key in two round trips.
+      (claimed) => {
+        const create = createNoteStatements(values, claimed);
+        return { statements: create.statements, read: (results) => answer(create.read(results)) };
+      },
+    );
   });
 }
