@@ -3,7 +3,7 @@ import { drizzle } from "drizzle-orm/node-postgres";
 import pg from "pg";
 import { createNote } from "../../src/domain/notes/create.ts";
 import { getNote } from "../../src/domain/notes/get.ts";
-import { inOneTrip, literal, oneTripPool } from "../../src/domain/one-trip.ts";
+import { inOneTrip, inTwoTrips, literal, oneTripPool } from "../../src/domain/one-trip.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { eventsAbout } from "../support/helpers.ts";
 
@@ -125,5 +125,42 @@ describe("inOneTrip", () => {
   it("answers each statement's own result, without BEGIN's and COMMIT's", async () => {
     const results = await inOneTrip(t.pool, ["SELECT 1 AS a", "SELECT 2 AS b, 3 AS c"]);
     expect(results.map((r) => r.rows)).toEqual([[{ a: 1 }], [{ b: 2, c: 3 }]]);
+  });
+});
+
+describe("inTwoTrips", () => {
+  it("sends BEGIN and the first statements, then what they made and COMMIT: two queries, one transaction", async () => {
+    const { pool, sent } = countingPool(1);
+    await pool.query("SELECT 1");
+    const before = sent();
+    const title = `two trips ${Date.now()}`;
+    const results = await inTwoTrips(pool, [`SELECT ${literal(title)} AS title`], ([first]) => [
+      `INSERT INTO corpus_notes (title) VALUES (${literal(`${first!.rows[0]!.title as string} kept`)})`,
+    ]);
+    expect(sent() - before).toBe(2);
+    expect(results.map((r) => r.rows)).toEqual([[{ title }]]);
+    const { rows } = await t.pool.query("SELECT 1 FROM corpus_notes WHERE title = $1", [`${title} kept`]);
+    expect(rows).toHaveLength(1);
+  });
+
+  it("is atomic: a failure in either trip, or in what makes the second, rolls back the first's writes", async () => {
+    const { pool } = countingPool(1);
+    const insert = (title: string) => `INSERT INTO corpus_notes (title) VALUES (${literal(title)})`;
+    const stamp = Date.now();
+    await expect(inTwoTrips(pool, [insert(`a ${stamp}`), "SELECT 1 / 0"], () => [])).rejects.toThrow(
+      /division by zero/,
+    );
+    await expect(inTwoTrips(pool, [insert(`b ${stamp}`)], () => ["SELECT 1 / 0"])).rejects.toThrow(
+      /division by zero/,
+    );
+    await expect(
+      inTwoTrips(pool, [insert(`c ${stamp}`)], () => {
+        throw new Error("made nothing");
+      }),
+    ).rejects.toThrow("made nothing");
+    const { rows } = await t.pool.query("SELECT title FROM corpus_notes WHERE title LIKE $1", [`% ${stamp}`]);
+    expect(rows).toEqual([]);
+    // The pool's only connection was handed back clean.
+    expect((await pool.query("SELECT 1 AS one")).rows).toEqual([{ one: 1 }]);
   });
 });
