@@ -147,6 +147,8 @@ interface Repetition {
   /** Per `GET /healthz`, the same way. */
   perHealthz: { roundTrips: number; connections: number; cpu: CpuSample };
   delayed: DelayedWrites;
+  /** The same, each write with an Idempotency-Key of its own (ADR 0035). */
+  keyedDelayed: DelayedWrites;
   /** The delayed writes again with the Worker far from its database and next to it. */
   placement: Record<Placement, DelayedWrites>;
   /** Load average (1 min) when the repetition started and ended. */
@@ -210,19 +212,28 @@ try {
     return res.status === 200;
   };
   // Complete: 201 and every event fanned out. Anything else (202, an error) is not.
-  const noteOf = (s: WorkerdStack) => async (i: number) => {
-    const res = await s.fetch("/notes", {
-      method: "POST",
-      headers: { ...auth, "content-type": "application/json", prefer: "wait=5" },
-      body: JSON.stringify({ title: `bench note ${i}`, body: "a write and its receipt" }),
-    });
-    const text = await res.text();
-    if (res.status !== 201) return false;
-    const body = JSON.parse(text) as { events: { fannedOutAt: string | null }[] };
-    return body.events.length > 0 && body.events.every((e) => e.fannedOutAt !== null);
-  };
+  // `keyed`: each write with an Idempotency-Key of its own, as a client that retries sends.
+  const noteOf =
+    (s: WorkerdStack, keyed = false) =>
+    async (i: number) => {
+      const res = await s.fetch("/notes", {
+        method: "POST",
+        headers: {
+          ...auth,
+          "content-type": "application/json",
+          prefer: "wait=5",
+          ...(keyed ? { "idempotency-key": crypto.randomUUID() } : {}),
+        },
+        body: JSON.stringify({ title: `bench note ${i}`, body: "a write and its receipt" }),
+      });
+      const text = await res.text();
+      if (res.status !== 201) return false;
+      const body = JSON.parse(text) as { events: { fannedOutAt: string | null }[] };
+      return body.events.length > 0 && body.events.every((e) => e.fannedOutAt !== null);
+    };
   const healthz = healthzOf(s);
   const note = noteOf(s);
+  const keyedNote = noteOf(s, true);
   const measured = async (total: number, c: number, send: (i: number) => Promise<boolean>) => {
     const cpu = cpuSample();
     const r = await runLoad(total, c, send);
@@ -317,16 +328,17 @@ try {
     let perHealthz: Repetition["perHealthz"];
     let sequentialMs: { p50: number; p99: number };
     let delayed: DelayedWrites;
+    let keyedDelayed: DelayedWrites;
     const placed = {} as Record<Placement, DelayedWrites>;
     // One write at a time with the proxy holding every database reply `databaseRttMs`
     // and QStash every publish QSTASH_DELAY_MS; delays back to 0 afterwards.
-    const delayedWrites = async (databaseRttMs: number): Promise<DelayedWrites> => {
+    const delayedWrites = async (databaseRttMs: number, send = note): Promise<DelayedWrites> => {
       s.proxy.setDelayMs(databaseRttMs);
       s.qstash.setPublishLatency(QSTASH_DELAY_MS);
       try {
         await quiet();
         const before = s.proxy.stats();
-        const r = await runLoad(sequential, 1, note);
+        const r = await runLoad(sequential, 1, send);
         const roundTrips = (s.proxy.stats().roundTrips - before.roundTrips) / sequential;
         return {
           databaseRttMs,
@@ -368,6 +380,7 @@ try {
       );
 
       delayed = await delayedWrites(DB_DELAY_MS);
+      keyedDelayed = await delayedWrites(DB_DELAY_MS, keyedNote);
       for (const p of placementOrder(rep)) {
         placed[p] = await delayedWrites(rtts[p]);
         log(
@@ -386,6 +399,10 @@ try {
       `rep ${rep}: delayed write → receipt p50 ${d.p50.toFixed(0)} ms, p99 ${d.p99.toFixed(0)} ms ` +
         `(floor ${d.floorMs.toFixed(0)} ms), incomplete ${d.incomplete}`,
     );
+    log(
+      `rep ${rep}: same with an Idempotency-Key p50 ${keyedDelayed.p50.toFixed(0)} ms, ` +
+        `p99 ${keyedDelayed.p99.toFixed(0)} ms, ${keyedDelayed.roundTrips.toFixed(2)} round trips per write`,
+    );
 
     // As `npm run dev` runs: QStash delivers each note's two jobs back to the same workerd meanwhile.
     const nd = await measured(writes, concurrency, note);
@@ -403,6 +420,7 @@ try {
       perHealthz,
       sequential: sequentialMs,
       delayed: d,
+      keyedDelayed,
       placement: placed,
       load: [loadAtStart, loadavg()[0]!],
     });
@@ -448,6 +466,11 @@ const results = {
   delayedP99Ms: of((r) => r.delayed.p99),
   delayedFloorMs: of((r) => r.delayed.floorMs),
   delayedP50OverFloor: of((r) => r.delayed.p50 / r.delayed.floorMs),
+  /** A report (no target): what an Idempotency-Key adds to a write with its receipt, under the same delays. */
+  keyedDelayedP50Ms: of((r) => r.keyedDelayed.p50),
+  keyedDelayedP99Ms: of((r) => r.keyedDelayed.p99),
+  keyedRoundTripsPerWrite: of((r) => r.keyedDelayed.roundTrips),
+  keyedOverUnkeyedDelayedP50: of((r) => r.keyedDelayed.p50 / r.delayed.p50),
   /**
    * Issue 11 item 8, a report (no target): write → receipt with the Worker far from
    * its database and next to it, QStash's publish delay the same at both.
@@ -548,6 +571,7 @@ const targets: Target[] = [
         r.notes.incomplete +
         r.notesDelivering.incomplete +
         r.delayed.incomplete +
+        r.keyedDelayed.incomplete +
         PLACEMENTS.reduce((m, p) => m + r.placement[p].incomplete, 0),
       0,
     ),
@@ -693,6 +717,10 @@ function table(): string {
     ["  p99 (ms)", results.delayedP99Ms, f0],
     ["  floor: round trips × delay + publish delay (ms)", results.delayedFloorMs, f0],
     ["  p50 / floor", results.delayedP50OverFloor, f2],
+    ["  with an Idempotency-Key: p50 (ms)", results.keyedDelayedP50Ms, f0],
+    ["    p99 (ms)", results.keyedDelayedP99Ms, f0],
+    ["    database round trips per write", results.keyedRoundTripsPerWrite, f2],
+    ["    p50 keyed / p50 without a key", results.keyedOverUnkeyedDelayedP50, f2],
     ...PLACEMENTS.flatMap((p) => {
       const x = results.placement[p];
       const name = p === "farEdge" ? "far edge" : "near the database";
