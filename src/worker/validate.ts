@@ -30,6 +30,14 @@ export const noBody: MiddlewareHandler<HonoEnv> = async (c, next) => {
   return valid("json", z.strictObject({}))(c, next);
 };
 
+/**
+ * For reads that take no query (one note, supplier, event, endpoint or delivery by
+ * id; the operator's stats): a parameter is refused as a search's unknown one is.
+ * `GET /suppliers/<id>?scope=other` answered the key's own supplier with a 200, to a
+ * caller who thought it had named another scope.
+ */
+export const noQuery = valid("query", z.strictObject({}));
+
 /** `valid` for a schema that depends on the bindings (e.g. what URLs a deployment accepts). */
 export function validFor<Target extends keyof ValidationTargets, Schema extends z.ZodType>(
   target: Target,

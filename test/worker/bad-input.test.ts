@@ -699,6 +699,16 @@ function otherCases(): Case[] {
       auth: "admin",
     });
   }
+  // Reads by id take no query: a parameter is refused, not ignored.
+  for (const [name, path, auth] of [
+    ["GET /notes/:id?scope=other", () => `/notes/${seeded.noteId}?scope=other`, "tenant"],
+    ["GET /suppliers/:id?x=1", () => `/suppliers/${seeded.supplierId}?x=1`, "tenant"],
+    ["GET /events/:id?fields=all", () => `/events/${seeded.eventId}?fields=all`, "tenant"],
+    ["GET /admin/events/:id?x=1", () => `/admin/events/${seeded.eventId}?x=1`, "admin"],
+    ["GET /admin/stats?verbose=1", () => "/admin/stats?verbose=1", "admin"],
+  ] as const) {
+    cases.push({ name, method: "GET", path, auth });
+  }
   // The writes that take no body, on rows that exist: a bad key must not let them run.
   for (const [method, path] of [
     ["DELETE", () => `/notes/${seeded.noteId}`],

@@ -113,9 +113,29 @@ describe("a write's query string", () => {
     expect((await asTenant("PATCH", `${path}?title=x`, { title: "changed" })).status).toBe(400);
     expect((await asTenant("DELETE", `${path}?force=1`)).status).toBe(400);
     expect((await asTenant("GET", path)).body.note.title).toBe("here");
-    // A read keeps its own query rules; without a key the answer is the 401.
-    expect((await asTenant("GET", `${path}?fields=all`)).status).toBe(200);
+    // A read keeps its own query rules (below); without a key the answer is the 401.
     expect((await call(app, env(), "POST", "/notes?scope=globex", { title: "t" })).status).toBe(401);
+  });
+
+  it("on a read by id, which takes none, is refused too: ?scope=other read the key's own", async () => {
+    const note = await asTenant("POST", "/notes", { title: "read by id" });
+    const supplier = await asTenant("POST", "/suppliers", { name: "Read By Id Ltd" });
+    for (const path of [
+      `/notes/${note.body.note.id as string}`,
+      `/suppliers/${supplier.body.supplier.id as string}`,
+      `/events/${note.body.events[0].id as string}`,
+    ]) {
+      const refused = await asTenant("GET", `${path}?scope=other&fields=all`);
+      expect(refused.status, path).toBe(400);
+      expect(refused.body.error.issues, path).toEqual([
+        { path: "scope", message: "is not a known field" },
+        { path: "fields", message: "is not a known field" },
+      ]);
+      expect((await asTenant("GET", path)).status, path).toBe(200);
+    }
+    const admin = { headers: { authorization: `Bearer ${env().ADMIN_TOKEN}` } };
+    const stats = await call(app, env(), "GET", "/admin/stats?verbose=1", undefined, admin);
+    expect(stats.status).toBe(400);
   });
 
   it("is a write's to refuse: a method no route takes is still a 405, a path none serves a 404", async () => {

@@ -34,7 +34,7 @@ import type { App } from "../new-app.ts";
 import { ApiError, orUnavailable } from "../errors.ts";
 import { isSafeMethod } from "../methods.ts";
 import { publisherFor } from "../relay.ts";
-import { invalidInput, noBody, valid } from "../validate.ts";
+import { invalidInput, noBody, noQuery, valid } from "../validate.ts";
 import { ID } from "./params.ts";
 
 /** A job failure's id as a path segment; anything else is no route, a 404, as with ID. */
@@ -122,7 +122,7 @@ export function registerAdmin(app: App) {
     await next();
   });
 
-  app.get("/admin/stats", async (c) => c.json({ stats: await operatorStats(c.var.pool, c.var.db) }));
+  app.get("/admin/stats", noQuery, async (c) => c.json({ stats: await operatorStats(c.var.pool, c.var.db) }));
 
   // The CLI's `events list` and the dashboard's events page, a page at a time.
   app.get("/admin/events", valid("query", eventsQuery), async (c) => {
@@ -131,7 +131,7 @@ export function registerAdmin(app: App) {
     return c.json({ events: page.events, nextBefore: page.nextBeforeSeq });
   });
 
-  app.get(`/admin/events/${ID}`, async (c) => {
+  app.get(`/admin/events/${ID}`, noQuery, async (c) => {
     const id = c.req.param("id");
     const event = await getEvent(c.var.pool, id);
     if (!event) throw new ApiError("NOT_FOUND", `event ${id} not found`);

@@ -1,5 +1,6 @@
 import { getScopedEvent } from "../../outbox/index.ts";
 import type { App } from "../new-app.ts";
+import { noQuery } from "../validate.ts";
 import { ApiError } from "../errors.ts";
 import { ID } from "./params.ts";
 
@@ -10,7 +11,7 @@ import { ID } from "./params.ts";
  * payload or the relay's errors; operators see those at /admin/events/:id.
  */
 export function registerEventsGet(app: App) {
-  app.get(`/events/${ID}`, async (c) => {
+  app.get(`/events/${ID}`, noQuery, async (c) => {
     // Another scope's event is as unknown as a missing one, and as quick to say so.
     const event = await getScopedEvent(c.var.pool, c.req.param("id"), c.var.tenant.scope);
     if (!event) throw new ApiError("NOT_FOUND", `event ${c.req.param("id")} not found`);

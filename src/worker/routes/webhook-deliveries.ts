@@ -1,7 +1,7 @@
 import { getDelivery, listDeliveries } from "../../domain/webhooks/deliveries.ts";
 import { listDeliveriesQuery } from "../../domain/webhooks/schemas.ts";
 import type { App } from "../new-app.ts";
-import { valid } from "../validate.ts";
+import { noQuery, valid } from "../validate.ts";
 import { ID } from "./params.ts";
 
 /** Reads of the delivery log the `webhook.deliver` handler writes (behind the /admin token). */
@@ -10,7 +10,7 @@ export function registerWebhookDeliveries(app: App) {
     return c.json(await listDeliveries(c.var.db, c.req.param("id"), c.req.valid("query")));
   });
 
-  app.get(`/admin/webhooks/deliveries/${ID}`, async (c) => {
+  app.get(`/admin/webhooks/deliveries/${ID}`, noQuery, async (c) => {
     return c.json(await getDelivery(c.var.db, c.req.param("id")));
   });
 }

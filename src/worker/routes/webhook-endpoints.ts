@@ -12,7 +12,7 @@ import { updateEndpoint } from "../../domain/webhooks/update.ts";
 import type { UrlPolicy } from "../../domain/webhooks/url-safety.ts";
 import type { App } from "../new-app.ts";
 import type { Config } from "../env.ts";
-import { noBody, valid, validFor } from "../validate.ts";
+import { noBody, noQuery, valid, validFor } from "../validate.ts";
 import { requireSecretsKey, webhookSecretsKey } from "../webhook-secrets-key.ts";
 import { ID } from "./params.ts";
 
@@ -41,7 +41,7 @@ export function registerWebhookEndpoints(app: App) {
     return c.json(await listEndpoints(c.var.db, c.req.valid("query")));
   });
 
-  app.get(`/admin/webhooks/endpoints/${ID}`, async (c) => {
+  app.get(`/admin/webhooks/endpoints/${ID}`, noQuery, async (c) => {
     return c.json(await getEndpoint(c.var.db, c.req.param("id")));
   });
 
