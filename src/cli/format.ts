@@ -5,6 +5,7 @@ import {
   healthLabel,
   laggingText,
   successRateText,
+  unrecordedAttempts,
   type EndpointHealth,
   type EventDelivery,
 } from "../domain/webhooks/delivery-log.ts";
@@ -285,6 +286,7 @@ export function formatDelivery(
   d: Omit<ReturnType<typeof deliveryView>, "attempts"> & {
     endpointUrl: string;
     body: string;
+    attemptsMade: number;
     attempts: ReturnType<typeof attemptView>[];
   },
 ): string {
@@ -293,10 +295,10 @@ export function formatDelivery(
     `  endpoint   ${d.endpointUrl} (${d.endpointId})`,
     `  event      ${d.eventId} (${d.eventType}${d.scope ? `, scope ${d.scope}` : ""})`,
     `  created    ${when(d.createdAt)}`,
-    `  status     ${deliveryState({ ...d, attempts: d.attempts.length })}`,
+    `  status     ${deliveryState({ ...d, attempts: d.attemptsMade })}`,
     "  attempts",
   ];
-  if (d.attempts.length === 0) lines.push("    (none yet)");
+  if (d.attemptsMade === 0) lines.push("    (none yet)");
   for (const a of d.attempts) {
     const answer = a.status === null ? `no answer (${a.error ?? "unknown"})` : String(a.status);
     const said = a.responseBody ? `  ${oneLine(a.responseBody, 120)}` : "";
@@ -304,6 +306,8 @@ export function formatDelivery(
     const to = a.url && a.url !== d.endpointUrl ? `  to ${a.url}` : "";
     lines.push(`    ${when(a.attemptedAt)}  ${answer}  ${a.durationMs} ms${to}${said}`);
   }
+  const unrecorded = unrecordedAttempts(d.attemptsMade, d.attempts.length);
+  if (unrecorded) lines.push(`    (${unrecorded})`);
   lines.push(`  body       ${clip(d.body)}`);
   return lines.join("\n");
 }

@@ -281,6 +281,25 @@ describe("outbox webhooks: what an operator reads", () => {
     expect(eventJson.webhookDeliveries[0]).not.toHaveProperty("attemptLog");
   });
 
+  it("counts an attempt whose Worker stopped before recording it, in every view, and says so", async () => {
+    const { id: endpointId } = await endpoint();
+    const [eventId] = (await seedEvents(t.pool, 1, { fanned: true, scope: "acme" })) as [string];
+    const id = await delivery(endpointId, "failed", [], { eventId, lastError: "retries exhausted" });
+    // The lease counted the attempt; the Worker was killed before it wrote the attempt's row.
+    await t.pool.query("UPDATE webhook_deliveries SET attempts = 1 WHERE id = $1", [id]);
+    const shown = (await runCli(["webhooks", "delivery", id], dbOnly())).stdout;
+    // It said "after 0 attempts" and "(none yet)" here, and "after 1 attempt" in the list.
+    expect(shown).toMatch(/ {2}status {5}failed \S+ after 1 attempt: retries exhausted\n/);
+    expect(shown).toContain(
+      "  attempts\n    (1 attempt left no record: the Worker stopped during it, and the receiver may have got the POST)\n",
+    );
+    expect(shown).not.toContain("none yet");
+    const json = JSON.parse((await runCli(["webhooks", "delivery", id, "--json"], dbOnly())).stdout);
+    expect(json).toMatchObject({ attemptsMade: 1, attempts: [] });
+    const list = (await runCli(["webhooks", "show", endpointId, "--status", "failed"], dbOnly())).stdout;
+    expect(list).toContain("after 1 attempt: retries exhausted");
+  });
+
   it("says what is unknown or malformed, before the database for a malformed id", async () => {
     const unknown = "7d0c5d8e-3a52-4d4e-9c51-0f3f4b0e2f11";
     const missing = await runCli(["webhooks", "delivery", unknown, "--json"], dbOnly());

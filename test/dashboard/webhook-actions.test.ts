@@ -415,6 +415,21 @@ describe("an endpoint's deliveries", () => {
     expect(page.text).not.toContain("<b>busy</b>");
   });
 
+  it("says an attempt whose Worker stopped left no record, and counts it", async () => {
+    const ep = await endpoint("/stopped");
+    const id = await delivery(ep.id, "failed");
+    await t.pool.query("UPDATE webhook_deliveries SET attempts = 2 WHERE id = $1", [id]);
+    await t.pool.query(
+      "INSERT INTO webhook_attempts (delivery_id, duration_ms, status) VALUES ($1, 20, 503)",
+      [id],
+    );
+    const page = await browser.get(`/dashboard/webhooks/deliveries/${id}`);
+    expect(page.text).toContain("<h2>Attempts (2)</h2>");
+    expect(page.text).toContain(
+      "1 attempt left no record: the Worker stopped during it, and the receiver may have got the POST.",
+    );
+  });
+
   it("a failed test delivery on the overview links to its delivery, never to a missing event", async () => {
     const ep = await endpoint("/tested");
     const sent = await browser.post(`/dashboard/webhooks/${ep.id}/test`, {});

@@ -42,5 +42,13 @@ export async function getDelivery(db: Db, id: string) {
     .from(webhookAttempts)
     .where(eq(webhookAttempts.deliveryId, id))
     .orderBy(asc(webhookAttempts.id));
-  return { delivery: { ...deliveryView(row), body: row.body, attempts: attempts.map(attemptView) } };
+  return {
+    delivery: {
+      ...deliveryView(row),
+      body: row.body,
+      // The count, beside the log: an attempt whose Worker stopped is counted without a row.
+      attemptsMade: Math.max(row.attempts, attempts.length),
+      attempts: attempts.map(attemptView),
+    },
+  };
 }

@@ -336,6 +336,22 @@ export interface DeliveryDetail extends EventDelivery {
 }
 
 /** One delivery with its endpoint's URL and every attempt, oldest first; undefined when there is none. */
+/**
+ * What a delivery's attempt log lacks: `made` attempts counted (a lease taken counts
+ * one, before its POST), `recorded` rows. A Worker stopped mid-attempt leaves the count
+ * without the row, and its POST may have reached the receiver; every view of a
+ * delivery says so rather than show one count here and another there (a walkthrough
+ * saw "after 0 attempts" in one and "after 1 attempt" in the other). Undefined when
+ * every attempt has its row.
+ */
+export function unrecordedAttempts(made: number, recorded: number): string | undefined {
+  const missing = made - recorded;
+  if (missing <= 0) return undefined;
+  return `${missing} attempt${missing === 1 ? "" : "s"} left no record: the Worker stopped during ${
+    missing === 1 ? "it" : "them"
+  }, and the receiver may have got the POST`;
+}
+
 export async function deliveryWithAttempts(db: Db, deliveryId: string): Promise<DeliveryDetail | undefined> {
   const [delivery] = await db
     .select({

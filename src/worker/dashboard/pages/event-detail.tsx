@@ -40,7 +40,7 @@ function Deliveries({ deliveries }: { deliveries: EventDelivery[] }) {
             <a href={deliveryHref(d.id)}>delivery</a>
           </div>
           {d.lastError ? <p class="error">{d.lastError}</p> : null}
-          <AttemptTable attempts={d.attemptLog} url={d.endpointUrl} />
+          <AttemptTable attempts={d.attemptLog} url={d.endpointUrl} made={d.attempts} />
         </div>
       ))}
     </>

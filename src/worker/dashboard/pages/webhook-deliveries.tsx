@@ -1,5 +1,9 @@
 import type { Hono } from "hono";
-import { deliveryWithAttempts, type AttemptRow } from "../../../domain/webhooks/delivery-log.ts";
+import {
+  deliveryWithAttempts,
+  unrecordedAttempts,
+  type AttemptRow,
+} from "../../../domain/webhooks/delivery-log.ts";
 import { redeliver } from "../../../domain/webhooks/redeliver.ts";
 import { TEST_EVENT_TYPE } from "../../../domain/webhooks/send-test.ts";
 import { ApiError } from "../../errors.ts";
@@ -25,30 +29,37 @@ export const deliveryHref = (id: string) => `/dashboard/webhooks/deliveries/${id
  * A delivery's attempts, oldest first. Where any went to another URL than the
  * endpoint's `url` now (it was changed since), a column says where each went.
  */
-export function AttemptTable({ attempts, url }: { attempts: AttemptRow[]; url: string }) {
-  if (attempts.length === 0) return <p class="muted">No attempt yet.</p>;
+export function AttemptTable({ attempts, url, made }: { attempts: AttemptRow[]; url: string; made: number }) {
+  const unrecorded = unrecordedAttempts(made, attempts.length);
+  const note = unrecorded ? (
+    <p class="muted">{`${unrecorded.charAt(0).toUpperCase()}${unrecorded.slice(1)}.`}</p>
+  ) : null;
+  if (attempts.length === 0) return note ?? <p class="muted">No attempt yet.</p>;
   const moved = attempts.some((a) => a.url !== null && a.url !== url);
   return (
-    <Table class="attempts">
-      <tr>
-        <th>attempted</th>
-        {moved ? <th>sent to</th> : null}
-        <th class="num">status</th>
-        <th class="num">ms</th>
-        <th>error</th>
-        <th>response (first 2 KB)</th>
-      </tr>
-      {attempts.map((a) => (
+    <>
+      {note}
+      <Table class="attempts">
         <tr>
-          <td class="time">{time(a.attemptedAt)}</td>
-          {moved ? <td class="mono">{a.url ?? "–"}</td> : null}
-          <td class="num">{a.status === null ? "–" : String(a.status)}</td>
-          <td class="num">{String(a.durationMs)}</td>
-          <td class="error">{a.error ?? ""}</td>
-          <td class="mono">{a.responseBody ?? ""}</td>
+          <th>attempted</th>
+          {moved ? <th>sent to</th> : null}
+          <th class="num">status</th>
+          <th class="num">ms</th>
+          <th>error</th>
+          <th>response (first 2 KB)</th>
         </tr>
-      ))}
-    </Table>
+        {attempts.map((a) => (
+          <tr>
+            <td class="time">{time(a.attemptedAt)}</td>
+            {moved ? <td class="mono">{a.url ?? "–"}</td> : null}
+            <td class="num">{a.status === null ? "–" : String(a.status)}</td>
+            <td class="num">{String(a.durationMs)}</td>
+            <td class="error">{a.error ?? ""}</td>
+            <td class="mono">{a.responseBody ?? ""}</td>
+          </tr>
+        ))}
+      </Table>
+    </>
   );
 }
 
@@ -167,8 +178,8 @@ export function registerWebhookDeliveries(dashboard: Hono<DashboardEnv>) {
             <td class={d.lastError ? "error" : undefined}>{d.lastError ?? "–"}</td>
           </tr>
         </Table>
-        <h2>{`Attempts (${d.attemptLog.length})`}</h2>
-        <AttemptTable attempts={d.attemptLog} url={d.endpointUrl} />
+        <h2>{`Attempts (${Math.max(d.attempts, d.attemptLog.length)})`}</h2>
+        <AttemptTable attempts={d.attemptLog} url={d.endpointUrl} made={d.attempts} />
       </>,
     );
   });
