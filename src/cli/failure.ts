@@ -14,6 +14,10 @@ const CONNECTION_CODES = new Set([
 const CONNECT_TIMEOUT =
   /timeout exceeded when trying to connect|connection terminated due to connection timeout/i;
 
+// admin_shutdown, crash_shutdown, cannot_connect_now.
+const SESSION_ENDED = new Set(["57P01", "57P02", "57P03"]);
+const NOT_QUERYABLE = /not queryable/i;
+
 /**
  * One line an operator can act on, instead of a stack trace. The reason may sit a few
  * causes deep: Drizzle wraps a driver's error as "Failed query: <the SQL> params: <the
@@ -21,6 +25,7 @@ const CONNECT_TIMEOUT =
  * the driver's own error under it is what is read and told.
  */
 export function describeFailure(error: unknown): string {
+  if (error instanceof DescribedFailure) return error.message;
   const e = driverError(error);
   const code = e.code ?? e.errors?.[0]?.code;
   if (code && CONNECTION_CODES.has(code)) {
@@ -38,6 +43,12 @@ export function describeFailure(error: unknown): string {
     default:
       break;
   }
+  // A session the server ended (an administrator's pg_terminate_backend, a restart),
+  // or pg's client once its socket died: "Client has encountered a connection error
+  // and is not queryable" told an operator nothing about what became of the work.
+  if (SESSION_ENDED.has(code ?? "") || NOT_QUERYABLE.test(e.message ?? "")) {
+    return `the connection to the database was lost (${e.message}): what the command had not committed was rolled back; run it again`;
+  }
   if (CONNECT_TIMEOUT.test(e.message ?? "")) {
     return "cannot reach the database (timed out): check DATABASE_URL and that Postgres is running";
   }
@@ -47,6 +58,11 @@ export function describeFailure(error: unknown): string {
     return "the server at DATABASE_URL closed the connection before it answered as Postgres: check its host and port";
   }
   return e.message ?? String(error);
+}
+
+/** A failure a command has put in words already (its own, around describeFailure's): told as it is. */
+export class DescribedFailure extends Error {
+  override readonly name = "DescribedFailure";
 }
 
 interface DriverError {

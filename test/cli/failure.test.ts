@@ -42,6 +42,15 @@ describe("a failure in one line an operator can act on", () => {
         wrapped(new Error("timeout exceeded when trying to connect")),
         "cannot reach the database (timed out): check DATABASE_URL and that Postgres is running",
       ],
+      // A session ended under a command: by an administrator, or found dead by pg's client.
+      [
+        wrapped(withCode("57P01", "terminating connection due to administrator command")),
+        "the connection to the database was lost (terminating connection due to administrator command): what the command had not committed was rolled back; run it again",
+      ],
+      [
+        new Error("Client has encountered a connection error and is not queryable"),
+        "the connection to the database was lost (Client has encountered a connection error and is not queryable): what the command had not committed was rolled back; run it again",
+      ],
     ];
     for (const [error, said] of cases) {
       const line = describeFailure(error);
