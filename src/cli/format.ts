@@ -165,12 +165,13 @@ export function formatStats(s: OperatorStats): string {
   const age = s.oldestPendingAgeSeconds === null ? "-" : `${s.oldestPendingAgeSeconds.toFixed(1)} s`;
   // As the dashboard's overview says it: a backoff that has run out is no longer one.
   const backingOff = s.relay.backoffUntil !== null && new Date(s.relay.backoffUntil).getTime() > Date.now();
+  const passes = `${s.relay.failures} failed pass${s.relay.failures === 1 ? "" : "es"}`;
   const relay =
     s.relay.failures === 0
       ? "healthy"
       : backingOff
-        ? `backing off after ${s.relay.failures} failed passes until ${when(s.relay.backoffUntil)}: ${s.relay.lastError ?? ""}`
-        : `failing (${s.relay.failures} failed passes in a row; the next pass may run now): ${s.relay.lastError ?? ""}`;
+        ? `backing off after ${passes} until ${when(s.relay.backoffUntil)}: ${s.relay.lastError ?? ""}`
+        : `failing (${passes} in a row; the next pass may run now): ${s.relay.lastError ?? ""}`;
   return [
     `backlog            ${s.backlog} (${s.due} due now)`,
     `oldest pending     ${age}`,

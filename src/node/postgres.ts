@@ -58,7 +58,7 @@ export async function migrateDatabase(
     retryPauseMs = 1_000,
     log = () => undefined,
   }: MigrateOptions = {},
-): Promise<void> {
+): Promise<{ applied: number; total: number }> {
   const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: connectTimeoutMs });
   await client.connect();
   try {
@@ -73,10 +73,13 @@ export async function migrateDatabase(
     }
     // Set after the advisory lock, which would otherwise time out too.
     await client.query(`SET lock_timeout = ${Math.max(1, Math.round(lockTimeoutMs))}`);
+    // Counted under the lock: a run that waited for another finds its work done.
+    const before = await appliedMigrations(client);
     for (let attempt = 1; ; attempt++) {
       try {
         await migrate(drizzle(client), { migrationsFolder: folder });
-        return;
+        const total = await appliedMigrations(client);
+        return { applied: total - before, total };
       } catch (error) {
         if (!isLockTimeout(error)) throw error;
         const why = `a statement waited ${lockTimeoutMs} ms for a lock another session holds`;
@@ -96,6 +99,17 @@ export async function migrateDatabase(
     // Ending the session releases the lock, however the migration ended.
     await client.end();
   }
+}
+
+/** How many migrations the database has recorded (drizzle's journal table; none before the first). */
+async function appliedMigrations(client: pg.Client): Promise<number> {
+  const table = 'drizzle."__drizzle_migrations"';
+  const { rows } = await client.query<{ present: boolean }>(
+    `SELECT to_regclass('${table}') IS NOT NULL AS present`,
+  );
+  if (!rows[0]?.present) return 0;
+  const counted = await client.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${table}`);
+  return counted.rows[0]?.n ?? 0;
 }
 
 /** Postgres's lock_not_available, under Drizzle's query wrapper when there is one. */

@@ -410,6 +410,10 @@ describe("outbox CLI", () => {
     expect((await runCli(["stats"], env())).stdout).toMatch(
       /relay\s+backing off after 3 failed passes until /,
     );
+    // One is a pass, not "1 failed passes".
+    await t.pool.query(`UPDATE outbox_relay_state SET failures = 1`);
+    expect((await runCli(["stats"], env())).stdout).toMatch(/relay\s+backing off after 1 failed pass until /);
+    await t.pool.query(`UPDATE outbox_relay_state SET failures = 3`);
 
     const [id] = await seedEvents(t.pool, 1);
     await t.pool.query(
@@ -487,6 +491,10 @@ describe("outbox CLI", () => {
     const r = await runCli(["migrate"], env());
     expect(r.stderr).toBe("");
     expect(r.code).toBe(0);
+    // It said "migrations applied" whether it applied any or not.
+    expect(r.stdout.trim()).toMatch(/^nothing to apply: all \d+ migrations were applied already$/);
+    const json = JSON.parse((await runCli(["migrate", "--json"], env())).stdout);
+    expect(json).toEqual({ migrated: true, applied: 0, total: expect.any(Number) });
   });
 
   it("relay once records a backoff, not a row failure, when QStash is unreachable", async () => {

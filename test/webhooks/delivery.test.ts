@@ -633,6 +633,8 @@ describe("one open delivery_failed alert per endpoint (ADR 0031)", () => {
     const down = await pendingDeliveries("/fold-down", 5);
     const other = await pendingDeliveries("/fold-other", 1);
     for (const d of down.deliveries) expect(await giveUp(d)).toEqual({ failed: true });
+    // One attempt is "1 attempt", not "1 attempts".
+    await t.pool.query("UPDATE webhook_deliveries SET attempts = 1 WHERE id = $1", [other.deliveries[0]!.id]);
     await giveUp(other.deliveries[0]!);
     // A repeated callback changes nothing, the count included.
     expect(await giveUp(down.deliveries[4]!)).toEqual({ failed: false });
@@ -650,7 +652,7 @@ describe("one open delivery_failed alert per endpoint (ADR 0031)", () => {
         count: 1,
         message:
           `1 delivery failure at webhook endpoint ${other.endpoint.id} (${receiver.url("/fold-other")}): ` +
-          `delivery ${other.deliveries[0]!.id}, after 0 attempts: retries exhausted`,
+          `delivery ${other.deliveries[0]!.id}, after 1 attempt: retries exhausted`,
       }),
     ]);
     // Folding takes no id: the other endpoint's alert, raised after all five, is the next one.

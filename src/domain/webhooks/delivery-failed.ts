@@ -22,7 +22,8 @@ function alertMessage(count: SQL, details: SQL): SQL {
   return sql`CASE WHEN ${count} = 1 THEN '1 delivery failure' ELSE ${count} || ' delivery failures' END
     || ' at webhook endpoint ' || (${details}->>'endpointId') || ' (' || (${details}->>'url') || ')'
     || CASE WHEN ${count} = 1 THEN ': delivery ' ELSE '; the latest: delivery ' END
-    || (${details}->>'deliveryId') || ', after ' || (${details}->>'attempts') || ' attempts: '
+    || (${details}->>'deliveryId') || ', after ' || (${details}->>'attempts')
+    || CASE WHEN ${details}->>'attempts' = '1' THEN ' attempt: ' ELSE ' attempts: ' END
     || (${details}->>'lastError')`;
 }
 
