@@ -304,6 +304,8 @@ export const webhookDeliveries = pgTable(
     status: text("status").$type<WebhookDeliveryStatus>().notNull().default("pending"),
     attempts: integer("attempts").notNull().default(0),
     leaseUntil: timestamp("lease_until", tz),
+    /** Upstash-Retried of the attempt holding the lease: a later attempt of the same job takes it over. */
+    leaseRetried: integer("lease_retried"),
     lastAttemptAt: timestamp("last_attempt_at", tz),
     nextAttemptAt: timestamp("next_attempt_at", tz),
     deliveredAt: timestamp("delivered_at", tz),

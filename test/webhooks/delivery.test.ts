@@ -327,6 +327,31 @@ describe("deliver", () => {
     expect((await deliveriesOf(e.id))[0]).toMatchObject({ status: "delivered", attempts: 2 });
   });
 
+  it("the job's next attempt takes over a lease its killed earlier attempt holds; one attempt sent twice still waits", async () => {
+    const { delivery, event: e } = await oneDelivery("/lease-taken-over");
+    // As a Worker killed during attempt 0's POST leaves the row: leased for most of a
+    // minute more, counted, never recorded.
+    await t.pool.query(
+      `UPDATE webhook_deliveries SET lease_until = now() + interval '50 seconds', lease_retried = 0, attempts = 1
+        WHERE id = $1`,
+      [delivery.id],
+    );
+    receiver.state.respond = () => ({ status: 200 });
+    // A second copy of attempt 0 (QStash delivers at least once) may be running beside it: it waits.
+    expect(await deliverWebhook(await deps(), delivery.id, 0, delivery.message_id)).toMatchObject({
+      kind: "busy",
+    });
+    // Attempt 1 of the job comes only once attempt 0 is over. It was answered 409 until
+    // the lease ran out, each answer one of the job's retries spent (all of them, within
+    // seconds, under the dev server's time scale).
+    expect(await deliverWebhook(await deps(), delivery.id, 1, delivery.message_id)).toEqual({
+      kind: "delivered",
+      status: 200,
+    });
+    expect(receiver.received.filter((r) => r.path === "/lease-taken-over")).toHaveLength(1);
+    expect((await deliveriesOf(e.id))[0]).toMatchObject({ status: "delivered", attempts: 2 });
+  });
+
   it("two concurrent deliveries of one job make one POST; the other is told to come back", async () => {
     const { delivery } = await oneDelivery("/race");
     let release!: () => void;

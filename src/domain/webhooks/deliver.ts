@@ -11,8 +11,8 @@ import { checkWebhookUrl, type UrlPolicy } from "./url-safety.ts";
 export const DELIVERY_TIMEOUT_MS = 15_000;
 /**
  * How long one delivery of a job owns its row. Longer than the POST timeout plus
- * the recording, so a live attempt never loses its lease; short enough that a
- * Worker killed mid-attempt only delays the next delivery of the job a little.
+ * the recording, so a live attempt never loses its lease. A Worker killed
+ * mid-attempt leaves it held: the job's next attempt takes it over (deliverWebhook).
  */
 export const LEASE_SECONDS = 60;
 /** The attempt log keeps this much of a response body. */
@@ -92,17 +92,27 @@ export async function deliverWebhook(
 ): Promise<DeliverOutcome> {
   const current =
     messageId === undefined ? sql`true` : sql`(d.message_id IS NULL OR d.message_id = ${messageId})`;
-  // The lease: of two concurrent deliveries of one job, the row lock lets one
-  // UPDATE through and the other re-checks `lease_until` and matches nothing.
+  // A lease an earlier attempt of this same job holds belongs to an attempt that is
+  // over: QStash sends a job's next attempt only once the last one failed, timed out
+  // or lost its connection (which on Workers cancels the request), so its Worker was
+  // killed mid-attempt. Taken over at once: answered 409 until the lease ran out, each
+  // answer spent one of the job's retries, and under the dev server's time scale all
+  // of them within seconds, failing deliveries a restart had interrupted.
+  const overtaken =
+    messageId === undefined
+      ? sql`false`
+      : sql`(d.message_id = ${messageId} AND d.lease_retried < ${retried})`;
+  // The lease: of two concurrent deliveries of one job (one attempt sent twice), the
+  // row lock lets one UPDATE through and the other re-checks `lease_until` and matches nothing.
   const [leased] = await queryRows<Leased>(
     deps.db,
     sql`UPDATE webhook_deliveries d
-           SET lease_until = now() + make_interval(secs => ${LEASE_SECONDS}),
+           SET lease_until = now() + make_interval(secs => ${LEASE_SECONDS}), lease_retried = ${retried},
                attempts = d.attempts + 1, last_attempt_at = now()
           FROM webhook_endpoints e
          WHERE d.id = ${deliveryId} AND e.id = d.endpoint_id AND e.enabled
-           AND e.scope IS NOT DISTINCT FROM d.scope
-           AND d.status = 'pending' AND (d.lease_until IS NULL OR d.lease_until <= now()) AND ${current}
+           AND e.scope IS NOT DISTINCT FROM d.scope AND d.status = 'pending'
+           AND (d.lease_until IS NULL OR d.lease_until <= now() OR ${overtaken}) AND ${current}
      RETURNING d.id, d.event_id, d.body, e.id AS endpoint_id, e.url, e.secret_box,
                e.previous_secret_box, e.previous_secret_expires_at`,
   );
