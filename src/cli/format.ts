@@ -53,6 +53,7 @@ export function formatEvent(
   event: EventRow & {
     alerts: AlertRow[];
     webhookDeliveries: Omit<EventDelivery, "attemptLog">[];
+    webhooksNote: string | null;
     jobFailures: JobFailureRow[];
     countingAlerts: AlertRow[];
   },
@@ -87,7 +88,8 @@ export function formatEvent(
     );
   }
   lines.push(`  payload    ${clip(JSON.stringify(event.payload))}`);
-  // Only once webhook.fanout made some: before that, or for no matching endpoint, nothing to say.
+  // Its deliveries, or why it has none (not yet made, or no endpoint takes it).
+  if (event.webhooksNote) lines.push(`  webhooks   ${event.webhooksNote}`);
   if (event.webhookDeliveries.length > 0) lines.push("  webhooks");
   for (const d of event.webhookDeliveries)
     lines.push(`    delivery ${d.id}, endpoint ${d.endpointUrl}: ${deliveryState(d)}`);

@@ -281,6 +281,44 @@ describe("outbox webhooks: what an operator reads", () => {
     expect(eventJson.webhookDeliveries[0]).not.toHaveProperty("attemptLog");
   });
 
+  it("an event with no delivery says whether no endpoint takes it or its fan-out job has not run", async () => {
+    const [waiting, untaken, later] = (await seedEvents(t.pool, 3, {
+      fanned: true,
+      scope: "acme",
+      type: "supplier.connected",
+    })) as [string, string, string];
+    // The relay published each event's webhook.fanout job; QStash has not run them.
+    await t.pool.query(
+      `UPDATE events SET fanout = jsonb_build_object('webhook.fanout', jsonb_build_object('messageId', 'msg_' || seq)),
+                         fanned_out_at = now() - interval '1 minute'`,
+    );
+    await t.pool.query("UPDATE events SET type = 'corpus.note.created' WHERE id = $1", [untaken]);
+    await t.pool.query("UPDATE events SET fanned_out_at = now() - interval '2 hours' WHERE id = $1", [later]);
+    // Takes supplier.* of scope acme, made an hour ago: after `later` was fanned out.
+    const { id: endpointId } = await endpoint();
+    await t.pool.query(
+      "UPDATE webhook_endpoints SET types = ARRAY['supplier.*'], created_at = now() - interval '1 hour' WHERE id = $1",
+      [endpointId],
+    );
+    const webhooksLine = async (id: string) =>
+      (await runCli(["events", "show", id], dbOnly())).stdout
+        .split("\n")
+        .find((l) => l.startsWith("  webhooks"));
+    // It said nothing at all: a backlog of fan-out jobs read as "no deliveries".
+    expect(await webhooksLine(waiting)).toMatch(
+      /^ {2}webhooks {3}none yet: 1 enabled endpoint of its scope takes its type, and its webhook\.fanout job \(msg_\d+\) has not made the deliveries: QStash still holds it/,
+    );
+    expect(await webhooksLine(untaken)).toBe(
+      "  webhooks   none: no enabled endpoint of its scope takes its type",
+    );
+    // An endpoint made after the event's fan-out was never owed its deliveries.
+    expect(await webhooksLine(later)).toBe(
+      "  webhooks   none: no enabled endpoint of its scope takes its type",
+    );
+    const json = JSON.parse((await runCli(["events", "show", waiting, "--json"], dbOnly())).stdout);
+    expect(json.webhooksNote).toMatch(/^none yet: /);
+  });
+
   it("counts an attempt whose Worker stopped before recording it, in every view, and says so", async () => {
     const { id: endpointId } = await endpoint();
     const [eventId] = (await seedEvents(t.pool, 1, { fanned: true, scope: "acme" })) as [string];

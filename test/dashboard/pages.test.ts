@@ -294,6 +294,28 @@ describe("events", () => {
 });
 
 describe("event detail", () => {
+  it("says why an event has no webhook delivery: none taken, or its fan-out job not run yet", async () => {
+    const [id] = await seedEvents(t.pool, 1, { fanned: true, scope: "waiting", type: "supplier.created" });
+    await t.pool.query(
+      `UPDATE events SET fanout = '{"webhook.fanout":{"messageId":"msg_held"}}', fanned_out_at = now() WHERE id = $1`,
+      [id],
+    );
+    const none = await browser.get(`/dashboard/events/${id}`);
+    expect(none.text).toContain("Webhook deliveries: none: no enabled endpoint of its scope takes its type.");
+    const { id: endpointId } = await insertEndpoint(t.pool, importSecretsKey(env.WEBHOOK_SECRETS_KEY!), {
+      url: "https://hooks.example.com/waiting",
+      scope: "waiting",
+    });
+    await t.pool.query("UPDATE webhook_endpoints SET created_at = now() - interval '1 hour' WHERE id = $1", [
+      endpointId,
+    ]);
+    const held = await browser.get(`/dashboard/events/${id}`);
+    expect(held.text).toContain(
+      "Webhook deliveries: none yet: 1 enabled endpoint of its scope takes its type, and its webhook.fanout job (msg_held) has not made the deliveries",
+    );
+    await t.pool.query("DELETE FROM webhook_endpoints WHERE id = $1", [endpointId]);
+  });
+
   it("shows a large payload's beginning and says where the whole of it is", async () => {
     const [id] = await seedEvents(t.pool, 1, { payloadBytes: 1_000_000 });
     const page = await browser.get(`/dashboard/events/${id}`);

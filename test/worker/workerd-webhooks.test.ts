@@ -109,6 +109,8 @@ describe("a note write", () => {
     expect(shown.body.event.webhookDeliveries).toEqual([
       expect.objectContaining({ endpointId: endpoint.id, status: "delivered", attempts: 1 }),
     ]);
+    // With deliveries there is nothing to explain.
+    expect(shown.body.event.webhooksNote).toBeNull();
   });
 });
 

@@ -26,13 +26,7 @@ export interface FanoutResult {
  * A failed publish throws: the fan-out job fails and QStash retries it.
  */
 export async function fanOutWebhook(db: Db, queue: DeliverQueue, event: WebhookEvent): Promise<FanoutResult> {
-  const endpoints = await queryRows<{ id: string; types: string[] }>(
-    db,
-    sql`SELECT id, types FROM webhook_endpoints
-         WHERE enabled AND scope IS NOT DISTINCT FROM ${event.scope}`,
-  );
-  // The same glob semantics as subscriptions, so `note.*` means one thing everywhere.
-  const matched = endpoints.filter((e) => e.types.some((glob) => matchesGlob(glob, event.type)));
+  const matched = await matchingEndpoints(db, event);
   const ids = matched.map((e) => e.id);
 
   // The CTE's insert is invisible to the SELECT beside it (one snapshot), so the
@@ -70,6 +64,63 @@ export async function fanOutWebhook(db: Db, queue: DeliverQueue, event: WebhookE
     created: toPublish.filter((d) => d.created).length,
     published: toPublish.length,
   };
+}
+
+/**
+ * The enabled endpoints an event of `type` in `scope` goes to, with when each was
+ * created (an event's page tells "no endpoint takes it" from "its fan-out job has not
+ * run yet" by those that existed when it was fanned out).
+ */
+export async function matchingEndpoints(
+  db: Db,
+  event: { scope: string | null; type: string },
+): Promise<{ id: string; createdAt: Date }[]> {
+  const endpoints = await queryRows<{ id: string; types: string[]; created_at: Date | string }>(
+    db,
+    sql`SELECT id, types, created_at FROM webhook_endpoints
+         WHERE enabled AND scope IS NOT DISTINCT FROM ${event.scope}`,
+  );
+  // The same glob semantics as subscriptions, so `note.*` means one thing everywhere.
+  return endpoints
+    .filter((e) => e.types.some((glob) => matchesGlob(glob, event.type)))
+    .map((e) => ({ id: e.id, createdAt: new Date(e.created_at) }));
+}
+
+/** The subscription whose job fans an event out to webhook endpoints (subscriptions.ts). */
+const WEBHOOK_FANOUT = "webhook.fanout";
+
+/**
+ * Why an event shows no webhook delivery, in words, or undefined when it has some or
+ * nothing is owed: its `webhook.fanout` job (a subscription of every event) makes
+ * them when QStash runs it, and a backlog of those jobs held behind their flow-control
+ * limit delayed a walkthrough's webhooks by minutes while every view read healthy and
+ * the event's page said only "no deliveries". Counts the endpoints that take the event
+ * now and already existed when it was fanned out.
+ */
+export async function noDeliveriesReason(
+  db: Db,
+  event: {
+    scope: string | null;
+    type: string;
+    fannedOutAt: Date | null;
+    fanout: Record<string, unknown> | null;
+  },
+  deliveries: number,
+): Promise<string | undefined> {
+  if (deliveries > 0 || event.fannedOutAt === null) return undefined;
+  const job = event.fanout?.[WEBHOOK_FANOUT];
+  if (!job) return undefined;
+  const fannedAt = event.fannedOutAt.getTime();
+  const waiting = (await matchingEndpoints(db, event)).filter(
+    (e) => e.createdAt.getTime() <= fannedAt,
+  ).length;
+  if (waiting === 0) return "none: no enabled endpoint of its scope takes its type";
+  const message = (job as { messageId?: string }).messageId;
+  return (
+    `none yet: ${waiting} enabled endpoint${waiting === 1 ? "" : "s"} of its scope take${waiting === 1 ? "s" : ""} its type, ` +
+    `and its ${WEBHOOK_FANOUT} job${message ? ` (${message})` : ""} has not made the deliveries: ` +
+    "QStash still holds it (a backlog of fan-out jobs waits behind their flow-control limit)"
+  );
 }
 
 /** Remembers which QStash message carries each delivery (the failure callback checks it). */

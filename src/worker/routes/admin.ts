@@ -36,6 +36,7 @@ import { isSafeMethod } from "../methods.ts";
 import { publisherFor } from "../relay.ts";
 import { invalidInput, noBody, noQuery, valid } from "../validate.ts";
 import { ID } from "./params.ts";
+import { noDeliveriesReason } from "../../domain/webhooks/fanout.ts";
 
 /** A job failure's id as a path segment; anything else is no route, a 404, as with ID. */
 export const JOB_FAILURE_ID = `:id{${IDENTITY_ID_DIGITS}}` as const;
@@ -140,8 +141,9 @@ export function registerAdmin(app: App) {
       eventJobFailures(c.var.db, id),
       openAlertsCountingEvent(c.var.db, id),
     ]);
-    // As `events show` and the event's dashboard page: what its webhooks did too.
-    return c.json({ event: { ...event, webhookDeliveries, jobFailures, countingAlerts } });
+    // As `events show` and the event's dashboard page: what its webhooks did too, or why none.
+    const webhooksNote = (await noDeliveriesReason(c.var.db, event, webhookDeliveries.length)) ?? null;
+    return c.json({ event: { ...event, webhookDeliveries, webhooksNote, jobFailures, countingAlerts } });
   });
 
   app.post("/admin/events/requeue", valid("json", requeueBody), async (c) => {

@@ -9,6 +9,7 @@ import type { DashboardEnv } from "../env.ts";
 import { Notice, StateBadge, render, Table, time } from "../layout.tsx";
 import { JobFailureTable, retriedNotice } from "./job-failures.tsx";
 import { AttemptTable, deliveryHref } from "./webhook-deliveries.tsx";
+import { noDeliveriesReason } from "../../../domain/webhooks/fanout.ts";
 
 /** Where the row stands in the relay's eyes; a poisoned row has no next attempt, whatever the column says. */
 function attemptsLine(e: EventRow): string {
@@ -20,8 +21,11 @@ function attemptsLine(e: EventRow): string {
   return tries;
 }
 
-function Deliveries({ deliveries }: { deliveries: EventDelivery[] }) {
-  if (deliveries.length === 0) return <p class="muted">No webhook deliveries for this event.</p>;
+function Deliveries({ deliveries, note }: { deliveries: EventDelivery[]; note: string | undefined }) {
+  if (deliveries.length === 0)
+    return (
+      <p class="muted">{note ? `Webhook deliveries: ${note}.` : "No webhook deliveries for this event."}</p>
+    );
   return (
     <>
       {deliveries.map((d) => (
@@ -58,6 +62,7 @@ export function registerEventDetail(dashboard: Hono<DashboardEnv>) {
       openAlertsCountingEvent(c.var.db, event.id),
     ]);
     const shownAlerts = alertsShownWithEvent(event, counting);
+    const noDeliveries = await noDeliveriesReason(c.var.db, event, deliveries.length);
     const here = `/dashboard/events/${event.id}`;
     const fanout = Object.entries(event.fanout ?? {});
     return render(
@@ -164,7 +169,7 @@ export function registerEventDetail(dashboard: Hono<DashboardEnv>) {
         )}
 
         <h2>Webhook deliveries</h2>
-        <Deliveries deliveries={deliveries} />
+        <Deliveries deliveries={deliveries} note={noDeliveries} />
 
         <h2>Payload</h2>
         <Payload json={JSON.stringify(event.payload, null, 2)} id={event.id} />
