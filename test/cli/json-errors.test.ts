@@ -3,19 +3,19 @@ import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { runCli, type CliResult } from "../support/cli.ts";
 import { useTestDatabase } from "../support/db.ts";
-import { insertJobFailure, jobFailureRow, usePausedQStash } from "../support/job-failures.ts";
+import {
+  cliEnvWithQStash,
+  insertJobFailure,
+  jobFailureRow,
+  usePausedQStash,
+} from "../support/job-failures.ts";
 
 // Under --json a script reads stdout: every refusal must be one JSON object there,
 // with the exit code the text form has.
 const t = useTestDatabase();
 const paused = usePausedQStash(t);
 
-const env = () => ({
-  DATABASE_URL: t.url,
-  QSTASH_URL: paused.qstash.url,
-  QSTASH_TOKEN: paused.qstash.token,
-  PUBLIC_URL: "http://127.0.0.1:8787",
-});
+const env = () => cliEnvWithQStash(t, paused);
 
 /**
  * The refusal a --json run printed: stdout is exactly one `{ error }` object, and

@@ -3,19 +3,14 @@ import { runCli } from "../support/cli.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { seedEvents } from "../support/events.ts";
 import { waitFor } from "../support/helpers.ts";
-import { usePausedQStash } from "../support/job-failures.ts";
+import { cliEnvWithQStash, usePausedQStash } from "../support/job-failures.ts";
 
 // `relay once|drain` from a terminal when something goes wrong under it: real
 // Postgres, the QStash dev server (delivery paused), the CLI in its own process.
 const t = useTestDatabase();
 const paused = usePausedQStash(t);
 
-const env = () => ({
-  DATABASE_URL: t.url,
-  QSTASH_URL: paused.qstash.url,
-  QSTASH_TOKEN: paused.qstash.token,
-  PUBLIC_URL: "http://127.0.0.1:8787",
-});
+const env = () => cliEnvWithQStash(t, paused);
 
 const counts = async () =>
   (

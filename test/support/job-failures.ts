@@ -102,6 +102,16 @@ export function usePausedQStash(t: TestDatabase): { readonly qstash: QStashDev }
   return ctx;
 }
 
+/** The CLI's environment for publishing commands against that server (and the test's database). */
+export function cliEnvWithQStash(t: TestDatabase, paused: { readonly qstash: QStashDev }) {
+  return {
+    DATABASE_URL: t.url,
+    QSTASH_URL: paused.qstash.url,
+    QSTASH_TOKEN: paused.qstash.token,
+    PUBLIC_URL: "http://127.0.0.1:8787",
+  };
+}
+
 /**
  * A job that ran out of retries, as the failure callback or the sweep's dead letters
  * hand it to recordJobFailures: a notify.mail job with a fresh message id and no
