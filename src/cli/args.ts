@@ -74,7 +74,8 @@ export class ConfigError extends Error {}
  */
 export class Refusal extends Error {
   constructor(
-    readonly code: "not_found" | "already_retried" | "not_retryable" | "publish_failed",
+    readonly code:
+      "not_found" | "already_retried" | "not_retryable" | "publish_failed" | "qstash_unreachable",
     message: string,
   ) {
     super(message);

@@ -1,11 +1,47 @@
+import { createQStashDeadLetters } from "../domain/job-failures/dead-letters.ts";
 import { subscriptions } from "../domain/subscriptions.ts";
 import { drain, runPass, RELAY_POLICY, type RelayOptions } from "../outbox/index.ts";
-import { intOption, UsageError } from "./args.ts";
+import { intOption, Refusal, UsageError } from "./args.ts";
 import type { Command } from "./command.ts";
 import { readVariables, relayVariables } from "./config.ts";
 import { DescribedFailure, describeFailure } from "./failure.ts";
 import { formatDrain, formatPass } from "./format.ts";
 import { passBackoffFor, publisherFor } from "../worker/relay.ts";
+
+/** How long the check below waits for QStash's answer. */
+const QSTASH_CHECK_MS = 10_000;
+
+/**
+ * One cheap authenticated request to QStash (a page of one dead letter) before any
+ * pass. A pass whose publish fails backs off every relay, the Worker's too (ADR
+ * 0003): a terminal with a wrong QSTASH_URL or token held production passes back by
+ * up to the backoff cap. Such a terminal is told so here, and nothing is claimed. A
+ * QStash that is really down is the Worker's passes' to record.
+ */
+async function checkQStash(env: { QSTASH_URL: string; QSTASH_TOKEN: string }): Promise<void> {
+  const dlq = createQStashDeadLetters({ baseUrl: env.QSTASH_URL, token: env.QSTASH_TOKEN });
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new Error(`no answer within ${QSTASH_CHECK_MS / 1000} s`)),
+      QSTASH_CHECK_MS,
+    );
+  });
+  try {
+    await Promise.race([dlq.list({ label: "edge-outbox-relay-check" }, 1), timeout]);
+  } catch (error) {
+    // fetch's own words are "fetch failed"; why is its cause's (a refused port, a DNS name).
+    const cause = (error as Error).cause;
+    const why = `${(error as Error).message}${cause instanceof Error ? `: ${cause.message}` : ""}`;
+    throw new Refusal(
+      "qstash_unreachable",
+      `QStash at ${env.QSTASH_URL} did not take this terminal's request (${why}): ` +
+        "check QSTASH_URL and QSTASH_TOKEN; no pass ran, and the relay's shared state is as it was",
+    );
+  } finally {
+    clearTimeout(timer);
+  }
+}
 
 /** `relay once` and `relay drain`: the same pass the Worker runs, from a terminal. */
 export const relayCommand: Command = ({ options, sub, rest }) => {
@@ -22,6 +58,7 @@ export const relayCommand: Command = ({ options, sub, rest }) => {
   const budgetMs = intOption(options.budget, "--budget", 300) * 1000;
   return async ({ pool, print }) => {
     const env = readVariables(relayVariables);
+    await checkQStash(env);
     const relay: RelayOptions = {
       pool,
       publisher: publisherFor(env),

@@ -48,6 +48,23 @@ describe("outbox relay under faults", () => {
     expect(await counts()).toEqual({ fanned: 6_000, pending: 0 });
   }, 120_000);
 
+  it("a wrong QStash token stops relay once and drain before any pass, and backs nothing off", async () => {
+    await t.pool.query("TRUNCATE events CASCADE");
+    await seedEvents(t.pool, 2, { type: "supplier.connected" });
+    for (const command of [
+      ["relay", "once"],
+      ["relay", "drain", "--json"],
+    ]) {
+      const r = await runCli(command, { ...env(), QSTASH_TOKEN: "not-the-token" });
+      expect(r.code, command.join(" ")).toBe(1);
+      expect(r.stdout + r.stderr).toContain("check QSTASH_URL and QSTASH_TOKEN; no pass ran");
+    }
+    const { rows } = await t.pool.query("SELECT failures, backoff_until FROM outbox_relay_state");
+    expect(rows).toEqual([{ failures: 0, backoff_until: null }]);
+    expect(await counts()).toEqual({ fanned: 0, pending: 2 });
+    expect(paused.qstash.messages()).toEqual([]);
+  }, 60_000);
+
   it("relay once exits 1 while the relay is backed off, as relay drain does", async () => {
     await t.pool.query("TRUNCATE events CASCADE");
     await seedEvents(t.pool, 2, { type: "supplier.connected" });
