@@ -1,6 +1,9 @@
 import { z } from "zod";
 import { defineSubscriptions, findSubscription } from "../outbox/index.ts";
 
+/** The subscription whose job fans an event out to webhook endpoints; an event's views read its entry. */
+export const WEBHOOK_FANOUT = "webhook.fanout";
+
 /**
  * The reference app's subscriptions. Each name is also its job route
  * (`POST /jobs/<name>`) and part of every deduplication id: never rename one
@@ -10,7 +13,7 @@ export const subscriptions = defineSubscriptions([
   // Re-reads the note's current state, so the latest change covers the earlier ones.
   { name: "corpus.index", types: ["corpus.note.*"], coalesce: true, retries: 5 },
   // Two events are two facts to a webhook endpoint: never coalesced.
-  { name: "webhook.fanout", types: ["*"], retries: 5 },
+  { name: WEBHOOK_FANOUT, types: ["*"], retries: 5 },
   { name: "notify.mail", types: ["supplier.*"], retries: 5 },
 ]);
 

@@ -3,6 +3,7 @@ import type { Db } from "../db.ts";
 import { NotFoundError } from "../errors.ts";
 import { webhookAttempts, webhookDeliveries, type WebhookDeliveryStatus } from "../schema.ts";
 import { findEndpointRow } from "./get.ts";
+import { attemptsMade } from "./delivery-log.ts";
 import { cursorAt, keysetPage, olderThan } from "./keyset.ts";
 import { attemptView, deliveryView, type Cursor } from "./schemas.ts";
 
@@ -47,7 +48,7 @@ export async function getDelivery(db: Db, id: string) {
       ...deliveryView(row),
       body: row.body,
       // The count, beside the log: an attempt whose Worker stopped is counted without a row.
-      attemptsMade: Math.max(row.attempts, attempts.length),
+      attemptsMade: attemptsMade(row.attempts, attempts.length),
       attempts: attempts.map(attemptView),
     },
   };

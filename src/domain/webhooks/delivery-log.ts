@@ -335,7 +335,14 @@ export interface DeliveryDetail extends EventDelivery {
   lastAttemptAt: Date | null;
 }
 
-/** One delivery with its endpoint's URL and every attempt, oldest first; undefined when there is none. */
+/**
+ * The attempts a delivery made: its count, or its rows where a fixture or an older
+ * row counted fewer. What every view of one delivery says it made.
+ */
+export function attemptsMade(counted: number, recorded: number): number {
+  return Math.max(counted, recorded);
+}
+
 /**
  * What a delivery's attempt log lacks: `made` attempts counted (a lease taken counts
  * one, before its POST), `recorded` rows. A Worker stopped mid-attempt leaves the count
@@ -352,6 +359,7 @@ export function unrecordedAttempts(made: number, recorded: number): string | und
   }, and the receiver may have got the POST`;
 }
 
+/** One delivery with its endpoint's URL and every attempt, oldest first; undefined when there is none. */
 export async function deliveryWithAttempts(db: Db, deliveryId: string): Promise<DeliveryDetail | undefined> {
   const [delivery] = await db
     .select({

@@ -1,5 +1,6 @@
 import { sql } from "drizzle-orm";
-import { matchesGlob } from "../../outbox/index.ts";
+import { matchesGlob, type Fanout } from "../../outbox/index.ts";
+import { WEBHOOK_FANOUT } from "../subscriptions.ts";
 import type { Db } from "../db.ts";
 import type { DeliverQueue } from "./deliver-queue.ts";
 import { webhookBody, type WebhookEvent } from "./payload.ts";
@@ -86,9 +87,6 @@ export async function matchingEndpoints(
     .map((e) => ({ id: e.id, createdAt: new Date(e.created_at) }));
 }
 
-/** The subscription whose job fans an event out to webhook endpoints (subscriptions.ts). */
-const WEBHOOK_FANOUT = "webhook.fanout";
-
 /**
  * Why an event shows no webhook delivery, in words, or undefined when it has some or
  * nothing is owed: its `webhook.fanout` job (a subscription of every event) makes
@@ -103,7 +101,7 @@ export async function noDeliveriesReason(
     scope: string | null;
     type: string;
     fannedOutAt: Date | null;
-    fanout: Record<string, unknown> | null;
+    fanout: Fanout | null;
   },
   deliveries: number,
 ): Promise<string | undefined> {
@@ -115,7 +113,7 @@ export async function noDeliveriesReason(
     (e) => e.createdAt.getTime() <= fannedAt,
   ).length;
   if (waiting === 0) return "none: no enabled endpoint of its scope takes its type";
-  const message = (job as { messageId?: string }).messageId;
+  const message = "messageId" in job ? job.messageId : undefined;
   return (
     `none yet: ${waiting} enabled endpoint${waiting === 1 ? "" : "s"} of its scope take${waiting === 1 ? "s" : ""} its type, ` +
     `and its ${WEBHOOK_FANOUT} job${message ? ` (${message})` : ""} has not made the deliveries: ` +

@@ -1,5 +1,6 @@
 import type { Hono } from "hono";
 import {
+  attemptsMade,
   deliveryWithAttempts,
   unrecordedAttempts,
   type AttemptRow,
@@ -178,7 +179,7 @@ export function registerWebhookDeliveries(dashboard: Hono<DashboardEnv>) {
             <td class={d.lastError ? "error" : undefined}>{d.lastError ?? "–"}</td>
           </tr>
         </Table>
-        <h2>{`Attempts (${Math.max(d.attempts, d.attemptLog.length)})`}</h2>
+        <h2>{`Attempts (${attemptsMade(d.attempts, d.attemptLog.length)})`}</h2>
         <AttemptTable attempts={d.attemptLog} url={d.endpointUrl} made={d.attempts} />
       </>,
     );
