@@ -135,6 +135,11 @@ export async function render(
   return c.html(`<!doctype html>${await page}`, status);
 }
 
+/** A phrase the CLI puts after a semicolon ("while …"), as a sentence of its own on a page. */
+export function asSentence(phrase: string): string {
+  return `${phrase.charAt(0).toUpperCase()}${phrase.slice(1)}.`;
+}
+
 /** `2026-12-03 08:01:36Z`: UTC, to the second, the same in every operator's browser. */
 export function time(d: Date | null | undefined): string {
   if (!d) return "–";

@@ -6,7 +6,7 @@ import { countOpenFailures, stillNotRetried } from "../../../domain/job-failures
 import { raisedAgainNote } from "../../../domain/alert-kinds.ts";
 import { valid } from "../../validate.ts";
 import type { DashboardEnv } from "../env.ts";
-import { Confirm, IdLink, Notice, Pager, render, Table, time, Unseen } from "../layout.tsx";
+import { asSentence, Confirm, IdLink, Notice, Pager, render, Table, time, Unseen } from "../layout.tsx";
 import { jobFailuresHref } from "./job-failures.tsx";
 
 export const resolveForm = z.union([
@@ -151,7 +151,7 @@ export function registerAlerts(dashboard: Hono<DashboardEnv>) {
 /** raisedAgainNote as a sentence of its own, after the confirm's "Nothing is sent". */
 function againSentence(kind: string): string {
   const note = raisedAgainNote(kind);
-  return note ? ` ${note.charAt(0).toUpperCase()}${note.slice(1)}.` : "";
+  return note ? ` ${asSentence(note)}` : "";
 }
 
 /**

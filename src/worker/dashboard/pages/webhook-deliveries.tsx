@@ -11,7 +11,17 @@ import { ApiError } from "../../errors.ts";
 import { idParam } from "../../routes/params.ts";
 import { deliverQueueFor, queuedOrRefused } from "../../webhooks.ts";
 import type { DashboardEnv } from "../env.ts";
-import { isReload, Notice, reloadUrl, StateBadge, render, Table, time, Unseen } from "../layout.tsx";
+import {
+  asSentence,
+  isReload,
+  Notice,
+  reloadUrl,
+  StateBadge,
+  render,
+  Table,
+  time,
+  Unseen,
+} from "../layout.tsx";
 
 /**
  * One webhook delivery with every attempt, and redeliver through the delivery
@@ -32,9 +42,7 @@ export const deliveryHref = (id: string) => `/dashboard/webhooks/deliveries/${id
  */
 export function AttemptTable({ attempts, url, made }: { attempts: AttemptRow[]; url: string; made: number }) {
   const unrecorded = unrecordedAttempts(made, attempts.length);
-  const note = unrecorded ? (
-    <p class="muted">{`${unrecorded.charAt(0).toUpperCase()}${unrecorded.slice(1)}.`}</p>
-  ) : null;
+  const note = unrecorded ? <p class="muted">{asSentence(unrecorded)}</p> : null;
   if (attempts.length === 0) return note ?? <p class="muted">No attempt yet.</p>;
   const moved = attempts.some((a) => a.url !== null && a.url !== url);
   return (
