@@ -46,6 +46,25 @@ export async function handleApi(
     return true;
   }
 
+  // Flow control's read side (get-flow-control-key / list-flow-control-keys docs):
+  // an operator's view of how many messages wait behind a key's limits.
+  if (path === "/v2/flowControl" || path === "/v2/flowControl/") {
+    allow(method, ["GET"]);
+    const search = url.searchParams.get("search");
+    const controls = ctx.broker.flowControls();
+    sendJson(res, 200, search ? controls.filter((c) => c.flowControlKey.includes(search)) : controls);
+    return true;
+  }
+  const flowMatch = /^\/v2\/flowControl\/([^/]+)$/.exec(path);
+  if (flowMatch) {
+    allow(method, ["GET"]);
+    const key = decodePathParam(flowMatch[1]!);
+    const info = ctx.broker.flowControl(key);
+    if (!info) throw new HttpError(404, `flow control key ${key} not found`);
+    sendJson(res, 200, info);
+    return true;
+  }
+
   const messageMatch = /^\/v2\/messages\/([^/]+)$/.exec(path);
   if (messageMatch) {
     allow(method, ["GET", "DELETE"]);

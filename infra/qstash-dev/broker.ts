@@ -14,6 +14,7 @@ import type {
   Attempt,
   DeliveryOptions,
   DlqEntry,
+  FlowControlInfo,
   MessageKind,
   MessageRecord,
   MessageState,
@@ -152,6 +153,15 @@ export class Broker {
 
   get deliveryPaused(): boolean {
     return this.scheduler.isPaused;
+  }
+
+  /** A flow-control key's wait list and limits; undefined for a key never seen since start-up. */
+  flowControl(key: string): FlowControlInfo | undefined {
+    return this.scheduler.flowControlInfo(key);
+  }
+
+  flowControls(): FlowControlInfo[] {
+    return this.scheduler.flowControlKeys().flatMap((key) => this.scheduler.flowControlInfo(key) ?? []);
   }
 
   /** Cancels a message that has not finished; QStash's DELETE /v2/messages/<id>. */

@@ -1,4 +1,4 @@
-import type { MessageRecord } from "./types.ts";
+import type { FlowControl, FlowControlInfo, MessageRecord } from "./types.ts";
 
 /** setTimeout's ceiling; later wake-ups are simply re-armed. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
@@ -24,6 +24,8 @@ export class Scheduler {
   private readonly active = new Map<string, number>(); // flow-control key → in-flight attempts
   private readonly starts = new Map<string, number[]>(); // flow-control key → recent start times (rate)
   private readonly running = new Set<Promise<void>>();
+  /** Every flow-control key a message was scheduled with, and its latest settings (QStash's GET /v2/flowControl). */
+  private readonly controls = new Map<string, FlowControl>();
   private timer: NodeJS.Timeout | undefined;
   private paused = false;
   private closed = false;
@@ -34,6 +36,7 @@ export class Scheduler {
   schedule(message: MessageRecord): void {
     if (this.closed || this.waiting.has(message)) return;
     this.waiting.add(message);
+    if (message.flowControl) this.controls.set(message.flowControl.key, message.flowControl);
     this.future.push(message);
     this.pump();
   }
@@ -57,8 +60,43 @@ export class Scheduler {
     return this.paused;
   }
 
+  /**
+   * One flow-control key as QStash's `GET /v2/flowControl/<key>` shows it, or undefined
+   * for a key no message has had since start-up (QStash answers 404). The wait list is
+   * the key's messages that are due and not started: held by its parallelism or rate,
+   * or by a paused delivery (QStash keeps a paused key's messages in its wait list too).
+   */
+  flowControlInfo(key: string, now = Date.now()): FlowControlInfo | undefined {
+    const control = this.controls.get(key);
+    if (!control) return undefined;
+    let waitListSize = 0;
+    for (const message of this.waiting) {
+      if (message.flowControl?.key === key && message.readyAt <= now) waitListSize++;
+    }
+    const recent = (this.starts.get(key) ?? []).filter((t) => t > now - control.periodMs);
+    return {
+      flowControlKey: key,
+      waitListSize,
+      parallelismMax: control.parallelism ?? 0,
+      parallelismCount: this.active.get(key) ?? 0,
+      rateMax: control.rate ?? 0,
+      rateCount: recent.length,
+      ratePeriod: control.periodMs / 1000,
+      ratePeriodStart: Math.floor((recent[0] ?? now) / 1000),
+      isPaused: this.paused,
+      isPinnedParallelism: false,
+      isPinnedRate: false,
+    };
+  }
+
+  /** Every key flowControlInfo knows, in the order first seen. */
+  flowControlKeys(): string[] {
+    return [...this.controls.keys()];
+  }
+
   clear(): void {
     this.waiting.clear();
+    this.controls.clear();
     this.future.clear();
     this.due.clear();
     this.pump();

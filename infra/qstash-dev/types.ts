@@ -19,6 +19,23 @@ export interface FlowControl {
   periodMs: number;
 }
 
+/** A flow-control key as `GET /v2/flowControl/<key>` answers it (the SDK's FlowControlInfo). */
+export interface FlowControlInfo {
+  flowControlKey: string;
+  waitListSize: number;
+  parallelismMax: number;
+  parallelismCount: number;
+  rateMax: number;
+  rateCount: number;
+  /** Seconds. */
+  ratePeriod: number;
+  /** Unix seconds. */
+  ratePeriodStart: number;
+  isPaused: boolean;
+  isPinnedParallelism: boolean;
+  isPinnedRate: boolean;
+}
+
 /** Delivery settings that Upstash-* (or Upstash-Callback-*, Upstash-Failure-Callback-*) headers carry. */
 export interface DeliveryOptions {
   method: string;

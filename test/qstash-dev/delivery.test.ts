@@ -361,6 +361,45 @@ describe("flow control", () => {
     expect(receiver.maxActive("/fc")).toBe(1);
   });
 
+  it("GET /v2/flowControl/<key> (the SDK's flowControl.get) counts the key's wait list", async () => {
+    const { client, dev, receiver } = t;
+    const gate: (() => void)[] = [];
+    receiver.state.respond = () => new Promise((resolve) => gate.push(() => resolve({ status: 200 })));
+    const key = "waitlist";
+    const sent = await Promise.all(
+      [1, 2, 3, 4].map((n) =>
+        client.publishJSON({ url: receiver.url("/wl"), body: { n }, flowControl: { key, parallelism: 1 } }),
+      ),
+    );
+    // Another key's messages are not this key's wait list.
+    await client.publishJSON({ url: receiver.url("/other"), body: {}, flowControl: { key: "x", parallelism: 1 } });
+    await receiver.waitForRequests(1, "/wl");
+    const held = await client.flowControl.get(key);
+    expect(held).toMatchObject({
+      flowControlKey: key,
+      waitListSize: 3,
+      parallelismMax: 1,
+      parallelismCount: 1,
+      isPaused: false,
+    });
+    // The list names every key seen since the reset; a key no message had is QStash's 404.
+    const listed = (await (
+      await fetch(`${dev.url}/v2/flowControl`, { headers: { authorization: `Bearer ${dev.token}` } })
+    ).json()) as { flowControlKey: string; waitListSize: number }[];
+    expect(listed.map((c) => [c.flowControlKey, c.waitListSize]).sort()).toEqual([
+      [key, 3],
+      ["x", 0],
+    ]);
+    await expect(client.flowControl.get("never-used")).rejects.toThrow(/not found/);
+
+    receiver.state.respond = () => ({ status: 200 });
+    gate.splice(0).forEach((open) => open());
+    await dev.waitFor((ms) =>
+      sent.every((s) => ms.find((m) => m.messageId === s.messageId)?.state === "DELIVERED"),
+    );
+    expect((await client.flowControl.get(key)).waitListSize).toBe(0);
+  });
+
   it("a key's messages go out in publish order, and a delayed one does not hold back later ones", async () => {
     const { client, dev, receiver } = t;
     dev.pauseDelivery();
