@@ -1,6 +1,6 @@
 import { createQStashDeadLetters } from "../domain/job-failures/dead-letters.ts";
 import { subscriptions } from "../domain/subscriptions.ts";
-import { drain, runPass, RELAY_POLICY, type RelayOptions } from "../outbox/index.ts";
+import { drain, runPass, RELAY_POLICY, withCause, type RelayOptions } from "../outbox/index.ts";
 import { intOption, Refusal, UsageError } from "./args.ts";
 import type { Command } from "./command.ts";
 import { readVariables, relayVariables } from "./config.ts";
@@ -30,9 +30,7 @@ async function checkQStash(env: { QSTASH_URL: string; QSTASH_TOKEN: string }): P
   try {
     await Promise.race([dlq.list({ label: "edge-outbox-relay-check" }, 1), timeout]);
   } catch (error) {
-    // fetch's own words are "fetch failed"; why is its cause's (a refused port, a DNS name).
-    const cause = (error as Error).cause;
-    const why = `${(error as Error).message}${cause instanceof Error ? `: ${cause.message}` : ""}`;
+    const why = withCause(error);
     throw new Refusal(
       "qstash_unreachable",
       `QStash at ${env.QSTASH_URL} did not take this terminal's request (${why}): ` +

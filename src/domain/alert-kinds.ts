@@ -11,6 +11,7 @@ export const ALERT_KINDS: readonly string[] = [
   ...OUTBOX_ALERT_KINDS,
   "job.failed",
   "subscription.failing",
+  "subscription.backlogged",
   "webhook.delivery_failed",
   "webhook.endpoint_lagging",
   "webhook.endpoint_disabled",
@@ -31,6 +32,7 @@ export function isAlertKind(kind: string): boolean {
  */
 const RAISED_AGAIN_WHILE_IT_LASTS: ReadonlySet<string> = new Set([
   "subscription.failing",
+  "subscription.backlogged",
   "webhook.endpoint_lagging",
   "relay.lagging",
   "relay.failing",

@@ -175,6 +175,25 @@ export const jobRetriesDue = pgTable(
 );
 
 /**
+ * Each subscription's QStash wait list as the cron sweep last read it (ADR 0039):
+ * how many of its jobs were due but held behind their flow-control limit, and since
+ * when every sweep has found some waiting (null once one finds none). A backlog there
+ * is invisible to the database otherwise: the events are fanned out, their jobs
+ * accepted, and nothing has run yet.
+ */
+export const subscriptionWaitLists = pgTable("subscription_wait_lists", {
+  subscription: text("subscription").primaryKey(),
+  waiting: integer("waiting").notNull(),
+  /** The key's parallelism as QStash reports it (0 when it has none). */
+  parallelism: integer("parallelism").notNull(),
+  /** Its jobs QStash had under way. */
+  inFlight: integer("in_flight").notNull(),
+  paused: boolean("paused").notNull(),
+  waitingSince: timestamp("waiting_since", tz),
+  checkedAt: timestamp("checked_at", tz).notNull(),
+});
+
+/**
  * Tenant API keys for the domain routes. A key acts only within its scope (null
  * is a scope of its own, matching only null). Only a SHA-256 of the key is kept:
  * the key itself is shown once, when it is created. `prefix` is the key's first

@@ -43,6 +43,15 @@ export function errorMessage(error: unknown): string {
   return text.replaceAll("\u0000", "").slice(0, 2000);
 }
 
+/**
+ * An error's message with its cause's, for a line a person reads: fetch's own
+ * words are "fetch failed", and why (a refused port, a DNS name) is its cause's.
+ */
+export function withCause(error: unknown): string {
+  if (!(error instanceof Error)) return String(error);
+  return error.cause instanceof Error ? `${error.message} (${error.cause.message})` : error.message;
+}
+
 /** Input an operator or caller got wrong (a malformed id, an unknown state): a 400, not a fault. */
 export class InvalidInputError extends Error {
   override readonly name = "InvalidInputError";

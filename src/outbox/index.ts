@@ -51,6 +51,7 @@ export {
   PublishError,
   InvalidInputError,
   databaseMisconfigurationOf,
+  withCause,
   type DatabaseMisconfiguration,
   type FailureKind,
 } from "./errors.ts";

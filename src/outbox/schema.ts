@@ -180,6 +180,11 @@ export const alerts = pgTable(
     uniqueIndex("outbox_alerts_open_subscription_failing_key")
       .on(t.subscription)
       .where(sql`resolved_at IS NULL AND kind = 'subscription.failing'`),
+    // One open subscription.backlogged alert per subscription, raised and resolved
+    // by the sweep (domain/subscription-backlog.ts); overlapping sweeps meet here.
+    uniqueIndex("outbox_alerts_open_subscription_backlog_key")
+      .on(t.subscription)
+      .where(sql`resolved_at IS NULL AND kind = 'subscription.backlogged'`),
     // One open job.failed alert per subscription, counting its jobs that ran out of
     // retries (ADR 0037): the failure statement folds into it with ON CONFLICT here.
     uniqueIndex("outbox_alerts_open_job_failed_key")

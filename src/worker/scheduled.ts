@@ -3,6 +3,7 @@ import { collectDeadLetters } from "../domain/job-failures/dead-letters.ts";
 import { deleteExpiredKeys, IDEMPOTENCY_KEY_HOURS } from "../domain/idempotency.ts";
 import { evaluateFailingSubscriptions } from "../domain/job-failures/failing.ts";
 import { deleteOldRecords } from "../domain/retention.ts";
+import { evaluateBacklogs, type BacklogCheck } from "../domain/subscription-backlog.ts";
 import { subscriptions } from "../domain/subscriptions.ts";
 import { disableFailingEndpoints } from "../domain/webhooks/auto-disable.ts";
 import { evaluateEndpointLag } from "../domain/webhooks/lag.ts";
@@ -15,7 +16,7 @@ import {
 import { openNeonDatabase, type OpenDatabase } from "./database.ts";
 import { parseConfig, qstashLabelFor, type Bindings } from "./env.ts";
 import { passBackoffFor, publisherFor, SWEEP_BUDGET_MS } from "./relay.ts";
-import { deadLettersFor, deliverQueueFor, qstashMessagesFor } from "./webhooks.ts";
+import { deadLettersFor, deliverQueueFor, qstashMessagesFor, waitListsFor } from "./webhooks.ts";
 
 /**
  * The every-minute cron sweep (wrangler.toml `crons`). It is what makes a lost
@@ -28,8 +29,9 @@ import { deadLettersFor, deliverQueueFor, qstashMessagesFor } from "./webhooks.t
  * deliveries, resolved alerts, settled job failures and mail records past
  * RETENTION_DAYS and idempotency keys past IDEMPOTENCY_KEY_HOURS, and, last because they need QStash (whose
  * outage should not stop the rest), recording the jobs QStash dead-lettered
- * without reaching our failure callback and publishing deliveries whose publish
- * was lost or whose job is long overdue. One log line
+ * without reaching our failure callback, publishing deliveries whose publish
+ * was lost or whose job is long overdue, and reading each subscription's wait list
+ * in QStash (an alert for one that stays behind, ADR 0039). One log line
  * says what it did. Throws (the invocation shows as failed) on misconfiguration
  * or a database error; the next sweep simply tries again.
  */
@@ -77,6 +79,10 @@ export function createScheduled(
       const queue = deliverQueueFor(config);
       const republished = await publishUnpublished(db, queue, now());
       const overdue = await publishOverdue(db, queue, qstashMessagesFor(config), now());
+      const backlog = await evaluateBacklogs(db, waitListsFor(config), {
+        publicUrl: config.PUBLIC_URL,
+        now: now(),
+      });
       console.log(
         `sweep: fanned ${relay.fanned} of ${relay.claimed} claimed in ${relay.passes} pass${relay.passes === 1 ? "" : "es"} (${relay.jobs} jobs, ` +
           `${relay.failed} failed, ${relay.poisoned} poisoned, stopped: ${relay.stoppedBecause}); ` +
@@ -92,7 +98,8 @@ export function createScheduled(
           `dead letters: ${deadLetters.removed} taken from QStash, ${deadLetters.recorded} of them new failures` +
           `${deadLetters.qstashError ? ` (stopped: ${deadLetters.qstashError})` : ""}; ` +
           `re-published ${republished} webhook deliveries whose publish was lost and ${overdue} whose job ` +
-          `QStash no longer held ${OVERDUE_AFTER_MINUTES} min after it was due; ${Date.now() - started} ms`,
+          `QStash no longer held ${OVERDUE_AFTER_MINUTES} min after it was due; ` +
+          `jobs waiting in QStash: ${waitingText(backlog)}; ${Date.now() - started} ms`,
       );
     } catch (error) {
       console.error(`sweep failed after ${Date.now() - started} ms:`, (error as Error).message);
@@ -101,6 +108,18 @@ export function createScheduled(
       ctx.waitUntil(close().catch((e) => console.error("database close:", e)));
     }
   };
+}
+
+/** "webhook.fanout 930, others none, backlogged: 1, newly: webhook.fanout", or why QStash was not read. */
+function waitingText(check: BacklogCheck): string {
+  if (check.unreadable !== undefined) return `not read (${check.unreadable})`;
+  const some = Object.entries(check.waiting).filter(([, n]) => n > 0);
+  return (
+    (some.length ? some.map(([name, n]) => `${name} ${n}`).join(", ") : "none") +
+    (check.backlogged ? `, backlogged: ${check.backlogged}` : "") +
+    listed("newly", check.raised) +
+    listed("caught up", check.caughtUp)
+  );
 }
 
 /** ", newly: a, b" for a log line; nothing when there are none. */

@@ -6,6 +6,7 @@ import {
   type QStashMessages,
 } from "../domain/webhooks/deliver-queue.ts";
 import { createQStashDeadLetters, type DeadLetterQueue } from "../domain/job-failures/dead-letters.ts";
+import { createQStashWaitLists, type WaitLists } from "../domain/subscription-backlog.ts";
 import { qstashLabelFor, type Config } from "./env.ts";
 import { orUnavailable } from "./errors.ts";
 
@@ -34,6 +35,11 @@ export function deliverQueueFor(
 /** The same QStash, asked whether it still holds a deliver job (the sweep's check before republishing). */
 export function qstashMessagesFor(config: Config): QStashMessages {
   return createQStashMessages({ baseUrl: config.QSTASH_URL, token: config.QSTASH_TOKEN });
+}
+
+/** The same QStash's flow-control keys, where the sweep reads how many jobs each subscription has waiting. */
+export function waitListsFor(config: Config): WaitLists {
+  return createQStashWaitLists({ baseUrl: config.QSTASH_URL, token: config.QSTASH_TOKEN });
 }
 
 /** The same QStash's dead-letter queue, where the sweep finds jobs whose failure callback never reached us. */

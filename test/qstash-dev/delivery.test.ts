@@ -372,7 +372,11 @@ describe("flow control", () => {
       ),
     );
     // Another key's messages are not this key's wait list.
-    await client.publishJSON({ url: receiver.url("/other"), body: {}, flowControl: { key: "x", parallelism: 1 } });
+    await client.publishJSON({
+      url: receiver.url("/other"),
+      body: {},
+      flowControl: { key: "x", parallelism: 1 },
+    });
     await receiver.waitForRequests(1, "/wl");
     const held = await client.flowControl.get(key);
     expect(held).toMatchObject({

@@ -1,4 +1,4 @@
-import { failureCallbackUrl, JOBS_PATH, qstashClient } from "../../outbox/index.ts";
+import { failureCallbackUrl, JOBS_PATH, qstashClient, withCause } from "../../outbox/index.ts";
 import type { Db } from "../db.ts";
 import { base64Text, failedJobFromCallback, recordFailedJobs, type FailedJob } from "./failed-job.ts";
 
@@ -150,7 +150,7 @@ export async function collectDeadLetters(
       await dlq.remove(ids);
     } catch (error) {
       // Recorded all the same: the next sweep finds them again and adds nothing.
-      return { recorded, removed, qstashError: messageOf(error) };
+      return { recorded, removed, qstashError: withCause(error) };
     }
     removed += ids.length;
   }
@@ -177,7 +177,7 @@ async function readDeadLetters(
       try {
         page = await dlq.list(source.filter, DEAD_LETTER_PAGE, source.cursor);
       } catch (error) {
-        return { letters: [...letters.values()], qstashError: messageOf(error) };
+        return { letters: [...letters.values()], qstashError: withCause(error) };
       }
       for (const letter of page.letters) letters.set(letter.dlqId, letter);
       if (page.cursor) more.push({ filter: source.filter, cursor: page.cursor });
@@ -199,9 +199,4 @@ function fromDeadLetter(letter: DeadLetter): FailedJob {
     retried: letter.responseStatus === 489 ? null : letter.maxRetries,
     dlqId: letter.dlqId,
   };
-}
-
-function messageOf(error: unknown): string {
-  const cause = error instanceof Error && error.cause instanceof Error ? ` (${error.cause.message})` : "";
-  return error instanceof Error ? `${error.message}${cause}` : String(error);
 }

@@ -1,0 +1,202 @@
+import { Client } from "@upstash/qstash";
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
+import { startQStashDev, type QStashDev } from "../../infra/qstash-dev/server.ts";
+import type { Db } from "../../src/domain/db.ts";
+import {
+  BACKLOG_ALERT_AFTER_MINUTES,
+  createQStashWaitLists,
+  evaluateBacklogs,
+  readWaitLists,
+  type WaitList,
+  type WaitLists,
+} from "../../src/domain/subscription-backlog.ts";
+import { subscriptionFlowControl } from "../../src/outbox/index.ts";
+import { createScheduled } from "../../src/worker/scheduled.ts";
+import { useTestDatabase } from "../support/db.ts";
+import { bindings, executionContext, openTestPool } from "../support/worker.ts";
+
+// subscription.backlogged (ADR 0039): jobs QStash holds behind a subscription's
+// flow-control limit are invisible to the database; the sweep reads the wait lists.
+// Against real Postgres; QStash's answers are given (a fake of QStash, not of the
+// database), except where the real dev server answers them.
+const t = useTestDatabase();
+const db = () => t.db as unknown as Db;
+const PUBLIC_URL = "https://outbox.example.com";
+const minutesLater = (at: Date, n: number) => new Date(at.getTime() + n * 60_000);
+
+beforeEach(async () => {
+  await t.pool.query("TRUNCATE subscription_wait_lists, outbox_alerts");
+});
+
+/** A QStash whose wait lists are what the test says, by subscription. */
+function qstash(waiting: Record<string, number | WaitList | null>): WaitLists {
+  const byKey = new Map(
+    Object.entries(waiting).map(([name, w]) => [subscriptionFlowControl(PUBLIC_URL, name, 1).key, w]),
+  );
+  return {
+    get: async (key) => {
+      const w = byKey.get(key);
+      if (w === undefined || w === null) return null;
+      return typeof w === "number" ? { waiting: w, parallelism: 10, inFlight: 10, paused: false } : w;
+    },
+  };
+}
+
+const check = (lists: WaitLists, now: Date) => evaluateBacklogs(db(), lists, { publicUrl: PUBLIC_URL, now });
+
+async function alerts() {
+  const { rows } = await t.pool.query<{
+    subscription: string;
+    message: string;
+    details: Record<string, unknown>;
+    resolved_at: Date | null;
+  }>(
+    "SELECT subscription, message, details, resolved_at FROM outbox_alerts WHERE kind = 'subscription.backlogged' ORDER BY id",
+  );
+  return rows;
+}
+
+describe("evaluateBacklogs", () => {
+  it("raises an alert once a wait list has stayed non-empty for 15 minutes, and resolves it when empty", async () => {
+    const start = new Date("2026-12-06T12:00:00Z");
+    const first = await check(qstash({ "webhook.fanout": 900 }), start);
+    expect(first).toMatchObject({ waiting: { "webhook.fanout": 900, "notify.mail": 0 }, backlogged: 0 });
+    expect(await alerts()).toEqual([]);
+    const [reading] = (await readWaitLists(db())).filter((r) => r.waiting > 0);
+    expect(reading).toMatchObject({ subscription: "webhook.fanout", waiting: 900, waitingSince: start });
+
+    // Still waiting one sweep short of the limit: nothing yet.
+    await check(qstash({ "webhook.fanout": 4000 }), minutesLater(start, BACKLOG_ALERT_AFTER_MINUTES - 1));
+    expect(await alerts()).toEqual([]);
+
+    const late = minutesLater(start, BACKLOG_ALERT_AFTER_MINUTES);
+    const raised = await check(qstash({ "webhook.fanout": 93_012 }), late);
+    expect(raised).toMatchObject({ backlogged: 1, raised: ["webhook.fanout"], caughtUp: [] });
+    const [alert] = await alerts();
+    expect(alert!.message).toBe(
+      "subscription webhook.fanout is behind: at 2026-12-06 12:15:00 UTC, 93012 of its jobs waited in QStash " +
+        "behind its flow-control limit (10 at a time, 10 under way), and some have waited at every sweep " +
+        "since 2026-12-06 12:00:00 UTC (over 15 min), so its events reach it late",
+    );
+    expect(alert!.details).toMatchObject({ waiting: 93_012, waitingSince: "2026-12-06T12:00:00.000Z" });
+
+    // The next sweep brings the same alert up to date.
+    const again = await check(qstash({ "webhook.fanout": 50_000 }), minutesLater(late, 1));
+    expect(again).toMatchObject({ backlogged: 1, raised: [] });
+    expect(await alerts()).toMatchObject([{ details: { waiting: 50_000 }, resolved_at: null }]);
+
+    // Empty (QStash's 404 for a key with nothing lately counts as empty too): resolved.
+    const done = await check(qstash({ "webhook.fanout": null }), minutesLater(late, 2));
+    expect(done).toMatchObject({ backlogged: 0, caughtUp: ["webhook.fanout"] });
+    const [resolved] = await alerts();
+    expect(resolved!.resolved_at).toBeInstanceOf(Date);
+    expect(resolved!.message).toMatch(
+      /^subscription webhook\.fanout caught up: QStash held none of its jobs waiting at 2026-12-06 12:17:00 UTC \(some had waited at every sweep since 2026-12-06T12:00:00\.000Z\)$/,
+    );
+    expect((await readWaitLists(db())).every((r) => r.waiting === 0 && r.waitingSince === null)).toBe(true);
+  });
+
+  it("an empty reading starts the run again: a busy subscription that keeps up raises nothing", async () => {
+    const start = new Date("2026-12-06T12:00:00Z");
+    for (let minute = 0; minute <= 40; minute++) {
+      // Jobs waiting at most sweeps, but the list empties now and then.
+      const waiting = minute % 10 === 9 ? 0 : 50;
+      await check(qstash({ "corpus.index": waiting }), minutesLater(start, minute));
+    }
+    expect(await alerts()).toEqual([]);
+  });
+
+  it("says when delivery is paused", async () => {
+    const start = new Date("2026-12-06T12:00:00Z");
+    const paused = { waiting: 12, parallelism: 10, inFlight: 0, paused: true };
+    await check(qstash({ "notify.mail": paused }), start);
+    await check(qstash({ "notify.mail": paused }), minutesLater(start, 20));
+    const [alert] = await alerts();
+    expect(alert!.message).toContain(
+      "12 of its jobs waited in QStash behind its flow-control limit (delivery paused)",
+    );
+  });
+
+  it("changes nothing when QStash cannot be read", async () => {
+    const start = new Date("2026-12-06T12:00:00Z");
+    await check(qstash({ "webhook.fanout": 10 }), start);
+    await check(qstash({ "webhook.fanout": 10 }), minutesLater(start, 20));
+    const before = await alerts();
+    const down: WaitLists = { get: () => Promise.reject(new Error("QStash answered 503")) };
+    const result = await check(down, minutesLater(start, 21));
+    expect(result).toMatchObject({ unreadable: "QStash answered 503", waiting: {}, backlogged: 0 });
+    expect(await alerts()).toEqual(before);
+    expect((await readWaitLists(db())).find((r) => r.subscription === "webhook.fanout")).toMatchObject({
+      waiting: 10,
+      checkedAt: minutesLater(start, 20),
+    });
+  });
+
+  it("overlapping sweeps on their own connections raise one alert", async () => {
+    const start = new Date("2026-12-06T12:00:00Z");
+    await check(qstash({ "webhook.fanout": 10 }), start);
+    const pools = [t.newPool(1), t.newPool(1), t.newPool(1), t.newPool(1)];
+    try {
+      const { drizzle } = await import("drizzle-orm/node-postgres");
+      const results = await Promise.all(
+        pools.map((pool) =>
+          evaluateBacklogs(drizzle(pool) as unknown as Db, qstash({ "webhook.fanout": 10 }), {
+            publicUrl: PUBLIC_URL,
+            now: minutesLater(start, 20),
+          }),
+        ),
+      );
+      expect(results.flatMap((r) => r.raised)).toEqual(["webhook.fanout"]);
+    } finally {
+      await Promise.all(pools.map((p) => p.end()));
+    }
+    expect((await alerts()).filter((a) => a.resolved_at === null)).toHaveLength(1);
+  });
+});
+
+describe("createQStashWaitLists against the QStash dev server", () => {
+  let dev: QStashDev;
+  beforeAll(async () => {
+    dev = await startQStashDev({ timeScale: 0.001, startPaused: true });
+  });
+  afterAll(async () => {
+    await dev?.close();
+  });
+
+  it("reads the subscription's key as the relay publishes with it; 404 is null; a wrong token throws", async () => {
+    const client = new Client({ baseUrl: dev.url, token: dev.token, devMode: false, enableTelemetry: false });
+    const control = subscriptionFlowControl(PUBLIC_URL, "webhook.fanout", 4);
+    for (let i = 0; i < 6; i++) {
+      await client.publishJSON({
+        url: "http://127.0.0.1:9/jobs/webhook.fanout",
+        body: { i },
+        flowControl: control,
+      });
+    }
+    const lists = createQStashWaitLists({ baseUrl: dev.url, token: dev.token });
+    expect(await lists.get(control.key)).toEqual({ waiting: 6, parallelism: 4, inFlight: 0, paused: true });
+    expect(await lists.get(subscriptionFlowControl(PUBLIC_URL, "notify.mail", 4).key)).toBeNull();
+    await expect(
+      createQStashWaitLists({ baseUrl: dev.url, token: "wrong" }).get(control.key),
+    ).rejects.toThrow(/QStash answered 401 to GET \/v2\/flowControl\//);
+  });
+});
+
+describe("the cron sweep", () => {
+  it("says what it read, or that QStash was not read, in its line", async () => {
+    const log = vi.spyOn(console, "log").mockImplementation(() => undefined);
+    try {
+      // No QStash here (port 9): the wait lists are not read, the rest runs.
+      await createScheduled(openTestPool(t.newPool(2)))(
+        {} as ScheduledController,
+        bindings({ DATABASE_URL: t.url }),
+        executionContext().ctx,
+      );
+      const line = String(log.mock.calls.find((c) => String(c[0]).startsWith("sweep:"))?.[0]);
+      expect(line).toMatch(/; jobs waiting in QStash: not read \(fetch failed \(bad port\)\); \d+ ms$/);
+    } finally {
+      log.mockRestore();
+    }
+    expect(await readWaitLists(db())).toEqual([]);
+  });
+});
