@@ -9,6 +9,7 @@ import {
   type EndpointHealth,
   type EventDelivery,
 } from "../domain/webhooks/delivery-log.ts";
+import { describeWaiting } from "../domain/subscription-backlog.ts";
 import type { attemptView, deliveryView, EndpointView } from "../domain/webhooks/schemas.ts";
 import type { EndpointHealth as EndpointDayHealth } from "../domain/webhooks/get.ts";
 import type { AlertRow, DrainResult, EventRow, PassResult } from "../outbox/index.ts";
@@ -181,7 +182,18 @@ export function formatStats(s: OperatorStats): string {
     `open alerts        ${s.openAlerts}`,
     `job failures       ${s.jobFailuresNotRetried} not retried${s.jobFailuresNotRetried > 0 ? " (job-failures retry --all sends them again)" : ""}`,
     `relay              ${relay}`,
+    `waiting in QStash  ${waitingInQStash(s.waitLists)}`,
   ].join("\n");
+}
+
+/** Jobs QStash holds behind each subscription's flow-control limit, as the sweep last read them. */
+function waitingInQStash(readings: OperatorStats["waitLists"]): string {
+  const checked = readings.reduce<Date | undefined>(
+    (latest, r) => (latest === undefined || r.checkedAt > latest ? r.checkedAt : latest),
+    undefined,
+  );
+  if (checked === undefined) return "not read yet (the cron sweep reads it each minute)";
+  return `${describeWaiting(readings) ?? "none"}; read by the sweep at ${when(checked)}`;
 }
 
 export function formatPass(p: PassResult): string {

@@ -251,7 +251,7 @@ export async function readWaitLists(db: Db): Promise<WaitListReading[]> {
 }
 
 /**
- * "webhook.fanout 93012 waiting (since 12:01:00 UTC)": the readings with jobs
+ * "webhook.fanout 93012 waiting at every sweep since 2026-…Z": the readings with jobs
  * waiting, for a status line; undefined when none has.
  */
 export function describeWaiting(readings: readonly WaitListReading[]): string | undefined {
@@ -261,7 +261,7 @@ export function describeWaiting(readings: readonly WaitListReading[]): string | 
     .map(
       (r) =>
         `${r.subscription} ${r.waiting} waiting` +
-        (r.waitingSince ? ` (at every sweep since ${r.waitingSince.toISOString()})` : ""),
+        (r.waitingSince ? ` at every sweep since ${r.waitingSince.toISOString()}` : ""),
     )
-    .join(", ");
+    .join("; ");
 }

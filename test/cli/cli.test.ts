@@ -118,6 +118,33 @@ describe("outbox CLI", () => {
     expect(missing.code).toBe(1);
   });
 
+  it("stats says what QStash holds behind each subscription's limit, as the sweep last read it", async () => {
+    const before = await runCli(["stats"], env());
+    expect(before.stdout).toMatch(
+      /^waiting in QStash  not read yet \(the cron sweep reads it each minute\)$/m,
+    );
+    await t.pool.query(
+      `INSERT INTO subscription_wait_lists
+              (subscription, waiting, parallelism, in_flight, paused, waiting_since, checked_at)
+       VALUES ('webhook.fanout', 930, 10, 10, false, '2026-12-06T12:00:00Z', '2026-12-06T12:20:00Z'),
+              ('notify.mail', 0, 10, 0, false, NULL, '2026-12-06T12:20:00Z')`,
+    );
+    const text = await runCli(["stats"], env());
+    expect(text.stdout).toMatch(
+      /^waiting in QStash  webhook\.fanout 930 waiting at every sweep since 2026-12-06T12:00:00\.000Z; read by the sweep at 2026-12-06T12:20:00\.000Z$/m,
+    );
+    const json = JSON.parse((await runCli(["stats", "--json"], env())).stdout);
+    expect(json.waitLists).toEqual([
+      expect.objectContaining({ subscription: "notify.mail", waiting: 0, waitingSince: null }),
+      expect.objectContaining({
+        subscription: "webhook.fanout",
+        waiting: 930,
+        parallelism: 10,
+        inFlight: 10,
+      }),
+    ]);
+  });
+
   it("finds one subject's events, or one scope's, a page at a time with --before", async () => {
     const note = "0193a6f0-note-of-interest";
     const mine = await seedEvents(t.pool, 3, {

@@ -58,5 +58,25 @@ describe("job failures still owed", () => {
     const admin = { headers: { authorization: `Bearer ${bindings().ADMIN_TOKEN}` } };
     const res = await call(app, bindings({ DATABASE_URL: t.url }), "GET", "/admin/stats", undefined, admin);
     expect(res.body.stats).toMatchObject({ openAlerts: 0, jobFailuresNotRetried: 2 });
+    // And the jobs QStash holds, as the sweep last read them (none read here).
+    await t.pool.query(
+      `INSERT INTO subscription_wait_lists
+              (subscription, waiting, parallelism, in_flight, paused, waiting_since, checked_at)
+       VALUES ('webhook.fanout', 7, 10, 10, true, '2026-12-06T12:00:00Z', '2026-12-06T12:20:00Z')
+       ON CONFLICT (subscription) DO UPDATE SET waiting = 7, paused = true`,
+    );
+    const read = await call(app, bindings({ DATABASE_URL: t.url }), "GET", "/admin/stats", undefined, admin);
+    expect(read.body.stats.waitLists).toEqual([
+      {
+        subscription: "webhook.fanout",
+        waiting: 7,
+        parallelism: 10,
+        inFlight: 10,
+        paused: true,
+        waitingSince: "2026-12-06T12:00:00.000Z",
+        checkedAt: "2026-12-06T12:20:00.000Z",
+      },
+    ]);
+    await t.pool.query("DELETE FROM subscription_wait_lists");
   });
 });

@@ -315,6 +315,19 @@ describe("outbox webhooks: what an operator reads", () => {
     expect(await webhooksLine(later)).toBe(
       "  webhooks   none: no enabled endpoint of its scope takes its type",
     );
+    expect(await webhooksLine(waiting)).toMatch(
+      /QStash still holds it \(a backlog of fan-out jobs waits behind their flow-control limit, or its attempts fail\)$/,
+    );
+    // With the sweep's reading of the fan-out jobs' wait list, it says how many wait.
+    await t.pool.query(
+      `INSERT INTO subscription_wait_lists
+              (subscription, waiting, parallelism, in_flight, paused, waiting_since, checked_at)
+       VALUES ('webhook.fanout', 93012, 10, 10, false, '2026-12-06T12:00:00Z', '2026-12-06T12:20:00Z')`,
+    );
+    expect(await webhooksLine(waiting)).toMatch(
+      /QStash still holds it \(93012 webhook\.fanout jobs waited behind their flow-control limit when the sweep read QStash at 2026-12-06T12:20:00\.000Z\)$/,
+    );
+    await t.pool.query("DELETE FROM subscription_wait_lists");
     const json = JSON.parse((await runCli(["events", "show", waiting, "--json"], dbOnly())).stdout);
     expect(json.webhooksNote).toMatch(/^none yet: /);
   });

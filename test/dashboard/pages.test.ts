@@ -185,6 +185,40 @@ describe("overview", () => {
     expect(page.text).not.toContain('id="relay"');
   });
 
+  it("shows the jobs QStash holds behind each subscription's limit, as the sweep last read them", async () => {
+    const notRead = await browser.get("/dashboard");
+    expect(notRead.text).toMatch(
+      /<div class="card ok"><div class="label">Waiting in QStash<\/div><div class="value">–</,
+    );
+    expect(notRead.text).not.toContain('id="waiting"');
+    // Two sweeps' readings: webhook.fanout waiting at both, 20 minutes apart.
+    await t.pool.query(
+      `INSERT INTO subscription_wait_lists
+              (subscription, waiting, parallelism, in_flight, paused, waiting_since, checked_at)
+       VALUES ('webhook.fanout', 93012, 10, 10, false, '2026-12-06T12:00:00Z', '2026-12-06T12:20:00Z'),
+              ('notify.mail', 0, 10, 0, false, NULL, '2026-12-06T12:20:00Z'),
+              ('corpus.index', 4, 10, 10, false, '2026-12-06T12:20:00Z', '2026-12-06T12:20:00Z')`,
+    );
+    const page = await browser.get("/dashboard");
+    // 15 minutes waiting at every sweep is what raises subscription.backlogged: "bad".
+    expect(page.text).toMatch(
+      /<div class="card bad"><div class="label">Waiting in QStash<\/div><div class="value">93016</,
+    );
+    expect(page.text).toContain(
+      "<li>webhook.fanout: 93012 waiting (10 at a time, 10 under way) at every sweep since 2026-12-06 12:00:00Z; read at 2026-12-06 12:20:00Z</li>",
+    );
+    expect(page.text).toContain(
+      "<li>corpus.index: 4 waiting (10 at a time, 10 under way); read at 2026-12-06 12:20:00Z</li>",
+    );
+    expect(page.text).not.toContain("notify.mail: 0");
+    await t.pool.query(
+      "UPDATE subscription_wait_lists SET waiting = 0, waiting_since = NULL WHERE subscription = 'webhook.fanout'",
+    );
+    expect((await browser.get("/dashboard")).text).toMatch(
+      /<div class="card warn"><div class="label">Waiting in QStash<\/div><div class="value">4</,
+    );
+  });
+
   it("says when its open alerts are only the newest, and links to all of them", async () => {
     await t.pool.query(
       `INSERT INTO outbox_alerts (kind, subscription, message)

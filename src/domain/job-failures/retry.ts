@@ -15,6 +15,7 @@ import {
   type AlertRow,
 } from "../../outbox/index.ts";
 import type { Db } from "../db.ts";
+import { readWaitLists, type WaitListReading } from "../subscription-backlog.ts";
 import { SUBSCRIPTION_NAMES, subscriptions } from "../subscriptions.ts";
 import { queryRows, textArray } from "../webhooks/rows.ts";
 
@@ -451,16 +452,25 @@ function ofSubscription(subscription: string | undefined): SQL {
   return subscription === undefined ? sql`true` : sql`subscription = ${subscription}`;
 }
 
-/** The relay's stats with the job failures not retried yet, as `stats` and GET /admin/stats show them. */
-export type OperatorStats = Stats & { jobFailuresNotRetried: number };
+/**
+ * The relay's stats with the job failures not retried yet and each subscription's
+ * jobs waiting in QStash as the sweep last read them, as `stats` and GET /admin/stats
+ * show them.
+ */
+export type OperatorStats = Stats & { jobFailuresNotRetried: number; waitLists: WaitListReading[] };
 
 /**
  * The outbox's stats and the failures still owed, read together: resolving their
  * alerts does not answer them, so the counts an operator checks must not read 0.
+ * With them the jobs QStash holds back, which no table of events shows (ADR 0039).
  */
 export async function operatorStats(pool: Queryable, db: Db): Promise<OperatorStats> {
-  const [core, notRetried] = await Promise.all([stats(pool), countOpenFailures(db)]);
-  return { ...core, jobFailuresNotRetried: notRetried };
+  const [core, notRetried, waitLists] = await Promise.all([
+    stats(pool),
+    countOpenFailures(db),
+    readWaitLists(db),
+  ]);
+  return { ...core, jobFailuresNotRetried: notRetried, waitLists };
 }
 
 /** "5 job failures are still not retried", said after a resolve that answered none of them. */

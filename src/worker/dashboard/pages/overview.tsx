@@ -1,5 +1,10 @@
 import type { Hono } from "hono";
 import { z } from "zod";
+import {
+  BACKLOG_ALERT_AFTER_MINUTES,
+  readWaitLists,
+  type WaitListReading,
+} from "../../../domain/subscription-backlog.ts";
 import { subscriptionFilter } from "../../../domain/subscriptions.ts";
 import { listJobFailures } from "../../../domain/job-failures/record.ts";
 import { countOpenFailures } from "../../../domain/job-failures/retry.ts";
@@ -58,18 +63,39 @@ const retryAllForm = z.object({
   back: z.string().max(100).optional(),
 });
 
+/** Waiting at every sweep for as long as raises its alert. */
+function isBacklogged(w: WaitListReading): boolean {
+  return (
+    w.waitingSince !== null &&
+    w.checkedAt.getTime() - w.waitingSince.getTime() >= BACKLOG_ALERT_AFTER_MINUTES * 60_000
+  );
+}
+
+/** "webhook.fanout: 930 waiting (10 at a time, 10 under way) at every sweep since …, read at …". */
+function waitingLine(w: WaitListReading): string {
+  const limit = w.paused
+    ? "delivery paused"
+    : `${w.parallelism > 0 ? `${w.parallelism} at a time, ` : ""}${w.inFlight} under way`;
+  const since =
+    w.waitingSince && w.waitingSince < w.checkedAt ? ` at every sweep since ${time(w.waitingSince)}` : "";
+  return `${w.subscription}: ${w.waiting} waiting (${limit})${since}; read at ${time(w.checkedAt)}`;
+}
+
 export function registerOverview(dashboard: Hono<DashboardEnv>) {
   dashboard.get("/", async (c) => {
     const { pool, db } = c.var;
     const perMinute = await eventsPerMinute(pool);
     const since = perMinute[0]?.minute ?? new Date(Date.now() - 3_600_000);
-    const [s, alerts, jobs, deliveries, attempts] = await Promise.all([
+    const [s, alerts, jobs, deliveries, attempts, waitLists] = await Promise.all([
       stats(pool),
       listAlerts(pool, { open: true, limit: 10 }),
       listJobFailures(db, { limit: 10 }),
       failedDeliveries(db, 10),
       attemptsPerMinute(db, since),
+      readWaitLists(db),
     ]);
+    const waiting = waitLists.filter((w) => w.waiting > 0);
+    const inQStash = waiting.reduce((n, w) => n + w.waiting, 0);
     const minutes = perMinute.map((m) => m.minute);
     const attemptAt = new Map(attempts.map((a) => [+a.minute, a]));
     const backingOff = s.relay.backoffUntil !== null && s.relay.backoffUntil > new Date();
@@ -121,6 +147,11 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
             href="/dashboard/job-failures"
           />
           <Card
+            label="Waiting in QStash"
+            value={waitLists.length === 0 ? "–" : String(inQStash)}
+            tone={waiting.some(isBacklogged) ? "bad" : inQStash > 0 ? "warn" : "ok"}
+          />
+          <Card
             label="Relay"
             value={s.relay.failures === 0 ? "healthy" : backingOff ? "backing off" : "failing"}
             tone={s.relay.failures === 0 ? "ok" : "bad"}
@@ -134,6 +165,17 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
               {` Last failure ${time(s.relay.lastFailureAt)}:`}
             </p>
             <p class="error">{s.relay.lastError ?? "(no message)"}</p>
+          </div>
+        ) : null}
+
+        {waiting.length > 0 ? (
+          <div class="panel" id="waiting">
+            <p>Jobs QStash holds behind their subscription's flow-control limit, as the sweep read them:</p>
+            <ul>
+              {waiting.map((w) => (
+                <li>{waitingLine(w)}</li>
+              ))}
+            </ul>
           </div>
         ) : null}
 
