@@ -46,7 +46,7 @@ commands:
   alerts resolve <id>|--kind <kind>
                                   mark one alert, or every open one of a kind, as seen
   stats                           backlog, oldest pending age, poisoned count, relay backoff,
-                                  open alerts, job failures not retried
+                                  open alerts, job failures not retried, jobs waiting in QStash
   api-keys list                   tenant API keys (never the keys themselves)
   api-keys create --name <n> (--scope <s> | --unscoped)
                                   a key for that scope, shown once
