@@ -1,6 +1,13 @@
-import { createQStashDeadLetters } from "../domain/job-failures/dead-letters.ts";
+import { createQStashWaitLists } from "../domain/subscription-backlog.ts";
 import { subscriptions } from "../domain/subscriptions.ts";
-import { drain, runPass, RELAY_POLICY, withCause, type RelayOptions } from "../outbox/index.ts";
+import {
+  drain,
+  runPass,
+  RELAY_POLICY,
+  subscriptionFlowControl,
+  withCause,
+  type RelayOptions,
+} from "../outbox/index.ts";
 import { intOption, Refusal, UsageError } from "./args.ts";
 import type { Command } from "./command.ts";
 import { readVariables, relayVariables } from "./config.ts";
@@ -12,32 +19,33 @@ import { passBackoffFor, publisherFor } from "../worker/relay.ts";
 const QSTASH_CHECK_MS = 10_000;
 
 /**
- * One cheap authenticated request to QStash (a page of one dead letter) before any
- * pass. A pass whose publish fails backs off every relay, the Worker's too (ADR
- * 0003): a terminal with a wrong QSTASH_URL or token held production passes back by
- * up to the backoff cap. Such a terminal is told so here, and nothing is claimed. A
- * QStash that is really down is the Worker's passes' to record.
+ * One cheap authenticated request to QStash (the wait list of the first
+ * subscription's flow-control key; a key it does not know is its 404, which is an
+ * answer) before any pass. A pass whose publish fails backs off every relay, the
+ * Worker's too (ADR 0003): a terminal with a wrong QSTASH_URL or token held
+ * production passes back by up to the backoff cap. Such a terminal is told so here,
+ * and nothing is claimed. A QStash that is really down is the Worker's passes' to
+ * record. Fetched directly (createQStashWaitLists): the SDK printed its own
+ * "[Upstash QStash] … failed" line on stderr before this refusal.
  */
-async function checkQStash(env: { QSTASH_URL: string; QSTASH_TOKEN: string }): Promise<void> {
-  const dlq = createQStashDeadLetters({ baseUrl: env.QSTASH_URL, token: env.QSTASH_TOKEN });
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () => reject(new Error(`no answer within ${QSTASH_CHECK_MS / 1000} s`)),
-      QSTASH_CHECK_MS,
-    );
+async function checkQStash(env: {
+  QSTASH_URL: string;
+  QSTASH_TOKEN: string;
+  PUBLIC_URL: string;
+}): Promise<void> {
+  const waitLists = createQStashWaitLists({
+    baseUrl: env.QSTASH_URL,
+    token: env.QSTASH_TOKEN,
+    timeoutMs: QSTASH_CHECK_MS,
   });
   try {
-    await Promise.race([dlq.list({ label: "edge-outbox-relay-check" }, 1), timeout]);
+    await waitLists.get(subscriptionFlowControl(env.PUBLIC_URL, subscriptions[0]!.name, 1).key);
   } catch (error) {
-    const why = withCause(error);
     throw new Refusal(
       "qstash_unreachable",
-      `QStash at ${env.QSTASH_URL} did not take this terminal's request (${why}): ` +
+      `QStash at ${env.QSTASH_URL} did not take this terminal's request (${withCause(error)}): ` +
         "check QSTASH_URL and QSTASH_TOKEN; no pass ran, and the relay's shared state is as it was",
     );
-  } finally {
-    clearTimeout(timer);
   }
 }
 

@@ -533,9 +533,9 @@ describe("outbox CLI", () => {
       PUBLIC_URL: "http://127.0.0.1:8787",
     });
     expect(r.code).toBe(1);
-    // The last line is ours; the SDK may say its own before it.
-    expect(r.stderr.trim().split("\n").at(-1)).toMatch(
-      /^edge-outbox: QStash at http:\/\/127\.0\.0\.1:1 did not take this terminal's request \(.+\): check QSTASH_URL and QSTASH_TOKEN; no pass ran, and the relay's shared state is as it was$/,
+    // Our line alone, with fetch's cause (the SDK printed a line of its own before it).
+    expect(r.stderr.trim()).toMatch(
+      /^edge-outbox: QStash at http:\/\/127\.0\.0\.1:1 did not take this terminal's request \(fetch failed \(.+\)\): check QSTASH_URL and QSTASH_TOKEN; no pass ran, and the relay's shared state is as it was$/,
     );
     // Its failed pass backed off every relay, the Worker's too (failures 1).
     const stats = await runCli(["stats", "--json"], env());
