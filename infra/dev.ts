@@ -31,7 +31,12 @@ import {
   type QStashDev,
 } from "./qstash-dev/server.ts";
 import { startWsProxy, type WsProxy } from "./ws-proxy.ts";
-import { migrateDatabase, startEmbeddedPostgres, type EmbeddedServer } from "../src/node/postgres.ts";
+import {
+  migrateDatabase,
+  migrationOutcome,
+  startEmbeddedPostgres,
+  type EmbeddedServer,
+} from "../src/node/postgres.ts";
 import { newSecretsKey } from "../src/domain/webhooks/secret-box.ts";
 import { describeFailure } from "../src/cli/failure.ts";
 
@@ -159,12 +164,13 @@ async function main() {
 
   step("migrations: applying…");
   // The first thing to reach the database: its failure is said as the CLI says it.
-  await migrateDatabase(databaseUrl, undefined, { log: (line) => step(`migrations: ${line}`) }).catch(
-    (error: unknown) => {
-      throw new Error(`migrations: ${describeFailure(error)}`, { cause: error });
-    },
-  );
-  step("migrations: up to date");
+  const migrated = await migrateDatabase(databaseUrl, undefined, {
+    log: (line) => step(`migrations: ${line}`),
+  }).catch((error: unknown) => {
+    throw new Error(`migrations: ${describeFailure(error)}`, { cause: error });
+  });
+  // A start after `git pull` upgrades the database: say so, and how far.
+  step(`migrations: ${migrationOutcome(migrated)}`);
 
   const keyState = await ensureDevApiKey(databaseUrl, secrets.DEV_API_KEY);
   step(

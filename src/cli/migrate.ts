@@ -1,4 +1,4 @@
-import { migrateDatabase } from "../node/postgres.ts";
+import { migrateDatabase, migrationOutcome } from "../node/postgres.ts";
 import { UsageError } from "./args.ts";
 import type { Command } from "./command.ts";
 
@@ -10,12 +10,7 @@ export const migrateCommand: Command = ({ sub }) => {
     const { applied, total } = await migrateDatabase(databaseUrl, undefined, {
       log: (line) => process.stderr.write(`migrate: ${line}\n`),
     });
-    // "migrations applied" was said too by a run that waited for another and applied none.
-    print({ migrated: true, applied, total }, () =>
-      applied === 0
-        ? `nothing to apply: all ${total} migrations were applied already`
-        : `applied ${applied} migration${applied === 1 ? "" : "s"} (${total} in all)`,
-    );
+    print({ migrated: true, applied, total }, () => migrationOutcome({ applied, total }));
     return 0;
   };
 };

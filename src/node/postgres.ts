@@ -31,6 +31,17 @@ export interface MigrateOptions {
 }
 
 /**
+ * What a migrate run did, in words (the CLI's line and `npm run dev`'s step): "migrations
+ * applied" was said too by a run that waited for another and applied none, and a start
+ * that upgraded a database said nothing of it.
+ */
+export function migrationOutcome({ applied, total }: { applied: number; total: number }): string {
+  return applied === 0
+    ? `nothing to apply: all ${total} migrations were applied already`
+    : `applied ${applied} migration${applied === 1 ? "" : "s"} (${total} in all)`;
+}
+
+/**
  * Applies every migration in drizzle/ that the database has not seen yet; `folder`,
  * another checkout's drizzle/, lets a benchmark migrate a database for that code.
  *

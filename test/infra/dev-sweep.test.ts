@@ -296,6 +296,10 @@ describe("npm run dev", () => {
     try {
       await stack.running();
       expect(stack.output).toContain("(time scale 0.01: delays and retry backoff ×0.01)");
+      // It said "up to date" however many it applied: a start after an upgrade said nothing of it.
+      expect(stack.output).toMatch(
+        /\[dev\] migrations: nothing to apply: all \d+ migrations were applied already\n/,
+      );
       expect(stack.output).toContain("[dev] cron sweep: every 1 s (DEV_SWEEP_SECONDS)");
       // Nobody curls /__scheduled here: the Worker's own sweep line comes from the stack's timer.
       await waitFor(
