@@ -6,9 +6,35 @@ export interface RetentionOptions {
   olderThanDays: number;
   /** Rows per DELETE: bounds each statement's locks and WAL. */
   batchSize?: number;
-  /** Stop after this many batches (a sweep has a time budget); the next sweep continues. */
+  /**
+   * Stop after this many batches; the next sweep continues. Unset: as many as fit
+   * in RETENTION_BUDGET_MS (a sweep has a time budget).
+   */
   maxBatches?: number;
   now?: Date;
+}
+
+/**
+ * How long one sweep goes on deleting one table's old rows, a batch after another.
+ * A fixed ten batches a sweep (10,000 events, or 5,000 rows of the app's tables, a
+ * minute) was outrun by the write rates the bench measures: a table grew without
+ * bound while each sweep said it deleted its ten batches. Time, not a count, is what
+ * a sweep has to share; at the tens of milliseconds a batch takes, 2 s is tens of
+ * thousands of rows a minute.
+ */
+export const RETENTION_BUDGET_MS = 2_000;
+
+/** A batch count no budget goes past, whatever the clock says. */
+const MAX_RETENTION_BATCHES = 1_000;
+
+/**
+ * Whether a retention loop that has done `batch` batches since `started` goes on:
+ * up to `maxBatches` when given, else while RETENTION_BUDGET_MS lasts.
+ */
+export function moreRetentionBatches(batch: number, started: number, maxBatches?: number): boolean {
+  return maxBatches === undefined
+    ? batch < MAX_RETENTION_BATCHES && Date.now() - started < RETENTION_BUDGET_MS
+    : batch < maxBatches;
 }
 
 /**
@@ -30,7 +56,6 @@ export interface RetentionOptions {
  */
 export async function deleteOldFannedEvents(db: Queryable, options: RetentionOptions): Promise<number> {
   const batchSize = options.batchSize ?? 1000;
-  const maxBatches = options.maxBatches ?? 10;
   if (!(options.olderThanDays > 0)) throw new RangeError("olderThanDays must be positive");
   const cutoff = new Date((options.now?.getTime() ?? Date.now()) - options.olderThanDays * 86_400_000);
   // The overview's per-minute fanned counts go at the same age as the events they
@@ -42,7 +67,8 @@ export async function deleteOldFannedEvents(db: Queryable, options: RetentionOpt
   if (bound == null) return 0;
   let deleted = 0;
   let after = "0";
-  for (let i = 0; i < maxBatches; i++) {
+  const started = Date.now();
+  for (let i = 0; moreRetentionBatches(i, started, options.maxBatches); i++) {
     const { rows } = await query<{ n: number; last: string | null }>(db, retentionBatchSql, [
       after,
       bound,

@@ -71,10 +71,10 @@ describe("retention of alerts, job failures and mail records", () => {
 
   it("deletes old job failures that were retried or whose alert is answered; an unanswered one stays, retriable", async () => {
     const retried = await failure("retried", daysAgo(40));
-    await t.pool.query("UPDATE job_failures SET retried_at = $2 WHERE message_id = $1", [
-      retried,
-      daysAgo(39),
-    ]);
+    await t.pool.query(
+      "UPDATE job_failures SET retried_at = $2, retry_message_id = 'msg_r1' WHERE message_id = $1",
+      [retried, daysAgo(39)],
+    );
     const answered = await failure("answered", daysAgo(40));
     await t.pool.query(
       "UPDATE outbox_alerts SET resolved_at = now() WHERE kind = 'job.failed' AND details->>'messageId' = $1",
@@ -92,11 +92,37 @@ describe("retention of alerts, job failures and mail records", () => {
     );
   });
 
+  it("keeps an old job failure whose retry was sent lately until the retry is delivered", async () => {
+    const old = await failure("retried-now", daysAgo(40));
+    // An operator's retry a moment ago: QStash holds it, its outcome not in yet.
+    await t.pool.query(
+      "UPDATE job_failures SET retried_at = now(), retry_message_id = 'msg_retry' WHERE message_id = $1",
+      [old],
+    );
+    await t.pool.query("UPDATE outbox_alerts SET resolved_at = now() WHERE kind = 'job.failed'");
+    // Its alert resolved, yet it stays: it went 15 s after the retry was sent, so the
+    // retry's own failure lost its link to it.
+    expect((await deleteOldRecords(db(), cut)).jobFailures).toBe(0);
+    await t.pool.query("UPDATE job_failures SET retry_delivered_at = now() WHERE message_id = $1", [old]);
+    expect((await deleteOldRecords(db(), cut)).jobFailures).toBe(1);
+  });
+
   it("deletes mail records from before the cut-off", async () => {
     await mail(daysAgo(31));
     const kept = await mail(daysAgo(29));
     expect((await deleteOldRecords(db(), cut)).mailSends).toBe(1);
     expect(await ids("SELECT event_id FROM mail_sends")).toEqual([kept]);
+  });
+
+  it("goes on past ten batches while its time lasts: a backlog of 12,000 goes in one sweep", async () => {
+    const total = 24 * RETENTION_BATCH + 7;
+    await t.pool.query(
+      `INSERT INTO outbox_alerts (kind, message, created_at, resolved_at)
+       SELECT 'relay.lagging.test', 'm', $1, $1 FROM generate_series(1, $2)`,
+      [daysAgo(90), total],
+    );
+    // Ten batches a sweep (5,000 a minute) were outrun by a busy deployment's rows.
+    expect((await deleteOldRecords(db(), cut)).alerts).toBe(total);
   });
 
   it("works in bounded batches: a backlog goes over several sweeps", async () => {
@@ -124,10 +150,10 @@ describe("the cron sweep", () => {
     await alert({ created: daysAgo(20), resolved: daysAgo(12) });
     await mail(daysAgo(12));
     const retried = await failure("retried", daysAgo(12));
-    await t.pool.query("UPDATE job_failures SET retried_at = $2 WHERE message_id = $1", [
-      retried,
-      daysAgo(11),
-    ]);
+    await t.pool.query(
+      "UPDATE job_failures SET retried_at = $2, retry_message_id = 'msg_r' WHERE message_id = $1",
+      [retried, daysAgo(11)],
+    );
     await mail(daysAgo(5));
     // Idempotency keys go after IDEMPOTENCY_KEY_HOURS, whatever RETENTION_DAYS says.
     const apiKey = (await createApiKey(db(), { scope: null, name: "retention" })).apiKey.id;

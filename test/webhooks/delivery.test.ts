@@ -1332,6 +1332,42 @@ describe("lost publishes and retention (the cron sweep's share)", () => {
     expect(await attemptsOf(ids[0]!)).toEqual([]);
   });
 
+  it("retention keeps old failed deliveries while their endpoint's open alert counts them as owed", async () => {
+    const scope = `owed-${crypto.randomUUID()}`;
+    const endpoint = await insertEndpoint(t.pool, secrets.key, { url: receiver.url("/owed"), scope });
+    const events = [event({ scope }), event({ scope })];
+    for (const e of events) await fanOutWebhook(db(), queue, e);
+    const [failed, delivered] = [
+      (await deliveriesOf(events[0]!.id))[0].id,
+      (await deliveriesOf(events[1]!.id))[0].id,
+    ];
+    await t.pool.query("UPDATE webhook_deliveries SET status = 'failed', failed_at = now() WHERE id = $1", [
+      failed,
+    ]);
+    await t.pool.query("UPDATE webhook_deliveries SET status = 'delivered' WHERE id = $1", [delivered]);
+    await t.pool.query(
+      "UPDATE webhook_deliveries SET created_at = now() - interval '31 days' WHERE endpoint_id = $1",
+      [endpoint.id],
+    );
+    const { rows: alert } = await t.pool.query(
+      `INSERT INTO outbox_alerts (kind, subscription, message, details)
+       VALUES ('webhook.delivery_failed', 'webhook.deliver', '1 delivery failure', jsonb_build_object('endpointId', $1::text))
+       RETURNING id`,
+      [endpoint.id],
+    );
+    const left = async () =>
+      (
+        await t.pool.query("SELECT id FROM webhook_deliveries WHERE endpoint_id = $1", [endpoint.id])
+      ).rows.map((r) => r.id);
+    // The alert says they failed and recover re-sends them: they stay, the delivered one goes.
+    await deleteOldDeliveries(db(), { olderThanDays: 30, now: new Date() });
+    expect(await left()).toEqual([failed]);
+    // Someone looked and let them be: they go as any other.
+    await t.pool.query("UPDATE outbox_alerts SET resolved_at = now() WHERE id = $1", [alert[0].id]);
+    await deleteOldDeliveries(db(), { olderThanDays: 30, now: new Date() });
+    expect(await left()).toEqual([]);
+  });
+
   it("the cron sweep runs both and says so", async () => {
     const {
       event: e,

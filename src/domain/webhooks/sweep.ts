@@ -128,17 +128,24 @@ export async function publishOverdue(
 /**
  * Retention for the delivery log, with the events' RETENTION_DAYS: finished
  * deliveries (delivered or failed) created before the cut-off go, their attempts
- * with them (ON DELETE CASCADE). Pending ones stay whatever their age. Bounded
- * batches, so one sweep never holds a long transaction; a backlog drains over
- * several sweeps.
+ * with them (ON DELETE CASCADE). Pending ones stay whatever their age, and so do
+ * failed ones while their endpoint's open `webhook.delivery_failed` alert counts
+ * them as owed (recover re-sends them): a walkthrough's open alert said 456 had
+ * failed while recover found none, as job failures stay while their alert is open.
+ * Bounded batches, so one sweep never holds a long transaction; a backlog drains
+ * over several sweeps.
  */
 export async function deleteOldDeliveries(db: Db, cut: RetentionCut): Promise<number> {
   const cutoff = cutoffOf(cut);
   return deleteInBatches(
     db,
     "webhook_deliveries",
-    (limit) => sql`SELECT id FROM webhook_deliveries
+    (limit) => sql`SELECT id FROM webhook_deliveries d
                     WHERE status <> 'pending' AND created_at < ${cutoff}
+                      AND NOT (status = 'failed' AND EXISTS (
+                            SELECT 1 FROM outbox_alerts a
+                             WHERE a.kind = 'webhook.delivery_failed' AND a.resolved_at IS NULL
+                               AND a.details->>'endpointId' = d.endpoint_id::text))
                     ORDER BY created_at LIMIT ${limit}`,
     cut.maxBatches,
   );
