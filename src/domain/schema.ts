@@ -247,8 +247,8 @@ export const idempotencyKeys = pgTable(
 /**
  * Wrong dashboard passwords, one row each, counted per client address over a
  * window to lock a guesser out. In Postgres because a Worker keeps no memory
- * between requests. Old rows are only ever read inside the window; maintenance
- * may delete the rest.
+ * between requests. Old rows are only ever read inside the window; the cron sweep
+ * deletes the rest (deleteStaleLoginFailures).
  */
 export const loginFailures = pgTable(
   "dashboard_login_failures",

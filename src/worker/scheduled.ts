@@ -13,6 +13,7 @@ import {
   publishOverdue,
   publishUnpublished,
 } from "../domain/webhooks/sweep.ts";
+import { deleteStaleLoginFailures } from "./dashboard/lockout.ts";
 import { openNeonDatabase, type OpenDatabase } from "./database.ts";
 import { parseConfig, qstashLabelFor, type Bindings } from "./env.ts";
 import { passBackoffFor, publisherFor, SWEEP_BUDGET_MS } from "./relay.ts";
@@ -27,7 +28,8 @@ import { deadLettersFor, deliverQueueFor, qstashMessagesFor, waitListsFor } from
  * for each endpoint that does not keep up with its deliveries and each subscription
  * whose jobs keep failing while QStash retries them, deleting finished webhook
  * deliveries, resolved alerts, settled job failures and mail records past
- * RETENTION_DAYS and idempotency keys past IDEMPOTENCY_KEY_HOURS, and, last because they need QStash (whose
+ * RETENTION_DAYS, idempotency keys past IDEMPOTENCY_KEY_HOURS and wrong dashboard
+ * sign-ins the lock-out no longer reads, and, last because they need QStash (whose
  * outage should not stop the rest), recording the jobs QStash dead-lettered
  * without reaching our failure callback, publishing deliveries whose publish
  * was lost or whose job is long overdue, and reading each subscription's wait list
@@ -72,6 +74,7 @@ export function createScheduled(
       const deliveriesDeleted = await deleteOldDeliveries(db, cut);
       const records = await deleteOldRecords(db, cut);
       const keysDeleted = await deleteExpiredKeys(db, now());
+      const loginFailures = await deleteStaleLoginFailures(pool);
       const deadLetters = await collectDeadLetters(db, deadLettersFor(config), {
         label: qstashLabelFor(config),
         publicUrl: config.PUBLIC_URL,
@@ -94,7 +97,8 @@ export function createScheduled(
           `subscriptions failing: ${failing.failing}${listed("newly", failing.raised)}${listed("recovered", failing.recovered)}; ` +
           `retention past ${config.RETENTION_DAYS} d deleted ${deliveriesDeleted} finished webhook deliveries, ` +
           `${records.alerts} alerts resolved by then, ${records.jobFailures} settled job failures and ${records.mailSends} mail records; ` +
-          `deleted ${keysDeleted} idempotency keys older than ${IDEMPOTENCY_KEY_HOURS} h; ` +
+          `deleted ${keysDeleted} idempotency keys older than ${IDEMPOTENCY_KEY_HOURS} h and ` +
+          `${loginFailures} wrong sign-ins older than the lock-out reads; ` +
           `dead letters: ${deadLetters.removed} taken from QStash, ${deadLetters.recorded} of them new failures` +
           `${deadLetters.qstashError ? ` (stopped: ${deadLetters.qstashError})` : ""}; ` +
           `re-published ${republished} webhook deliveries whose publish was lost and ${overdue} whose job ` +

@@ -166,6 +166,15 @@ describe("the cron sweep", () => {
         [apiKey, name, new Date(now.getTime() - hoursAgo * 3_600_000)],
       );
 
+    // Wrong sign-ins: only the last 20 minutes' are read by the lock-out (its window
+    // and its lock); older ones were kept for ever unless that address signed in.
+    await t.pool.query("TRUNCATE dashboard_login_failures");
+    await t.pool.query(
+      `INSERT INTO dashboard_login_failures (client, failed_at)
+       SELECT '10.9.0.' || i, now() - make_interval(mins => CASE WHEN i <= 3 THEN 5 ELSE 21 END)
+         FROM generate_series(1, 1200) i`,
+    );
+
     const env = bindings({ DATABASE_URL: t.url, RETENTION_DAYS: "10" });
     // No QStash here: the sweep's QStash work says it stopped, the rest runs.
     await createScheduled(openTestPool(t.newPool(2)), () => now)(
@@ -178,7 +187,14 @@ describe("the cron sweep", () => {
       "retention past 10 d deleted 0 finished webhook deliveries, 1 alerts resolved by then, 1 settled job failures and 1 mail records;",
     );
     expect(await ids("SELECT count(*)::int FROM mail_sends")).toEqual([1]);
-    expect(line).toContain("deleted 1 idempotency keys older than 24 h;");
+    expect(line).toContain(
+      "deleted 1 idempotency keys older than 24 h and 1197 wrong sign-ins older than the lock-out reads;",
+    );
+    expect(await ids("SELECT client FROM dashboard_login_failures ORDER BY client")).toEqual([
+      "10.9.0.1",
+      "10.9.0.2",
+      "10.9.0.3",
+    ]);
     const { rows } = await t.pool.query("SELECT key FROM idempotency_keys WHERE api_key_id = $1", [apiKey]);
     expect(rows).toEqual([{ key: "an hour" }]);
   });
