@@ -105,6 +105,12 @@ export const refusedUrls: [string, RegExp][] = [
   ["https://[ff05::1:3]/", /multicast/],
   ["https://[100::1]/", /discard-only/],
   ["https://[2001:db8::1]/", /documentation/],
+  ["https://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/", /Teredo/],
+  ["https://[2001::]/", /Teredo/],
+  ["https://[2001:0:ffff:ffff:ffff:ffff:ffff:ffff]/", /Teredo/],
+  ["https://192.88.99.1/", /reserved address/],
+  ["https://192.88.99.0/", /reserved address/],
+  ["https://192.88.99.255/", /reserved address/],
   // Both ends of every refused IPv6 range (fc00::/7 and fe80::/10 start above).
   ["https://[fdff:ffff:ffff:ffff:ffff:ffff:ffff:ffff]/", /unique local/],
   ["https://[febf:ffff:ffff:ffff:ffff:ffff:ffff:ffff]/", /link-local/],
@@ -131,4 +137,8 @@ export const refusedUrls: [string, RegExp][] = [
   ["https://metadata.google.internal/computeMetadata/v1/", /\.internal/],
   ["https://router.home.arpa/", /\.home\.arpa/],
   ["https://localhost.localdomain/", /\.localdomain/],
+  // One label: found through a private network's search domains.
+  ["https://metadata/computeMetadata/v1/", /full domain name, not one label/],
+  ["https://instance-data/", /one label/],
+  ["https://kubernetes./", /one label/],
 ];

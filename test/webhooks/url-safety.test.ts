@@ -41,7 +41,11 @@ const accepted: [string, string][] = [
   ["https://[64:ff9b::8.8.8.8]/", "https://[64:ff9b::808:808]/"],
   // Lookalikes that are public names, not the reserved ones
   ["https://localhost.example.com/", "https://localhost.example.com/"],
-  ["https://mylocal/", "https://mylocal/"],
+  ["https://mylocal.com/", "https://mylocal.com/"],
+  // Just outside Teredo (2001::/32) and 192.88.99.0/24.
+  ["https://[2001:1::1]/", "https://[2001:1::1]/"],
+  ["https://192.88.98.255/", "https://192.88.98.255/"],
+  ["https://192.88.100.0/", "https://192.88.100.0/"],
   ["https://internal.example.com/", "https://internal.example.com/"],
 ];
 

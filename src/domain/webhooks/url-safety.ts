@@ -78,6 +78,10 @@ function nameProblem(hostname: string): string | undefined {
       return `must not name a local or internal host (.${suffix})`;
     }
   }
+  // A name of one label (`metadata`, `instance-data`, `kubernetes`) is found through a
+  // resolver's search domains, which only a private network has: no public receiver
+  // is reached that way.
+  if (!name.includes(".")) return "must name a host by its full domain name, not one label";
   return undefined;
 }
 
@@ -114,6 +118,8 @@ const ipv4Ranges: Range4[] = [
   { base: v4(224, 0, 0, 0), bits: 4, problem: "must not point at a multicast address" },
   { base: v4(240, 0, 0, 0), bits: 4, problem: "must not point at a reserved address" },
   { base: v4(192, 0, 0, 0), bits: 24, problem: "must not point at a reserved address" },
+  // The 6to4 relays' anycast block (RFC 7526 deprecated it): whoever runs the nearest relay.
+  { base: v4(192, 88, 99, 0), bits: 24, problem: "must not point at a reserved address" },
   { base: v4(198, 18, 0, 0), bits: 15, problem: "must not point at a reserved address" },
   { base: v4(192, 0, 2, 0), bits: 24, problem: "must not point at a documentation address" },
   { base: v4(198, 51, 100, 0), bits: 24, problem: "must not point at a documentation address" },
@@ -181,6 +187,10 @@ function ipv6Problem(g: number[]): string | undefined {
     const problem = ipv4Problem(((g1 << 16) | g2) >>> 0);
     if (problem) return `${problem}, as a 6to4 IPv6 address`;
   }
+  // Teredo (2001::/32) carries its client's IPv4 address inverted in the last two
+  // groups, and its server's in the second and third: any of them may be private, and
+  // no webhook receiver is reached through a tunnel Windows stopped using.
+  if (g0 === 0x2001 && g1 === 0) return "must not point at a Teredo tunnel address";
   // AWS's IPv6 instance metadata service sits inside the ULA range: named first.
   if (g0 === 0xfd00 && g1 === 0x0ec2 && g.slice(2, 7).every((x) => x === 0) && g7 === 0x254) {
     return "must not point at a cloud metadata address";
