@@ -193,7 +193,7 @@ export async function evaluateBacklogs(
                  message = format('subscription %s caught up: QStash held none of its jobs waiting at %s '
                                   '(some had waited at every sweep since %s)',
                                   a.subscription, ${utcText(now)},
-                                  coalesce(a.details->>'waitingSince', '?'))
+                                  ${utcText(sql`(a.details->>'waitingSince')::timestamptz`)})
            WHERE a.kind = 'subscription.backlogged' AND a.resolved_at IS NULL
              AND NOT EXISTS (SELECT 1 FROM sampled s WHERE s.subscription = a.subscription AND s.waiting > 0)
           RETURNING a.subscription

@@ -91,7 +91,7 @@ describe("evaluateBacklogs", () => {
     const [resolved] = await alerts();
     expect(resolved!.resolved_at).toBeInstanceOf(Date);
     expect(resolved!.message).toMatch(
-      /^subscription webhook\.fanout caught up: QStash held none of its jobs waiting at 2026-12-06 12:17:00 UTC \(some had waited at every sweep since 2026-12-06T12:00:00\.000Z\)$/,
+      /^subscription webhook\.fanout caught up: QStash held none of its jobs waiting at 2026-12-06 12:17:00 UTC \(some had waited at every sweep since 2026-12-06 12:00:00 UTC\)$/,
     );
     expect((await readWaitLists(db())).every((r) => r.waiting === 0 && r.waitingSince === null)).toBe(true);
   });
