@@ -29,9 +29,12 @@ export function newApp(options: AppOptions = {}) {
   // No answer of the API may be kept by a cache between it and its caller: some carry
   // a secret shown once (a new API key, an endpoint's signing secret), and the rest
   // (a receipt, a poll) are stale a moment later. The dashboard sets its own.
+  // And none is read as anything but its declared type: a 404's JSON repeats the
+  // path it was asked for, which a browser sniffing it as HTML would run.
   app.use(async (c, next) => {
     await next();
     if (!c.res.headers.has("Cache-Control")) c.res.headers.set("Cache-Control", "no-store");
+    c.res.headers.set("X-Content-Type-Options", "nosniff");
   });
   // Whatever a handler throws reaches onError as an Error (asError: the Neon driver's
   // WebSocket rejects with an ErrorEvent, which Hono would let escape as workerd's 500).

@@ -253,6 +253,9 @@ describe("caching", () => {
     ];
     expect(answers[0]!.body.key).toMatch(/^eo_/);
     for (const res of answers) expect(res.headers.get("cache-control"), String(res.status)).toBe("no-store");
+    // Nor sniffed as another type: a 404 repeats the path it was asked for.
+    for (const res of answers)
+      expect(res.headers.get("x-content-type-options"), String(res.status)).toBe("nosniff");
     // The dashboard's public assets keep their own.
     const { ctx, settled } = executionContext();
     const css = await app.request("http://worker.test/dashboard/assets/dashboard.css", {}, env(), ctx);
