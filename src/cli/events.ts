@@ -3,6 +3,7 @@ import { eventJobFailures } from "../domain/job-failures/record.ts";
 import { openAlertsCountingEvent } from "../domain/job-failures/retry.ts";
 import { eventDeliveries } from "../domain/webhooks/delivery-log.ts";
 import {
+  EVENT_GONE_HINT,
   assertEventId,
   EVENT_STATES,
   getEvent,
@@ -71,7 +72,7 @@ export const eventsCommand: Command = ({ options, sub, rest }) => {
     assertEventId(id);
     return async ({ pool, print }) => {
       const event = await getEvent(pool, id);
-      if (!event) throw new Refusal("not_found", `no event ${id}`);
+      if (!event) throw new Refusal("not_found", `no event ${id}: ${EVENT_GONE_HINT}`);
       // What the event's webhooks did, as the dashboard's event page shows it; each
       // delivery's attempts are `webhooks delivery <id>`'s to show, so none is read here.
       const webhookDeliveries = await eventDeliveries(dbOf(pool), id);

@@ -118,6 +118,7 @@ export { eventsPerMinute, type MinuteCount } from "./throughput.ts";
 export { resolveAlerts, resolveAlert, openAlertKinds, OUTBOX_ALERT_KINDS } from "./alert-resolution.ts";
 export {
   deleteOldFannedEvents,
+  EVENT_GONE_HINT,
   moreRetentionBatches,
   evaluateAlerts,
   vacuumEventsIfNeeded,

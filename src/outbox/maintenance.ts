@@ -38,6 +38,15 @@ export function moreRetentionBatches(batch: number, started: number, maxBatches?
 }
 
 /**
+ * What a lookup of an event by id that finds none adds: job failures, deliveries and
+ * alerts keep naming an event after retention deleted it, and their links led to a
+ * bare "not found" that read like a wrong id.
+ */
+export const EVENT_GONE_HINT =
+  "not recorded, or deleted by the cron sweep once fanned out more than RETENTION_DAYS ago " +
+  "(job failures, webhook deliveries and alerts may still name it)";
+
+/**
  * Deletes old fanned events in bounded batches, oldest recorded first. Pending and
  * poisoned rows are never deleted, whatever their age: they are work not done.
  *

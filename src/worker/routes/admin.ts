@@ -13,6 +13,7 @@ import {
   type RetryAllResult,
 } from "../../domain/job-failures/retry.ts";
 import {
+  EVENT_GONE_HINT,
   alertsPage,
   browseEvents,
   EVENT_STATES,
@@ -135,7 +136,7 @@ export function registerAdmin(app: App) {
   app.get(`/admin/events/${ID}`, noQuery, async (c) => {
     const id = c.req.param("id");
     const event = await getEvent(c.var.pool, id);
-    if (!event) throw new ApiError("NOT_FOUND", `event ${id} not found`);
+    if (!event) throw new ApiError("NOT_FOUND", `event ${id} not found: ${EVENT_GONE_HINT}`);
     const [webhookDeliveries, jobFailures, countingAlerts] = await Promise.all([
       eventDeliveries(c.var.db, id),
       eventJobFailures(c.var.db, id),

@@ -2,7 +2,7 @@ import type { Hono } from "hono";
 import { eventJobFailures } from "../../../domain/job-failures/record.ts";
 import { alertsShownWithEvent, openAlertsCountingEvent } from "../../../domain/job-failures/retry.ts";
 import { deliveriesForEvent, type EventDelivery } from "../../../domain/webhooks/delivery-log.ts";
-import { getEvent, type EventRow } from "../../../outbox/index.ts";
+import { EVENT_GONE_HINT, getEvent, type EventRow } from "../../../outbox/index.ts";
 import { ApiError } from "../../errors.ts";
 import { idParam } from "../../routes/params.ts";
 import type { DashboardEnv } from "../env.ts";
@@ -55,7 +55,7 @@ export function registerEventDetail(dashboard: Hono<DashboardEnv>) {
   dashboard.get("/events/:id", idParam("event"), async (c) => {
     const id = c.req.valid("param").id;
     const event = await getEvent(c.var.pool, id);
-    if (!event) throw new ApiError("NOT_FOUND", `event ${id} not found`);
+    if (!event) throw new ApiError("NOT_FOUND", `event ${id} not found: ${EVENT_GONE_HINT}`);
     const [deliveries, failedJobs, counting] = await Promise.all([
       deliveriesForEvent(c.var.db, event.id),
       eventJobFailures(c.var.db, event.id),
