@@ -12,7 +12,13 @@ import {
 import { describeWaiting } from "../domain/subscription-backlog.ts";
 import type { attemptView, deliveryView, EndpointView } from "../domain/webhooks/schemas.ts";
 import type { EndpointHealth as EndpointDayHealth } from "../domain/webhooks/get.ts";
-import type { AlertRow, DrainResult, EventRow, PassResult } from "../outbox/index.ts";
+import {
+  mergedInto,
+  type AlertRow,
+  type DrainResult,
+  type EventRow,
+  type PassResult,
+} from "../outbox/index.ts";
 
 const when = (d: Date | null) => (d ? d.toISOString() : "-");
 
@@ -131,7 +137,9 @@ export function formatAlerts(alerts: AlertRow[]): string {
       a.kind,
       a.eventId ?? "-",
       when(a.createdAt),
-      when(a.resolvedAt),
+      mergedInto(a) === undefined
+        ? when(a.resolvedAt)
+        : `${when(a.resolvedAt)} (merged into ${mergedInto(a)})`,
       a.message,
     ]),
   );

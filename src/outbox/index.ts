@@ -101,6 +101,7 @@ export {
   UUID_PATTERN,
   isUuid,
   IDENTITY_ID_DIGITS,
+  mergedInto,
   type AlertRow,
   type EventRow,
   type Stats,

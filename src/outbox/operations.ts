@@ -74,6 +74,22 @@ export interface AlertRow {
   resolvedAt: Date | null;
 }
 
+/**
+ * The alert an upgrade merged this one into (migrations 0016 and 0023 resolved all but
+ * one open alert of an endpoint or a subscription, naming the one that counts them in
+ * `details.mergedInto`), or undefined: shown as a plain "resolved", a walkthrough read
+ * them as resolved by an operator.
+ */
+export function mergedInto(alert: Pick<AlertRow, "details">): number | undefined {
+  const into: unknown =
+    alert.details !== null && typeof alert.details === "object"
+      ? Reflect.get(alert.details, "mergedInto")
+      : undefined;
+  return typeof into === "number" || (typeof into === "string" && /^\d+$/.test(into))
+    ? Number(into)
+    : undefined;
+}
+
 /** An outbox_alerts row as the drivers return it. */
 interface DbAlert {
   /** bigint: the drivers return int8 as a string. */

@@ -404,6 +404,17 @@ describe("outbox CLI", () => {
     expect(last.stdout).not.toMatch(/older ones/);
     // The default page is 50: the hint is what says more exist.
     expect((await runCli(["alerts"], env())).stdout).not.toMatch(/older ones/);
+    // One an upgrade merged into another says so beside when it was resolved.
+    await t.pool.query(
+      `UPDATE outbox_alerts SET details = jsonb_build_object('mergedInto', $2::bigint) WHERE id = $1`,
+      [ids[1], ids[4]],
+    );
+    expect((await runCli(["alerts"], env())).stdout).toMatch(
+      new RegExp(
+        `^${ids[1]}\\s+event\\.poisoned\\s+-\\s+\\S+\\s+\\S+ \\(merged into ${ids[4]}\\)\\s+alert 2$`,
+        "m",
+      ),
+    );
 
     // --open keeps to open alerts on every page (the second one is resolved).
     const open = await runCli(["alerts", "--open", "--limit", "2", "--before", ids[3]!], env());

@@ -853,6 +853,15 @@ describe("alerts", () => {
     expect(page).toContain(`<a href="/dashboard/events/${eventId}" title="${eventId}">event …`);
     expect(page).toMatch(/<td class="error">open failures<\/td>/);
     expect(page).toMatch(/<td class="muted">old failures<\/td>/);
+    expect(page).not.toContain("merged into");
+    // One an upgrade merged (migrations 0016, 0023) read as resolved by someone.
+    await t.pool.query(
+      `UPDATE outbox_alerts SET details = details || jsonb_build_object('mergedInto', $2::bigint) WHERE id = $1`,
+      [rows[1].id, rows[0].id],
+    );
+    expect((await browser.get("/dashboard/alerts?show=all")).text).toMatch(
+      new RegExp(`<td>resolved [^<]*, merged into alert ${rows[0].id} by an upgrade</td>`),
+    );
     await t.pool.query("UPDATE outbox_alerts SET resolved_at = now() WHERE id = ANY($1)", [
       rows.map((r) => r.id),
     ]);

@@ -1,7 +1,14 @@
 import type { Hono } from "hono";
 import { z } from "zod";
 import { idCursor } from "../../../domain/text.ts";
-import { alertsPage, openAlertKinds, resolveAlerts, isUuid, type AlertRow } from "../../../outbox/index.ts";
+import {
+  alertsPage,
+  openAlertKinds,
+  resolveAlerts,
+  isUuid,
+  mergedInto,
+  type AlertRow,
+} from "../../../outbox/index.ts";
 import { countOpenFailures, stillNotRetried } from "../../../domain/job-failures/retry.ts";
 import { raisedAgainNote } from "../../../domain/alert-kinds.ts";
 import { valid } from "../../validate.ts";
@@ -115,7 +122,8 @@ export function registerAlerts(dashboard: Hono<DashboardEnv>) {
                 <td class={a.resolvedAt ? "muted" : "error"}>{a.message}</td>
                 <td>
                   {a.resolvedAt ? (
-                    `resolved ${time(a.resolvedAt)}`
+                    `resolved ${time(a.resolvedAt)}` +
+                    (mergedInto(a) === undefined ? "" : `, merged into alert ${mergedInto(a)} by an upgrade`)
                   ) : (
                     <form method="post" action="/dashboard/alerts/resolve">
                       <input type="hidden" name="id" value={String(a.id)} />
