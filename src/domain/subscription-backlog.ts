@@ -98,7 +98,7 @@ export interface BacklogCheck {
  * of it: the events are fanned out, no job failed, and a walkthrough's ~93,000
  * `webhook.fanout` jobs made new notes' webhooks 8–9 minutes late while every view
  * read healthy. So the sweep reads each subscription's wait list, keeps it in
- * `subscription_wait_lists` (stats, `status`, the overview show it), and raises one
+ * `subscription_wait_lists` (`stats`, /admin/stats and the overview show it), and raises one
  * `subscription.backlogged` alert per subscription whose wait list has been non-empty
  * at every sweep for `afterMinutes`; the first sweep that finds it empty resolves
  * the alert. Sweeps a minute apart sample nearly independent moments of a busy but
@@ -115,10 +115,9 @@ export async function evaluateBacklogs(
     publicUrl: string;
     now: Date;
     afterMinutes?: number;
-    subscriptions?: readonly string[];
   },
 ): Promise<BacklogCheck> {
-  const names = options.subscriptions ?? SUBSCRIPTION_NAMES;
+  const names = SUBSCRIPTION_NAMES;
   let lists: (WaitList | null)[];
   try {
     lists = await Promise.all(
