@@ -121,7 +121,7 @@ describe("outbox CLI", () => {
   it("stats says what QStash holds behind each subscription's limit, as the sweep last read it", async () => {
     const before = await runCli(["stats"], env());
     expect(before.stdout).toMatch(
-      /^waiting in QStash  not read yet \(the cron sweep reads it each minute\)$/m,
+      /^waiting in QStash {2}not read yet \(the cron sweep reads it each minute\)$/m,
     );
     await t.pool.query(
       `INSERT INTO subscription_wait_lists
@@ -131,7 +131,7 @@ describe("outbox CLI", () => {
     );
     const text = await runCli(["stats"], env());
     expect(text.stdout).toMatch(
-      /^waiting in QStash  webhook\.fanout 930 waiting at every sweep since 2026-12-06T12:00:00\.000Z; read by the sweep at 2026-12-06T12:20:00\.000Z$/m,
+      /^waiting in QStash {2}webhook\.fanout 930 waiting at every sweep since 2026-12-06T12:00:00\.000Z; read by the sweep at 2026-12-06T12:20:00\.000Z$/m,
     );
     const json = JSON.parse((await runCli(["stats", "--json"], env())).stdout);
     expect(json.waitLists).toEqual([
