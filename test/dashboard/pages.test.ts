@@ -219,6 +219,22 @@ describe("overview", () => {
     );
   });
 
+  it("warns when private webhook URLs are allowed on a Worker at a public https address", async () => {
+    const at = (overrides: Record<string, string>) => dashboardClient(() => ({ ...env, ...overrides }));
+    // The local stack: http on 127.0.0.1, where the setting belongs.
+    const local = at({ WEBHOOK_ALLOW_PRIVATE_URLS: "true" });
+    expect((await local.login()).status).toBe(303);
+    expect((await local.get("/dashboard")).text).not.toContain('id="private-urls"');
+    const deployed = at({ WEBHOOK_ALLOW_PRIVATE_URLS: "true", PUBLIC_URL: "https://outbox.example.com" });
+    expect((await deployed.login()).status).toBe(303);
+    expect((await deployed.get("/dashboard")).text).toContain(
+      "WEBHOOK_ALLOW_PRIVATE_URLS=true on a Worker at https://outbox.example.com: webhook endpoints may point at private",
+    );
+    const safe = at({ PUBLIC_URL: "https://outbox.example.com" });
+    expect((await safe.login()).status).toBe(303);
+    expect((await safe.get("/dashboard")).text).not.toContain('id="private-urls"');
+  });
+
   it("says when its open alerts are only the newest, and links to all of them", async () => {
     await t.pool.query(
       `INSERT INTO outbox_alerts (kind, subscription, message)

@@ -60,6 +60,20 @@ export function checkWebhookUrl(input: string, policy: UrlPolicy): UrlVerdict {
   return problem ? refuse(`${problem} (${host})`) : { ok: true, url: url.href };
 }
 
+/**
+ * Whether WEBHOOK_ALLOW_PRIVATE_URLS is on where it does harm: a Worker whose own
+ * PUBLIC_URL is a public https address is deployed, and there the setting lets any
+ * endpoint point at private addresses and keeps 2 KB of each answer for an operator
+ * to read. Not refused outright: a local stack reached through a public tunnel (for
+ * a real QStash) has the same shape. The dashboard's overview says so instead.
+ */
+export function privateUrlsWhereDeployed(config: {
+  WEBHOOK_ALLOW_PRIVATE_URLS: boolean;
+  PUBLIC_URL: string;
+}): boolean {
+  return config.WEBHOOK_ALLOW_PRIVATE_URLS && checkWebhookUrl(config.PUBLIC_URL, { allowPrivate: false }).ok;
+}
+
 function refuse(reason: string): UrlVerdict {
   return { ok: false, reason };
 }

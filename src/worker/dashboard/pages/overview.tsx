@@ -6,6 +6,7 @@ import {
   type WaitListReading,
 } from "../../../domain/subscription-backlog.ts";
 import { subscriptionFilter } from "../../../domain/subscriptions.ts";
+import { privateUrlsWhereDeployed } from "../../../domain/webhooks/url-safety.ts";
 import { listJobFailures } from "../../../domain/job-failures/record.ts";
 import { countOpenFailures } from "../../../domain/job-failures/retry.ts";
 import { attemptsPerMinute, failedDeliveries } from "../../../domain/webhooks/delivery-log.ts";
@@ -120,6 +121,15 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
             <a href={LIVE}>{`Reload every ${OVERVIEW_REFRESH_SECONDS} s`}</a>
           </p>
         )}
+        {privateUrlsWhereDeployed(c.var.config) ? (
+          <div class="panel" id="private-urls">
+            <p class="error">
+              {`WEBHOOK_ALLOW_PRIVATE_URLS=true on a Worker at ${c.var.config.PUBLIC_URL}: webhook endpoints ` +
+                "may point at private and loopback addresses over plain http, and each attempt keeps the first 2 KB " +
+                "of what they answer. It is meant for a local stack; unset it on a deployed Worker."}
+            </p>
+          </div>
+        ) : null}
         <div class="cards">
           <Card label="Backlog" value={String(s.backlog)} tone={s.backlog > 0 ? "warn" : "ok"} />
           <Card label="Due now" value={String(s.due)} />
