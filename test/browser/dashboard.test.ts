@@ -434,7 +434,7 @@ describe("the dashboard in Chromium", () => {
     await signIn();
     await shot("overview-job-failures");
     // Each Retry names its row for a screen reader ("Retry job failure 12"), the eye
-    // reading the row; the seven cards fit one row at 1280 px (the 7th wrapped alone).
+    // reading the row; the eight cards fit one row at 1280 px (the 7th, then the 8th, wrapped alone).
     const retryButtons = page.getByRole("button", { name: /^Retry job failure \d+$/ });
     expect(await lineCounts(retryButtons)).toEqual([1, 1, 1]);
     expect(

@@ -38,7 +38,7 @@ h2{font-size:1.05rem;margin:1.6rem 0 .6rem}
 h1.mono{font-size:1.2rem;word-break:break-all}
 a{color:var(--accent)}
 .muted{color:var(--muted)}
-.cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(9.5rem,1fr));gap:.8rem}
+.cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(8.5rem,1fr));gap:.8rem}
 .card{background:var(--card);border:1px solid var(--line);border-radius:8px;padding:.7rem .9rem}
 .card .label{color:var(--muted);font-size:.8rem;text-transform:uppercase;letter-spacing:.04em}
 .card .value{font-size:1.5rem;font-weight:600}
