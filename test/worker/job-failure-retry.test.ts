@@ -306,7 +306,12 @@ describe("POST /admin/job-failures/retry", () => {
 });
 
 describe("a retried job's route says that the retry was delivered", () => {
-  const deliver = (body: string, retryOf: string | undefined, path = "/jobs/notify.mail") => {
+  const deliver = (
+    body: string,
+    retryOf: string | undefined,
+    path = "/jobs/notify.mail",
+    messageId = `msg_${crypto.randomUUID()}`,
+  ) => {
     const signature = signJwt({
       key: env.QSTASH_CURRENT_SIGNING_KEY!,
       url: `${env.PUBLIC_URL}${path}`,
@@ -315,7 +320,7 @@ describe("a retried job's route says that the retry was delivered", () => {
     return call(app, env, "POST", path, body, {
       headers: {
         "upstash-signature": signature,
-        "upstash-message-id": `msg_${crypto.randomUUID()}`,
+        "upstash-message-id": messageId,
         ...(retryOf === undefined ? {} : { "edge-outbox-retry-of": retryOf }),
       },
     });
@@ -338,14 +343,21 @@ describe("a retried job's route says that the retry was delivered", () => {
       retryDeliveredAt: null,
     });
 
-    const answered = await deliver(job!.body, job!.header["Edge-Outbox-Retry-Of"]![0]);
+    const answered = await deliver(
+      job!.body,
+      job!.header["Edge-Outbox-Retry-Of"]![0],
+      "/jobs/notify.mail",
+      res.body.retryMessageId,
+    );
 
     expect(answered.status).toBe(200);
     const at = await deliveredAt(id);
     expect(at).toBeInstanceOf(Date);
     expect((await listed()).retryDeliveredAt).toBe(at!.toISOString());
     // QStash delivers at least once: the second delivery keeps the first's time.
-    expect((await deliver(job!.body, String(id))).status).toBe(200);
+    expect((await deliver(job!.body, String(id), "/jobs/notify.mail", res.body.retryMessageId)).status).toBe(
+      200,
+    );
     expect(await deliveredAt(id)).toEqual(at);
   });
 
@@ -367,9 +379,31 @@ describe("a retried job's route says that the retry was delivered", () => {
     expect(await deliveredAt(retried)).toBeNull();
   });
 
+  it("marks nothing for a job that is not the failure's retry, whatever id it forwards", async () => {
+    const retried = await insertJobFailure(t.pool);
+    const res = await retry(retried);
+    const [job] = jobsInQStash();
+    // The header is forwarded, not signed: another message naming this failure (a signed
+    // job replayed with the header changed) said its retry was delivered.
+    expect((await deliver(job!.body, String(retried))).status).toBe(200);
+    expect(await deliveredAt(retried)).toBeNull();
+    expect(
+      (await deliver(job!.body, String(retried), "/jobs/notify.mail", res.body.retryMessageId)).status,
+    ).toBe(200);
+    expect(await deliveredAt(retried)).toBeInstanceOf(Date);
+  });
+
+  it("takes a retry whose message id is not recorded yet on its header", async () => {
+    const id = await insertJobFailure(t.pool);
+    // Claimed and published; the answer's message id not written back yet.
+    await t.pool.query("UPDATE job_failures SET retried_at = now() WHERE id = $1", [id]);
+    expect((await deliver(relayJobBody("notify.mail"), String(id))).status).toBe(200);
+    expect(await deliveredAt(id)).toBeInstanceOf(Date);
+  });
+
   it("a database that refuses the mark still answers 200: the job itself is done", async () => {
     const id = await insertJobFailure(t.pool);
-    await retry(id);
+    const res = await retry(id);
     const [job] = jobsInQStash();
     await t.pool.query(`
       CREATE FUNCTION refuse_update() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -377,7 +411,9 @@ describe("a retried job's route says that the retry was delivered", () => {
       CREATE TRIGGER refuse_update BEFORE UPDATE ON job_failures FOR EACH ROW EXECUTE FUNCTION refuse_update();`);
     const logged = vi.spyOn(console, "error").mockImplementation(() => undefined);
     try {
-      expect((await deliver(job!.body, String(id))).status).toBe(200);
+      expect(
+        (await deliver(job!.body, String(id), "/jobs/notify.mail", res.body.retryMessageId)).status,
+      ).toBe(200);
       expect(String(logged.mock.calls[0]?.[0])).toContain(`job failure ${id}'s retry was delivered`);
     } finally {
       logged.mockRestore();

@@ -35,16 +35,26 @@ export const RETRY_OF_HEADER = "Edge-Outbox-Retry-Of";
 
 /**
  * The route of a retried job answered 200: the retry worked. Marked once, and only
- * on a failure that was retried; an id that names no such failure changes nothing.
- * Answers whether a row was marked.
+ * on a failure that was retried by this very message (`messageId`, QStash's
+ * Upstash-Message-Id): the header is forwarded, not signed, so a signed job replayed
+ * with another failure's id marked that one delivered, hiding a failure nobody had
+ * retried successfully. A retry whose message id is not recorded yet (its publish
+ * answered, the id not yet written) is taken on its header alone. An id that names
+ * no such failure changes nothing. Answers whether a row was marked.
  */
-export async function markRetryDelivered(db: Db, header: string, at: Date = new Date()): Promise<boolean> {
+export async function markRetryDelivered(
+  db: Db,
+  header: string,
+  messageId: string,
+  at: Date = new Date(),
+): Promise<boolean> {
   // A header is text from a request: only a failure id the database could hold is looked up.
   if (!/^[1-9]\d{0,17}$/.test(header.trim())) return false;
   const rows = await queryRows<{ id: string }>(
     db,
     sql`UPDATE job_failures SET retry_delivered_at = ${at}
          WHERE id = ${header.trim()} AND retried_at IS NOT NULL AND retry_delivered_at IS NULL
+           AND (retry_message_id = ${messageId} OR retry_message_id IS NULL)
          RETURNING id`,
   );
   return rows.length > 0;
