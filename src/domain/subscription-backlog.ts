@@ -62,12 +62,14 @@ export function createQStashWaitLists(options: {
       }
       const info = (await res.json()) as {
         waitListSize?: number;
+        // Upstash's OpenAPI schema for the list spells it so; the SDK and the get docs do not.
+        waitlistSize?: number;
         parallelismMax?: number;
         parallelismCount?: number;
         isPaused?: boolean;
       };
       return {
-        waiting: info.waitListSize ?? 0,
+        waiting: info.waitListSize ?? info.waitlistSize ?? 0,
         parallelism: info.parallelismMax ?? 0,
         inFlight: info.parallelismCount ?? 0,
         paused: info.isPaused ?? false,
