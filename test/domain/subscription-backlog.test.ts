@@ -182,6 +182,26 @@ describe("createQStashWaitLists against the QStash dev server", () => {
   });
 });
 
+describe("createQStashWaitLists against another spelling", () => {
+  it("reads waitlistSize as Upstash's OpenAPI schema spells it", async () => {
+    const { createServer } = await import("node:http");
+    const server = createServer((_req, res) => {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(
+        JSON.stringify({ flowControlKey: "k", waitlistSize: 5, parallelismMax: 2, parallelismCount: 2 }),
+      );
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    try {
+      const { port } = server.address() as { port: number };
+      const lists = createQStashWaitLists({ baseUrl: `http://127.0.0.1:${port}`, token: "t" });
+      expect(await lists.get("k")).toEqual({ waiting: 5, parallelism: 2, inFlight: 2, paused: false });
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
+});
+
 describe("the cron sweep", () => {
   it("says what it read, or that QStash was not read, in its line", async () => {
     const log = vi.spyOn(console, "log").mockImplementation(() => undefined);
