@@ -393,12 +393,27 @@ describe("a retried job's route says that the retry was delivered", () => {
     expect(await deliveredAt(retried)).toBeInstanceOf(Date);
   });
 
-  it("takes a retry whose message id is not recorded yet on its header", async () => {
-    const id = await insertJobFailure(t.pool);
+  it("takes a retry whose message id is not recorded yet on its header and body", async () => {
+    const body = relayJobBody("notify.mail");
+    const id = await insertJobFailure(t.pool, { body });
     // Claimed and published; the answer's message id not written back yet.
     await t.pool.query("UPDATE job_failures SET retried_at = now() WHERE id = $1", [id]);
-    expect((await deliver(relayJobBody("notify.mail"), String(id))).status).toBe(200);
+    expect((await deliver(body, String(id))).status).toBe(200);
     expect(await deliveredAt(id)).toBeInstanceOf(Date);
+  });
+
+  it("marks nothing for another job's body, even with the failure's id and its retry's message id", async () => {
+    const first = await insertJobFailure(t.pool);
+    const res = await retry(first);
+    const second = await insertJobFailure(t.pool);
+    await retry(second);
+    const secondJob = jobsInQStash().find((j) => j.header["Edge-Outbox-Retry-Of"]?.[0] === String(second));
+    // A walkthrough's replay: the second's signed job, headers naming the first and its
+    // retry's message id (shown in the CLI and the dashboard), neither of them signed.
+    expect(
+      (await deliver(secondJob!.body, String(first), "/jobs/notify.mail", res.body.retryMessageId)).status,
+    ).toBe(200);
+    expect(await deliveredAt(first)).toBeNull();
   });
 
   it("a database that refuses the mark still answers 200: the job itself is done", async () => {

@@ -35,26 +35,28 @@ export const RETRY_OF_HEADER = "Edge-Outbox-Retry-Of";
 
 /**
  * The route of a retried job answered 200: the retry worked. Marked once, and only
- * on a failure that was retried by this very message (`messageId`, QStash's
- * Upstash-Message-Id): the header is forwarded, not signed, so a signed job replayed
- * with another failure's id marked that one delivered, hiding a failure nobody had
- * retried successfully. A retry whose message id is not recorded yet (its publish
- * answered, the id not yet written) is taken on its header alone. An id that names
- * no such failure changes nothing. Answers whether a row was marked.
+ * on a failure that was retried with this very job: its body (signed) is the
+ * failure's, byte for byte (jobToRetry sends the bytes that failed), and its message
+ * id (Upstash-Message-Id) is the retry's, or not recorded yet (the publish answered,
+ * the id not written back). The failure id comes in a forwarded header, which is not
+ * signed: a signed job replayed with another failure's id marked that one delivered,
+ * hiding a failure nobody had retried successfully, and the message id is no more
+ * signed than it. An id that names no such failure changes nothing. Answers whether
+ * a row was marked.
  */
 export async function markRetryDelivered(
   db: Db,
-  header: string,
-  messageId: string,
+  retry: { header: string; messageId: string; body: string },
   at: Date = new Date(),
 ): Promise<boolean> {
+  const { header, messageId, body } = retry;
   // A header is text from a request: only a failure id the database could hold is looked up.
   if (!/^[1-9]\d{0,17}$/.test(header.trim())) return false;
   const rows = await queryRows<{ id: string }>(
     db,
     sql`UPDATE job_failures SET retry_delivered_at = ${at}
          WHERE id = ${header.trim()} AND retried_at IS NOT NULL AND retry_delivered_at IS NULL
-           AND (retry_message_id = ${messageId} OR retry_message_id IS NULL)
+           AND (retry_message_id = ${messageId} OR retry_message_id IS NULL) AND body = ${body}
          RETURNING id`,
   );
   return rows.length > 0;

@@ -56,7 +56,7 @@ export function registerJobsDeliver(app: App) {
       const retryOf = c.req.header(RETRY_OF_HEADER);
       if (retryOf !== undefined)
         await noting(
-          () => markRetryDelivered(c.var.db, retryOf, context.messageId),
+          () => markRetryDelivered(c.var.db, { header: retryOf, messageId: context.messageId, body: raw }),
           `that job failure ${retryOf}'s retry was delivered`,
           c.var.requestId,
         );
