@@ -201,7 +201,11 @@ function waitingInQStash(readings: OperatorStats["waitLists"]): string {
     undefined,
   );
   if (checked === undefined) return "not read yet (the cron sweep reads it each minute)";
-  return `${describeWaiting(readings) ?? "none"}; read by the sweep at ${when(checked)}`;
+  const read = `${describeWaiting(readings) ?? "none"}; read by the sweep at ${when(checked)}`;
+  const unread = readings.find((r) => r.unreadSince !== null);
+  return unread
+    ? `not read since ${when(unread.unreadSince)} (${unread.unreadError ?? "no reason given"}); the last reading: ${read}`
+    : read;
 }
 
 export function formatPass(p: PassResult): string {

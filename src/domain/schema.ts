@@ -177,7 +177,7 @@ export const jobRetriesDue = pgTable(
 /**
  * Each subscription's QStash wait list as the cron sweep last read it (ADR 0039):
  * how many of its jobs were due but held behind their flow-control limit, and since
- * when every sweep has found some waiting (null once one finds none). A backlog there
+ * when every reading has found some waiting (null once one finds none). A backlog there
  * is invisible to the database otherwise: the events are fanned out, their jobs
  * accepted, and nothing has run yet.
  */
@@ -191,6 +191,9 @@ export const subscriptionWaitLists = pgTable("subscription_wait_lists", {
   paused: boolean("paused").notNull(),
   waitingSince: timestamp("waiting_since", tz),
   checkedAt: timestamp("checked_at", tz).notNull(),
+  /** Since when sweeps could not read QStash (null once one does), and why: the reading above is that old. */
+  unreadSince: timestamp("unread_since", tz),
+  unreadError: text("unread_error"),
 });
 
 /**

@@ -5,7 +5,7 @@ import { SUBSCRIPTION_NAMES } from "./subscriptions.ts";
 import { isoTime, queryRows, textArray, utcText } from "./webhooks/rows.ts";
 
 /**
- * Minutes a subscription's QStash wait list must stay non-empty, at every sweep,
+ * Minutes a subscription's QStash wait list must stay non-empty, at every reading,
  * before the sweep raises `subscription.backlogged` (ADR 0039).
  */
 export const BACKLOG_ALERT_AFTER_MINUTES = 15;
@@ -102,13 +102,14 @@ export interface BacklogCheck {
  * read healthy. So the sweep reads each subscription's wait list, keeps it in
  * `subscription_wait_lists` (`stats`, /admin/stats and the overview show it), and raises one
  * `subscription.backlogged` alert per subscription whose wait list has been non-empty
- * at every sweep for `afterMinutes`; the first sweep that finds it empty resolves
+ * at every reading for `afterMinutes`; the first sweep that finds it empty resolves
  * the alert. Sweeps a minute apart sample nearly independent moments of a busy but
  * sufficient key, whose wait list is empty at most of them (ADR 0039), so fifteen
  * in a row means it does not keep up.
  *
- * QStash unreachable (or slower than WAIT_LIST_TIMEOUT_MS): nothing is recorded and no alert
- * changes; the next sweep reads again.
+ * QStash unreachable (or slower than WAIT_LIST_TIMEOUT_MS): the readings stay, marked
+ * unread since then and why, and no alert changes; the next sweep reads again. A run
+ * of non-empty readings goes on across such a gap ("at every reading since").
  */
 export async function evaluateBacklogs(
   db: Db,
@@ -127,7 +128,13 @@ export async function evaluateBacklogs(
       names.map((name) => waitLists.get(subscriptionFlowControl(options.publicUrl, name, 1).key)),
     );
   } catch (error) {
-    return { waiting: {}, backlogged: 0, raised: [], caughtUp: [], unreadable: withCause(error) };
+    const why = withCause(error);
+    // The readings stay as they were, marked as that old: the views said "300 waiting"
+    // for as long as QStash could not be asked, with nothing but the time to tell.
+    await db.execute(sql`UPDATE subscription_wait_lists
+                            SET unread_since = coalesce(unread_since, ${options.now}::timestamptz),
+                                unread_error = ${why.slice(0, 500)}`);
+    return { waiting: {}, backlogged: 0, raised: [], caughtUp: [], unreadable: why };
   }
   const read = lists.map((l) => l ?? { waiting: 0, parallelism: 0, inFlight: 0, paused: false });
   const after = options.afterMinutes ?? BACKLOG_ALERT_AFTER_MINUTES;
@@ -152,20 +159,28 @@ export async function evaluateBacklogs(
           ON CONFLICT (subscription) DO UPDATE SET
             waiting = EXCLUDED.waiting, parallelism = EXCLUDED.parallelism,
             in_flight = EXCLUDED.in_flight, paused = EXCLUDED.paused, checked_at = EXCLUDED.checked_at,
+            unread_since = NULL, unread_error = NULL,
             waiting_since = CASE WHEN EXCLUDED.waiting = 0 THEN NULL
                                  ELSE coalesce(w.waiting_since, EXCLUDED.waiting_since) END
           RETURNING w.*
         ),
         behind AS (
           SELECT s.subscription,
-                 format('subscription %s is behind: at %s, %s of its jobs waited in QStash behind its '
-                        'flow-control limit (%s), and some have waited at every sweep since %s (over %s min), '
-                        'so its events reach it late',
-                        s.subscription, ${utcText(sql`s.checked_at`)}, s.waiting,
-                        CASE WHEN s.paused THEN 'delivery paused'
-                             WHEN s.parallelism > 0 THEN s.parallelism || ' at a time, ' || s.in_flight || ' under way'
-                             ELSE s.in_flight || ' under way' END,
-                        ${utcText(sql`s.waiting_since`)}, ${after}::int) AS message,
+                 -- A pause is said first: it, not the limit, holds every job back.
+                 CASE WHEN s.paused
+                 THEN format('subscription %s is held: QStash delivery of its jobs is paused, and at %s %s of them '
+                             'waited, some at every reading since %s (over %s min); resume delivery in QStash',
+                             s.subscription, ${utcText(sql`s.checked_at`)}, s.waiting,
+                             ${utcText(sql`s.waiting_since`)}, ${after}::int)
+                 ELSE format('subscription %s is behind: at %s, %s of its jobs waited in QStash behind its '
+                             'flow-control limit (%s), some at every reading since %s (over %s min), so its events '
+                             'reach it late: its handler may be slow, or its events more than it can take %s at a time',
+                             s.subscription, ${utcText(sql`s.checked_at`)}, s.waiting,
+                             CASE WHEN s.parallelism > 0
+                                  THEN s.parallelism || ' at a time, ' || s.in_flight || ' under way'
+                                  ELSE s.in_flight || ' under way' END,
+                             ${utcText(sql`s.waiting_since`)}, ${after}::int,
+                             CASE WHEN s.parallelism > 0 THEN s.parallelism::text ELSE 'so many' END) END AS message,
                  jsonb_build_object('waiting', s.waiting, 'parallelism', s.parallelism,
                                     'inFlight', s.in_flight, 'paused', s.paused,
                                     'waitingSince', ${isoTime(sql`s.waiting_since`)},
@@ -192,7 +207,7 @@ export async function evaluateBacklogs(
           -- that has not lasted long enough yet leaves an open alert as it was.
           UPDATE outbox_alerts a SET resolved_at = now(),
                  message = format('subscription %s caught up: QStash held none of its jobs waiting at %s '
-                                  '(some had waited at every sweep since %s)',
+                                  '(some had waited at every reading since %s)',
                                   a.subscription, ${utcText(now)},
                                   ${utcText(sql`(a.details->>'waitingSince')::timestamptz`)})
            WHERE a.kind = 'subscription.backlogged' AND a.resolved_at IS NULL
@@ -221,6 +236,9 @@ export interface WaitListReading {
   /** Since when every reading found jobs waiting; null when the last found none. */
   waitingSince: Date | null;
   checkedAt: Date;
+  /** Since when sweeps could not read QStash, and why; null while they can. */
+  unreadSince: Date | null;
+  unreadError: string | null;
 }
 
 /** The sweep's last reading of each subscription's wait list, by name; none before its first. */
@@ -233,9 +251,12 @@ export async function readWaitLists(db: Db): Promise<WaitListReading[]> {
     paused: boolean;
     waiting_since: Date | string | null;
     checked_at: Date | string;
+    unread_since: Date | string | null;
+    unread_error: string | null;
   }>(
     db,
-    sql`SELECT subscription, waiting, parallelism, in_flight, paused, waiting_since, checked_at
+    sql`SELECT subscription, waiting, parallelism, in_flight, paused, waiting_since, checked_at,
+               unread_since, unread_error
           FROM subscription_wait_lists
          WHERE subscription = ANY(${textArray(SUBSCRIPTION_NAMES)}::text[])
          ORDER BY subscription`,
@@ -248,12 +269,14 @@ export async function readWaitLists(db: Db): Promise<WaitListReading[]> {
     paused: r.paused,
     waitingSince: r.waiting_since === null ? null : new Date(r.waiting_since),
     checkedAt: new Date(r.checked_at),
+    unreadSince: r.unread_since === null ? null : new Date(r.unread_since),
+    unreadError: r.unread_error,
   }));
 }
 
 /**
- * "webhook.fanout 93012 waiting at every sweep since 2026-…Z": the readings with jobs
- * waiting, for a status line; undefined when none has.
+ * "webhook.fanout 93012 waiting at every reading since 2026-…Z": the readings with
+ * jobs waiting, for a status line; undefined when none has.
  */
 export function describeWaiting(readings: readonly WaitListReading[]): string | undefined {
   const waiting = readings.filter((r) => r.waiting > 0);
@@ -262,7 +285,8 @@ export function describeWaiting(readings: readonly WaitListReading[]): string | 
     .map(
       (r) =>
         `${r.subscription} ${r.waiting} waiting` +
-        (r.waitingSince ? ` at every sweep since ${r.waitingSince.toISOString()}` : ""),
+        (r.paused ? " (QStash delivery paused)" : "") +
+        (r.waitingSince ? ` at every reading since ${r.waitingSince.toISOString()}` : ""),
     )
     .join("; ");
 }

@@ -117,7 +117,10 @@ export function createScheduled(
 /** "webhook.fanout 930, others none, backlogged: 1, newly: webhook.fanout", or why QStash was not read. */
 function waitingText(check: BacklogCheck): string {
   if (check.unreadable !== undefined) return `not read (${check.unreadable})`;
-  const some = Object.entries(check.waiting).filter(([, n]) => n > 0);
+  // By name, as `stats` and the overview list them.
+  const some = Object.entries(check.waiting)
+    .filter(([, n]) => n > 0)
+    .sort(([a], [b]) => a.localeCompare(b));
   return (
     (some.length ? some.map(([name, n]) => `${name} ${n}`).join(", ") : "none") +
     (check.backlogged ? `, backlogged: ${check.backlogged}` : "") +

@@ -131,7 +131,14 @@ describe("outbox CLI", () => {
     );
     const text = await runCli(["stats"], env());
     expect(text.stdout).toMatch(
-      /^waiting in QStash {2}webhook\.fanout 930 waiting at every sweep since 2026-12-06T12:00:00\.000Z; read by the sweep at 2026-12-06T12:20:00\.000Z$/m,
+      /^waiting in QStash {2}webhook\.fanout 930 waiting at every reading since 2026-12-06T12:00:00\.000Z; read by the sweep at 2026-12-06T12:20:00\.000Z$/m,
+    );
+    // QStash out of reach since: the reading is that old, and it says so first.
+    await t.pool.query(
+      "UPDATE subscription_wait_lists SET unread_since = '2026-12-06T12:21:00Z', unread_error = 'fetch failed (ECONNREFUSED)'",
+    );
+    expect((await runCli(["stats"], env())).stdout).toMatch(
+      /^waiting in QStash {2}not read since 2026-12-06T12:21:00\.000Z \(fetch failed \(ECONNREFUSED\)\); the last reading: webhook\.fanout 930 waiting/m,
     );
     const json = JSON.parse((await runCli(["stats", "--json"], env())).stdout);
     expect(json.waitLists).toEqual([

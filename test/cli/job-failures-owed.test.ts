@@ -75,6 +75,8 @@ describe("job failures still owed", () => {
         paused: true,
         waitingSince: "2026-12-06T12:00:00.000Z",
         checkedAt: "2026-12-06T12:20:00.000Z",
+        unreadSince: null,
+        unreadError: null,
       },
     ]);
     await t.pool.query("DELETE FROM subscription_wait_lists");

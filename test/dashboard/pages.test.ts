@@ -200,17 +200,25 @@ describe("overview", () => {
               ('corpus.index', 4, 10, 10, false, '2026-12-06T12:20:00Z', '2026-12-06T12:20:00Z')`,
     );
     const page = await browser.get("/dashboard");
-    // 15 minutes waiting at every sweep is what raises subscription.backlogged: "bad".
+    // 15 minutes waiting at every reading is what raises subscription.backlogged: "bad".
     expect(page.text).toMatch(
       /<div class="card bad"><div class="label">Waiting in QStash<\/div><div class="value">93016</,
     );
     expect(page.text).toContain(
-      "<li>webhook.fanout: 93012 waiting (10 at a time, 10 under way) at every sweep since 2026-12-06 12:00:00Z; read at 2026-12-06 12:20:00Z</li>",
+      "<li>webhook.fanout: 93012 waiting (10 at a time, 10 under way) at every reading since 2026-12-06 12:00:00Z; read at 2026-12-06 12:20:00Z</li>",
     );
     expect(page.text).toContain(
       "<li>corpus.index: 4 waiting (10 at a time, 10 under way); read at 2026-12-06 12:20:00Z</li>",
     );
     expect(page.text).not.toContain("notify.mail: 0");
+    expect(page.text).not.toContain("has not read QStash");
+    await t.pool.query(
+      "UPDATE subscription_wait_lists SET unread_since = '2026-12-06T12:21:00Z', unread_error = 'Network connection lost.'",
+    );
+    expect((await browser.get("/dashboard")).text).toContain(
+      "The sweep has not read QStash&#39;s wait lists since 2026-12-06 12:21:00Z: Network connection lost.",
+    );
+    await t.pool.query("UPDATE subscription_wait_lists SET unread_since = NULL, unread_error = NULL");
     await t.pool.query(
       "UPDATE subscription_wait_lists SET waiting = 0, waiting_since = NULL WHERE subscription = 'webhook.fanout'",
     );

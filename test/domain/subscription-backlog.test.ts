@@ -75,8 +75,9 @@ describe("evaluateBacklogs", () => {
     const [alert] = await alerts();
     expect(alert!.message).toBe(
       "subscription webhook.fanout is behind: at 2026-12-06 12:15:00 UTC, 93012 of its jobs waited in QStash " +
-        "behind its flow-control limit (10 at a time, 10 under way), and some have waited at every sweep " +
-        "since 2026-12-06 12:00:00 UTC (over 15 min), so its events reach it late",
+        "behind its flow-control limit (10 at a time, 10 under way), some at every reading " +
+        "since 2026-12-06 12:00:00 UTC (over 15 min), so its events reach it late: its handler may be slow, " +
+        "or its events more than it can take 10 at a time",
     );
     expect(alert!.details).toMatchObject({ waiting: 93_012, waitingSince: "2026-12-06T12:00:00.000Z" });
 
@@ -91,7 +92,7 @@ describe("evaluateBacklogs", () => {
     const [resolved] = await alerts();
     expect(resolved!.resolved_at).toBeInstanceOf(Date);
     expect(resolved!.message).toMatch(
-      /^subscription webhook\.fanout caught up: QStash held none of its jobs waiting at 2026-12-06 12:17:00 UTC \(some had waited at every sweep since 2026-12-06 12:00:00 UTC\)$/,
+      /^subscription webhook\.fanout caught up: QStash held none of its jobs waiting at 2026-12-06 12:17:00 UTC \(some had waited at every reading since 2026-12-06 12:00:00 UTC\)$/,
     );
     expect((await readWaitLists(db())).every((r) => r.waiting === 0 && r.waitingSince === null)).toBe(true);
   });
@@ -112,12 +113,14 @@ describe("evaluateBacklogs", () => {
     await check(qstash({ "notify.mail": paused }), start);
     await check(qstash({ "notify.mail": paused }), minutesLater(start, 20));
     const [alert] = await alerts();
-    expect(alert!.message).toContain(
-      "12 of its jobs waited in QStash behind its flow-control limit (delivery paused)",
+    // The pause, not the limit, holds them: said first, with what to do.
+    expect(alert!.message).toBe(
+      "subscription notify.mail is held: QStash delivery of its jobs is paused, and at 2026-12-06 12:20:00 UTC " +
+        "12 of them waited, some at every reading since 2026-12-06 12:00:00 UTC (over 15 min); resume delivery in QStash",
     );
   });
 
-  it("changes nothing when QStash cannot be read", async () => {
+  it("changes no alert when QStash cannot be read, and marks the readings that old", async () => {
     const start = new Date("2026-12-06T12:00:00Z");
     await check(qstash({ "webhook.fanout": 10 }), start);
     await check(qstash({ "webhook.fanout": 10 }), minutesLater(start, 20));
@@ -126,9 +129,21 @@ describe("evaluateBacklogs", () => {
     const result = await check(down, minutesLater(start, 21));
     expect(result).toMatchObject({ unreadable: "QStash answered 503", waiting: {}, backlogged: 0 });
     expect(await alerts()).toEqual(before);
+    // The views said "10 waiting" for as long as QStash could not be asked.
     expect((await readWaitLists(db())).find((r) => r.subscription === "webhook.fanout")).toMatchObject({
       waiting: 10,
       checkedAt: minutesLater(start, 20),
+      unreadSince: minutesLater(start, 21),
+      unreadError: "QStash answered 503",
+    });
+    // A second failure keeps when it began; a reading clears it, the run going on.
+    await check(down, minutesLater(start, 22));
+    expect((await readWaitLists(db()))[0]!.unreadSince).toEqual(minutesLater(start, 21));
+    await check(qstash({ "webhook.fanout": 10 }), minutesLater(start, 23));
+    expect((await readWaitLists(db())).find((r) => r.subscription === "webhook.fanout")).toMatchObject({
+      unreadSince: null,
+      unreadError: null,
+      waitingSince: start,
     });
   });
 

@@ -64,7 +64,7 @@ const retryAllForm = z.object({
   back: z.string().max(100).optional(),
 });
 
-/** Waiting at every sweep for as long as raises its alert. */
+/** Waiting at every reading for as long as raises its alert. */
 function isBacklogged(w: WaitListReading): boolean {
   return (
     w.waitingSince !== null &&
@@ -72,13 +72,13 @@ function isBacklogged(w: WaitListReading): boolean {
   );
 }
 
-/** "webhook.fanout: 930 waiting (10 at a time, 10 under way) at every sweep since …, read at …". */
+/** "webhook.fanout: 930 waiting (10 at a time, 10 under way) at every reading since …, read at …". */
 function waitingLine(w: WaitListReading): string {
   const limit = w.paused
-    ? "delivery paused"
+    ? "QStash delivery paused"
     : `${w.parallelism > 0 ? `${w.parallelism} at a time, ` : ""}${w.inFlight} under way`;
   const since =
-    w.waitingSince && w.waitingSince < w.checkedAt ? ` at every sweep since ${time(w.waitingSince)}` : "";
+    w.waitingSince && w.waitingSince < w.checkedAt ? ` at every reading since ${time(w.waitingSince)}` : "";
   return `${w.subscription}: ${w.waiting} waiting (${limit})${since}; read at ${time(w.checkedAt)}`;
 }
 
@@ -97,6 +97,7 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
     ]);
     const waiting = waitLists.filter((w) => w.waiting > 0);
     const inQStash = waiting.reduce((n, w) => n + w.waiting, 0);
+    const unread = waitLists.find((w) => w.unreadSince !== null);
     const minutes = perMinute.map((m) => m.minute);
     const attemptAt = new Map(attempts.map((a) => [+a.minute, a]));
     const backingOff = s.relay.backoffUntil !== null && s.relay.backoffUntil > new Date();
@@ -159,7 +160,7 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
           <Card
             label="Waiting in QStash"
             value={waitLists.length === 0 ? "–" : String(inQStash)}
-            tone={waiting.some(isBacklogged) ? "bad" : inQStash > 0 ? "warn" : "ok"}
+            tone={waiting.some(isBacklogged) ? "bad" : inQStash > 0 || unread ? "warn" : "ok"}
           />
           <Card
             label="Relay"
@@ -178,8 +179,14 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
           </div>
         ) : null}
 
-        {waiting.length > 0 ? (
+        {waiting.length > 0 || unread ? (
           <div class="panel" id="waiting">
+            {unread ? (
+              <p class="error">
+                {`The sweep has not read QStash's wait lists since ${time(unread.unreadSince)}: ` +
+                  `${unread.unreadError ?? "no reason given"}. What follows is the last reading.`}
+              </p>
+            ) : null}
             <p>Jobs QStash holds behind their subscription's flow-control limit, as the sweep read them:</p>
             <ul>
               {waiting.map((w) => (
