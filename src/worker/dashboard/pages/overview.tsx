@@ -187,7 +187,7 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
                   `${unread.unreadError ?? "no reason given"}. What follows is the last reading.`}
               </p>
             ) : null}
-            <p>Jobs QStash holds behind their subscription's flow-control limit, as the sweep read them:</p>
+            <p>Jobs QStash holds back, per subscription, as the sweep read them:</p>
             <ul>
               {waiting.map((w) => (
                 <li>{waitingLine(w)}</li>
