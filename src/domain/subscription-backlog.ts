@@ -1,5 +1,5 @@
 import { sql } from "drizzle-orm";
-import { subscriptionFlowControl, withCause } from "../outbox/index.ts";
+import { qstashGet, subscriptionFlowControl, withCause } from "../outbox/index.ts";
 import type { Db } from "./db.ts";
 import { SUBSCRIPTION_NAMES } from "./subscriptions.ts";
 import { isoTime, queryRows, textArray, utcText } from "./webhooks/rows.ts";
@@ -31,43 +31,27 @@ export interface WaitLists {
 }
 
 /**
- * `GET /v2/flowControl/<key>` (QStash's get-flow-control-key). Fetched directly, as
- * QStash's messages are (createQStashMessages): the SDK logs every 404 as an error,
- * and a subscription with no job lately is a 404 at every sweep.
+ * `GET /v2/flowControl/<key>` (QStash's get-flow-control-key), through qstashGet:
+ * the SDK logs every 404 as an error, and a subscription with no job lately is a 404
+ * at every sweep.
  */
 export function createQStashWaitLists(options: {
   baseUrl: string;
   token: string;
   timeoutMs?: number;
 }): WaitLists {
-  const base = options.baseUrl.replace(/\/+$/, "");
-  const ms = options.timeoutMs ?? WAIT_LIST_TIMEOUT_MS;
+  const read = { ...options, timeoutMs: options.timeoutMs ?? WAIT_LIST_TIMEOUT_MS };
   return {
     async get(key) {
-      const res = await fetch(`${base}/v2/flowControl/${encodeURIComponent(key)}`, {
-        headers: { authorization: `Bearer ${options.token}` },
-        signal: AbortSignal.timeout(ms),
-      }).catch((error: unknown) => {
-        if ((error as Error).name === "TimeoutError")
-          throw new Error(`QStash did not answer within ${ms / 1000} s`);
-        throw error;
-      });
-      if (res.status === 404) {
-        await res.body?.cancel();
-        return null;
-      }
-      if (!res.ok) {
-        await res.body?.cancel();
-        throw new Error(`QStash answered ${res.status} to GET /v2/flowControl/${key}`);
-      }
-      const info = (await res.json()) as {
+      const info = (await qstashGet(read, `/v2/flowControl/${encodeURIComponent(key)}`)) as {
         waitListSize?: number;
         // Upstash's OpenAPI schema for the list spells it so; the SDK and the get docs do not.
         waitlistSize?: number;
         parallelismMax?: number;
         parallelismCount?: number;
         isPaused?: boolean;
-      };
+      } | null;
+      if (info === null) return null;
       return {
         waiting: info.waitListSize ?? info.waitlistSize ?? 0,
         parallelism: info.parallelismMax ?? 0,
@@ -88,7 +72,7 @@ export interface BacklogCheck {
   raised: string[];
   /** Those whose alert this check resolved: their wait list was empty. */
   caughtUp: string[];
-  /** Why QStash could not be read; nothing was recorded then. */
+  /** Why QStash could not be read; the readings were then only marked unread since now. */
   unreadable?: string;
 }
 

@@ -37,6 +37,7 @@ export {
   jobUrl,
   failureCallbackUrl,
   qstashClient,
+  qstashGet,
   flowControlFor,
   subscriptionFlowControl,
   deploymentLabel,

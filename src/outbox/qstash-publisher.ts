@@ -74,6 +74,38 @@ export function qstashClient(options: { baseUrl: string; token: string }): Clien
   });
 }
 
+/**
+ * A GET of QStash's REST API (`path` from `/v2` on, its parts already encoded) with
+ * the token: the answer's JSON, or null when QStash answers 404. A plain fetch, not
+ * the SDK: the SDK logs every non-2xx answer as an error, and for these reads (a
+ * job QStash no longer holds, a flow-control key no job has had lately) a 404 is an
+ * expected answer. Any other answer but a 2xx throws, and so does no answer within
+ * `timeoutMs` when one is given.
+ */
+export async function qstashGet(
+  options: { baseUrl: string; token: string; timeoutMs?: number },
+  path: string,
+): Promise<unknown> {
+  const ms = options.timeoutMs;
+  const res = await fetch(`${stripSlash(options.baseUrl)}${path}`, {
+    headers: { authorization: `Bearer ${options.token}` },
+    ...(ms === undefined ? {} : { signal: AbortSignal.timeout(ms) }),
+  }).catch((error: unknown) => {
+    if ((error as Error).name === "TimeoutError")
+      throw new Error(`QStash did not answer within ${ms! / 1000} s`);
+    throw error;
+  });
+  if (res.status === 404) {
+    await res.body?.cancel();
+    return null;
+  }
+  if (!res.ok) {
+    await res.body?.cancel();
+    throw new Error(`QStash answered ${res.status} to GET ${path}`);
+  }
+  return res.json();
+}
+
 /** Where QStash delivers jobs: `<publicUrl>/jobs/<subscription>`. */
 export const JOBS_PATH = "/jobs";
 /** Where QStash reports a job that exhausted its retries; `_` keeps it apart from subscription names. */

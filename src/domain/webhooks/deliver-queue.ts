@@ -8,6 +8,7 @@ import {
   PublishError,
   QSTASH_BATCH_LIMITS,
   qstashClient,
+  qstashGet,
 } from "../../outbox/index.ts";
 import { positiveInt } from "../../outbox/sql.ts";
 
@@ -139,22 +140,16 @@ const LIVE_STATES = new Set(["CREATED", "ACTIVE", "RETRY"]);
  * control is held, however late, so an overdue delivery is taken for lost only
  * when QStash answers 404, or names a finished state (the dev server keeps finished
  * messages and says so). Any other answer throws: the sweep then republishes nothing.
- * A plain fetch, not the SDK's messages.get: the SDK logs every non-2xx answer as
- * an error, and here a 404 is the expected answer for a lost job.
+ * Read with qstashGet, not the SDK's messages.get, which logs the expected 404 as
+ * an error.
  */
 export function createQStashMessages(options: { baseUrl: string; token: string }): QStashMessages {
-  const base = options.baseUrl.replace(/\/+$/, "");
   return {
     async holds(messageId) {
-      const res = await fetch(`${base}/v2/messages/${encodeURIComponent(messageId)}`, {
-        headers: { authorization: `Bearer ${options.token}` },
-      });
-      if (res.status === 404) {
-        await res.body?.cancel();
-        return false;
-      }
-      if (!res.ok) throw new Error(`QStash answered ${res.status} to GET /v2/messages/${messageId}`);
-      const message = (await res.json()) as { state?: string };
+      const message = (await qstashGet(options, `/v2/messages/${encodeURIComponent(messageId)}`)) as {
+        state?: string;
+      } | null;
+      if (message === null) return false;
       return message.state === undefined || LIVE_STATES.has(message.state);
     },
   };
