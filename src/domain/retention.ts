@@ -20,7 +20,13 @@ export interface RetentionCut {
 export const RETENTION_BATCH = 500;
 
 /** The tables whose old rows the sweep deletes this way, each keyed by `id`. */
-type Table = "webhook_deliveries" | "outbox_alerts" | "job_failures" | "mail_sends" | "idempotency_keys";
+type Table =
+  | "webhook_deliveries"
+  | "outbox_alerts"
+  | "job_failures"
+  | "mail_sends"
+  | "idempotency_keys"
+  | "dashboard_login_failures";
 
 /**
  * Deletes the rows of `table` that `pick` selects (their ids, oldest first, at most

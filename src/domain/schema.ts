@@ -189,6 +189,7 @@ export const subscriptionWaitLists = pgTable("subscription_wait_lists", {
   /** Its jobs QStash had under way. */
   inFlight: integer("in_flight").notNull(),
   paused: boolean("paused").notNull(),
+  /** Since when every reading found jobs waiting; null when the last found none. */
   waitingSince: timestamp("waiting_since", tz),
   checkedAt: timestamp("checked_at", tz).notNull(),
   /** Since when sweeps could not read QStash (null once one does), and why: the reading above is that old. */

@@ -1,6 +1,7 @@
-import { sql } from "drizzle-orm";
+import { inArray, sql } from "drizzle-orm";
 import { qstashGet, subscriptionFlowControl, withCause } from "../outbox/index.ts";
 import type { Db } from "./db.ts";
+import { subscriptionWaitLists } from "./schema.ts";
 import { SUBSCRIPTION_NAMES } from "./subscriptions.ts";
 import { isoTime, queryRows, textArray, utcText } from "./webhooks/rows.ts";
 
@@ -210,52 +211,16 @@ export async function evaluateBacklogs(
   };
 }
 
-/** A subscription's wait list as the sweep last read it. */
-export interface WaitListReading {
-  subscription: string;
-  waiting: number;
-  parallelism: number;
-  inFlight: number;
-  paused: boolean;
-  /** Since when every reading found jobs waiting; null when the last found none. */
-  waitingSince: Date | null;
-  checkedAt: Date;
-  /** Since when sweeps could not read QStash, and why; null while they can. */
-  unreadSince: Date | null;
-  unreadError: string | null;
-}
+/** A subscription's wait list as the sweep last read it (a `subscription_wait_lists` row). */
+export type WaitListReading = typeof subscriptionWaitLists.$inferSelect;
 
 /** The sweep's last reading of each subscription's wait list, by name; none before its first. */
 export async function readWaitLists(db: Db): Promise<WaitListReading[]> {
-  const rows = await queryRows<{
-    subscription: string;
-    waiting: number;
-    parallelism: number;
-    in_flight: number;
-    paused: boolean;
-    waiting_since: Date | string | null;
-    checked_at: Date | string;
-    unread_since: Date | string | null;
-    unread_error: string | null;
-  }>(
-    db,
-    sql`SELECT subscription, waiting, parallelism, in_flight, paused, waiting_since, checked_at,
-               unread_since, unread_error
-          FROM subscription_wait_lists
-         WHERE subscription = ANY(${textArray(SUBSCRIPTION_NAMES)}::text[])
-         ORDER BY subscription`,
-  );
-  return rows.map((r) => ({
-    subscription: r.subscription,
-    waiting: r.waiting,
-    parallelism: r.parallelism,
-    inFlight: r.in_flight,
-    paused: r.paused,
-    waitingSince: r.waiting_since === null ? null : new Date(r.waiting_since),
-    checkedAt: new Date(r.checked_at),
-    unreadSince: r.unread_since === null ? null : new Date(r.unread_since),
-    unreadError: r.unread_error,
-  }));
+  return db
+    .select()
+    .from(subscriptionWaitLists)
+    .where(inArray(subscriptionWaitLists.subscription, SUBSCRIPTION_NAMES))
+    .orderBy(subscriptionWaitLists.subscription);
 }
 
 /**

@@ -74,7 +74,7 @@ export function createScheduled(
       const deliveriesDeleted = await deleteOldDeliveries(db, cut);
       const records = await deleteOldRecords(db, cut);
       const keysDeleted = await deleteExpiredKeys(db, now());
-      const loginFailures = await deleteStaleLoginFailures(pool);
+      const loginFailures = await deleteStaleLoginFailures(db);
       const deadLetters = await collectDeadLetters(db, deadLettersFor(config), {
         label: qstashLabelFor(config),
         publicUrl: config.PUBLIC_URL,

@@ -1,5 +1,8 @@
+import { sql } from "drizzle-orm";
+import type { Db } from "../../domain/db.ts";
+import { deleteInBatches } from "../../domain/retention.ts";
 import { parseIpv4, parseIpv6 } from "../../domain/webhooks/url-safety.ts";
-import { moreRetentionBatches, type Queryable, type SqlPool } from "../../outbox/index.ts";
+import type { SqlPool } from "../../outbox/index.ts";
 
 /** Wrong passwords allowed from one client within the window before it is locked out. */
 export const LOCKOUT_POLICY = {
@@ -98,29 +101,15 @@ export async function attemptLogin(
  * so wrong tokens from addresses that never logged in stayed for ever (a walkthrough's
  * 201 rows, 120 days on). In batches, as retention; answers how many went.
  */
-export async function deleteStaleLoginFailures(db: Queryable): Promise<number> {
-  let deleted = 0;
-  const started = Date.now();
-  for (let batch = 0; moreRetentionBatches(batch, started); batch++) {
-    const { rows } = (await db.query(
-      `WITH gone AS (
-         DELETE FROM dashboard_login_failures WHERE id IN (
-           SELECT id FROM dashboard_login_failures
-            WHERE failed_at <= now() - make_interval(secs => $1::float8 / 1000)
-            LIMIT $2)
-         RETURNING 1)
-       SELECT count(*)::int AS n FROM gone`,
-      [LOCKOUT_POLICY.windowMs + LOCKOUT_POLICY.lockMs, STALE_BATCH],
-    )) as { rows: { n: number }[] };
-    const n = rows[0]?.n ?? 0;
-    deleted += n;
-    if (n < STALE_BATCH) break;
-  }
-  return deleted;
+export async function deleteStaleLoginFailures(db: Db): Promise<number> {
+  return deleteInBatches(
+    db,
+    "dashboard_login_failures",
+    (limit) => sql`SELECT id FROM dashboard_login_failures
+                    WHERE failed_at <= now() - make_interval(secs => ${LOCKOUT_POLICY.windowMs + LOCKOUT_POLICY.lockMs}::float8 / 1000)
+                    LIMIT ${limit}`,
+  );
 }
-
-/** Rows per DELETE of stale login failures. */
-const STALE_BATCH = 500;
 
 /**
  * Who is guessing. On Cloudflare, CF-Connecting-IP is set by the edge and cannot
