@@ -510,7 +510,7 @@ describe("the dashboard in Chromium", () => {
     expect(problems).toEqual([]);
   }, 60_000);
 
-  it("every page fits a phone and a narrow window: the header's links wrap, tables scroll in their own box", async () => {
+  it("every page fits a phone and a narrow window: the header's links wrap, a list's rows stack, tables scroll in their own box", async () => {
     // At 390 px the header's links ran 210 px past the window, light text on the
     // page's light background, and an endpoint's deliveries made its page 1,168 px wide.
     const secretsKey = importSecretsKey(TEST_WEBHOOK_SECRETS_KEY);
@@ -551,7 +551,7 @@ describe("the dashboard in Chromium", () => {
       `/dashboard/webhooks/deliveries/${delivery.id}`,
     ];
     const misfits: Record<string, unknown> = {};
-    for (const width of [360, 800]) {
+    for (const width of [360, 800, 1280]) {
       await page.setViewportSize({ width, height: 900 });
       for (const path of paths) {
         await page.goto(`${stack.url}${path}`);
@@ -564,6 +564,31 @@ describe("the dashboard in Chromium", () => {
             .map((b) => `${b.scrollWidth}/${b.clientWidth} tabindex ${b.getAttribute("tabindex")}`),
         );
         if (unreachable.length > 0) misfits[`${width} ${path}: scroll boxes`] = unreachable;
+        // What a row says and what can be done to it are seen without scrolling sideways:
+        // at 375 px an alert's message and its Resolve button sat past the window's edge.
+        const offscreen = await page.$$eval("table button, table td.error", (all) =>
+          all
+            .filter((el) => {
+              const r = el.getBoundingClientRect();
+              return r.left < 0 || r.right > innerWidth;
+            })
+            .map((el) => `${el.tagName.toLowerCase()} ${el.textContent!.trim().slice(0, 30)}`),
+        );
+        if (offscreen.length > 0) misfits[`${width} ${path}: past the window's edge`] = offscreen;
+        // A stacked row's cells are led by their column's name: each cell's label is its header's.
+        const mislabelled = await page.$$eval("table.stack", (tables) =>
+          tables.flatMap((table) => {
+            const rows = [...table.querySelectorAll("tr")];
+            const head = rows.find((r) => r.querySelector("th"));
+            const names = [...(head?.querySelectorAll("th") ?? [])].map((th) => th.textContent!.trim());
+            return rows
+              .filter((r) => r !== head)
+              .map((r) => [...r.querySelectorAll("td")].map((td) => td.dataset.label ?? "(none)"))
+              .filter((labels) => labels.join("|") !== names.join("|"))
+              .map((labels) => `${labels.join("|")} under ${names.join("|")}`);
+          }),
+        );
+        if (mislabelled.length > 0) misfits[`${width} ${path}: labels`] = mislabelled;
         // Every link and the sign-out button inside the window and on the header's dark band.
         const outside = await page.evaluate(() => {
           const band = document.querySelector("header.top")!.getBoundingClientRect();
@@ -578,6 +603,8 @@ describe("the dashboard in Chromium", () => {
       }
       await page.goto(`${stack.url}/dashboard/webhooks/${endpoint.id}`);
       await shot(`webhook-endpoint-${width}`);
+      await page.goto(`${stack.url}/dashboard`);
+      await shot(`overview-${width}`);
     }
     await page.setViewportSize({ width: 1280, height: 900 });
     expect(misfits, JSON.stringify(misfits)).toEqual({});

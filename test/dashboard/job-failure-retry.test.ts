@@ -239,7 +239,8 @@ describe("retrying a job failure from the overview", () => {
 });
 
 describe("the job failures page", () => {
-  const shownIds = (text: string) => [...text.matchAll(/<tr><td>#(\d+)/g)].map((m) => Number(m[1]));
+  const shownIds = (text: string) =>
+    [...text.matchAll(/<tr><td data-label="#">#(\d+)/g)].map((m) => Number(m[1]));
   const olderLink = (text: string) => /<a rel="next" href="([^"]+)"/.exec(text)?.[1]?.replace(/&amp;/g, "&");
   async function insertMany(n: number): Promise<number[]> {
     const { rows } = await t.pool.query(

@@ -252,15 +252,17 @@ describe("overview", () => {
     // It showed 10 of 22 without saying so, and linked nowhere.
     expect(page.text).toContain('<p class="muted">The newest 10 of 12.</p>');
     expect(page.text).toContain('<a href="/dashboard/alerts">All open alerts →</a>');
-    expect([...page.text.matchAll(/<td>job\.failed<\/td>/g)]).toHaveLength(10);
+    expect([...page.text.matchAll(/<td data-label="kind">job\.failed<\/td>/g)]).toHaveLength(10);
   });
 });
 
 describe("events", () => {
   const seqs = (text: string) =>
-    [...text.matchAll(/<td class="num mono"><a href="\/dashboard\/events\/[^"]+">(\d+)<\/a>/g)].map((m) =>
-      Number(m[1]),
-    );
+    [
+      ...text.matchAll(
+        /<td class="num mono" data-label="seq"><a href="\/dashboard\/events\/[^"]+">(\d+)<\/a>/g,
+      ),
+    ].map((m) => Number(m[1]));
 
   it("pages by seq, newest first, and a row recorded meanwhile does not shift the next page", async () => {
     await seedEvents(t.pool, 120);
@@ -304,9 +306,11 @@ describe("events", () => {
     const uuid = "0b7e3c1a-4d2f-4c6b-9a1e-5f8d2c7b6a90";
     await seedEvents(t.pool, 1, { subject: () => uuid });
     const listed = (await browser.get("/dashboard/events")).text;
-    expect(listed).toContain('<td class="mono"><a href="/dashboard/events?subject=note-1">note-1</a></td>');
     expect(listed).toContain(
-      `<td class="mono nowrap"><a href="/dashboard/events?subject=${uuid}" title="${uuid}">…5f8d2c7b6a90</a></td>`,
+      '<td class="mono" data-label="subject"><a href="/dashboard/events?subject=note-1">note-1</a></td>',
+    );
+    expect(listed).toContain(
+      `<td class="mono nowrap" data-label="subject"><a href="/dashboard/events?subject=${uuid}" title="${uuid}">…5f8d2c7b6a90</a></td>`,
     );
     await t.pool.query("DELETE FROM events WHERE subject = $1", [uuid]);
     expect(await get("scope=acme&type=*.connected")).toEqual(where((r) => r.scope === "acme"));
@@ -415,11 +419,15 @@ describe("event detail", () => {
 
     const page = await browser.get(`/dashboard/events/${id}`);
     expect(page.status).toBe(200);
-    expect(page.text).toMatch(/<td>notify\.mail<\/td><td class="mono">QStash msg_abc<\/td>/);
+    expect(page.text).toMatch(
+      /<td data-label="subscription">notify\.mail<\/td><td class="mono" data-label="job">QStash msg_abc<\/td>/,
+    );
     expect(page.text).toContain(`coalesced into <a href="/dashboard/events/${later}">`);
     expect(page.text).toContain("https://receiver.example/ok");
     expect(page.text).toMatch(/<span class="state state-delivered">delivered<\/span> 2 attempts/);
-    expect(page.text).toMatch(/<td class="num">503<\/td>.*<td class="num">200<\/td>/);
+    expect(page.text).toMatch(
+      /<td class="num" data-label="status">503<\/td>.*<td class="num" data-label="status">200<\/td>/,
+    );
     expect(page.text).toContain(`body 503 ${ESCAPED}`);
     expect(page.text).toContain(`&quot;title&quot;: &quot;${ESCAPED}&quot;`);
     expect(page.text).toContain(`first try failed ${ESCAPED}`);
@@ -609,7 +617,9 @@ describe("webhook endpoints", () => {
       '<span class="state state-delivered">healthy</span>',
     );
     expect(row("https://receiver.example/ok")).toContain("25.0 % of 4");
-    expect(row("https://receiver.example/ok")).toMatch(/<td class="num">0<\/td><td class="num">1<\/td>/);
+    expect(row("https://receiver.example/ok")).toMatch(
+      /<td class="num" data-label="pending">0<\/td><td class="num" data-label="gave up">1<\/td>/,
+    );
     expect(row("https://receiver.example/off")).toContain('<span class="state state-failed">disabled</span>');
     expect(row("https://receiver.example/off")).toContain(`failing for 5 days ${ESCAPED}`);
     expect(list.text).not.toContain(SCRIPT);
@@ -852,7 +862,9 @@ describe("alerts", () => {
     // On one line: a 13-character id broken anywhere stacked "…" / "3d447b167" / "f69" in its column.
     for (const id of [burstA!, burstB!])
       expect(page.text).toMatch(
-        new RegExp(`<td class="mono nowrap">\\s*<a href="/dashboard/events/${id}" title="${id}">`),
+        new RegExp(
+          `<td class="mono nowrap" data-label="about">\\s*<a href="/dashboard/events/${id}" title="${id}">`,
+        ),
       );
     expect((await browser.get("/dashboard/assets/dashboard.css")).text).toContain(
       ".nowrap{white-space:nowrap}",
@@ -875,8 +887,8 @@ describe("alerts", () => {
       `<a href="/dashboard/webhooks/${endpointId}" title="${endpointId}">endpoint …${endpointId.slice(-12)}</a>`,
     );
     expect(page).toContain(`<a href="/dashboard/events/${eventId}" title="${eventId}">event …`);
-    expect(page).toMatch(/<td class="error">open failures<\/td>/);
-    expect(page).toMatch(/<td class="muted">old failures<\/td>/);
+    expect(page).toMatch(/<td class="error" data-label="message">open failures<\/td>/);
+    expect(page).toMatch(/<td class="muted" data-label="message">old failures<\/td>/);
     expect(page).not.toContain("merged into");
     // One an upgrade merged (migrations 0016, 0023) read as resolved by someone.
     await t.pool.query(
@@ -884,7 +896,9 @@ describe("alerts", () => {
       [rows[1].id, rows[0].id],
     );
     expect((await browser.get("/dashboard/alerts?show=all")).text).toMatch(
-      new RegExp(`<td>resolved [^<]*, merged into alert ${rows[0].id} by an upgrade</td>`),
+      new RegExp(
+        `<td data-label="action">resolved [^<]*, merged into alert ${rows[0].id} by an upgrade</td>`,
+      ),
     );
     await t.pool.query("UPDATE outbox_alerts SET resolved_at = now() WHERE id = ANY($1)", [
       rows.map((r) => r.id),
@@ -899,7 +913,7 @@ describe("alerts", () => {
     const page = (await browser.get("/dashboard/alerts")).text;
     // Its failures are where its message sends the reader.
     expect(page).toMatch(
-      /<td class="mono nowrap">subscription notify\.mail<br\/?><a href="\/dashboard\/job-failures\?subscription=notify\.mail">its failed jobs<\/a><\/td>/,
+      /<td class="mono nowrap" data-label="about">subscription notify\.mail<br\/?><a href="\/dashboard\/job-failures\?subscription=notify\.mail">its failed jobs<\/a><\/td>/,
     );
 
     const owed = await insertJobFailure(t.pool);
@@ -925,7 +939,7 @@ describe("alerts", () => {
     );
     const page = await browser.get("/dashboard/alerts");
     expect(page.text).toMatch(
-      /<td class="mono nowrap">subscription corpus\.index<br\/?><a href="\/dashboard\/job-failures\?subscription=corpus\.index">its failed jobs<\/a><\/td>/,
+      /<td class="mono nowrap" data-label="about">subscription corpus\.index<br\/?><a href="\/dashboard\/job-failures\?subscription=corpus\.index">its failed jobs<\/a><\/td>/,
     );
     await t.pool.query("UPDATE outbox_alerts SET resolved_at = now() WHERE resolved_at IS NULL");
   });

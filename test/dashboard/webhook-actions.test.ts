@@ -187,7 +187,7 @@ describe("send test event", () => {
     const delivered = await browser.get(location);
     expect(delivered.text).toMatch(/<span class="state state-delivered">delivered<\/span>/);
     expect(delivered.text).toMatch(
-      /<h2>Attempts \(1\)<\/h2><div class="scroll"><table class="attempts">.*<td class="num">200<\/td>/,
+      /<h2>Attempts \(1\)<\/h2><div class="scroll"><table class="attempts stack">.*<td class="num" data-label="status">200<\/td>/,
     );
     expect(delivered.text).not.toMatch(/http-equiv="refresh"/);
     // Focused on load, so a screen reader reads what the action did.
@@ -357,9 +357,11 @@ describe("recover since a time", () => {
 
 describe("an endpoint's deliveries", () => {
   const listed = (text: string) =>
-    [...text.matchAll(/<td class="time"><a href="\/dashboard\/webhooks\/deliveries\/([0-9a-f-]{36})">/g)].map(
-      (m) => m[1],
-    );
+    [
+      ...text.matchAll(
+        /<td class="time" data-label="created"><a href="\/dashboard\/webhooks\/deliveries\/([0-9a-f-]{36})">/g,
+      ),
+    ].map((m) => m[1]);
   const nextLink = (text: string) => /<a rel="next" href="([^"]+)"/.exec(text)?.[1]?.replace(/&amp;/g, "&");
 
   it("page by (created_at, id), newest first: ties split exactly, and a delivery made meanwhile shifts nothing", async () => {
@@ -407,9 +409,11 @@ describe("an endpoint's deliveries", () => {
     expect(list.text).toContain(`<a href="/dashboard/webhooks/deliveries/${id}">`);
     const page = await browser.get(`/dashboard/webhooks/deliveries/${id}`);
     expect(page.text).toContain("<h2>Attempts (8)</h2>");
-    const tries = [...page.text.matchAll(/<td class="mono">try (\d) &lt;b&gt;busy&lt;\/b&gt;<\/td>/g)].map(
-      (m) => Number(m[1]),
-    );
+    const tries = [
+      ...page.text.matchAll(
+        /<td class="mono" data-label="response \(first 2 KB\)">try (\d) &lt;b&gt;busy&lt;\/b&gt;<\/td>/g,
+      ),
+    ].map((m) => Number(m[1]));
     expect(tries).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
     expect(page.text).toContain(`<a href="/dashboard/webhooks/${ep.id}">`);
     expect(page.text).not.toContain("<b>busy</b>");
@@ -578,11 +582,11 @@ describe("a delivery's attempts after its endpoint's URL changed", () => {
 
     const page = (await browser.get(`/dashboard/webhooks/deliveries/${id}`)).text;
     expect(page).toContain("<th>sent to</th>");
-    expect(page).toContain(`<td class="mono">${receiver.url("/before-the-move")}</td>`);
-    expect(page).toContain(`<td class="mono">${receiver.url("/after")}</td>`);
+    expect(page).toContain(`<td class="mono" data-label="sent to">${receiver.url("/before-the-move")}</td>`);
+    expect(page).toContain(`<td class="mono" data-label="sent to">${receiver.url("/after")}</td>`);
     const { rows } = await t.pool.query("SELECT event_id FROM webhook_deliveries WHERE id = $1", [id]);
     expect((await browser.get(`/dashboard/events/${rows[0].event_id}`)).text).toContain(
-      `<td class="mono">${receiver.url("/before-the-move")}</td>`,
+      `<td class="mono" data-label="sent to">${receiver.url("/before-the-move")}</td>`,
     );
 
     // One that never moved shows no such column.

@@ -158,11 +158,29 @@ export function age(seconds: number | null): string {
  * Every table on the dashboard. A table of several columns is wider than a phone
  * or a narrow window, so it scrolls sideways in its own box and the page keeps the
  * window's width (styles.ts); each page once chose for itself, and most did not.
+ *
+ * `stack`: a list of rows, each with what it says and what can be done to it. In a
+ * window narrower than 70rem (an endpoint's deliveries, the widest list, need about
+ * 66rem) each row becomes a block of lines, each cell led by its column's name from
+ * its `data-label` (the header row is hidden): scrolled sideways, an alert's message
+ * and its Resolve button, a delivery's error and its Redeliver sat past the window's
+ * edge at 800 px, with nothing showing they were there.
  */
-export function Table({ class: className, id, children }: { class?: string; id?: string; children?: Child }) {
+export function Table({
+  class: className,
+  id,
+  stack,
+  children,
+}: {
+  class?: string;
+  id?: string;
+  stack?: boolean;
+  children?: Child;
+}) {
+  const classes = [className, stack ? "stack" : undefined].filter(Boolean).join(" ");
   return (
     <div class="scroll">
-      <table class={className} id={id}>
+      <table class={classes || undefined} id={id}>
         {children}
       </table>
     </div>

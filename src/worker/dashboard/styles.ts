@@ -19,6 +19,12 @@
  * line of their own under the name and "Sign out", and wrap there, instead of
  * running past the header's edge (light text on the page's light background).
  * A button's label never wraps inside it ("Retr" / "y").
+ *
+ * Scrolling sideways hides what a row says at its end, and what can be done to it
+ * (an alert's Resolve, a delivery's Redeliver): a list of rows (`Table stack`)
+ * becomes, below 70rem, one block a row, each cell a line led by its column's name
+ * (`data-label`, as the header row is hidden); below 30rem the name goes above the
+ * cell, and a table of names and values (`.kv`) puts each name above its value.
  */
 export const DASHBOARD_CSS = `
 :root{--fg:#1d2330;--muted:#5d6678;--line:#dde1e8;--bg:#f6f7f9;--card:#fff;--accent:#2557d6;--bad:#b42318;--ok:#067647;--warn:#b54708}
@@ -106,6 +112,20 @@ details.edit{margin:1rem 0}
 details.edit form{display:flex;flex-direction:column;gap:.3rem;max-width:40rem;margin-top:.5rem}
 details.edit label{font-size:.85rem;color:var(--muted)}
 details.edit button{align-self:flex-start;margin-top:.4rem}
+@media (max-width:70rem){
+table.stack,table.stack tbody,table.stack tr,table.stack td{display:block}
+table.stack tr:has(>th){display:none}
+table.stack tr{border-bottom:1px solid var(--line);padding:.35rem 0}
+table.stack td{border:0;padding:.1rem .55rem .1rem 9.5rem;position:relative;min-width:0;text-align:left}
+table.stack td::before{content:attr(data-label);position:absolute;left:.55rem;width:8.5rem;color:var(--muted);font-size:.78rem;text-transform:uppercase;letter-spacing:.04em;line-height:1.8}
+}
+@media (max-width:30rem){
+table.stack td{padding-left:.55rem}
+table.stack td::before{position:static;display:block;width:auto;line-height:1.45}
+table.kv th,table.kv td{display:block;width:auto;border:0;padding:.1rem .55rem}
+table.kv tr{display:block;border-bottom:1px solid var(--line);padding:.3rem 0}
+table.kv td.error{min-width:0}
+}
 .timeline{list-style:none;padding:0;margin:0}
 .timeline li{padding:.35rem 0 .35rem 1rem;border-left:2px solid var(--line);position:relative}
 `;

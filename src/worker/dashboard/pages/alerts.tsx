@@ -101,7 +101,7 @@ export function registerAlerts(dashboard: Hono<DashboardEnv>) {
                 : "No alerts."}
           </p>
         ) : (
-          <Table>
+          <Table stack>
             <tr>
               <th>raised</th>
               <th>kind</th>
@@ -113,14 +113,18 @@ export function registerAlerts(dashboard: Hono<DashboardEnv>) {
             </tr>
             {alerts.map((a) => (
               <tr>
-                <td class="time">{time(a.createdAt)}</td>
-                <td>{a.kind}</td>
-                <td class="mono nowrap">
+                <td class="time" data-label="raised">
+                  {time(a.createdAt)}
+                </td>
+                <td data-label="kind">{a.kind}</td>
+                <td class="mono nowrap" data-label="about">
                   <About alert={a} />
                 </td>
                 {/* A resolved alert is history, not an alarm. */}
-                <td class={a.resolvedAt ? "muted" : "error"}>{a.message}</td>
-                <td>
+                <td class={a.resolvedAt ? "muted" : "error"} data-label="message">
+                  {a.message}
+                </td>
+                <td data-label="action">
                   {a.resolvedAt ? (
                     `resolved ${time(a.resolvedAt)}` +
                     (mergedInto(a) === undefined ? "" : `, merged into alert ${mergedInto(a)} by an upgrade`)

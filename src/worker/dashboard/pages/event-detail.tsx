@@ -136,15 +136,15 @@ export function registerEventDetail(dashboard: Hono<DashboardEnv>) {
         {fanout.length === 0 ? (
           <p class="muted">{event.fannedOutAt ? "No subscription matched." : "Not fanned out yet."}</p>
         ) : (
-          <Table>
+          <Table stack>
             <tr>
               <th>subscription</th>
               <th>job</th>
             </tr>
             {fanout.map(([subscription, entry]) => (
               <tr>
-                <td>{subscription}</td>
-                <td class="mono">
+                <td data-label="subscription">{subscription}</td>
+                <td class="mono" data-label="job">
                   {"coalescedInto" in entry ? (
                     <>
                       {"coalesced into "}
@@ -178,7 +178,7 @@ export function registerEventDetail(dashboard: Hono<DashboardEnv>) {
         {shownAlerts.length === 0 ? (
           <p class="muted">None.</p>
         ) : (
-          <Table>
+          <Table stack>
             <tr>
               <th>raised</th>
               <th>kind</th>
@@ -187,13 +187,15 @@ export function registerEventDetail(dashboard: Hono<DashboardEnv>) {
             </tr>
             {shownAlerts.map(({ alert: a, why }) => (
               <tr>
-                <td class="time">{time(a.createdAt)}</td>
-                <td>{a.kind}</td>
-                <td class={a.resolvedAt ? "muted" : "error"}>
+                <td class="time" data-label="raised">
+                  {time(a.createdAt)}
+                </td>
+                <td data-label="kind">{a.kind}</td>
+                <td class={a.resolvedAt ? "muted" : "error"} data-label="message">
                   {a.message}
                   {why ? <span class="muted">{` (${why})`}</span> : null}
                 </td>
-                <td>{a.resolvedAt ? time(a.resolvedAt) : "open"}</td>
+                <td data-label="resolved">{a.resolvedAt ? time(a.resolvedAt) : "open"}</td>
               </tr>
             ))}
           </Table>

@@ -72,11 +72,11 @@ const SUBJECT_SHOWN = 14;
 function SubjectCell({ subject }: { subject: string }) {
   const href = `/dashboard/events?subject=${encodeURIComponent(subject)}`;
   return subject.length > SUBJECT_SHOWN ? (
-    <td class="mono nowrap">
+    <td class="mono nowrap" data-label="subject">
       <IdLink href={href} id={subject} />
     </td>
   ) : (
-    <td class="mono">
+    <td class="mono" data-label="subject">
       <a href={href}>{subject}</a>
     </td>
   );
@@ -84,7 +84,7 @@ function SubjectCell({ subject }: { subject: string }) {
 
 export function EventTable({ events }: { events: EventRow[] }) {
   return (
-    <Table>
+    <Table stack>
       <tr>
         <th class="num">seq</th>
         <th>recorded</th>
@@ -97,21 +97,27 @@ export function EventTable({ events }: { events: EventRow[] }) {
       </tr>
       {events.map((e) => (
         <tr>
-          <td class="num mono">
+          <td class="num mono" data-label="seq">
             <a href={`/dashboard/events/${e.id}`}>{String(e.seq)}</a>
           </td>
-          <td class="time">{time(e.createdAt)}</td>
-          <td>
+          <td class="time" data-label="recorded">
+            {time(e.createdAt)}
+          </td>
+          <td data-label="type">
             <a href={`/dashboard/events/${e.id}`}>{e.type}</a>
           </td>
           <SubjectCell subject={e.subject} />
-          <td>{e.scope ?? "–"}</td>
-          <td>
+          <td data-label="scope">{e.scope ?? "–"}</td>
+          <td data-label="state">
             <StateBadge state={e.state} />
           </td>
-          <td class="num">{String(e.attempts)}</td>
+          <td class="num" data-label="attempts">
+            {String(e.attempts)}
+          </td>
           {/* A fanned row's error is history (it was requeued or retried since): not shown as current. */}
-          <td class="error">{e.lastError && e.state !== "fanned" ? e.lastError.slice(0, 160) : ""}</td>
+          <td class="error" data-label="last error">
+            {e.lastError && e.state !== "fanned" ? e.lastError.slice(0, 160) : ""}
+          </td>
         </tr>
       ))}
     </Table>

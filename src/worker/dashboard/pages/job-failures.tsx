@@ -126,7 +126,7 @@ function RetryCell({ failure: f, back }: { failure: JobFailureRow; back?: string
   const open = isOpenFailure(f, new Date());
   if (f.retriedAt && !open) {
     return (
-      <td class="id">
+      <td class="id" data-label="retry">
         {"retried "}
         <span class="nowrap">{time(f.retriedAt)}</span>
         {" as "}
@@ -139,11 +139,14 @@ function RetryCell({ failure: f, back }: { failure: JobFailureRow; back?: string
   const planned = jobToRetry(f);
   if ("refused" in planned) {
     return (
-      <td class="muted">{`not retryable: ${planned.message.replace(/^job failure \d+ cannot be retried: /, "")}`}</td>
+      <td
+        class="muted"
+        data-label="retry"
+      >{`not retryable: ${planned.message.replace(/^job failure \d+ cannot be retried: /, "")}`}</td>
     );
   }
   return (
-    <td>
+    <td data-label="retry">
       <form class="inline" method="post" action={`/dashboard/job-failures/${f.id}/retry`}>
         {back ? <input type="hidden" name="back" value={back} /> : null}
         <button class="btn secondary small" type="submit">
@@ -201,7 +204,7 @@ export function JobFailureTable({
   ofSubscription?: boolean;
 }) {
   return (
-    <Table>
+    <Table stack>
       <tr>
         <th>#</th>
         <th>received</th>
@@ -213,16 +216,22 @@ export function JobFailureTable({
       </tr>
       {jobs.map((f) => (
         <tr>
-          <td>{f.retryOfId === null ? `#${f.id}` : `#${f.id} (retry of #${f.retryOfId})`}</td>
-          <td class="time">{time(f.receivedAt)}</td>
-          {ofSubscription ? null : <td>{f.subscription}</td>}
+          <td data-label="#">{f.retryOfId === null ? `#${f.id}` : `#${f.id} (retry of #${f.retryOfId})`}</td>
+          <td class="time" data-label="received">
+            {time(f.receivedAt)}
+          </td>
+          {ofSubscription ? null : <td data-label="subscription">{f.subscription}</td>}
           {ofEvent ? null : (
-            <td class="mono nowrap">
+            <td class="mono nowrap" data-label="event">
               {f.eventId ? <IdLink href={`/dashboard/events/${f.eventId}`} id={f.eventId} /> : "–"}
             </td>
           )}
-          <td class="error">{lastAnswerOf(f, ANSWER_SHOWN)}</td>
-          <td class="mono id">{f.messageId}</td>
+          <td class="error" data-label="last answer">
+            {lastAnswerOf(f, ANSWER_SHOWN)}
+          </td>
+          <td class="mono id" data-label="QStash message">
+            {f.messageId}
+          </td>
           <RetryCell failure={f} back={back} />
         </tr>
       ))}

@@ -227,7 +227,7 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
             {s.openAlerts > alerts.length ? (
               <p class="muted">{`The newest ${alerts.length} of ${s.openAlerts}.`}</p>
             ) : null}
-            <Table>
+            <Table stack>
               <tr>
                 <th>raised</th>
                 <th>kind</th>
@@ -235,9 +235,13 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
               </tr>
               {alerts.map((a) => (
                 <tr>
-                  <td class="time">{time(a.createdAt)}</td>
-                  <td>{a.kind}</td>
-                  <td class="error">{a.message}</td>
+                  <td class="time" data-label="raised">
+                    {time(a.createdAt)}
+                  </td>
+                  <td data-label="kind">{a.kind}</td>
+                  <td class="error" data-label="message">
+                    {a.message}
+                  </td>
                 </tr>
               ))}
             </Table>
@@ -264,7 +268,7 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
         {deliveries.length === 0 ? (
           <p class="muted">None.</p>
         ) : (
-          <Table>
+          <Table stack>
             <tr>
               <th>failed</th>
               <th>endpoint</th>
@@ -274,15 +278,21 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
             </tr>
             {deliveries.map((d) => (
               <tr>
-                <td class="time">{time(d.failedAt)}</td>
-                <td class="mono">
+                <td class="time" data-label="failed">
+                  {time(d.failedAt)}
+                </td>
+                <td class="mono" data-label="endpoint">
                   <a href={`/dashboard/webhooks/${d.endpointId}`}>{d.endpointUrl}</a>
                 </td>
-                <td class="mono">
+                <td class="mono" data-label="event">
                   <a href={deliveryEventHref(d)}>{d.eventType}</a>
                 </td>
-                <td class="num">{String(d.attempts)}</td>
-                <td class="error">{d.lastError ?? "–"}</td>
+                <td class="num" data-label="attempts">
+                  {String(d.attempts)}
+                </td>
+                <td class="error" data-label="last error">
+                  {d.lastError ?? "–"}
+                </td>
               </tr>
             ))}
           </Table>

@@ -97,7 +97,7 @@ function Group({ group }: { group: PoisonedGroup }) {
           select all shown
         </label>
       </div>
-      <Table>
+      <Table stack>
         <tr>
           <th class="pick">
             <Unseen>select</Unseen>
@@ -106,10 +106,10 @@ function Group({ group }: { group: PoisonedGroup }) {
         </tr>
         {shown.map((id) => (
           <tr>
-            <td class="pick">
+            <td class="pick" data-label="select">
               <input type="checkbox" name="id" value={id} aria-label={`select ${id}`} />
             </td>
-            <td class="mono">
+            <td class="mono" data-label="event">
               <a href={`/dashboard/events/${id}`}>{id}</a>
             </td>
           </tr>

@@ -48,7 +48,7 @@ export function AttemptTable({ attempts, url, made }: { attempts: AttemptRow[]; 
   return (
     <>
       {note}
-      <Table class="attempts">
+      <Table class="attempts" stack>
         <tr>
           <th>attempted</th>
           {moved ? <th>sent to</th> : null}
@@ -59,12 +59,26 @@ export function AttemptTable({ attempts, url, made }: { attempts: AttemptRow[]; 
         </tr>
         {attempts.map((a) => (
           <tr>
-            <td class="time">{time(a.attemptedAt)}</td>
-            {moved ? <td class="mono">{a.url ?? "–"}</td> : null}
-            <td class="num">{a.status === null ? "–" : String(a.status)}</td>
-            <td class="num">{String(a.durationMs)}</td>
-            <td class="error">{a.error ?? ""}</td>
-            <td class="mono">{a.responseBody ?? ""}</td>
+            <td class="time" data-label="attempted">
+              {time(a.attemptedAt)}
+            </td>
+            {moved ? (
+              <td class="mono" data-label="sent to">
+                {a.url ?? "–"}
+              </td>
+            ) : null}
+            <td class="num" data-label="status">
+              {a.status === null ? "–" : String(a.status)}
+            </td>
+            <td class="num" data-label="ms">
+              {String(a.durationMs)}
+            </td>
+            <td class="error" data-label="error">
+              {a.error ?? ""}
+            </td>
+            <td class="mono" data-label="response (first 2 KB)">
+              {a.responseBody ?? ""}
+            </td>
           </tr>
         ))}
       </Table>

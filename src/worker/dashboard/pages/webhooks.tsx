@@ -171,7 +171,7 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
         {endpoints.length === 0 ? (
           <p class="muted">No endpoints.</p>
         ) : (
-          <Table>
+          <Table stack>
             <tr>
               <th>endpoint</th>
               <th>scope</th>
@@ -186,23 +186,31 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
               const h = health(e);
               return (
                 <tr>
-                  <td>
+                  <td data-label="endpoint">
                     <a class="mono" href={`/dashboard/webhooks/${e.id}`}>
                       {e.url}
                     </a>
                     {e.description ? <div class="muted desc">{e.description}</div> : null}
                   </td>
-                  <td>{e.scope ?? "–"}</td>
-                  <td>
+                  <td data-label="scope">{e.scope ?? "–"}</td>
+                  <td data-label="health">
                     <span class={`state state-${h.tone}`}>{h.label}</span>
                     {e.disabledReason ? <div class="error">{e.disabledReason}</div> : null}
                     {e.lagging ? <div class="muted">{`${e.lagging.waiting} waiting`}</div> : null}
                   </td>
-                  <td>{successRateText(e)}</td>
-                  <td class="time">{time(e.lastSuccessAt)}</td>
-                  <td class="time">{time(e.failingSince)}</td>
-                  <td class="num">{String(e.pending)}</td>
-                  <td class="num">{String(e.failed)}</td>
+                  <td data-label="success, last 24 h">{successRateText(e)}</td>
+                  <td class="time" data-label="last success">
+                    {time(e.lastSuccessAt)}
+                  </td>
+                  <td class="time" data-label="failing since">
+                    {time(e.failingSince)}
+                  </td>
+                  <td class="num" data-label="pending">
+                    {String(e.pending)}
+                  </td>
+                  <td class="num" data-label="gave up">
+                    {String(e.failed)}
+                  </td>
                 </tr>
               );
             })}
@@ -365,7 +373,7 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
         {deliveries.length === 0 ? (
           <p class="muted">{q.before ? "No older deliveries." : "None yet."}</p>
         ) : (
-          <Table id="deliveries">
+          <Table id="deliveries" stack>
             <tr>
               <th>created</th>
               <th>event</th>
@@ -382,20 +390,22 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
             </tr>
             {deliveries.map((d) => (
               <tr>
-                <td class="time">
+                <td class="time" data-label="created">
                   <a href={deliveryHref(d.id)}>{time(d.createdAt)}</a>
                 </td>
-                <td>
+                <td data-label="event">
                   <a href={deliveryEventHref(d)}>{d.eventType}</a>
                 </td>
-                <td>
+                <td data-label="status">
                   <StateBadge state={d.status} />
                 </td>
-                <td class="num">
+                <td class="num" data-label="attempts">
                   <a href={deliveryHref(d.id)}>{String(d.attempts)}</a>
                 </td>
-                <td class="time">{time(d.lastAttemptAt)}</td>
-                <td class="time">
+                <td class="time" data-label="last attempt">
+                  {time(d.lastAttemptAt)}
+                </td>
+                <td class="time" data-label="next attempt">
                   {d.overdueSince && endpoint.lagging && d.attempts === 0 ? (
                     // Not lost: queued behind the endpoint's deliveries in flight (it lags).
                     <span
@@ -414,9 +424,11 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
                     "–"
                   )}
                 </td>
-                <td class="error">{d.lastError ?? ""}</td>
+                <td class="error" data-label="last error">
+                  {d.lastError ?? ""}
+                </td>
                 {endpoint.enabled ? (
-                  <td>
+                  <td data-label="action">
                     <RedeliverForm deliveryId={d.id} />
                   </td>
                 ) : null}
