@@ -20,6 +20,7 @@ import { beforeOption, intOption, Refusal, UsageError } from "./args.ts";
 import { dbOf, type Command } from "./command.ts";
 import { formatEvent, formatEventTable, olderHint } from "./format.ts";
 import { noDeliveriesReason } from "../domain/webhooks/fanout.ts";
+import { jobsWaitingFor, readWaitLists } from "../domain/subscription-backlog.ts";
 
 /** The longest each filter may be, by the rules GET /admin/events takes them with (trimmed, one line). */
 const FILTER_MAX = { subject: 200, scope: SCOPE_MAX } as const;
@@ -78,8 +79,10 @@ export const eventsCommand: Command = ({ options, sub, rest }) => {
       const webhookDeliveries = await eventDeliveries(dbOf(pool), id);
       const jobFailures = await eventJobFailures(dbOf(pool), id);
       const countingAlerts = await openAlertsCountingEvent(dbOf(pool), id);
-      const webhooksNote = (await noDeliveriesReason(dbOf(pool), event, webhookDeliveries.length)) ?? null;
-      const shown = { ...event, webhookDeliveries, webhooksNote, jobFailures, countingAlerts };
+      const jobsWaiting = jobsWaitingFor(event, await readWaitLists(dbOf(pool)));
+      const webhooksNote =
+        (await noDeliveriesReason(dbOf(pool), event, webhookDeliveries.length, jobsWaiting)) ?? null;
+      const shown = { ...event, webhookDeliveries, webhooksNote, jobsWaiting, jobFailures, countingAlerts };
       print(shown, () => formatEvent(shown));
       return 0;
     };

@@ -9,7 +9,7 @@ import {
   type EndpointHealth,
   type EventDelivery,
 } from "../domain/webhooks/delivery-log.ts";
-import { describeWaiting } from "../domain/subscription-backlog.ts";
+import { describeWaiting, jobsWaitingText, type JobsWaiting } from "../domain/subscription-backlog.ts";
 import type { attemptView, deliveryView, EndpointView } from "../domain/webhooks/schemas.ts";
 import type { EndpointHealth as EndpointDayHealth } from "../domain/webhooks/get.ts";
 import {
@@ -61,6 +61,7 @@ export function formatEvent(
     alerts: AlertRow[];
     webhookDeliveries: Omit<EventDelivery, "attemptLog">[];
     webhooksNote: string | null;
+    jobsWaiting: JobsWaiting[];
     jobFailures: JobFailureRow[];
     countingAlerts: AlertRow[];
   },
@@ -93,6 +94,8 @@ export function formatEvent(
         ? `    ${sub}: coalesced into ${entry.coalescedInto}`
         : `    ${sub}: ${entry.messageId}${entry.deduplicated ? " (deduplicated)" : ""}`,
     );
+    const held = event.jobsWaiting.find((w) => w.subscription === sub);
+    if (held) lines.push(`      may still wait in QStash: ${jobsWaitingText(held)}`);
   }
   lines.push(`  payload    ${clip(JSON.stringify(event.payload))}`);
   // Its deliveries, or why it has none (not yet made, or no endpoint takes it).

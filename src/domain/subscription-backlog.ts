@@ -1,5 +1,5 @@
 import { inArray, sql } from "drizzle-orm";
-import { qstashGet, subscriptionFlowControl, withCause } from "../outbox/index.ts";
+import { qstashGet, subscriptionFlowControl, withCause, type Fanout } from "../outbox/index.ts";
 import type { Db } from "./db.ts";
 import { subscriptionWaitLists } from "./schema.ts";
 import { SUBSCRIPTION_NAMES } from "./subscriptions.ts";
@@ -238,4 +238,45 @@ export function describeWaiting(readings: readonly WaitListReading[]): string | 
         (r.waitingSince ? ` at every reading since ${r.waitingSince.toISOString()}` : ""),
     )
     .join("; ");
+}
+
+/** One of an event's subscriptions whose QStash wait list held jobs when the sweep read it. */
+export interface JobsWaiting {
+  subscription: string;
+  waiting: number;
+  paused: boolean;
+  checkedAt: Date;
+}
+
+/**
+ * The subscriptions an event's fan-out sent a job to whose wait list held jobs when
+ * the sweep read QStash after that (so its job may be one of them). A job that ran
+ * leaves no row, so this is as near as the database gets to "not run yet": a
+ * notify.mail job held behind its limit explains a mail not sent, as the webhook
+ * note explained missing deliveries and nothing explained the rest.
+ */
+export function jobsWaitingFor(
+  event: { fannedOutAt: Date | null; fanout: Fanout | null },
+  readings: readonly WaitListReading[],
+): JobsWaiting[] {
+  const fannedOutAt = event.fannedOutAt;
+  if (fannedOutAt === null || event.fanout === null) return [];
+  const sent = new Set(
+    Object.entries(event.fanout)
+      .filter(([, entry]) => "messageId" in entry)
+      .map(([subscription]) => subscription),
+  );
+  return readings
+    .filter((r) => sent.has(r.subscription) && r.waiting > 0 && r.checkedAt >= fannedOutAt)
+    .map(({ subscription, waiting, paused, checkedAt }) => ({ subscription, waiting, paused, checkedAt }));
+}
+
+/**
+ * "12 notify.mail jobs waited behind their flow-control limit when the sweep read
+ * QStash at …", in the caller's way of writing a time.
+ */
+export function jobsWaitingText(w: JobsWaiting, time: (d: Date) => string = (d) => d.toISOString()): string {
+  const jobs = `${w.waiting} ${w.subscription} job${w.waiting === 1 ? "" : "s"}`;
+  const held = w.paused ? `waited with QStash delivery paused` : `waited behind their flow-control limit`;
+  return `${jobs} ${held} when the sweep read QStash at ${time(w.checkedAt)}`;
 }

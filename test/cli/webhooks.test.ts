@@ -322,11 +322,29 @@ describe("outbox webhooks: what an operator reads", () => {
     await t.pool.query(
       `INSERT INTO subscription_wait_lists
               (subscription, waiting, parallelism, in_flight, paused, waiting_since, checked_at)
-       VALUES ('webhook.fanout', 93012, 10, 10, false, '2026-12-06T12:00:00Z', '2026-12-06T12:20:00Z')`,
+       VALUES ('webhook.fanout', 93012, 10, 10, false, now() - interval '20 minutes', '2026-12-06T12:20:00Z')`,
     );
-    expect(await webhooksLine(waiting)).toMatch(
-      /QStash still holds it \(93012 webhook\.fanout jobs waited behind their flow-control limit when the sweep read QStash at 2026-12-06T12:20:00\.000Z\)$/,
+    // A reading from before the event's job was sent says nothing of it.
+    expect(await webhooksLine(waiting)).toMatch(/QStash still holds it \(a backlog of fan-out jobs/);
+    await t.pool.query("UPDATE subscription_wait_lists SET checked_at = date_trunc('second', now())");
+    const { rows } = await t.pool.query("SELECT checked_at FROM subscription_wait_lists");
+    const checkedAt = (rows[0] as { checked_at: Date }).checked_at.toISOString();
+    const seqOf = async (id: string) =>
+      ((await t.pool.query("SELECT seq FROM events WHERE id = $1", [id])).rows[0] as { seq: string }).seq;
+    expect(await webhooksLine(waiting)).toBe(
+      "  webhooks   none yet: 1 enabled endpoint of its scope takes its type, and its webhook.fanout job " +
+        `(msg_${await seqOf(waiting)}) has not made the deliveries: QStash still holds it (93012 webhook.fanout jobs ` +
+        `waited behind their flow-control limit when the sweep read QStash at ${checkedAt})`,
     );
+    // Under its job in the fan-out, as for every subscription whose jobs wait.
+    const shown = (await runCli(["events", "show", waiting], dbOnly())).stdout;
+    expect(shown).toContain(
+      `    webhook.fanout: msg_${await seqOf(waiting)}\n      may still wait in QStash: 93012 webhook.fanout jobs waited`,
+    );
+    const asJson = JSON.parse((await runCli(["events", "show", waiting, "--json"], dbOnly())).stdout);
+    expect(asJson.jobsWaiting).toEqual([
+      { subscription: "webhook.fanout", waiting: 93012, paused: false, checkedAt },
+    ]);
     await t.pool.query("DELETE FROM subscription_wait_lists");
     const json = JSON.parse((await runCli(["events", "show", waiting, "--json"], dbOnly())).stdout);
     expect(json.webhooksNote).toMatch(/^none yet: /);

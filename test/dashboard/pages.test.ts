@@ -375,7 +375,35 @@ describe("event detail", () => {
     expect(held.text).toContain(
       "Webhook deliveries: none yet: 1 enabled endpoint of its scope takes its type, and its webhook.fanout job (msg_held) has not made the deliveries",
     );
-    await t.pool.query("DELETE FROM webhook_endpoints WHERE id = $1", [endpointId]);
+    // The sweep read the wait lists after the event's jobs were sent: the note names the
+    // backlog in the page's own way of writing a time (it wrote an ISO time here).
+    await t.pool.query(
+      `UPDATE events SET fanout = '{"webhook.fanout":{"messageId":"msg_held"},"notify.mail":{"messageId":"msg_mail"}}',
+                         fanned_out_at = '2026-12-06T12:00:00Z' WHERE id = $1`,
+      [id],
+    );
+    await t.pool.query("UPDATE webhook_endpoints SET created_at = '2026-12-06T11:00:00Z' WHERE id = $1", [
+      endpointId,
+    ]);
+    await t.pool.query(
+      `INSERT INTO subscription_wait_lists (subscription, waiting, parallelism, in_flight, paused, waiting_since, checked_at)
+       VALUES ('webhook.fanout', 40, 10, 10, false, '2026-12-06T11:50:00Z', '2026-12-06T12:01:00Z'),
+              ('notify.mail', 1, 10, 10, true, '2026-12-06T11:50:00Z', '2026-12-06T12:01:00Z')`,
+    );
+    try {
+      const waiting = await browser.get(`/dashboard/events/${id}`);
+      expect(waiting.text).toContain(
+        "QStash still holds it (40 webhook.fanout jobs waited behind their flow-control limit when the sweep read QStash at 2026-12-06 12:01:00Z).",
+      );
+      // Every job of the event QStash may still hold says so, a mail's too (only the
+      // webhook note did): why a mail has not been sent yet.
+      expect(waiting.text).toContain(
+        '<td class="mono" data-label="job">QStash msg_mail<div class="muted">may still wait in QStash: 1 notify.mail job waited with QStash delivery paused when the sweep read QStash at 2026-12-06 12:01:00Z</div></td>',
+      );
+    } finally {
+      await t.pool.query("DELETE FROM subscription_wait_lists");
+      await t.pool.query("DELETE FROM webhook_endpoints WHERE id = $1", [endpointId]);
+    }
   });
 
   it("shows a large payload's beginning and says where the whole of it is", async () => {

@@ -6,8 +6,11 @@ import {
   BACKLOG_ALERT_AFTER_MINUTES,
   createQStashWaitLists,
   evaluateBacklogs,
+  jobsWaitingFor,
+  jobsWaitingText,
   readWaitLists,
   type WaitList,
+  type WaitListReading,
   type WaitLists,
 } from "../../src/domain/subscription-backlog.ts";
 import { subscriptionFlowControl } from "../../src/outbox/index.ts";
@@ -233,5 +236,61 @@ describe("the cron sweep", () => {
       log.mockRestore();
     }
     expect(await readWaitLists(db())).toEqual([]);
+  });
+});
+
+describe("an event's jobs that may still wait in QStash", () => {
+  const fannedOutAt = new Date("2026-12-06T12:00:00Z");
+  const reading = (subscription: string, over: Partial<WaitListReading> = {}): WaitListReading => ({
+    subscription,
+    waiting: 12,
+    parallelism: 10,
+    inFlight: 10,
+    paused: false,
+    waitingSince: new Date("2026-12-06T11:50:00Z"),
+    checkedAt: new Date("2026-12-06T12:01:00Z"),
+    unreadSince: null,
+    unreadError: null,
+    ...over,
+  });
+  const event = {
+    fannedOutAt,
+    fanout: {
+      "notify.mail": { messageId: "msg_mail" },
+      "corpus.index": { coalescedInto: "01a24dcb-8713-7bf8-a5d3-91a478a5f3f8" },
+      "webhook.fanout": { messageId: "msg_fanout" },
+    },
+  };
+
+  it("names the subscriptions it sent a job to whose wait list held jobs at a reading after it", () => {
+    const waiting = jobsWaitingFor(event, [
+      reading("corpus.index"), // coalesced into another event's job: no job of its own
+      reading("notify.mail"),
+      reading("webhook.fanout", { waiting: 0, waitingSince: null }), // empty
+    ]);
+    expect(waiting).toEqual([
+      {
+        subscription: "notify.mail",
+        waiting: 12,
+        paused: false,
+        checkedAt: new Date("2026-12-06T12:01:00Z"),
+      },
+    ]);
+    expect(jobsWaitingText(waiting[0]!)).toBe(
+      "12 notify.mail jobs waited behind their flow-control limit when the sweep read QStash at 2026-12-06T12:01:00.000Z",
+    );
+  });
+
+  it("says nothing from a reading taken before the event's job was sent, or of an event not fanned out", () => {
+    const before = reading("notify.mail", { checkedAt: new Date("2026-12-06T11:59:59Z") });
+    expect(jobsWaitingFor(event, [before])).toEqual([]);
+    expect(jobsWaitingFor({ fannedOutAt: null, fanout: null }, [reading("notify.mail")])).toEqual([]);
+  });
+
+  it("says when QStash's delivery was paused, in the caller's way of writing a time", () => {
+    const [held] = jobsWaitingFor(event, [reading("notify.mail", { waiting: 1, paused: true })]);
+    expect(jobsWaitingText(held!, (d) => d.toISOString().slice(11, 16))).toBe(
+      "1 notify.mail job waited with QStash delivery paused when the sweep read QStash at 12:01",
+    );
   });
 });

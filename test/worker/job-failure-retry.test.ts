@@ -218,6 +218,33 @@ describe("GET /admin/events/:id", () => {
     expect(own.body.event.countingAlerts).toEqual([]);
     expect(own.body.event.alerts).toEqual([expect.objectContaining({ kind: "job.failed" })]);
   });
+
+  it("names its jobs QStash may still hold, as the sweep last read the wait lists", async () => {
+    const [id] = await seedEvents(t.pool, 1, { fanned: true });
+    await t.pool.query(
+      `UPDATE events SET fanout = '{"notify.mail":{"messageId":"msg_mail"}}', fanned_out_at = now() - interval '1 minute'
+        WHERE id = $1`,
+      [id],
+    );
+    const { rows } = await t.pool.query(
+      `INSERT INTO subscription_wait_lists (subscription, waiting, parallelism, in_flight, paused, waiting_since, checked_at)
+       VALUES ('notify.mail', 7, 10, 10, false, now() - interval '5 minutes', date_trunc('second', now()))
+       RETURNING checked_at`,
+    );
+    try {
+      const shown = await call(app, env, "GET", `/admin/events/${id}`, undefined, ADMIN());
+      expect(shown.body.event.jobsWaiting).toEqual([
+        {
+          subscription: "notify.mail",
+          waiting: 7,
+          paused: false,
+          checkedAt: (rows[0] as { checked_at: Date }).checked_at.toISOString(),
+        },
+      ]);
+    } finally {
+      await t.pool.query("DELETE FROM subscription_wait_lists");
+    }
+  });
 });
 
 describe("POST /admin/job-failures/retry", () => {

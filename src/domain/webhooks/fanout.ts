@@ -1,6 +1,6 @@
 import { sql } from "drizzle-orm";
 import { matchesGlob, type Fanout } from "../../outbox/index.ts";
-import { readWaitLists } from "../subscription-backlog.ts";
+import { jobsWaitingText, type JobsWaiting } from "../subscription-backlog.ts";
 import { WEBHOOK_FANOUT } from "../subscriptions.ts";
 import type { Db } from "../db.ts";
 import type { DeliverQueue } from "./deliver-queue.ts";
@@ -105,6 +105,8 @@ export async function noDeliveriesReason(
     fanout: Fanout | null;
   },
   deliveries: number,
+  jobsWaiting: readonly JobsWaiting[],
+  time?: (d: Date) => string,
 ): Promise<string | undefined> {
   if (deliveries > 0 || event.fannedOutAt === null) return undefined;
   const job = event.fanout?.[WEBHOOK_FANOUT];
@@ -116,11 +118,10 @@ export async function noDeliveriesReason(
   if (waiting === 0) return "none: no enabled endpoint of its scope takes its type";
   const message = "messageId" in job ? job.messageId : undefined;
   // The sweep's last reading of the fan-out jobs' wait list says whether a backlog is why.
-  const reading = (await readWaitLists(db)).find((r) => r.subscription === WEBHOOK_FANOUT);
-  const backlog =
-    reading && reading.waiting > 0
-      ? `${reading.waiting} ${WEBHOOK_FANOUT} jobs waited behind their flow-control limit when the sweep read QStash at ${reading.checkedAt.toISOString()}`
-      : "a backlog of fan-out jobs waits behind their flow-control limit, or its attempts fail";
+  const held = jobsWaiting.find((w) => w.subscription === WEBHOOK_FANOUT);
+  const backlog = held
+    ? jobsWaitingText(held, time)
+    : "a backlog of fan-out jobs waits behind their flow-control limit, or its attempts fail";
   return (
     `none yet: ${waiting} enabled endpoint${waiting === 1 ? "" : "s"} of its scope take${waiting === 1 ? "s" : ""} its type, ` +
     `and its ${WEBHOOK_FANOUT} job${message ? ` (${message})` : ""} has not made the deliveries: ` +

@@ -10,6 +10,12 @@ import { Notice, StateBadge, render, Table, time } from "../layout.tsx";
 import { JobFailureTable, retriedNotice } from "./job-failures.tsx";
 import { AttemptTable, deliveryHref } from "./webhook-deliveries.tsx";
 import { noDeliveriesReason } from "../../../domain/webhooks/fanout.ts";
+import {
+  jobsWaitingFor,
+  jobsWaitingText,
+  readWaitLists,
+  type JobsWaiting,
+} from "../../../domain/subscription-backlog.ts";
 
 /** Where the row stands in the relay's eyes; a poisoned row has no next attempt, whatever the column says. */
 function attemptsLine(e: EventRow): string {
@@ -62,7 +68,8 @@ export function registerEventDetail(dashboard: Hono<DashboardEnv>) {
       openAlertsCountingEvent(c.var.db, event.id),
     ]);
     const shownAlerts = alertsShownWithEvent(event, counting);
-    const noDeliveries = await noDeliveriesReason(c.var.db, event, deliveries.length);
+    const jobsWaiting = jobsWaitingFor(event, await readWaitLists(c.var.db));
+    const noDeliveries = await noDeliveriesReason(c.var.db, event, deliveries.length, jobsWaiting, time);
     const here = `/dashboard/events/${event.id}`;
     const fanout = Object.entries(event.fanout ?? {});
     return render(
@@ -153,6 +160,7 @@ export function registerEventDetail(dashboard: Hono<DashboardEnv>) {
                   ) : (
                     `QStash ${entry.messageId}${entry.deduplicated ? " (deduplicated)" : ""}`
                   )}
+                  <WaitingNote held={jobsWaiting.find((w) => w.subscription === subscription)} />
                 </td>
               </tr>
             ))}
@@ -203,6 +211,12 @@ export function registerEventDetail(dashboard: Hono<DashboardEnv>) {
       </>,
     );
   });
+}
+
+/** Under a job QStash may still hold: why a mail or an index update has not happened yet. */
+function WaitingNote({ held }: { held: JobsWaiting | undefined }) {
+  if (!held) return null;
+  return <div class="muted">{`may still wait in QStash: ${jobsWaitingText(held, time)}`}</div>;
 }
 
 /** Characters of a payload the page shows: an event may carry a megabyte, a page should not. */
