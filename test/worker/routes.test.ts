@@ -200,6 +200,25 @@ describe("notes routes", () => {
     expect(gone.body.error).toMatchObject({ code: "NOT_FOUND", message: `note ${id} not found` });
   });
 
+  it("a note's id in capitals is the same note, and its writes answer with their events", async () => {
+    // The events were found by comparing their subject, as text, with the id as
+    // written: in capitals a change answered "events": [] (no receipt, no relay kick)
+    // and a delete echoed the capitals.
+    const created = await api("POST", "/notes", { title: "Cased note", scope: "s1" });
+    const id: string = created.body.note.id;
+    const upper = id.toUpperCase();
+    const patched = await api("PATCH", `/notes/${upper}`, { body: "more" });
+    expect(patched.status).toBe(200);
+    expect(patched.body.note.id).toBe(id);
+    const deleted = await api("DELETE", `/notes/${upper}`);
+    expect(deleted.status).toBe(200);
+    expect(deleted.body.deleted).toBe(id);
+    const recorded = await eventsAbout(t.pool, id);
+    expect([patched, deleted].map((r) => r.body.events)).toEqual(
+      recorded.slice(1).map((e) => [{ id: e.id }]),
+    );
+  });
+
   it("imports 2,000 notes in one request and answers with 2,000 event ids", async () => {
     const notes = Array.from({ length: 2_000 }, (_, i) => ({ title: `route bulk ${i}` }));
     const res = await api("POST", "/notes/import", { notes });

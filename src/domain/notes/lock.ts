@@ -7,13 +7,15 @@ import type { Note } from "./schemas.ts";
 
 /**
  * Takes the note's row lock for the rest of the transaction, so no other writer
- * records an event about it until we commit (see recorded-events.ts).
+ * records an event about it until we commit (see recorded-events.ts). Answers the
+ * id as the row holds it: a UUID may be asked for in capitals, and its events'
+ * subject is the row's lower-case text.
  */
-export async function lockNote(tx: Db, id: string, within?: Within): Promise<void> {
-  found(
+export async function lockNote(tx: Db, id: string, within?: Within): Promise<string> {
+  return found(
     await tx.select({ id: corpusNotes.id }).from(corpusNotes).where(ofNote(id, within)).for("update"),
     id,
-  );
+  ).id;
 }
 
 /**

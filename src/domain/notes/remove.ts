@@ -12,9 +12,9 @@ export async function deleteNote(
   within?: Within,
 ): Promise<{ id: string; eventIds: string[] }> {
   return db.transaction(async (tx) => {
-    await lockNote(tx, id, within);
+    const noteId = await lockNote(tx, id, within);
     const highWater = await eventsHighWater(tx);
-    await tx.delete(corpusNotes).where(eq(corpusNotes.id, id));
-    return { id, eventIds: await eventsRecordedSince(tx, highWater, [id]) };
+    await tx.delete(corpusNotes).where(eq(corpusNotes.id, noteId));
+    return { id: noteId, eventIds: await eventsRecordedSince(tx, highWater, [noteId]) };
   });
 }

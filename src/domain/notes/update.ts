@@ -33,7 +33,9 @@ export async function updateNote(
       .where(eq(corpusNotes.id, id))
       .returning();
     if (!note) throw new Error("updateNote: the locked row vanished");
-    return { note, eventIds: await eventsRecordedSince(tx, highWater, [id]) };
+    // The row's id, not the asked one: a UUID asked in capitals matched the row, and
+    // its events' subject (text) is the row's lower case.
+    return { note, eventIds: await eventsRecordedSince(tx, highWater, [note.id]) };
   });
 }
 
