@@ -10,6 +10,7 @@ import {
   type EventDelivery,
 } from "../domain/webhooks/delivery-log.ts";
 import { describeWaiting, jobsWaitingText, type JobsWaiting } from "../domain/subscription-backlog.ts";
+import { retentionText, sweepTrouble } from "../domain/sweep-runs.ts";
 import type { attemptView, deliveryView, EndpointView } from "../domain/webhooks/schemas.ts";
 import type { EndpointHealth as EndpointDayHealth } from "../domain/webhooks/get.ts";
 import {
@@ -194,7 +195,15 @@ export function formatStats(s: OperatorStats): string {
     `job failures       ${s.jobFailuresNotRetried} not retried${s.jobFailuresNotRetried > 0 ? " (job-failures retry --all sends them again)" : ""}`,
     `relay              ${relay}`,
     `waiting in QStash  ${waitingInQStash(s.waitLists)}`,
+    `cron sweep         ${sweepLine(s.sweep)}`,
   ].join("\n");
+}
+
+/** When the cron sweep last finished, with the retention it applied, or why it needs looking at (ADR 0040). */
+function sweepLine(run: OperatorStats["sweep"]): string {
+  const trouble = sweepTrouble(run, new Date(), when);
+  if (trouble) return trouble.text;
+  return `finished ${when(run!.finishedAt)} in ${run!.durationMs} ms; ${retentionText(run!.retentionDays)}`;
 }
 
 /** Jobs QStash holds behind each subscription's flow-control limit, as the sweep last read them. */

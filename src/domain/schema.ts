@@ -8,6 +8,7 @@ import {
   integer,
   jsonb,
   pgTable,
+  smallint,
   text,
   timestamp,
   unique,
@@ -196,6 +197,27 @@ export const subscriptionWaitLists = pgTable("subscription_wait_lists", {
   unreadSince: timestamp("unread_since", tz),
   unreadError: text("unread_error"),
 });
+
+/**
+ * The cron sweep's last run, one row (ADR 0040): when a sweep last finished, and
+ * when one last failed and why. Everything the sweep does (repairing lost kicks,
+ * raising every alert but the relay's own, retention) stops when its cron trigger
+ * is missing or each run fails, and nothing else would say so: no alert can be
+ * raised by the process that is not running. `retentionDays` is the RETENTION_DAYS
+ * it ran with, so the CLI, which does not read the Worker's vars, can say it.
+ */
+export const sweepRuns = pgTable(
+  "sweep_runs",
+  {
+    id: smallint("id").primaryKey().default(1),
+    finishedAt: timestamp("finished_at", tz),
+    durationMs: integer("duration_ms"),
+    retentionDays: integer("retention_days"),
+    failedAt: timestamp("failed_at", tz),
+    failure: text("failure"),
+  },
+  (t) => [check("sweep_runs_singleton", sql`${t.id} = 1`)],
+);
 
 /**
  * Tenant API keys for the domain routes. A key acts only within its scope (null

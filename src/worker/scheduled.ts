@@ -1,10 +1,17 @@
-import { deleteOldFannedEvents, drain, evaluateAlerts, vacuumEventsIfNeeded } from "../outbox/index.ts";
+import {
+  deleteOldFannedEvents,
+  drain,
+  evaluateAlerts,
+  vacuumEventsIfNeeded,
+  withCause,
+} from "../outbox/index.ts";
 import { collectDeadLetters } from "../domain/job-failures/dead-letters.ts";
 import { deleteExpiredKeys, IDEMPOTENCY_KEY_HOURS } from "../domain/idempotency.ts";
 import { evaluateFailingSubscriptions } from "../domain/job-failures/failing.ts";
 import { deleteOldRecords } from "../domain/retention.ts";
 import { evaluateBacklogs, type BacklogCheck } from "../domain/subscription-backlog.ts";
 import { subscriptions } from "../domain/subscriptions.ts";
+import { recordSweepFailed, recordSweepFinished } from "../domain/sweep-runs.ts";
 import { disableFailingEndpoints } from "../domain/webhooks/auto-disable.ts";
 import { evaluateEndpointLag } from "../domain/webhooks/lag.ts";
 import {
@@ -15,6 +22,7 @@ import {
 } from "../domain/webhooks/sweep.ts";
 import { deleteStaleLoginFailures } from "./dashboard/lockout.ts";
 import { openNeonDatabase, type OpenDatabase } from "./database.ts";
+import { loggable } from "./errors.ts";
 import { parseConfig, qstashLabelFor, type Bindings } from "./env.ts";
 import { passBackoffFor, publisherFor, SWEEP_BUDGET_MS } from "./relay.ts";
 import { deadLettersFor, deliverQueueFor, qstashMessagesFor, waitListsFor } from "./webhooks.ts";
@@ -34,7 +42,7 @@ import { deadLettersFor, deliverQueueFor, qstashMessagesFor, waitListsFor } from
  * without reaching our failure callback, publishing deliveries whose publish
  * was lost or whose job is long overdue, and reading each subscription's wait list
  * in QStash (an alert for one that stays behind, ADR 0039). One log line
- * says what it did. Throws (the invocation shows as failed) on misconfiguration
+ * says what it did, and `sweep_runs` when it finished or failed (ADR 0040). Throws (the invocation shows as failed) on misconfiguration
  * or a database error; the next sweep simply tries again.
  */
 export function createScheduled(
@@ -86,6 +94,11 @@ export function createScheduled(
         publicUrl: config.PUBLIC_URL,
         now: now(),
       });
+      // Recorded before the line, whose time it would not count: the views read it.
+      await recordSweepFinished(db, {
+        durationMs: Date.now() - started,
+        retentionDays: config.RETENTION_DAYS,
+      });
       console.log(
         `sweep: fanned ${relay.fanned} of ${relay.claimed} claimed in ${relay.passes} pass${relay.passes === 1 ? "" : "es"} (${relay.jobs} jobs, ` +
           `${relay.failed} failed, ${relay.poisoned} poisoned, stopped: ${relay.stoppedBecause}); ` +
@@ -106,7 +119,16 @@ export function createScheduled(
           `jobs waiting in QStash: ${waitingText(backlog)}; ${Date.now() - started} ms`,
       );
     } catch (error) {
-      console.error(`sweep failed after ${Date.now() - started} ms:`, (error as Error).message);
+      // A failed query's own words (drizzle's message is the statement, then its
+      // parameters, which no log line here carries), or the error's with its cause's.
+      const logged = loggable(error);
+      const message = typeof logged === "string" ? logged : withCause(error);
+      console.error(`sweep failed after ${Date.now() - started} ms:`, message);
+      // Where an operator looks (ADR 0040); with the database down this fails too, and
+      // the views, which need the database, are down with it.
+      await recordSweepFailed(db, message.slice(0, 1000)).catch((e: unknown) =>
+        console.error("sweep failure not recorded:", (e as Error).message),
+      );
       throw error;
     } finally {
       ctx.waitUntil(close().catch((e) => console.error("database close:", e)));

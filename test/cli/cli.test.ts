@@ -152,6 +152,34 @@ describe("outbox CLI", () => {
     ]);
   });
 
+  it("stats says when the cron sweep last finished and its retention, or that none has lately", async () => {
+    await t.pool.query("TRUNCATE sweep_runs");
+    // Nothing raises an alert for a sweep that does not run (ADR 0040): stats says it.
+    expect((await runCli(["stats"], env())).stdout).toMatch(
+      /^cron sweep {9}no cron sweep has finished yet: until one does, lost kicks are not repaired, .*check the Worker's cron trigger/m,
+    );
+    await t.pool.query(
+      `INSERT INTO sweep_runs (finished_at, duration_ms, retention_days) VALUES (date_trunc('second', now()), 41, 14)`,
+    );
+    const { rows } = await t.pool.query("SELECT finished_at FROM sweep_runs");
+    const at = (rows[0] as { finished_at: Date }).finished_at.toISOString();
+    expect((await runCli(["stats"], env())).stdout).toMatch(
+      new RegExp(
+        `^cron sweep {9}finished ${at.replaceAll(".", "\\.")} in 41 ms; what has finished \\(.*\\) is deleted after 14 days \\(RETENTION_DAYS\\)$`,
+        "m",
+      ),
+    );
+    await t.pool.query("UPDATE sweep_runs SET failed_at = now(), failure = 'QStash answered 401'");
+    expect((await runCli(["stats"], env())).stdout).toMatch(
+      /^cron sweep {9}the last sweep failed at \S+ \(the one before finished at \S+\): QStash answered 401; the next one tries again$/m,
+    );
+    expect(JSON.parse((await runCli(["stats", "--json"], env())).stdout).sweep).toMatchObject({
+      durationMs: 41,
+      retentionDays: 14,
+      failure: "QStash answered 401",
+    });
+  });
+
   it("finds one subject's events, or one scope's, a page at a time with --before", async () => {
     const note = "0193a6f0-note-of-interest";
     const mine = await seedEvents(t.pool, 3, {

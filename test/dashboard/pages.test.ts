@@ -185,6 +185,37 @@ describe("overview", () => {
     expect(page.text).not.toContain('id="relay"');
   });
 
+  it("says in red when no cron sweep has finished lately, and otherwise when one did and its retention", async () => {
+    await t.pool.query("TRUNCATE sweep_runs");
+    const never = await browser.get("/dashboard");
+    expect(never.text).toContain(
+      '<div class="panel" id="sweep"><p class="error">No cron sweep has finished yet: until one does, lost kicks are not repaired',
+    );
+    await t.pool.query(
+      `INSERT INTO sweep_runs (finished_at, duration_ms, retention_days) VALUES (now() - interval '6 minutes', 38, 30)`,
+    );
+    const { rows } = await t.pool.query("SELECT finished_at FROM sweep_runs");
+    const at = (rows[0] as { finished_at: Date }).finished_at;
+    const shown = `${at.toISOString().slice(0, 19).replace("T", " ")}Z`;
+    expect((await browser.get("/dashboard")).text).toContain(
+      `<p class="error">No cron sweep has finished since ${shown}: until one does,`,
+    );
+    await t.pool.query("UPDATE sweep_runs SET finished_at = now() - interval '30 seconds'");
+    const fine = await browser.get("/dashboard");
+    expect(fine.text).not.toContain('id="sweep"><p class="error">');
+    expect(fine.text).toMatch(
+      /<p class="muted" id="sweep">Cron sweep finished \S+ \S+ in 38 ms; what has finished \(.*\) is deleted after 30 days \(RETENTION_DAYS\)\.<\/p>/,
+    );
+    // One failure after a finished run is said, not in red: the next run may not repeat it.
+    await t.pool.query(
+      "UPDATE sweep_runs SET failed_at = now(), failure = 'Connection terminated unexpectedly'",
+    );
+    expect((await browser.get("/dashboard")).text).toMatch(
+      /<div class="panel" id="sweep"><p>The last sweep failed at [^<]+: Connection terminated unexpectedly; the next one tries again\.<\/p>/,
+    );
+    await t.pool.query("TRUNCATE sweep_runs");
+  });
+
   it("shows the jobs QStash holds behind each subscription's limit, as the sweep last read them", async () => {
     const notRead = await browser.get("/dashboard");
     expect(notRead.text).toMatch(

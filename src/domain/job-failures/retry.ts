@@ -16,6 +16,7 @@ import {
 } from "../../outbox/index.ts";
 import type { Db } from "../db.ts";
 import { readWaitLists, type WaitListReading } from "../subscription-backlog.ts";
+import { readSweepRun, type SweepRun } from "../sweep-runs.ts";
 import { SUBSCRIPTION_NAMES, subscriptions } from "../subscriptions.ts";
 import { queryRows, textArray } from "../webhooks/rows.ts";
 
@@ -469,20 +470,27 @@ function ofSubscription(subscription: string | undefined): SQL {
  * jobs waiting in QStash as the sweep last read them, as `stats` and GET /admin/stats
  * show them.
  */
-export type OperatorStats = Stats & { jobFailuresNotRetried: number; waitLists: WaitListReading[] };
+export type OperatorStats = Stats & {
+  jobFailuresNotRetried: number;
+  waitLists: WaitListReading[];
+  /** The cron sweep's last run (ADR 0040); null before the first. */
+  sweep: SweepRun | null;
+};
 
 /**
  * The outbox's stats and the failures still owed, read together: resolving their
  * alerts does not answer them, so the counts an operator checks must not read 0.
- * With them the jobs QStash holds back, which no table of events shows (ADR 0039).
+ * With them the jobs QStash holds back, which no table of events shows (ADR 0039),
+ * and the cron sweep's last run, without which nothing raises the other alerts (ADR 0040).
  */
 export async function operatorStats(pool: Queryable, db: Db): Promise<OperatorStats> {
-  const [core, notRetried, waitLists] = await Promise.all([
+  const [core, notRetried, waitLists, sweep] = await Promise.all([
     stats(pool),
     countOpenFailures(db),
     readWaitLists(db),
+    readSweepRun(db),
   ]);
-  return { ...core, jobFailuresNotRetried: notRetried, waitLists };
+  return { ...core, jobFailuresNotRetried: notRetried, waitLists, sweep };
 }
 
 /** "5 job failures are still not retried", said after a resolve that answered none of them. */

@@ -6,6 +6,7 @@ import {
   type WaitListReading,
 } from "../../../domain/subscription-backlog.ts";
 import { subscriptionFilter } from "../../../domain/subscriptions.ts";
+import { readSweepRun, retentionText, sweepTrouble } from "../../../domain/sweep-runs.ts";
 import { privateUrlsWhereDeployed } from "../../../domain/webhooks/url-safety.ts";
 import { listJobFailures } from "../../../domain/job-failures/record.ts";
 import { countOpenFailures } from "../../../domain/job-failures/retry.ts";
@@ -15,7 +16,7 @@ import { JOB_FAILURE_ID, retryAllOrRefuse, retryOrRefuse } from "../../routes/ad
 import { valid } from "../../validate.ts";
 import { LineChart } from "../chart.tsx";
 import type { DashboardEnv } from "../env.ts";
-import { age, Notice, render, Table, time, Unseen } from "../layout.tsx";
+import { age, asSentence, Notice, render, Table, time, Unseen } from "../layout.tsx";
 import {
   afterRetry,
   afterRetryAll,
@@ -87,14 +88,16 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
     const { pool, db } = c.var;
     const perMinute = await eventsPerMinute(pool);
     const since = perMinute[0]?.minute ?? new Date(Date.now() - 3_600_000);
-    const [s, alerts, jobs, deliveries, attempts, waitLists] = await Promise.all([
+    const [s, alerts, jobs, deliveries, attempts, waitLists, sweep] = await Promise.all([
       stats(pool),
       listAlerts(pool, { open: true, limit: 10 }),
       listJobFailures(db, { limit: 10 }),
       failedDeliveries(db, 10),
       attemptsPerMinute(db, since),
       readWaitLists(db),
+      readSweepRun(db),
     ]);
+    const sweepProblem = sweepTrouble(sweep, new Date(), time);
     const waiting = waitLists.filter((w) => w.waiting > 0);
     const inQStash = waiting.reduce((n, w) => n + w.waiting, 0);
     const unread = waitLists.find((w) => w.unreadSince !== null);
@@ -178,6 +181,18 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
             <p class="error">{s.relay.lastError ?? "(no message)"}</p>
           </div>
         ) : null}
+
+        {/* Not a card: the sweep is how the rest is kept, not a count of its own, and
+            eight cards fill a row at 1280 px. Red when nothing it does is being done. */}
+        {sweepProblem ? (
+          <div class="panel" id="sweep">
+            <p class={sweepProblem.late ? "error" : undefined}>{asSentence(sweepProblem.text)}</p>
+          </div>
+        ) : (
+          <p class="muted" id="sweep">
+            {`Cron sweep finished ${time(sweep!.finishedAt)} in ${sweep!.durationMs} ms; ${retentionText(sweep!.retentionDays)}.`}
+          </p>
+        )}
 
         {waiting.length > 0 || unread ? (
           <div class="panel" id="waiting">

@@ -1,0 +1,128 @@
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import type { Db } from "../../src/domain/db.ts";
+import {
+  readSweepRun,
+  SWEEP_LATE_AFTER_MINUTES,
+  sweepTrouble,
+  type SweepRun,
+} from "../../src/domain/sweep-runs.ts";
+import { createScheduled } from "../../src/worker/scheduled.ts";
+import { useTestDatabase } from "../support/db.ts";
+import { bindings, executionContext, openTestPool } from "../support/worker.ts";
+
+// ADR 0040: the cron sweep raises every alert but the relay's own, so a sweep that
+// never runs (no cron trigger) or fails at every run cannot raise one about itself.
+// It records its last run; the views read that. Against real Postgres: the failure
+// below is the database's own (a table the sweep needs is gone).
+const t = useTestDatabase();
+const db = () => t.db as unknown as Db;
+
+beforeEach(async () => {
+  await t.pool.query("TRUNCATE sweep_runs");
+});
+
+let quiet: ReturnType<typeof vi.spyOn>[] = [];
+beforeEach(() => {
+  quiet = [
+    vi.spyOn(console, "log").mockImplementation(() => undefined),
+    vi.spyOn(console, "error").mockImplementation(() => undefined),
+  ];
+});
+afterEach(() => quiet.forEach((s) => s.mockRestore()));
+
+function sweep(env = {}) {
+  return createScheduled(openTestPool(t.newPool(2)))(
+    {} as ScheduledController,
+    bindings({ DATABASE_URL: t.url, ...env }),
+    executionContext().ctx,
+  );
+}
+
+describe("the cron sweep's record of its runs", () => {
+  it("records when it finished, how long it took and the retention it ran with", async () => {
+    expect(await readSweepRun(db())).toBeNull();
+    const before = Date.now();
+    await sweep({ RETENTION_DAYS: "14" });
+    const run = await readSweepRun(db());
+    expect(run).toMatchObject({ retentionDays: 14, failedAt: null, failure: null });
+    expect(run!.finishedAt!.getTime()).toBeGreaterThanOrEqual(before - 1000);
+    expect(run!.durationMs).toBeGreaterThanOrEqual(0);
+    expect(sweepTrouble(run, new Date())).toBeUndefined();
+  });
+
+  it("records a failed run and why, beside the last that finished; the next that finishes clears the trouble", async () => {
+    await sweep();
+    const finished = (await readSweepRun(db()))!.finishedAt;
+    await t.pool.query("ALTER TABLE mail_sends RENAME TO mail_sends_away");
+    try {
+      await expect(sweep()).rejects.toThrow(/mail_sends/);
+    } finally {
+      await t.pool.query("ALTER TABLE mail_sends_away RENAME TO mail_sends");
+    }
+    const run = await readSweepRun(db());
+    expect(run!.finishedAt).toEqual(finished);
+    // The database's words first; drizzle's own message was the statement and then
+    // its parameters, which no log line here carries.
+    expect(run!.failure).toMatch(
+      /^query failed: relation "mail_sends" does not exist \(42P01\); the statement/,
+    );
+    const line = quiet[1]!.mock.calls.find((c) => String(c[0]).startsWith("sweep failed"));
+    expect(line?.[1]).toBe(run!.failure);
+    expect(run!.failure).not.toMatch(/params:/);
+    expect(sweepTrouble(run, new Date())).toEqual({
+      late: false,
+      text: expect.stringMatching(
+        /^the last sweep failed at \S+ \(the one before finished at \S+\): .*mail_sends/,
+      ),
+    });
+    await sweep();
+    expect(sweepTrouble(await readSweepRun(db()), new Date())).toBeUndefined();
+  });
+});
+
+describe("what the views say of it", () => {
+  const at = (iso: string) => new Date(iso);
+  const run = (over: Partial<SweepRun>): SweepRun => ({
+    id: 1,
+    finishedAt: at("2026-12-06T12:00:00Z"),
+    durationMs: 40,
+    retentionDays: 30,
+    failedAt: null,
+    failure: null,
+    ...over,
+  });
+  const minutesAfter = (n: number) => new Date(at("2026-12-06T12:00:00Z").getTime() + n * 60_000);
+
+  it("nothing while sweeps keep finishing; late, and what stops, once none has for a while", () => {
+    expect(sweepTrouble(run({}), minutesAfter(SWEEP_LATE_AFTER_MINUTES))).toBeUndefined();
+    expect(sweepTrouble(run({}), minutesAfter(SWEEP_LATE_AFTER_MINUTES + 1))).toEqual({
+      late: true,
+      text:
+        "no cron sweep has finished since 2026-12-06T12:00:00.000Z: until one does, lost kicks are not repaired, " +
+        "alerts other than the relay's are neither raised nor resolved, and retention deletes nothing; " +
+        "check the Worker's cron trigger (wrangler.toml [triggers] crons) and its logs",
+    });
+  });
+
+  it("a sweep that never finished: late, with its failure when one was recorded", () => {
+    expect(sweepTrouble(null, minutesAfter(0))?.text).toMatch(
+      /^no cron sweep has finished yet: until one does/,
+    );
+    const failing = run({
+      finishedAt: null,
+      failedAt: at("2026-12-06T12:03:00Z"),
+      failure: "QSTASH_TOKEN is not set",
+    });
+    expect(sweepTrouble(failing, minutesAfter(4), (d) => d.toISOString().slice(11, 16))).toEqual({
+      late: true,
+      text: expect.stringMatching(
+        /^no cron sweep has finished yet; the last one failed at 12:03: QSTASH_TOKEN is not set: until one does, .*; its log line says which step failed$/,
+      ),
+    });
+  });
+
+  it("a failure before the last finished run is history, not trouble", () => {
+    const recovered = run({ failedAt: at("2026-12-06T11:59:00Z"), failure: "connection terminated" });
+    expect(sweepTrouble(recovered, minutesAfter(1))).toBeUndefined();
+  });
+});
