@@ -1,3 +1,4 @@
+import { DrizzleQueryError } from "drizzle-orm";
 /**
  * Whose fault a failure is decides what happens next (guarantee 5): an outage of
  * the transport or the database never counts against a row; only an error that
@@ -50,6 +51,25 @@ export function errorMessage(error: unknown): string {
 export function withCause(error: unknown): string {
   if (!(error instanceof Error)) return String(error);
   return error.cause instanceof Error ? `${error.message} (${error.cause.message})` : error.message;
+}
+
+/**
+ * A failed Drizzle query in words a log line or a stored failure may carry: its
+ * driver's reason (with the SQLSTATE) and the statement, never its parameters,
+ * which hold what callers sent (note text, an API key's hash, an endpoint's sealed
+ * secret). Drizzle's own message is the statement followed by the parameters.
+ * Undefined for any other error. `asError` turns a cause that is not an Error (the
+ * Neon driver's ErrorEvent in workerd) into one.
+ */
+export function queryFailureText(
+  error: unknown,
+  asError: (thrown: unknown) => Error = (thrown) => (thrown instanceof Error ? thrown : new Error(String(thrown))),
+): string | undefined {
+  if (!(error instanceof DrizzleQueryError)) return undefined;
+  const cause = error.cause === undefined ? undefined : asError(error.cause);
+  const code = (cause as { code?: unknown } | undefined)?.code;
+  const why = `${cause?.message ?? "no reason given"}${typeof code === "string" ? ` (${code})` : ""}`;
+  return `query failed: ${why}; the statement, its parameters withheld: ${error.query}`;
 }
 
 /** Input an operator or caller got wrong (a malformed id, an unknown state): a 400, not a fault. */

@@ -53,6 +53,7 @@ export {
   InvalidInputError,
   databaseMisconfigurationOf,
   withCause,
+  queryFailureText,
   type DatabaseMisconfiguration,
   type FailureKind,
 } from "./errors.ts";

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { queryFailureText } from "./errors.ts";
 import type { JobBody } from "./types.ts";
 
 /** A job that can never succeed (the subject is gone for good, the input is invalid): QStash must not retry it. */
@@ -41,7 +42,9 @@ export async function runJob(handler: JobHandler, job: JobBody, context: JobCont
 
 /** A NonRetryableError will fail the same way on every delivery; anything else may pass next time. */
 export function jobFailure(error: unknown): JobFailure {
-  const message = error instanceof Error ? error.message : String(error);
+  // The answer QStash keeps, and the failure callback records for the dashboard: a
+  // failed query's parameters (a note's text) must not ride along.
+  const message = queryFailureText(error) ?? (error instanceof Error ? error.message : String(error));
   return { done: false, retry: !(error instanceof NonRetryableError), message };
 }
 

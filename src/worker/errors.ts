@@ -1,5 +1,4 @@
 import type { Context } from "hono";
-import { DrizzleQueryError } from "drizzle-orm";
 import { HTTPException } from "hono/http-exception";
 import { DomainError, type DomainErrorCode } from "../domain/errors.ts";
 import {
@@ -8,6 +7,7 @@ import {
   IDENTITY_ID_DIGITS,
   InvalidInputError,
   PublishError,
+  queryFailureText,
   SUBSCRIPTION_NAME,
   UUID_PATTERN,
 } from "../outbox/index.ts";
@@ -124,11 +124,7 @@ export function asError(thrown: unknown): Error {
  * API key's hash, an endpoint's sealed secret).
  */
 export function loggable(error: unknown): unknown {
-  if (!(error instanceof DrizzleQueryError)) return error;
-  const cause = error.cause === undefined ? undefined : asError(error.cause);
-  const code = (cause as { code?: unknown } | undefined)?.code;
-  const why = `${cause?.message ?? "no reason given"}${typeof code === "string" ? ` (${code})` : ""}`;
-  return `query failed: ${why}; the statement, its parameters withheld: ${error.query}`;
+  return queryFailureText(error, asError) ?? error;
 }
 
 /** The one way an error is answered: the envelope, with the code's status and headers. */

@@ -66,7 +66,7 @@ describe("the cron sweep's record of its runs", () => {
     expect(run!.failure).toMatch(
       /^query failed: relation "mail_sends" does not exist \(42P01\); the statement/,
     );
-    const line = quiet[1]!.mock.calls.find((c) => String(c[0]).startsWith("sweep failed"));
+    const line = quiet[1]!.mock.calls.find((c: unknown[]) => String(c[0]).startsWith("sweep failed"));
     expect(line?.[1]).toBe(run!.failure);
     expect(run!.failure).not.toMatch(/params:/);
     expect(sweepTrouble(run, new Date())).toEqual({

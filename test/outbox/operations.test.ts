@@ -1,3 +1,4 @@
+import { sql } from "drizzle-orm";
 import { beforeEach, describe, expect, it } from "vitest";
 import {
   NonRetryableError,
@@ -235,6 +236,22 @@ describe("answering QStash", () => {
       retry: false,
       message: "gone",
     });
+  });
+
+  it("says a failed query by its reason and statement, never its parameters (a note's text)", async () => {
+    const secret = "the note's private text";
+    const failing = async () => {
+      await t.db.execute(sql`INSERT INTO no_such_table (body) VALUES (${secret})`);
+    };
+    const outcome = await runJob(failing, body, ctx);
+    expect(outcome).toEqual({
+      done: false,
+      retry: true,
+      message: expect.stringMatching(
+        /^query failed: relation "no_such_table" does not exist \(42P01\); the statement, its parameters withheld: insert into no_such_table/i,
+      ),
+    });
+    expect(JSON.stringify(outcome)).not.toContain(secret);
   });
 
   it("refuses a body that is not a job, without retries", () => {
