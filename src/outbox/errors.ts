@@ -63,7 +63,8 @@ export function withCause(error: unknown): string {
  */
 export function queryFailureText(
   error: unknown,
-  asError: (thrown: unknown) => Error = (thrown) => (thrown instanceof Error ? thrown : new Error(String(thrown))),
+  asError: (thrown: unknown) => Error = (thrown) =>
+    thrown instanceof Error ? thrown : new Error(String(thrown)),
 ): string | undefined {
   if (!(error instanceof DrizzleQueryError)) return undefined;
   const cause = error.cause === undefined ? undefined : asError(error.cause);
