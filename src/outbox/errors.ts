@@ -70,7 +70,9 @@ export function queryFailureText(
   const cause = error.cause === undefined ? undefined : asError(error.cause);
   const code = (cause as { code?: unknown } | undefined)?.code;
   const why = `${cause?.message ?? "no reason given"}${typeof code === "string" ? ` (${code})` : ""}`;
-  return `query failed: ${why}; the statement, its parameters withheld: ${error.query}`;
+  // On one line: a statement written over several made the sweep's record and its
+  // log line break mid-sentence (the CLI's `stats` printed its tail on a line of its own).
+  return `query failed: ${why}; the statement, its parameters withheld: ${error.query.replace(/\s+/g, " ").trim()}`;
 }
 
 /** Input an operator or caller got wrong (a malformed id, an unknown state): a 400, not a fault. */

@@ -106,6 +106,15 @@ describe("a database out of reach", () => {
     expect(
       String(loggable(new DrizzleQueryError("select 1", ["x"], socketEvent as unknown as Error))),
     ).toMatch(/^query failed: Network connection lost\./);
+    // A statement written over several lines is logged on one.
+    const multiLine = new DrizzleQueryError(
+      "WITH gone AS (\n    DELETE FROM t)\n  SELECT 1",
+      [],
+      new Error("x"),
+    );
+    expect(String(loggable(multiLine))).toBe(
+      "query failed: x; the statement, its parameters withheld: WITH gone AS ( DELETE FROM t) SELECT 1",
+    );
   });
 
   it("tells an unavailable database from other failures by SQLSTATE or the driver's words, through wrappers", () => {

@@ -117,7 +117,7 @@ table.stack,table.stack tbody,table.stack tr,table.stack td{display:block}
 table.stack tr:has(>th){display:none}
 table.stack tr{border-bottom:1px solid var(--line);padding:.35rem 0}
 table.stack td{border:0;padding:.1rem .55rem .1rem 9.5rem;position:relative;min-width:0;text-align:left}
-table.stack td::before{content:attr(data-label);position:absolute;left:.55rem;width:8.5rem;color:var(--muted);font-size:.78rem;text-transform:uppercase;letter-spacing:.04em;line-height:1.8}
+table.stack td::before{content:attr(data-label);position:absolute;left:.55rem;width:8.5rem;color:var(--muted);font:.75rem/1.9 system-ui,-apple-system,"Segoe UI",sans-serif;text-transform:uppercase;letter-spacing:.04em}
 }
 @media (max-width:30rem){
 table.stack td{padding-left:.55rem}
