@@ -43,8 +43,19 @@ export function registerJobsDeliver(app: App) {
       mailTo: config.MAIL_TO,
       deliverQueue: deliverQueueFor(config),
     });
-    // Every subscription has a handler (JobHandlers is typed by their names).
-    if (!isJobKind(handlers, name)) throw new ApiError("NOT_FOUND", `no subscription ${name}`);
+    // Every subscription has a handler (JobHandlers is typed by their names), but only
+    // a build that typechecks says so: wrangler's does not. A subscription without
+    // one is the deployment's fault, not the job's: a 500, logged, so QStash retries
+    // it once a handler is deployed (a 404 said "no subscription" of one that exists).
+    if (!isJobKind(handlers, name)) {
+      if (findSubscription(subscriptions, name))
+        throw new ApiError(
+          "MISCONFIGURED",
+          `subscription ${name} has no job handler: add it to createJobHandlers (src/domain/job-handlers.ts) ` +
+            "and deploy; QStash retries its jobs meanwhile",
+        );
+      throw new ApiError("NOT_FOUND", `no subscription ${name}`);
+    }
     const handler = handlers[name];
 
     const context: JobContext = {
