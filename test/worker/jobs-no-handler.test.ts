@@ -1,5 +1,6 @@
 import { beforeAll, describe, expect, it, vi } from "vitest";
 import { signJwt } from "../../infra/qstash-dev/signing.ts";
+import type * as JobHandlersModule from "../../src/domain/job-handlers.ts";
 import type { Bindings } from "../../src/worker/env.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { relayJobBody } from "../support/job-failures.ts";
@@ -10,7 +11,7 @@ import { appOverTestDatabase, bindings, call } from "../support/worker.ts";
 // walkthrough deleted a handler and the Worker reloaded without a word). Here the
 // handler map loses notify.mail's entry the same way.
 vi.mock("../../src/domain/job-handlers.ts", async (importOriginal) => {
-  const real = await importOriginal<typeof import("../../src/domain/job-handlers.ts")>();
+  const real = await importOriginal<typeof JobHandlersModule>();
   return {
     ...real,
     createJobHandlers: (...args: Parameters<typeof real.createJobHandlers>) => {
