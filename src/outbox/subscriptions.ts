@@ -19,11 +19,13 @@ export interface Subscription {
 /** A subscription name (and so a job route segment), as a regex source for route patterns. */
 export const SUBSCRIPTION_NAME = "[a-z][a-z0-9_.-]*";
 const NAME = new RegExp(`^${SUBSCRIPTION_NAME}$`);
-const TYPE_GLOB = /^[A-Za-z0-9_.*-]+$/;
+// Lower case, as every event type is (record.ts): `Order.*` was taken and matched
+// nothing, for a subscription and for a webhook endpoint alike.
+const TYPE_GLOB = /^[a-z0-9_.*-]+$/;
 
 /** What a type glob may hold, said where one is refused. */
 export const TYPE_GLOB_RULE =
-  "must be an event-type glob: letters, digits, `_`, `.`, `-` and `*`, e.g. `supplier.*`";
+  "must be an event-type glob: lower-case letters, digits, `_`, `.`, `-` and `*`, as event types are, e.g. `supplier.*`";
 
 /**
  * Whether a string is an event-type glob (`supplier.*`, `*`): the one rule for
@@ -34,8 +36,10 @@ export function isTypeGlob(glob: string): boolean {
 }
 
 /**
- * Checks a subscription list once, at start-up, so a typo fails loudly instead of
- * matching nothing. The list keeps its literal names, so a record of job handlers
+ * Checks a subscription list once, at start-up: its names, and that each type is a
+ * glob an event type can match (not that any event of that type is ever recorded:
+ * the app keeps no list of its types, so `orders.*` for `order.placed` events
+ * passes and matches nothing). The list keeps its literal names, so a record of job handlers
  * can be typed by them (`SubscriptionName`): a subscription without one does not compile.
  */
 export function defineSubscriptions<const T extends readonly Subscription[]>(list: T): T {
@@ -47,7 +51,7 @@ export function defineSubscriptions<const T extends readonly Subscription[]>(lis
     seen.add(s.name);
     if (s.types.length === 0) throw new Error(`subscription "${s.name}" matches no event types`);
     for (const t of s.types) {
-      if (!isTypeGlob(t)) throw new Error(`subscription "${s.name}": bad type glob "${t}"`);
+      if (!isTypeGlob(t)) throw new Error(`subscription "${s.name}": type "${t}" ${TYPE_GLOB_RULE}`);
     }
     if (s.retries !== undefined && (!Number.isInteger(s.retries) || s.retries < 0)) {
       throw new Error(`subscription "${s.name}": retries must be a non-negative integer`);

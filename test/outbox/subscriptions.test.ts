@@ -31,7 +31,9 @@ describe("defineSubscriptions", () => {
     [[{ name: "Bad Name", types: ["*"] }], /must match/],
     [[{ name: "_failed", types: ["*"] }], /must match|reserved/],
     [[{ name: "a", types: [] }], /matches no event types/],
-    [[{ name: "a", types: ["supplier.?"] }], /bad type glob/],
+    [[{ name: "a", types: ["supplier.?"] }], /type "supplier\.\?" must be an event-type glob/],
+    // Event types are lower case (recordEvent): this glob could never match one.
+    [[{ name: "a", types: ["Order.*"] }], /type "Order\.\*" must be an event-type glob: lower-case/],
     [[{ name: "a", types: ["*"], retries: -1 }], /retries/],
     [
       [

@@ -44,7 +44,7 @@ export function runScript(
  * Runs each bad command line (at once) and expects exit 2 with its message and the
  * usage, on stderr. Answers the results, in order, for anything more to check.
  */
-export async function expectUsageErrors(cases: [string[], RegExp][]): Promise<CliResult[]> {
+export async function expectUsageErrors(cases: [string[], RegExp | string][]): Promise<CliResult[]> {
   const results = await Promise.all(cases.map(([args]) => runCli(args)));
   results.forEach((r, i) => {
     const [args, message] = cases[i]!;
