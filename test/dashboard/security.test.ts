@@ -114,20 +114,21 @@ describe("sessions", () => {
     // A payload claiming a later expiry under the old signature.
     const claims = JSON.parse(atob(payload!.replace(/-/g, "+").replace(/_/g, "/")));
     const stretched = btoa(JSON.stringify({ ...claims, exp: claims.exp + 86_400 })).replace(/=+$/, "");
-    const foreign = await signSession("another-deployments-admin-token-000");
-    const expired = await signSession(
-      env.ADMIN_TOKEN!,
-      Math.floor(Date.now() / 1000) - SESSION_TTL_SECONDS - 1,
-    );
-    const unexpired = await signSession(
-      env.ADMIN_TOKEN!,
-      Math.floor(Date.now() / 1000) - SESSION_TTL_SECONDS + 60,
-    );
+    const secrets = { ADMIN_TOKEN: env.ADMIN_TOKEN!, WEBHOOK_SECRETS_KEY: env.WEBHOOK_SECRETS_KEY };
+    const foreign = await signSession({ ...secrets, ADMIN_TOKEN: "another-deployments-admin-token-000" });
+    // The right token without the deployment's secrets key: a session key anyone who
+    // guessed the token could make, so a captured cookie would confirm the guess offline.
+    const tokenOnly = await signSession({ ADMIN_TOKEN: env.ADMIN_TOKEN! });
+    const otherKey = await signSession({ ...secrets, WEBHOOK_SECRETS_KEY: btoa("k".repeat(32)) });
+    const expired = await signSession(secrets, Math.floor(Date.now() / 1000) - SESSION_TTL_SECONDS - 1);
+    const unexpired = await signSession(secrets, Math.floor(Date.now() / 1000) - SESSION_TTL_SECONDS + 60);
 
     for (const [label, value] of Object.entries({
       tampered,
       stretched: `${header}.${stretched}.${signature}`,
       foreign,
+      tokenOnly,
+      otherKey,
       expired,
       garbage: "not-a-token",
     })) {

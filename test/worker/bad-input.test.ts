@@ -758,7 +758,11 @@ async function send(c: Case) {
   if (c.auth === "tenant" && !headers.has("authorization")) headers.set("authorization", `Bearer ${key}`);
   if (c.auth === "admin") headers.set("authorization", `Bearer ${env.ADMIN_TOKEN}`);
   // The dashboard takes a signed session cookie (its login is tested in test/dashboard).
-  if (c.auth === "basic") headers.set("cookie", `${cookieName(true)}=${await signSession(env.ADMIN_TOKEN!)}`);
+  if (c.auth === "basic")
+    headers.set(
+      "cookie",
+      `${cookieName(true)}=${await signSession({ ADMIN_TOKEN: env.ADMIN_TOKEN!, WEBHOOK_SECRETS_KEY: env.WEBHOOK_SECRETS_KEY })}`,
+    );
   let body: BodyInit | undefined;
   if (c.body instanceof ReadableStream) body = c.body;
   else if (typeof c.body === "string") body = c.body;

@@ -1,32 +1,43 @@
 import type { Context, MiddlewareHandler } from "hono";
 import { deleteCookie, getCookie, setCookie } from "hono/cookie";
 import { sign, verify } from "hono/jwt";
-import type { HonoEnv } from "../env.ts";
+import type { Config, HonoEnv } from "../env.ts";
 import type { DashboardEnv } from "./env.ts";
 
 /** How long a login lasts; after it the operator signs in again. */
 export const SESSION_TTL_SECONDS = 12 * 60 * 60;
 
+/** What a session's key is made from: the operator's token and, when set, the webhook secrets key. */
+export type SessionSecrets = Pick<Config, "ADMIN_TOKEN" | "WEBHOOK_SECRETS_KEY">;
+
 /**
  * The session is an HS256 JWT (Hono's helper) in a cookie: the Worker keeps no
- * memory between requests, and a signed, expiring token needs none. Its key is
- * derived from ADMIN_TOKEN, so rotating the token ends every session, and the
- * token itself never signs anything a browser holds.
+ * memory between requests, and a signed, expiring token needs none. Its key is an
+ * HMAC of ADMIN_TOKEN, so rotating the token ends every session, and the token
+ * itself never signs anything a browser holds. The HMAC's key is
+ * WEBHOOK_SECRETS_KEY (32 random bytes) where it is set: keyed by the token alone,
+ * a captured cookie let anyone test guesses at the token offline, as fast as they
+ * can compute two HMACs, however many sign-ins the lock-out refuses. Rotating
+ * WEBHOOK_SECRETS_KEY ends every session too.
  */
-async function sessionKey(adminToken: string): Promise<string> {
-  const key = await crypto.subtle.importKey(
-    "raw",
-    new TextEncoder().encode(adminToken),
-    { name: "HMAC", hash: "SHA-256" },
-    false,
-    ["sign"],
-  );
+async function sessionKey(secrets: SessionSecrets): Promise<string> {
+  const encode = (text: string) => new TextEncoder().encode(text);
+  const keyBytes = secrets.WEBHOOK_SECRETS_KEY
+    ? base64Bytes(secrets.WEBHOOK_SECRETS_KEY)
+    : encode(secrets.ADMIN_TOKEN);
+  const key = await crypto.subtle.importKey("raw", keyBytes, { name: "HMAC", hash: "SHA-256" }, false, [
+    "sign",
+  ]);
   const mac = await crypto.subtle.sign(
     "HMAC",
     key,
-    new TextEncoder().encode("edge-outbox dashboard session v1"),
+    encode(`edge-outbox dashboard session v2\n${secrets.ADMIN_TOKEN}`),
   );
   return [...new Uint8Array(mac)].map((b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+function base64Bytes(base64: string): Uint8Array<ArrayBuffer> {
+  return Uint8Array.from(atob(base64), (c) => c.charCodeAt(0));
 }
 
 /**
@@ -44,16 +55,16 @@ export function cookieName(secure: boolean): string {
 }
 
 /** A session token issued at `issuedAt` (seconds since the epoch). */
-export async function signSession(adminToken: string, issuedAt = Math.floor(Date.now() / 1000)) {
+export async function signSession(secrets: SessionSecrets, issuedAt = Math.floor(Date.now() / 1000)) {
   return sign(
     { sub: "operator", iat: issuedAt, exp: issuedAt + SESSION_TTL_SECONDS },
-    await sessionKey(adminToken),
+    await sessionKey(secrets),
     "HS256",
   );
 }
 
 export async function startSession(c: Context<HonoEnv>): Promise<void> {
-  const token = await signSession(c.var.config.ADMIN_TOKEN);
+  const token = await signSession(c.var.config);
   const secure = !isLoopbackHttp(c.req.url);
   setCookie(c, cookieName(secure), token, {
     httpOnly: true,
@@ -75,7 +86,7 @@ export async function hasSession(c: Context<HonoEnv>): Promise<boolean> {
   if (!token) return false;
   try {
     // verify checks the signature, the algorithm and `exp`.
-    const claims = await verify(token, await sessionKey(c.var.config.ADMIN_TOKEN), "HS256");
+    const claims = await verify(token, await sessionKey(c.var.config), "HS256");
     return claims.sub === "operator";
   } catch {
     return false;
