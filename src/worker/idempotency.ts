@@ -12,21 +12,35 @@ const RULE = `Idempotency-Key must be 1 to ${IDEMPOTENCY_KEY_MAX} visible ASCII 
  * `"…"` with `\"` and `\\` escapes; most clients send the value bare (Stripe's
  * convention), so both are taken. Anything else is a 400 before the write runs:
  * a key read wrongly would not protect the retry its caller counts on. Two keys
- * (the header twice) arrive joined by ", " and are refused by the same rule.
+ * (the header twice) arrive joined by ", " and are refused, saying so.
  */
 export function parseIdempotencyKey(header: string | undefined): string | undefined {
   if (header === undefined) return undefined;
   // Whitespace around a field value is not part of it (RFC 9110 §5.5). Fetch's Headers
   // trims it, but workerd hands a request's trailing spaces through, and `key   ` was a 400.
   header = header.replace(/^[ \t]+|[ \t]+$/g, "");
-  const key = header.startsWith('"') ? unquoted(header) : header;
-  if (key === undefined || key.length === 0 || key.length > IDEMPOTENCY_KEY_MAX || !visible(key, header))
-    throw new ApiError("BAD_REQUEST", RULE, [
-      {
-        path: "header.idempotency-key",
-        message: `must be 1 to ${IDEMPOTENCY_KEY_MAX} visible ASCII characters`,
-      },
+  const key = oneKey(header);
+  if (key !== undefined) return key;
+  // The header sent more than once arrives joined by ", ": each value may be a good
+  // key, and "must be visible ASCII characters" named no fault the caller could see.
+  const values = header.split(/[ \t]*,[ \t]*/);
+  if (values.length > 1 && values.every((v) => oneKey(v) !== undefined))
+    throw new ApiError("BAD_REQUEST", `Idempotency-Key was sent ${values.length} times: send it once`, [
+      { path: "header.idempotency-key", message: `sent ${values.length} times` },
     ]);
+  throw new ApiError("BAD_REQUEST", RULE, [
+    {
+      path: "header.idempotency-key",
+      message: `must be 1 to ${IDEMPOTENCY_KEY_MAX} visible ASCII characters`,
+    },
+  ]);
+}
+
+/** The key one header value holds, or undefined when it is not one. */
+function oneKey(value: string): string | undefined {
+  const key = value.startsWith('"') ? unquoted(value) : value;
+  if (key === undefined || key.length === 0 || key.length > IDEMPOTENCY_KEY_MAX || !visible(key, value))
+    return undefined;
   return key;
 }
 

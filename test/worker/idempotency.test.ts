@@ -376,7 +376,11 @@ describe("a bad Idempotency-Key", () => {
     expect(parseIdempotencyKey('"with space"')).toBe("with space");
     expect(parseIdempotencyKey('"esc\\"aped\\\\"')).toBe('esc"aped\\');
     expect(parseIdempotencyKey("x".repeat(255))).toHaveLength(255);
-    expect(() => parseIdempotencyKey("a, b")).toThrow("Idempotency-Key must be");
+    // The header sent twice arrives as "a, b": said as that, not as a malformed key.
+    expect(() => parseIdempotencyKey("a, b")).toThrow("Idempotency-Key was sent 2 times: send it once");
+    expect(() => parseIdempotencyKey('"one key", key-2, key-3')).toThrow("was sent 3 times");
+    expect(parseIdempotencyKey('"a, b"')).toBe("a, b");
+    expect(() => parseIdempotencyKey('a, "unclosed')).toThrow("Idempotency-Key must be");
     // The spaces and tabs around a field value are not part of it (RFC 9110 §5.5).
     expect(parseIdempotencyKey("my-key-1   ")).toBe("my-key-1");
     expect(parseIdempotencyKey('\t "quoted key" \t')).toBe("quoted key");
