@@ -418,7 +418,9 @@ describe("outbox webhooks: what an operator reads", () => {
       ],
     ];
     await expectUsageErrors(cases);
-  });
+    // Fourteen CLI processes, eleven at once, each ~1.5 s of CPU to start: on two
+    // shared cores under the rest of the suite they took past the default 30 s.
+  }, 120_000);
 });
 
 describe("outbox webhooks: what an operator fixes", () => {
