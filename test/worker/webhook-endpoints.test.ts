@@ -543,6 +543,41 @@ describe("webhook deliveries (reads of the delivery log)", () => {
     }
     expect(seen).toEqual(newestFirst);
 
+    // A cursor answers only the list it was made for: given to another list, or to
+    // this one with another filter, it answered 200 with an empty page, which a
+    // client reads as the end of the list.
+    const first = await admin("GET", `/admin/webhooks/endpoints/${endpoint.id}/deliveries?limit=2`);
+    const next: string = first.body.nextCursor;
+    const endpointsCursor: string = (await admin("GET", "/admin/webhooks/endpoints?limit=1")).body.nextCursor;
+    expect(endpointsCursor).toEqual(expect.any(String));
+    const elsewhere = await create({ url: "https://other-deliveries.example.com/", scope: null });
+    for (const path of [
+      `/admin/webhooks/endpoints/${endpoint.id}/deliveries?status=failed&cursor=${next}`,
+      `/admin/webhooks/endpoints/${elsewhere.endpoint.id}/deliveries?cursor=${next}`,
+      `/admin/webhooks/endpoints/${endpoint.id}/deliveries?cursor=${endpointsCursor}`,
+      `/admin/webhooks/endpoints?cursor=${next}`,
+    ]) {
+      const refused = await admin("GET", path);
+      expect(refused.status, path).toBe(400);
+      expect(refused.body.error.message).toBe(
+        "cursor: belongs to another list, or to this one with other filters: ask again without it, from the first page",
+      );
+    }
+    // The same list with its id in capitals is the same list.
+    const upper = await admin(
+      "GET",
+      `/admin/webhooks/endpoints/${endpoint.id.toUpperCase()}/deliveries?limit=2&cursor=${next}`,
+    );
+    expect(upper.body.deliveries.map((d: { id: string }) => d.id)).toEqual(newestFirst.slice(2, 4));
+    // A cursor from before lists were tagged (created_at|id) is still taken.
+    const [, at, id] = atob(next.replace(/-/g, "+").replace(/_/g, "/")).split("|");
+    const untagged = btoa(`${at}|${id}`).replace(/=+$/, "");
+    const old = await admin(
+      "GET",
+      `/admin/webhooks/endpoints/${endpoint.id}/deliveries?limit=2&cursor=${untagged}`,
+    );
+    expect(old.body.deliveries.map((d: { id: string }) => d.id)).toEqual(newestFirst.slice(2, 4));
+
     const failed = await admin("GET", `/admin/webhooks/endpoints/${endpoint.id}/deliveries?status=failed`);
     expect(failed.body.deliveries.map((d: { id: string }) => d.id)).toEqual(
       newestFirst.filter((id) => ids.indexOf(id) % 2 === 0),

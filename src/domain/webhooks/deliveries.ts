@@ -5,7 +5,7 @@ import { webhookAttempts, webhookDeliveries, type WebhookDeliveryStatus } from "
 import { findEndpointRow } from "./get.ts";
 import { attemptsMade } from "./delivery-log.ts";
 import { cursorAt, keysetPage, olderThan } from "./keyset.ts";
-import { attemptView, deliveryView, type Cursor } from "./schemas.ts";
+import { assertCursorOf, attemptView, deliveryView, listTag, type Cursor } from "./schemas.ts";
 
 export interface ListDeliveriesOptions {
   status?: WebhookDeliveryStatus;
@@ -19,6 +19,9 @@ export interface ListDeliveriesOptions {
  * (endpoint_id, created_at) index). Unknown endpoint: NotFoundError.
  */
 export async function listDeliveries(db: Db, endpointId: string, options: ListDeliveriesOptions) {
+  // The id as the row holds it: the path may write it in capitals, the cursor's tag not.
+  const list = listTag("deliveries", endpointId.toLowerCase(), options.status);
+  assertCursorOf(options.cursor, list);
   await findEndpointRow(db, endpointId);
   const t = webhookDeliveries;
   const where: SQL[] = [eq(t.endpointId, endpointId)];
@@ -30,7 +33,7 @@ export async function listDeliveries(db: Db, endpointId: string, options: ListDe
     .where(and(...where))
     .orderBy(desc(t.createdAt), desc(t.id))
     .limit(options.limit + 1);
-  const { items, nextCursor } = keysetPage(rows, options.limit, deliveryView);
+  const { items, nextCursor } = keysetPage(rows, options.limit, deliveryView, list);
   return { deliveries: items, nextCursor };
 }
 

@@ -22,11 +22,13 @@ export function keysetPage<Row extends { id: string }, View>(
   rows: { row: Row; at: string }[],
   limit: number,
   view: (row: Row) => View,
+  /** The list's tag (listTag), which the next page's cursor carries. */
+  list: string,
 ): { items: View[]; nextCursor: string | null } {
   const page = rows.slice(0, limit);
   const last = page.at(-1);
   return {
     items: page.map((r) => view(r.row)),
-    nextCursor: rows.length > limit && last ? encodeCursor({ at: last.at, id: last.row.id }) : null,
+    nextCursor: rows.length > limit && last ? encodeCursor({ at: last.at, id: last.row.id, list }) : null,
   };
 }

@@ -2,7 +2,7 @@ import { and, desc, eq, isNull, type SQL } from "drizzle-orm";
 import type { Db } from "../db.ts";
 import { webhookEndpoints } from "../schema.ts";
 import { cursorAt, keysetPage, olderThan } from "./keyset.ts";
-import { endpointView, type Cursor, type EndpointView } from "./schemas.ts";
+import { assertCursorOf, endpointView, listTag, type Cursor, type EndpointView } from "./schemas.ts";
 
 export interface ListEndpointsOptions {
   /** undefined: every scope; null: only the unscoped endpoints. */
@@ -16,6 +16,8 @@ export async function listEndpoints(
   db: Db,
   options: ListEndpointsOptions,
 ): Promise<{ endpoints: EndpointView[]; nextCursor: string | null }> {
+  const list = listTag("endpoints", options.scope);
+  assertCursorOf(options.cursor, list);
   const t = webhookEndpoints;
   const where: SQL[] = [];
   if (options.scope === null) where.push(isNull(t.scope));
@@ -27,6 +29,6 @@ export async function listEndpoints(
     .where(and(...where))
     .orderBy(desc(t.createdAt), desc(t.id))
     .limit(options.limit + 1);
-  const { items, nextCursor } = keysetPage(rows, options.limit, (row) => endpointView(row));
+  const { items, nextCursor } = keysetPage(rows, options.limit, (row) => endpointView(row), list);
   return { endpoints: items, nextCursor };
 }

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { isTypeGlob, TYPE_GLOB_RULE } from "../../outbox/index.ts";
+import { InvalidInputError, isTypeGlob, TYPE_GLOB_RULE } from "../../outbox/index.ts";
 import type { webhookAttempts, webhookDeliveries, webhookEndpoints } from "../schema.ts";
 import { webhookDeliveryStatuses } from "../schema.ts";
 import { multiLine, scopeFilter, scopeValue, wholeNumber } from "../text.ts";
@@ -106,22 +106,54 @@ export interface Cursor {
   /** created_at to the microsecond, as Postgres wrote it: a JS Date would round it and skip rows. */
   at: string;
   id: string;
+  /**
+   * Which list, with which filters, the cursor was made for (`listTag`): given to
+   * another, it answered an empty page, read as the end of the list. Undefined in
+   * a cursor from before it was added, which is taken as it was.
+   */
+  list?: string;
 }
 
 export function encodeCursor(cursor: Cursor): string {
-  return btoa(`${cursor.at}|${cursor.id}`).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+  const text = `${cursor.list === undefined ? "" : `${cursor.list}|`}${cursor.at}|${cursor.id}`;
+  return btoa(text).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
 }
 
 function decodeCursor(text: string): Cursor | undefined {
   try {
-    const [at, id, ...rest] = atob(text.replace(/-/g, "+").replace(/_/g, "/")).split("|");
-    if (rest.length > 0 || !at || !id) return undefined;
+    const parts = atob(text.replace(/-/g, "+").replace(/_/g, "/")).split("|");
+    if (parts.length !== 2 && parts.length !== 3) return undefined;
+    const [list, at, id] = parts.length === 3 ? parts : [undefined, ...parts];
+    if (!at || !id || (list !== undefined && !/^[0-9a-f]{8}$/.test(list))) return undefined;
     if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/.test(at)) return undefined;
     if (!z.guid().safeParse(id).success) return undefined;
-    return { at, id };
+    return list === undefined ? { at, id } : { at, id, list };
   } catch {
     return undefined;
   }
+}
+
+/**
+ * A short tag for a list and its filters (32-bit FNV-1a, hex): what a cursor carries
+ * to be refused by any other list. Not a secret and not a guarantee: two lists
+ * sharing a tag only get back the old behaviour, an empty page.
+ */
+export function listTag(...parts: (string | null | undefined)[]): string {
+  const text = JSON.stringify(parts.map((p) => (p === undefined ? { any: true } : p)));
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) {
+    hash ^= text.charCodeAt(i);
+    hash = Math.imul(hash, 0x01000193) >>> 0;
+  }
+  return hash.toString(16).padStart(8, "0");
+}
+
+/** Refuses a cursor made for another list, or for this one with other filters. */
+export function assertCursorOf(cursor: Cursor | undefined, list: string): void {
+  if (cursor?.list !== undefined && cursor.list !== list)
+    throw new InvalidInputError(
+      "cursor: belongs to another list, or to this one with other filters: ask again without it, from the first page",
+    );
 }
 
 /**
