@@ -589,6 +589,18 @@ describe("the dashboard in Chromium", () => {
           }),
         );
         if (mislabelled.length > 0) misfits[`${width} ${path}: labels`] = mislabelled;
+        // A cell is as tall as its label: beside an empty cell (no error) the label ran
+        // onto the next row's, and a label that wraps onto the next cell's.
+        const squeezed = await page.$$eval("table.stack td", (cells) =>
+          cells
+            .filter((td) => getComputedStyle(td).display !== "table-cell")
+            .filter(
+              (td) =>
+                td.getBoundingClientRect().height + 0.5 < parseFloat(getComputedStyle(td, "::before").height),
+            )
+            .map((td) => `${td.dataset.label}: ${td.getBoundingClientRect().height} px`),
+        );
+        if (squeezed.length > 0) misfits[`${width} ${path}: cells shorter than their label`] = squeezed;
         // Every link and the sign-out button inside the window and on the header's dark band.
         const outside = await page.evaluate(() => {
           const band = document.querySelector("header.top")!.getBoundingClientRect();

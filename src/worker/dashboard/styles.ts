@@ -25,6 +25,9 @@
  * becomes, below 70rem, one block a row, each cell a line led by its column's name
  * (`data-label`, as the header row is hidden); below 30rem the name goes above the
  * cell, and a table of names and values (`.kv`) puts each name above its value.
+ * The name floats in the cell's left padding and the cell is a formatting root, so
+ * the cell is as tall as its name however short its value: positioned absolutely,
+ * a name beside an empty cell (no error) ran onto the next row's.
  */
 export const DASHBOARD_CSS = `
 :root{--fg:#1d2330;--muted:#5d6678;--line:#dde1e8;--bg:#f6f7f9;--card:#fff;--accent:#2557d6;--bad:#b42318;--ok:#067647;--warn:#b54708}
@@ -51,6 +54,7 @@ a{color:var(--accent)}
 .card .value a{color:inherit}
 .card.bad .value{color:var(--bad)}.card.ok .value{color:var(--ok)}.card.warn .value{color:var(--warn)}
 .panel{background:var(--card);border:1px solid var(--line);border-radius:8px;padding:.8rem 1rem;margin:.8rem 0}
+.panel>p:first-child{margin-top:0}.panel>p:last-child{margin-bottom:0}
 table{border-collapse:collapse;width:100%;background:var(--card)}
 th,td{border-bottom:1px solid var(--line);padding:.35rem .55rem;text-align:left;vertical-align:top}
 th{font-size:.78rem;text-transform:uppercase;letter-spacing:.04em;color:var(--muted);font-weight:600}
@@ -116,12 +120,12 @@ details.edit button{align-self:flex-start;margin-top:.4rem}
 table.stack,table.stack tbody,table.stack tr,table.stack td{display:block}
 table.stack tr:has(>th){display:none}
 table.stack tr{border-bottom:1px solid var(--line);padding:.35rem 0}
-table.stack td{border:0;padding:.1rem .55rem .1rem 9.5rem;position:relative;min-width:0;text-align:left}
-table.stack td::before{content:attr(data-label);position:absolute;left:.55rem;width:8.5rem;color:var(--muted);font:.75rem/1.9 system-ui,-apple-system,"Segoe UI",sans-serif;text-transform:uppercase;letter-spacing:.04em}
+table.stack td{border:0;padding:.1rem .55rem .1rem 9.5rem;display:flow-root;min-width:0;text-align:left}
+table.stack td::before{content:attr(data-label);float:left;width:8.5rem;margin-left:-8.95rem;color:var(--muted);font:.75rem/1.9 system-ui,-apple-system,"Segoe UI",sans-serif;text-transform:uppercase;letter-spacing:.04em}
 }
 @media (max-width:30rem){
 table.stack td{padding-left:.55rem}
-table.stack td::before{position:static;display:block;width:auto;line-height:1.45}
+table.stack td::before{float:none;display:block;width:auto;margin-left:0;line-height:1.45}
 table.kv th,table.kv td{display:block;width:auto;border:0;padding:.1rem .55rem}
 table.kv tr{display:block;border-bottom:1px solid var(--line);padding:.3rem 0}
 table.kv td.error{min-width:0}
