@@ -10,7 +10,7 @@ import {
   type EventDelivery,
 } from "../domain/webhooks/delivery-log.ts";
 import { describeWaiting, jobsWaitingText, type JobsWaiting } from "../domain/subscription-backlog.ts";
-import { retentionText, sweepTrouble } from "../domain/sweep-runs.ts";
+import { retentionText } from "../domain/sweep-runs.ts";
 import type { attemptView, deliveryView, EndpointView } from "../domain/webhooks/schemas.ts";
 import type { EndpointHealth as EndpointDayHealth } from "../domain/webhooks/get.ts";
 import {
@@ -200,10 +200,11 @@ export function formatStats(s: OperatorStats): string {
 }
 
 /** When the cron sweep last finished, with the retention it applied, or why it needs looking at (ADR 0040). */
-function sweepLine(run: OperatorStats["sweep"]): string {
-  const trouble = sweepTrouble(run, new Date(), when);
-  if (trouble) return trouble.text;
-  return `finished ${when(run!.finishedAt)} in ${run!.durationMs} ms; ${retentionText(run!.retentionDays)}`;
+function sweepLine(sweep: OperatorStats["sweep"]): string {
+  return (
+    sweep.trouble ??
+    `finished ${when(sweep.finishedAt)} in ${sweep.durationMs} ms; ${retentionText(sweep.retentionDays)}`
+  );
 }
 
 /** Jobs QStash holds behind each subscription's flow-control limit, as the sweep last read them. */

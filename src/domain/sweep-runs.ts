@@ -39,11 +39,39 @@ export async function readSweepRun(db: Db): Promise<SweepRun | null> {
   return row ?? null;
 }
 
+/** The sweep's last run as `stats` and `GET /admin/stats` answer it, its reading included. */
+export interface SweepView {
+  finishedAt: Date | null;
+  durationMs: number | null;
+  retentionDays: number | null;
+  failedAt: Date | null;
+  failure: string | null;
+  /** No sweep has finished for SWEEP_LATE_AFTER_MINUTES, or ever. */
+  late: boolean;
+  /** sweepTrouble's sentences (ISO times), null while sweeps keep finishing. */
+  trouble: string | null;
+}
+
+export async function sweepView(db: Db, now = new Date()): Promise<SweepView> {
+  const run = await readSweepRun(db);
+  const trouble = sweepTrouble(run, now);
+  return {
+    finishedAt: run?.finishedAt ?? null,
+    durationMs: run?.durationMs ?? null,
+    retentionDays: run?.retentionDays ?? null,
+    failedAt: run?.failedAt ?? null,
+    failure: run?.failure ?? null,
+    late: trouble?.late ?? false,
+    trouble: trouble?.text ?? null,
+  };
+}
+
 /**
- * Why the sweep needs looking at, in words, or undefined while it keeps finishing.
- * `late`: none has finished for SWEEP_LATE_AFTER_MINUTES (or ever), so nothing it
- * does is being done; otherwise the last run failed after one that finished, which
- * the next run may well not repeat (a database restart fails one). `time` writes a
+ * Why the sweep needs looking at, in sentences, or undefined while it keeps
+ * finishing. `late`: none has finished for SWEEP_LATE_AFTER_MINUTES (or ever);
+ * otherwise the last run failed after one that finished, which the next run may
+ * well not repeat (a database restart fails one). A run stops at the step that
+ * fails (`failure` names it), so the steps before it still ran. `time` writes a
  * time the caller's way.
  */
 export function sweepTrouble(
@@ -53,28 +81,26 @@ export function sweepTrouble(
 ): { late: boolean; text: string } | undefined {
   const failed =
     run?.failedAt && (!run.finishedAt || run.failedAt > run.finishedAt)
-      ? { at: run.failedAt, why: run.failure ?? "(no message)" }
+      ? `failed at ${time(run.failedAt)} ${run.failure ?? "(no message)"}`
       : undefined;
   const finishedAt = run?.finishedAt ?? null;
   if (finishedAt === null || now.getTime() - finishedAt.getTime() > SWEEP_LATE_AFTER_MINUTES * 60_000) {
+    const since = finishedAt
+      ? `No cron sweep has finished since ${time(finishedAt)}.`
+      : "No cron sweep has finished yet.";
     return {
       late: true,
-      text:
-        (finishedAt
-          ? `no cron sweep has finished since ${time(finishedAt)}`
-          : "no cron sweep has finished yet") +
-        (failed ? `; the last one failed at ${time(failed.at)}: ${failed.why}` : "") +
-        ": until one does, lost kicks are not repaired, alerts other than the relay's are neither raised nor " +
-        "resolved, and retention deletes nothing; " +
-        (failed
-          ? "its log line says which step failed"
-          : "check the Worker's cron trigger (wrangler.toml [triggers] crons) and its logs"),
+      text: failed
+        ? `${since} The last one ${failed}. Each sweep stops at the step that fails: the steps after it have not run since.`
+        : `${since} Until one does, lost kicks are not repaired, alerts other than the relay's are neither ` +
+          "raised nor resolved, and retention deletes nothing: check the Worker's cron trigger " +
+          "(wrangler.toml [triggers] crons) and its logs.",
     };
   }
   if (!failed) return undefined;
   return {
     late: false,
-    text: `the last sweep failed at ${time(failed.at)} (the one before finished at ${time(finishedAt)}): ${failed.why}; the next one tries again`,
+    text: `The last sweep ${failed}; the one before finished at ${time(finishedAt)}, and the next one tries again.`,
   };
 }
 

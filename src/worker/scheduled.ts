@@ -60,40 +60,56 @@ export function createScheduled(
     // Per invocation, like a request's: nothing socket-shaped survives between invocations.
     const { db, pool, close } = open(config);
     const started = Date.now();
+    // The step under way, for the failure's record and line: a sweep stops at the
+    // step that fails, and "which" is what an operator needs first.
+    let step = "";
+    const at = <T>(name: string, run: () => Promise<T>): Promise<T> => {
+      step = name;
+      return run();
+    };
     try {
-      const relay = await drain({
-        pool,
-        publisher: publisherFor(config),
-        subscriptions,
-        passBackoff: passBackoffFor(config),
-        budgetMs: SWEEP_BUDGET_MS,
-        until: "empty",
-      });
-      const deleted = await deleteOldFannedEvents(pool, { olderThanDays: config.RETENTION_DAYS });
-      const vacuum = await vacuumEventsIfNeeded(pool);
-      const raised = await evaluateAlerts(pool);
-      const disabled = await disableFailingEndpoints(db, {
-        afterDays: config.WEBHOOK_DISABLE_AFTER_DAYS,
-        now: now(),
-      });
-      const lagging = await evaluateEndpointLag(db, { now: now() });
-      const failing = await evaluateFailingSubscriptions(db, { now: now() });
+      const relay = await at("relay", () =>
+        drain({
+          pool,
+          publisher: publisherFor(config),
+          subscriptions,
+          passBackoff: passBackoffFor(config),
+          budgetMs: SWEEP_BUDGET_MS,
+          until: "empty",
+        }),
+      );
+      const deleted = await at("event retention", () =>
+        deleteOldFannedEvents(pool, { olderThanDays: config.RETENTION_DAYS }),
+      );
+      const vacuum = await at("vacuum", () => vacuumEventsIfNeeded(pool));
+      const raised = await at("relay alerts", () => evaluateAlerts(pool));
+      const disabled = await at("webhook auto-disable", () =>
+        disableFailingEndpoints(db, { afterDays: config.WEBHOOK_DISABLE_AFTER_DAYS, now: now() }),
+      );
+      const lagging = await at("webhook lag alerts", () => evaluateEndpointLag(db, { now: now() }));
+      const failing = await at("failing subscription alerts", () =>
+        evaluateFailingSubscriptions(db, { now: now() }),
+      );
       const cut = { olderThanDays: config.RETENTION_DAYS, now: now() };
-      const deliveriesDeleted = await deleteOldDeliveries(db, cut);
-      const records = await deleteOldRecords(db, cut);
-      const keysDeleted = await deleteExpiredKeys(db, now());
-      const loginFailures = await deleteStaleLoginFailures(db);
-      const deadLetters = await collectDeadLetters(db, deadLettersFor(config), {
-        label: qstashLabelFor(config),
-        publicUrl: config.PUBLIC_URL,
-      });
+      const deliveriesDeleted = await at("delivery retention", () => deleteOldDeliveries(db, cut));
+      const records = await at("record retention", () => deleteOldRecords(db, cut));
+      const keysDeleted = await at("idempotency key retention", () => deleteExpiredKeys(db, now()));
+      const loginFailures = await at("sign-in retention", () => deleteStaleLoginFailures(db));
+      const deadLetters = await at("dead letters", () =>
+        collectDeadLetters(db, deadLettersFor(config), {
+          label: qstashLabelFor(config),
+          publicUrl: config.PUBLIC_URL,
+        }),
+      );
       const queue = deliverQueueFor(config);
-      const republished = await publishUnpublished(db, queue, now());
-      const overdue = await publishOverdue(db, queue, qstashMessagesFor(config), now());
-      const backlog = await evaluateBacklogs(db, waitListsFor(config), {
-        publicUrl: config.PUBLIC_URL,
-        now: now(),
-      });
+      const republished = await at("lost publishes", () => publishUnpublished(db, queue, now()));
+      const overdue = await at("overdue deliveries", () =>
+        publishOverdue(db, queue, qstashMessagesFor(config), now()),
+      );
+      const backlog = await at("wait lists", () =>
+        evaluateBacklogs(db, waitListsFor(config), { publicUrl: config.PUBLIC_URL, now: now() }),
+      );
+      step = "run record";
       // Recorded before the line, whose time it would not count: the views read it.
       await recordSweepFinished(db, {
         durationMs: Date.now() - started,
@@ -122,8 +138,8 @@ export function createScheduled(
       // A failed query's own words (drizzle's message is the statement, then its
       // parameters, which no log line here carries), or the error's with its cause's.
       const logged = loggable(error);
-      const message = typeof logged === "string" ? logged : withCause(error);
-      console.error(`sweep failed after ${Date.now() - started} ms:`, message);
+      const message = `in its "${step}" step: ${typeof logged === "string" ? logged : withCause(error)}`;
+      console.error(`sweep failed after ${Date.now() - started} ms`, message);
       // Where an operator looks (ADR 0040); with the database down this fails too, and
       // the views, which need the database, are down with it.
       await recordSweepFailed(db, message.slice(0, 1000)).catch((e: unknown) =>

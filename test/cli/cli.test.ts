@@ -156,7 +156,7 @@ describe("outbox CLI", () => {
     await t.pool.query("TRUNCATE sweep_runs");
     // Nothing raises an alert for a sweep that does not run (ADR 0040): stats says it.
     expect((await runCli(["stats"], env())).stdout).toMatch(
-      /^cron sweep {9}no cron sweep has finished yet: until one does, lost kicks are not repaired, .*check the Worker's cron trigger/m,
+      /^cron sweep {9}No cron sweep has finished yet\. Until one does, lost kicks are not repaired, .*check the Worker's cron trigger/m,
     );
     await t.pool.query(
       `INSERT INTO sweep_runs (finished_at, duration_ms, retention_days) VALUES (date_trunc('second', now()), 41, 14)`,
@@ -169,14 +169,27 @@ describe("outbox CLI", () => {
         "m",
       ),
     );
-    await t.pool.query("UPDATE sweep_runs SET failed_at = now(), failure = 'QStash answered 401'");
-    expect((await runCli(["stats"], env())).stdout).toMatch(
-      /^cron sweep {9}the last sweep failed at \S+ \(the one before finished at \S+\): QStash answered 401; the next one tries again$/m,
+    await t.pool.query(
+      `UPDATE sweep_runs SET failed_at = now(), failure = 'in its "dead letters" step: QStash answered 401'`,
     );
-    expect(JSON.parse((await runCli(["stats", "--json"], env())).stdout).sweep).toMatchObject({
+    expect((await runCli(["stats"], env())).stdout).toMatch(
+      /^cron sweep {9}The last sweep failed at \S+ in its "dead letters" step: QStash answered 401; the one before finished at \S+, and the next one tries again\.$/m,
+    );
+    // --json (and GET /admin/stats) carries the reading with the record, not the row's id.
+    const sweep = JSON.parse((await runCli(["stats", "--json"], env())).stdout).sweep;
+    expect(sweep).toEqual({
+      finishedAt: at,
       durationMs: 41,
       retentionDays: 14,
-      failure: "QStash answered 401",
+      failedAt: expect.any(String),
+      failure: 'in its "dead letters" step: QStash answered 401',
+      late: false,
+      trouble: expect.stringMatching(/^The last sweep failed at /),
+    });
+    await t.pool.query("UPDATE sweep_runs SET finished_at = now() - interval '6 minutes'");
+    expect(JSON.parse((await runCli(["stats", "--json"], env())).stdout).sweep).toMatchObject({
+      late: true,
+      trouble: expect.stringMatching(/^No cron sweep has finished since /),
     });
   });
 

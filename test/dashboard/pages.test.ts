@@ -189,7 +189,7 @@ describe("overview", () => {
     await t.pool.query("TRUNCATE sweep_runs");
     const never = await browser.get("/dashboard");
     expect(never.text).toContain(
-      '<div class="panel" id="sweep"><p class="error">No cron sweep has finished yet: until one does, lost kicks are not repaired',
+      '<div class="panel" id="sweep"><p class="error">No cron sweep has finished yet. Until one does, lost kicks are not repaired',
     );
     await t.pool.query(
       `INSERT INTO sweep_runs (finished_at, duration_ms, retention_days) VALUES (now() - interval '6 minutes', 38, 30)`,
@@ -198,7 +198,7 @@ describe("overview", () => {
     const at = (rows[0] as { finished_at: Date }).finished_at;
     const shown = `${at.toISOString().slice(0, 19).replace("T", " ")}Z`;
     expect((await browser.get("/dashboard")).text).toContain(
-      `<p class="error">No cron sweep has finished since ${shown}: until one does,`,
+      `<p class="error">No cron sweep has finished since ${shown}. Until one does,`,
     );
     await t.pool.query("UPDATE sweep_runs SET finished_at = now() - interval '30 seconds'");
     const fine = await browser.get("/dashboard");
@@ -208,10 +208,10 @@ describe("overview", () => {
     );
     // One failure after a finished run is said, not in red: the next run may not repeat it.
     await t.pool.query(
-      "UPDATE sweep_runs SET failed_at = now(), failure = 'Connection terminated unexpectedly'",
+      `UPDATE sweep_runs SET failed_at = now(), failure = 'in its "relay" step: Connection terminated unexpectedly'`,
     );
     expect((await browser.get("/dashboard")).text).toMatch(
-      /<div class="panel" id="sweep"><p>The last sweep failed at [^<]+: Connection terminated unexpectedly; the next one tries again\.<\/p>/,
+      /<div class="panel" id="sweep"><p>The last sweep failed at [^<]+ in its &quot;relay&quot; step: Connection terminated unexpectedly; the one before finished at [^<]+, and the next one tries again\.<\/p>/,
     );
     await t.pool.query("TRUNCATE sweep_runs");
   });

@@ -63,8 +63,9 @@ describe("the cron sweep's record of its runs", () => {
     expect(run!.finishedAt).toEqual(finished);
     // The database's words first; drizzle's own message was the statement and then
     // its parameters, which no log line here carries.
+    // Which step stopped it first, then the database's words.
     expect(run!.failure).toMatch(
-      /^query failed: relation "mail_sends" does not exist \(42P01\); the statement/,
+      /^in its "record retention" step: query failed: relation "mail_sends" does not exist \(42P01\); the statement/,
     );
     const line = quiet[1]!.mock.calls.find((c: unknown[]) => String(c[0]).startsWith("sweep failed"));
     expect(line?.[1]).toBe(run!.failure);
@@ -72,7 +73,7 @@ describe("the cron sweep's record of its runs", () => {
     expect(sweepTrouble(run, new Date())).toEqual({
       late: false,
       text: expect.stringMatching(
-        /^the last sweep failed at \S+ \(the one before finished at \S+\): .*mail_sends/,
+        /^The last sweep failed at \S+ in its "record retention" step: .*mail_sends.*; the one before finished at \S+, and the next one tries again\.$/,
       ),
     });
     await sweep();
@@ -98,26 +99,26 @@ describe("what the views say of it", () => {
     expect(sweepTrouble(run({}), minutesAfter(SWEEP_LATE_AFTER_MINUTES + 1))).toEqual({
       late: true,
       text:
-        "no cron sweep has finished since 2026-12-06T12:00:00.000Z: until one does, lost kicks are not repaired, " +
-        "alerts other than the relay's are neither raised nor resolved, and retention deletes nothing; " +
-        "check the Worker's cron trigger (wrangler.toml [triggers] crons) and its logs",
+        "No cron sweep has finished since 2026-12-06T12:00:00.000Z. Until one does, lost kicks are not repaired, " +
+        "alerts other than the relay's are neither raised nor resolved, and retention deletes nothing: " +
+        "check the Worker's cron trigger (wrangler.toml [triggers] crons) and its logs.",
     });
   });
 
   it("a sweep that never finished: late, with its failure when one was recorded", () => {
     expect(sweepTrouble(null, minutesAfter(0))?.text).toMatch(
-      /^no cron sweep has finished yet: until one does/,
+      /^No cron sweep has finished yet\. Until one does/,
     );
     const failing = run({
       finishedAt: null,
       failedAt: at("2026-12-06T12:03:00Z"),
-      failure: "QSTASH_TOKEN is not set",
+      failure: 'in its "dead letters" step: QStash answered 401',
     });
     expect(sweepTrouble(failing, minutesAfter(4), (d) => d.toISOString().slice(11, 16))).toEqual({
       late: true,
-      text: expect.stringMatching(
-        /^no cron sweep has finished yet; the last one failed at 12:03: QSTASH_TOKEN is not set: until one does, .*; its log line says which step failed$/,
-      ),
+      text:
+        'No cron sweep has finished yet. The last one failed at 12:03 in its "dead letters" step: QStash ' +
+        "answered 401. Each sweep stops at the step that fails: the steps after it have not run since.",
     });
   });
 

@@ -16,7 +16,7 @@ import {
 } from "../../outbox/index.ts";
 import type { Db } from "../db.ts";
 import { readWaitLists, type WaitListReading } from "../subscription-backlog.ts";
-import { readSweepRun, type SweepRun } from "../sweep-runs.ts";
+import { sweepView, type SweepView } from "../sweep-runs.ts";
 import { SUBSCRIPTION_NAMES, subscriptions } from "../subscriptions.ts";
 import { queryRows, textArray } from "../webhooks/rows.ts";
 
@@ -473,8 +473,8 @@ function ofSubscription(subscription: string | undefined): SQL {
 export type OperatorStats = Stats & {
   jobFailuresNotRetried: number;
   waitLists: WaitListReading[];
-  /** The cron sweep's last run (ADR 0040); null before the first. */
-  sweep: SweepRun | null;
+  /** The cron sweep's last run and whether it needs looking at (ADR 0040). */
+  sweep: SweepView;
 };
 
 /**
@@ -488,7 +488,7 @@ export async function operatorStats(pool: Queryable, db: Db): Promise<OperatorSt
     stats(pool),
     countOpenFailures(db),
     readWaitLists(db),
-    readSweepRun(db),
+    sweepView(db),
   ]);
   return { ...core, jobFailuresNotRetried: notRetried, waitLists, sweep };
 }

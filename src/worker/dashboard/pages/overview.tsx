@@ -16,7 +16,7 @@ import { JOB_FAILURE_ID, retryAllOrRefuse, retryOrRefuse } from "../../routes/ad
 import { valid } from "../../validate.ts";
 import { LineChart } from "../chart.tsx";
 import type { DashboardEnv } from "../env.ts";
-import { age, asSentence, Notice, render, Table, time, Unseen } from "../layout.tsx";
+import { age, Notice, render, Table, time, Unseen } from "../layout.tsx";
 import {
   afterRetry,
   afterRetryAll,
@@ -186,7 +186,7 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
             eight cards fill a row at 1280 px. Red when nothing it does is being done. */}
         {sweepProblem ? (
           <div class="panel" id="sweep">
-            <p class={sweepProblem.late ? "error" : undefined}>{asSentence(sweepProblem.text)}</p>
+            <p class={sweepProblem.late ? "error" : undefined}>{sweepProblem.text}</p>
           </div>
         ) : (
           <p class="muted" id="sweep">
