@@ -79,7 +79,10 @@ export const eventsCommand: Command = ({ options, sub, rest }) => {
       const webhookDeliveries = await eventDeliveries(dbOf(pool), id);
       const jobFailures = await eventJobFailures(dbOf(pool), id);
       const countingAlerts = await openAlertsCountingEvent(dbOf(pool), id);
-      const jobsWaiting = jobsWaitingFor(event, await readWaitLists(dbOf(pool)));
+      const jobsWaiting = jobsWaitingFor(event, await readWaitLists(dbOf(pool)), {
+        jobFailures,
+        webhookDeliveries: webhookDeliveries.length,
+      });
       const webhooksNote =
         (await noDeliveriesReason(dbOf(pool), event, webhookDeliveries.length, jobsWaiting)) ?? null;
       const shown = { ...event, webhookDeliveries, webhooksNote, jobsWaiting, jobFailures, countingAlerts };

@@ -2,7 +2,7 @@ import { inArray, sql } from "drizzle-orm";
 import { qstashGet, subscriptionFlowControl, withCause, type Fanout } from "../outbox/index.ts";
 import type { Db } from "./db.ts";
 import { subscriptionWaitLists } from "./schema.ts";
-import { SUBSCRIPTION_NAMES } from "./subscriptions.ts";
+import { SUBSCRIPTION_NAMES, WEBHOOK_FANOUT } from "./subscriptions.ts";
 import { isoTime, queryRows, textArray, utcText } from "./webhooks/rows.ts";
 
 /**
@@ -258,12 +258,20 @@ export interface JobsWaiting {
 export function jobsWaitingFor(
   event: { fannedOutAt: Date | null; fanout: Fanout | null },
   readings: readonly WaitListReading[],
+  /**
+   * What shows the event's jobs ran: its job failures (each a run that failed) and
+   * its webhook deliveries (webhook.fanout's work). A reading older than that run
+   * said "may still wait" of a job already listed as failed (the re-check walkthrough).
+   */
+  ran: { jobFailures: readonly { subscription: string }[]; webhookDeliveries: number },
 ): JobsWaiting[] {
   const fannedOutAt = event.fannedOutAt;
   if (fannedOutAt === null || event.fanout === null) return [];
+  const done = new Set(ran.jobFailures.map((f) => f.subscription));
+  if (ran.webhookDeliveries > 0) done.add(WEBHOOK_FANOUT);
   const sent = new Set(
     Object.entries(event.fanout)
-      .filter(([, entry]) => "messageId" in entry)
+      .filter(([subscription, entry]) => "messageId" in entry && !done.has(subscription))
       .map(([subscription]) => subscription),
   );
   return readings

@@ -253,6 +253,7 @@ describe("an event's jobs that may still wait in QStash", () => {
     unreadError: null,
     ...over,
   });
+  const none = { jobFailures: [], webhookDeliveries: 0 };
   const event = {
     fannedOutAt,
     fanout: {
@@ -263,11 +264,15 @@ describe("an event's jobs that may still wait in QStash", () => {
   };
 
   it("names the subscriptions it sent a job to whose wait list held jobs at a reading after it", () => {
-    const waiting = jobsWaitingFor(event, [
-      reading("corpus.index"), // coalesced into another event's job: no job of its own
-      reading("notify.mail"),
-      reading("webhook.fanout", { waiting: 0, waitingSince: null }), // empty
-    ]);
+    const waiting = jobsWaitingFor(
+      event,
+      [
+        reading("corpus.index"), // coalesced into another event's job: no job of its own
+        reading("notify.mail"),
+        reading("webhook.fanout", { waiting: 0, waitingSince: null }), // empty
+      ],
+      none,
+    );
     expect(waiting).toEqual([
       {
         subscription: "notify.mail",
@@ -283,12 +288,27 @@ describe("an event's jobs that may still wait in QStash", () => {
 
   it("says nothing from a reading taken before the event's job was sent, or of an event not fanned out", () => {
     const before = reading("notify.mail", { checkedAt: new Date("2026-12-06T11:59:59Z") });
-    expect(jobsWaitingFor(event, [before])).toEqual([]);
-    expect(jobsWaitingFor({ fannedOutAt: null, fanout: null }, [reading("notify.mail")])).toEqual([]);
+    expect(jobsWaitingFor(event, [before], none)).toEqual([]);
+    expect(jobsWaitingFor({ fannedOutAt: null, fanout: null }, [reading("notify.mail")], none)).toEqual([]);
+  });
+
+  it("says nothing of a job the event's failures or deliveries show ran after the reading", () => {
+    const readings = [reading("notify.mail"), reading("webhook.fanout")];
+    expect(jobsWaitingFor(event, readings, none).map((w) => w.subscription)).toEqual([
+      "notify.mail",
+      "webhook.fanout",
+    ]);
+    // Its mail job is listed as failed, and the fan-out made the webhook deliveries.
+    expect(
+      jobsWaitingFor(event, readings, {
+        jobFailures: [{ subscription: "notify.mail" }],
+        webhookDeliveries: 2,
+      }),
+    ).toEqual([]);
   });
 
   it("says when QStash's delivery was paused, in the caller's way of writing a time", () => {
-    const [held] = jobsWaitingFor(event, [reading("notify.mail", { waiting: 1, paused: true })]);
+    const [held] = jobsWaitingFor(event, [reading("notify.mail", { waiting: 1, paused: true })], none);
     expect(jobsWaitingText(held!, (d) => d.toISOString().slice(11, 16))).toBe(
       "1 notify.mail job waited with QStash delivery paused when the sweep read QStash at 12:01",
     );

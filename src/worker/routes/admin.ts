@@ -146,7 +146,10 @@ export function registerAdmin(app: App) {
     ]);
     // As `events show` and the event's dashboard page: what its webhooks did too, or
     // why none, and which of its jobs may still wait in QStash.
-    const jobsWaiting = jobsWaitingFor(event, readings);
+    const jobsWaiting = jobsWaitingFor(event, readings, {
+      jobFailures,
+      webhookDeliveries: webhookDeliveries.length,
+    });
     const webhooksNote =
       (await noDeliveriesReason(c.var.db, event, webhookDeliveries.length, jobsWaiting)) ?? null;
     return c.json({

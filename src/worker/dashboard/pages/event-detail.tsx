@@ -68,7 +68,10 @@ export function registerEventDetail(dashboard: Hono<DashboardEnv>) {
       openAlertsCountingEvent(c.var.db, event.id),
     ]);
     const shownAlerts = alertsShownWithEvent(event, counting);
-    const jobsWaiting = jobsWaitingFor(event, await readWaitLists(c.var.db));
+    const jobsWaiting = jobsWaitingFor(event, await readWaitLists(c.var.db), {
+      jobFailures: failedJobs,
+      webhookDeliveries: deliveries.length,
+    });
     const noDeliveries = await noDeliveriesReason(c.var.db, event, deliveries.length, jobsWaiting, time);
     const here = `/dashboard/events/${event.id}`;
     const fanout = Object.entries(event.fanout ?? {});
