@@ -107,6 +107,12 @@ describe("a page that does not exist", () => {
     );
     expect(res.text).toContain('href="/dashboard"');
   });
+
+  it("typed with a trailing slash, /dashboard/ is the dashboard, not a 404 page", async () => {
+    const slash = await browser.get("/dashboard/");
+    expect(slash.status).toBe(308);
+    expect(slash.headers.get("location")).toBe("/dashboard");
+  });
 });
 
 describe("overview", () => {

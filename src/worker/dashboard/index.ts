@@ -48,5 +48,8 @@ export function dashboardApp(): Hono<DashboardEnv> {
 }
 
 export function registerDashboard(app: Hono<HonoEnv>) {
+  // A trailing slash is another path (README), and the API's answer to one is 404;
+  // the dashboard's own address typed with one is the dashboard, for a person.
+  app.get("/dashboard/", (c) => c.redirect("/dashboard", 308));
   app.route("/dashboard", dashboardApp());
 }
