@@ -548,7 +548,7 @@ describe("editing an endpoint from its page", () => {
       [{ url: "not a url", types: "*", description: "" }, /endpoint not saved: url: /],
       [
         { url: "https://hooks.example/keep", types: "supplier.*, bad/type", description: "" },
-        /endpoint not saved: types\.1: must be an event-type glob/,
+        /endpoint not saved: types\.1: &quot;bad\/type&quot; must be an event-type glob/,
       ],
     ];
     const version = versionOf((await strict.get(`/dashboard/webhooks/${e.id}`)).text);

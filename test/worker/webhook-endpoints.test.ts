@@ -221,7 +221,11 @@ describe("webhook endpoint routes: create, list, get, patch, delete", () => {
       [{ url: "https://example.com", scope: null, types: [] }, ["types"], /at least one/],
       [{ url: "https://example.com", scope: null, types: ["supplier.*", "bad glob!"] }, ["types.1"], /glob/],
       // Event types are lower case: this was taken (201) and matched nothing.
-      [{ url: "https://example.com", scope: null, types: ["Order.Placed"] }, ["types.0"], /lower-case/],
+      [
+        { url: "https://example.com", scope: null, types: ["Order.Placed"] },
+        ["types.0"],
+        /^"Order\.Placed" must be an event-type glob: lower-case/,
+      ],
       [{ url: "https://example.com", scope: null, types: "supplier.*" }, ["types"]],
       [{ url: "https://example.com", scope: null, description: "x".repeat(501) }, ["description"], /500/],
       [{ url: "https://example.com", scope: null, secret: "whsec_mine" }, ["secret"], /not a known field/],

@@ -24,8 +24,16 @@ export function webhookUrl(policy: UrlPolicy) {
 
 // The same glob rule as subscriptions (isTypeGlob) and the same matcher at
 // fan-out (matchesGlob), so an endpoint's types mean what a subscription's do.
+// The rule names the glob it refuses: a form's error said only "types.1" of a list
+// typed on one line (the re-check walkthrough).
 const typeGlobs = z
-  .array(z.string().trim().max(200, "must be at most 200 characters").refine(isTypeGlob, TYPE_GLOB_RULE))
+  .array(
+    z
+      .string()
+      .trim()
+      .max(200, "must be at most 200 characters")
+      .refine(isTypeGlob, { error: (issue) => `${JSON.stringify(issue.input)} ${TYPE_GLOB_RULE}` }),
+  )
   .min(1, "must list at least one event-type glob (`*` for every event)")
   .max(100, "must list at most 100 globs")
   .transform((globs) => [...new Set(globs)]);
