@@ -19,8 +19,7 @@ import {
 import { beforeOption, intOption, Refusal, UsageError } from "./args.ts";
 import { dbOf, type Command } from "./command.ts";
 import { formatEvent, formatEventTable, olderHint } from "./format.ts";
-import { noDeliveriesReason } from "../domain/webhooks/fanout.ts";
-import { jobsWaitingFor, readWaitLists } from "../domain/subscription-backlog.ts";
+import { eventWaitingNotes } from "../domain/webhooks/fanout.ts";
 
 /** The longest each filter may be, by the rules GET /admin/events takes them with (trimmed, one line). */
 const FILTER_MAX = { subject: 200, scope: SCOPE_MAX } as const;
@@ -79,12 +78,10 @@ export const eventsCommand: Command = ({ options, sub, rest }) => {
       const webhookDeliveries = await eventDeliveries(dbOf(pool), id);
       const jobFailures = await eventJobFailures(dbOf(pool), id);
       const countingAlerts = await openAlertsCountingEvent(dbOf(pool), id);
-      const jobsWaiting = jobsWaitingFor(event, await readWaitLists(dbOf(pool)), {
+      const { jobsWaiting, webhooksNote } = await eventWaitingNotes(dbOf(pool), event, {
         jobFailures,
         webhookDeliveries: webhookDeliveries.length,
       });
-      const webhooksNote =
-        (await noDeliveriesReason(dbOf(pool), event, webhookDeliveries.length, jobsWaiting)) ?? null;
       const shown = { ...event, webhookDeliveries, webhooksNote, jobsWaiting, jobFailures, countingAlerts };
       print(shown, () => formatEvent(shown));
       return 0;

@@ -1,6 +1,6 @@
 import { sql } from "drizzle-orm";
 import { matchesGlob, type Fanout } from "../../outbox/index.ts";
-import { jobsWaitingText, type JobsWaiting } from "../subscription-backlog.ts";
+import { jobsWaitingFor, jobsWaitingText, readWaitLists, type JobsWaiting } from "../subscription-backlog.ts";
 import { WEBHOOK_FANOUT } from "../subscriptions.ts";
 import type { Db } from "../db.ts";
 import type { DeliverQueue } from "./deliver-queue.ts";
@@ -96,7 +96,7 @@ export async function matchingEndpoints(
  * the event's page said only "no deliveries". Counts the endpoints that take the event
  * now and already existed when it was fanned out.
  */
-export async function noDeliveriesReason(
+async function noDeliveriesReason(
   db: Db,
   event: {
     scope: string | null;
@@ -127,6 +127,23 @@ export async function noDeliveriesReason(
     `and its ${WEBHOOK_FANOUT} job${message ? ` (${message})` : ""} has not made the deliveries: ` +
     `QStash still holds it (${backlog})`
   );
+}
+
+/**
+ * What an event's views (its dashboard page, `events show`, GET /admin/events/:id)
+ * say of the work it is still owed: each of its jobs that may still wait in QStash,
+ * as the sweep last read the wait lists, and why it has no webhook delivery. `ran`
+ * is what the view already read of the event: its job failures and its deliveries.
+ */
+export async function eventWaitingNotes(
+  db: Db,
+  event: Parameters<typeof noDeliveriesReason>[1] & { fannedOutAt: Date | null },
+  ran: { jobFailures: readonly { subscription: string }[]; webhookDeliveries: number },
+  time?: (d: Date) => string,
+): Promise<{ jobsWaiting: JobsWaiting[]; webhooksNote: string | null }> {
+  const jobsWaiting = jobsWaitingFor(event, await readWaitLists(db), ran);
+  const webhooksNote = await noDeliveriesReason(db, event, ran.webhookDeliveries, jobsWaiting, time);
+  return { jobsWaiting, webhooksNote: webhooksNote ?? null };
 }
 
 /** Remembers which QStash message carries each delivery (the failure callback checks it). */

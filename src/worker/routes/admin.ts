@@ -37,8 +37,7 @@ import { isSafeMethod } from "../methods.ts";
 import { publisherFor } from "../relay.ts";
 import { invalidInput, noBody, noQuery, valid } from "../validate.ts";
 import { ID } from "./params.ts";
-import { noDeliveriesReason } from "../../domain/webhooks/fanout.ts";
-import { jobsWaitingFor, readWaitLists } from "../../domain/subscription-backlog.ts";
+import { eventWaitingNotes } from "../../domain/webhooks/fanout.ts";
 
 /** A job failure's id as a path segment; anything else is no route, a 404, as with ID. */
 export const JOB_FAILURE_ID = `:id{${IDENTITY_ID_DIGITS}}` as const;
@@ -138,20 +137,17 @@ export function registerAdmin(app: App) {
     const id = c.req.param("id");
     const event = await getEvent(c.var.pool, id);
     if (!event) throw new ApiError("NOT_FOUND", `event ${id} not found: ${EVENT_GONE_HINT}`);
-    const [webhookDeliveries, jobFailures, countingAlerts, readings] = await Promise.all([
+    const [webhookDeliveries, jobFailures, countingAlerts] = await Promise.all([
       eventDeliveries(c.var.db, id),
       eventJobFailures(c.var.db, id),
       openAlertsCountingEvent(c.var.db, id),
-      readWaitLists(c.var.db),
     ]);
     // As `events show` and the event's dashboard page: what its webhooks did too, or
     // why none, and which of its jobs may still wait in QStash.
-    const jobsWaiting = jobsWaitingFor(event, readings, {
+    const { jobsWaiting, webhooksNote } = await eventWaitingNotes(c.var.db, event, {
       jobFailures,
       webhookDeliveries: webhookDeliveries.length,
     });
-    const webhooksNote =
-      (await noDeliveriesReason(c.var.db, event, webhookDeliveries.length, jobsWaiting)) ?? null;
     return c.json({
       event: { ...event, webhookDeliveries, webhooksNote, jobsWaiting, jobFailures, countingAlerts },
     });

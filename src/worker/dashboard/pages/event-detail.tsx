@@ -9,13 +9,8 @@ import type { DashboardEnv } from "../env.ts";
 import { Notice, StateBadge, render, Table, time } from "../layout.tsx";
 import { JobFailureTable, retriedNotice } from "./job-failures.tsx";
 import { AttemptTable, deliveryHref } from "./webhook-deliveries.tsx";
-import { noDeliveriesReason } from "../../../domain/webhooks/fanout.ts";
-import {
-  jobsWaitingFor,
-  jobsWaitingText,
-  readWaitLists,
-  type JobsWaiting,
-} from "../../../domain/subscription-backlog.ts";
+import { eventWaitingNotes } from "../../../domain/webhooks/fanout.ts";
+import { jobsWaitingText, type JobsWaiting } from "../../../domain/subscription-backlog.ts";
 
 /** Where the row stands in the relay's eyes; a poisoned row has no next attempt, whatever the column says. */
 function attemptsLine(e: EventRow): string {
@@ -27,7 +22,7 @@ function attemptsLine(e: EventRow): string {
   return tries;
 }
 
-function Deliveries({ deliveries, note }: { deliveries: EventDelivery[]; note: string | undefined }) {
+function Deliveries({ deliveries, note }: { deliveries: EventDelivery[]; note: string | null }) {
   if (deliveries.length === 0)
     return (
       <p class="muted">{note ? `Webhook deliveries: ${note}.` : "No webhook deliveries for this event."}</p>
@@ -68,11 +63,12 @@ export function registerEventDetail(dashboard: Hono<DashboardEnv>) {
       openAlertsCountingEvent(c.var.db, event.id),
     ]);
     const shownAlerts = alertsShownWithEvent(event, counting);
-    const jobsWaiting = jobsWaitingFor(event, await readWaitLists(c.var.db), {
-      jobFailures: failedJobs,
-      webhookDeliveries: deliveries.length,
-    });
-    const noDeliveries = await noDeliveriesReason(c.var.db, event, deliveries.length, jobsWaiting, time);
+    const { jobsWaiting, webhooksNote } = await eventWaitingNotes(
+      c.var.db,
+      event,
+      { jobFailures: failedJobs, webhookDeliveries: deliveries.length },
+      time,
+    );
     const here = `/dashboard/events/${event.id}`;
     const fanout = Object.entries(event.fanout ?? {});
     return render(
@@ -180,7 +176,7 @@ export function registerEventDetail(dashboard: Hono<DashboardEnv>) {
         )}
 
         <h2>Webhook deliveries</h2>
-        <Deliveries deliveries={deliveries} note={noDeliveries} />
+        <Deliveries deliveries={deliveries} note={webhooksNote} />
 
         <h2>Payload</h2>
         <Payload json={JSON.stringify(event.payload, null, 2)} id={event.id} />
