@@ -1,6 +1,7 @@
 import type { Context, MiddlewareHandler } from "hono";
 import { deleteCookie, getCookie, setCookie } from "hono/cookie";
 import { sign, verify } from "hono/jwt";
+import { fromBase64 } from "../../domain/webhooks/base64.ts";
 import type { Config, HonoEnv } from "../env.ts";
 import type { DashboardEnv } from "./env.ts";
 
@@ -23,7 +24,7 @@ export type SessionSecrets = Pick<Config, "ADMIN_TOKEN" | "WEBHOOK_SECRETS_KEY">
 async function sessionKey(secrets: SessionSecrets): Promise<string> {
   const encode = (text: string) => new TextEncoder().encode(text);
   const keyBytes = secrets.WEBHOOK_SECRETS_KEY
-    ? base64Bytes(secrets.WEBHOOK_SECRETS_KEY)
+    ? fromBase64(secrets.WEBHOOK_SECRETS_KEY)
     : encode(secrets.ADMIN_TOKEN);
   const key = await crypto.subtle.importKey("raw", keyBytes, { name: "HMAC", hash: "SHA-256" }, false, [
     "sign",
@@ -34,10 +35,6 @@ async function sessionKey(secrets: SessionSecrets): Promise<string> {
     encode(`edge-outbox dashboard session v2\n${secrets.ADMIN_TOKEN}`),
   );
   return [...new Uint8Array(mac)].map((b) => b.toString(16).padStart(2, "0")).join("");
-}
-
-function base64Bytes(base64: string): Uint8Array<ArrayBuffer> {
-  return Uint8Array.from(atob(base64), (c) => c.charCodeAt(0));
 }
 
 /**
