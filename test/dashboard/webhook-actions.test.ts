@@ -564,6 +564,31 @@ describe("editing an endpoint from its page", () => {
     ).toBe(403);
     expect((await dashboardClient(() => env).post(`/dashboard/webhooks/${e.id}/edit`, {})).status).toBe(401);
     expect(await read(e.id)).toEqual(before);
+    // The refused page holds the form again, open, with what was sent: a long list of
+    // globs is not lost to one typo (Back does not restore a no-store page).
+    const refused = await strict.post(`/dashboard/webhooks/${e.id}/edit`, {
+      version,
+      url: "https://hooks.example/keep",
+      types: "supplier.*, note.created, bad/type",
+      description: "two\r\nlines",
+    });
+    expect(refused.status).toBe(400);
+    expect(refused.text).toContain('<details class="edit" open="">');
+    expect(refused.text).toContain(`action="/dashboard/webhooks/${e.id}/edit"`);
+    expect(refused.text).toContain(`name="version" value="${version}"`);
+    expect(refused.text).toContain('name="url" value="https://hooks.example/keep"');
+    expect(refused.text).toContain('name="types" value="supplier.*, note.created, bad/type"');
+    expect(refused.text).toContain('maxlength="500">two\nlines</textarea>');
+    expect(refused.text).toContain(`<a href="/dashboard/webhooks/${e.id}">`);
+    // Saved from there once fixed.
+    const fixed = await strict.post(`/dashboard/webhooks/${e.id}/edit`, {
+      version,
+      url: "https://hooks.example/keep",
+      types: "supplier.*, note.created",
+      description: "",
+    });
+    expect(fixed.status).toBe(303);
+    expect((await read(e.id)).types).toEqual(["supplier.*", "note.created"]);
   });
 });
 

@@ -24,7 +24,17 @@ import { deliverQueueFor, queuedOrRefused } from "../../webhooks.ts";
 import { DELIVER_PARALLELISM } from "../../../domain/webhooks/deliver-queue.ts";
 import { requireSecretsKey, webhookSecretsKey } from "../../webhook-secrets-key.ts";
 import type { DashboardEnv } from "../env.ts";
-import { Confirm, Notice, Pager, StateBadge, render, Table, time, Unseen } from "../layout.tsx";
+import {
+  Confirm,
+  Notice,
+  Pager,
+  StateBadge,
+  focusedOnLoad,
+  render,
+  Table,
+  time,
+  Unseen,
+} from "../layout.tsx";
 import { RedeliverForm, deliveryEventHref, deliveryHref } from "./webhook-deliveries.tsx";
 
 /**
@@ -124,6 +134,62 @@ function newSecretPage(c: Context<DashboardEnv>, id: string, secret: string, end
         <a href={`/dashboard/webhooks/${id}`}>Back to the endpoint</a>
       </p>
     </div>,
+  );
+}
+
+/** What the edit form holds: the endpoint's fields, or what a refused form sent. */
+interface EditValues {
+  version: string;
+  url: string;
+  /** As typed: globs separated by commas or spaces. */
+  types: string;
+  description: string;
+}
+
+function EditForm({ id, values, open = false }: { id: string; values: EditValues; open?: boolean }) {
+  return (
+    <details class="edit" open={open}>
+      <summary>Edit URL, event types or description</summary>
+      <form method="post" action={`/dashboard/webhooks/${id}/edit`}>
+        <input type="hidden" name="version" value={values.version} />
+        <label for="url">URL</label>
+        <input id="url" type="url" name="url" value={values.url} required />
+        <label for="types">event types (globs, separated by commas or spaces)</label>
+        <input id="types" type="text" name="types" value={values.types} required />
+        <label for="description">description</label>
+        {/* A textarea: a one-line input drops the line breaks the API accepts, so
+            saving only new event types lost them. */}
+        <textarea id="description" name="description" rows={3} maxlength={500}>
+          {values.description}
+        </textarea>
+        <button class="btn secondary" type="submit">
+          Save
+        </button>
+      </form>
+    </details>
+  );
+}
+
+/**
+ * A refused edit answers with the form again, holding what was sent and open, under
+ * the reason: the error page alone lost a long list of globs to one typo, since a
+ * page served no-store is not restored by the browser's Back.
+ */
+async function refusedEdit(c: Context<DashboardEnv>, id: string, values: EditValues, err: ApiError) {
+  return render(
+    c,
+    { title: "Endpoint not saved", section: "webhooks" },
+    <div class="panel">
+      <h1>Endpoint not saved</h1>
+      <p class="error" role="alert" {...focusedOnLoad()}>
+        {err.message}
+      </p>
+      <EditForm id={id} values={values} open />
+      <p>
+        <a href={`/dashboard/webhooks/${id}`}>Back to the endpoint, unchanged</a>
+      </p>
+    </div>,
+    400,
   );
 }
 
@@ -350,25 +416,15 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
             </td>
           </tr>
         </Table>
-        <details class="edit">
-          <summary>Edit URL, event types or description</summary>
-          <form method="post" action={`/dashboard/webhooks/${endpoint.id}/edit`}>
-            <input type="hidden" name="version" value={endpoint.version} />
-            <label for="url">URL</label>
-            <input id="url" type="url" name="url" value={endpoint.url} required />
-            <label for="types">event types (globs, separated by commas or spaces)</label>
-            <input id="types" type="text" name="types" value={endpoint.types.join(", ")} required />
-            <label for="description">description</label>
-            {/* A textarea: a one-line input drops the line breaks the API accepts, so
-                saving only new event types lost them. */}
-            <textarea id="description" name="description" rows={3} maxlength={500}>
-              {endpoint.description}
-            </textarea>
-            <button class="btn secondary" type="submit">
-              Save
-            </button>
-          </form>
-        </details>
+        <EditForm
+          id={endpoint.id}
+          values={{
+            version: endpoint.version,
+            url: endpoint.url,
+            types: endpoint.types.join(", "),
+            description: endpoint.description,
+          }}
+        />
         <h2>Deliveries, newest first</h2>
         {deliveries.length === 0 ? (
           <p class="muted">{q.before ? "No older deliveries." : "None yet."}</p>
@@ -480,10 +536,18 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
       description: text("description")?.replace(/\r\n?/g, "\n"),
     };
     const policy = { allowPrivate: c.var.config.WEBHOOK_ALLOW_PRIVATE_URLS };
-    const parsed = updateEndpointInput(policy).safeParse(input, { error: plainWords("form") });
-    if (!parsed.success) throw invalidInput("endpoint not saved", toFieldIssues(parsed.error, input));
     const version = text("version");
     if (!version) throw new ApiError("BAD_REQUEST", "endpoint not saved: the form carries no version");
+    const parsed = updateEndpointInput(policy).safeParse(input, { error: plainWords("form") });
+    if (!parsed.success) {
+      const sent = {
+        version,
+        url: input.url ?? "",
+        types: types ?? "",
+        description: input.description ?? "",
+      };
+      return refusedEdit(c, id, sent, invalidInput("endpoint not saved", toFieldIssues(parsed.error, input)));
+    }
     await updateEndpoint(c.var.db, id, parsed.data, policy, { ifVersion: version });
     return c.redirect(`/dashboard/webhooks/${id}?edited=1`, 303);
   });
