@@ -264,6 +264,35 @@ describe("overview", () => {
     );
   });
 
+  it("does not call an old wait-list reading current while the sweep is late", async () => {
+    await t.pool.query(
+      `INSERT INTO subscription_wait_lists (subscription, waiting, parallelism, in_flight, paused, checked_at)
+       VALUES ('webhook.fanout', 0, 10, 0, false, '2026-12-06T12:20:00Z'),
+              ('corpus.index', 0, 10, 0, false, '2026-12-06T12:19:00Z')`,
+    );
+    await t.pool.query(
+      `INSERT INTO sweep_runs (finished_at, duration_ms, retention_days) VALUES (now() - interval '30 seconds', 38, 30)`,
+    );
+    const fresh = (await browser.get("/dashboard")).text;
+    expect(fresh).toMatch(
+      /<div class="card ok"><div class="label">Waiting in QStash<\/div><div class="value">0</,
+    );
+    expect(fresh).not.toContain('id="waiting"');
+    // No sweep for an hour: the 0 is an hour old, and the card and a panel say so.
+    await t.pool.query("UPDATE sweep_runs SET finished_at = now() - interval '1 hour'");
+    const late = (await browser.get("/dashboard")).text;
+    expect(late).toMatch(
+      /<div class="card warn"><div class="label">Waiting in QStash<\/div><div class="value">0</,
+    );
+    expect(late).toContain(
+      "QStash&#39;s wait lists were last read at 2026-12-06 12:20:00Z, by a sweep; none has finished since, so QStash may hold jobs now.",
+    );
+    expect(late).toContain("<p>None was waiting then.</p>");
+    await t.pool.query("UPDATE subscription_wait_lists SET waiting = 7 WHERE subscription = 'corpus.index'");
+    expect((await browser.get("/dashboard")).text).toContain("so QStash may hold more or fewer jobs now.");
+    await t.pool.query("TRUNCATE sweep_runs");
+  });
+
   it("warns when private webhook URLs are allowed on a Worker at a public https address", async () => {
     const at = (overrides: Record<string, string>) => dashboardClient(() => ({ ...env, ...overrides }));
     // The local stack: http on 127.0.0.1, where the setting belongs.

@@ -73,6 +73,11 @@ function isBacklogged(w: WaitListReading): boolean {
   );
 }
 
+/** When the newest of the sweep's wait-list readings was taken; undefined when there is none. */
+function newestReading(lists: WaitListReading[]): Date | undefined {
+  return lists.reduce<Date | undefined>((at, w) => (at && at >= w.checkedAt ? at : w.checkedAt), undefined);
+}
+
 /** "webhook.fanout: 930 waiting (10 at a time, 10 under way) at every reading since …, read at …". */
 function waitingLine(w: WaitListReading): string {
   const limit = w.paused
@@ -101,6 +106,9 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
     const waiting = waitLists.filter((w) => w.waiting > 0);
     const inQStash = waiting.reduce((n, w) => n + w.waiting, 0);
     const unread = waitLists.find((w) => w.unreadSince !== null);
+    // The wait lists are the sweep's readings: while it is late, a 0 in green said all was
+    // well from a reading of hours ago.
+    const lastRead = sweepProblem?.late ? newestReading(waitLists) : undefined;
     const minutes = perMinute.map((m) => m.minute);
     const attemptAt = new Map(attempts.map((a) => [+a.minute, a]));
     const backingOff = s.relay.backoffUntil !== null && s.relay.backoffUntil > new Date();
@@ -163,7 +171,7 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
           <Card
             label="Waiting in QStash"
             value={waitLists.length === 0 ? "–" : String(inQStash)}
-            tone={waiting.some(isBacklogged) ? "bad" : inQStash > 0 || unread ? "warn" : "ok"}
+            tone={waiting.some(isBacklogged) ? "bad" : inQStash > 0 || unread || lastRead ? "warn" : "ok"}
           />
           <Card
             label="Relay"
@@ -194,20 +202,32 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
           </p>
         )}
 
-        {waiting.length > 0 || unread ? (
+        {waiting.length > 0 || unread || lastRead ? (
           <div class="panel" id="waiting">
+            {lastRead ? (
+              <p class="error">
+                {`QStash's wait lists were last read at ${time(lastRead)}, by a sweep; none has finished since, ` +
+                  `so QStash may hold ${waiting.length > 0 ? "more or fewer jobs" : "jobs"} now.`}
+              </p>
+            ) : null}
             {unread ? (
               <p class="error">
                 {`The sweep has not read QStash's wait lists since ${time(unread.unreadSince)}: ` +
                   `${unread.unreadError ?? "no reason given"}. What follows is the last reading.`}
               </p>
             ) : null}
-            <p>Jobs QStash holds back, per subscription, as the sweep read them:</p>
-            <ul>
-              {waiting.map((w) => (
-                <li>{waitingLine(w)}</li>
-              ))}
-            </ul>
+            {waiting.length > 0 ? (
+              <>
+                <p>Jobs QStash holds back, per subscription, as the sweep read them:</p>
+                <ul>
+                  {waiting.map((w) => (
+                    <li>{waitingLine(w)}</li>
+                  ))}
+                </ul>
+              </>
+            ) : (
+              <p>None was waiting then.</p>
+            )}
           </div>
         ) : null}
 
