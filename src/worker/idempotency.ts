@@ -23,11 +23,18 @@ export function parseIdempotencyKey(header: string | undefined): string | undefi
   if (key !== undefined) return key;
   // The header sent more than once arrives joined by ", ": each value may be a good
   // key, and "must be visible ASCII characters" named no fault the caller could see.
+  // When only some of the values are keys, both faults are said: the generic rule alone
+  // hid that the header went out twice.
   const values = header.split(/[ \t]*,[ \t]*/);
-  if (values.length > 1 && values.every((v) => oneKey(v) !== undefined))
-    throw new ApiError("BAD_REQUEST", `Idempotency-Key was sent ${values.length} times: send it once`, [
-      { path: "header.idempotency-key", message: `sent ${values.length} times` },
-    ]);
+  const keys = values.filter((v) => oneKey(v) !== undefined).length;
+  if (values.length > 1 && keys > 0) {
+    const twice = `Idempotency-Key was sent ${values.length} times`;
+    throw new ApiError(
+      "BAD_REQUEST",
+      keys === values.length ? `${twice}: send it once` : `${twice}, not all of them keys: send one; ${RULE}`,
+      [{ path: "header.idempotency-key", message: `sent ${values.length} times` }],
+    );
+  }
   throw new ApiError("BAD_REQUEST", RULE, [
     {
       path: "header.idempotency-key",

@@ -380,7 +380,11 @@ describe("a bad Idempotency-Key", () => {
     expect(() => parseIdempotencyKey("a, b")).toThrow("Idempotency-Key was sent 2 times: send it once");
     expect(() => parseIdempotencyKey('"one key", key-2, key-3')).toThrow("was sent 3 times");
     expect(parseIdempotencyKey('"a, b"')).toBe("a, b");
-    expect(() => parseIdempotencyKey('a, "unclosed')).toThrow("Idempotency-Key must be");
+    // One of them a key and one not: both faults are said.
+    expect(() => parseIdempotencyKey('a, "unclosed')).toThrow(
+      'Idempotency-Key was sent 2 times, not all of them keys: send one; Idempotency-Key must be 1 to 255 visible ASCII characters, bare or as a quoted string ("…"), e.g. a UUID',
+    );
+    expect(() => parseIdempotencyKey('"unclosed, "also')).toThrow(/^Idempotency-Key must be/);
     // The spaces and tabs around a field value are not part of it (RFC 9110 §5.5).
     expect(parseIdempotencyKey("my-key-1   ")).toBe("my-key-1");
     expect(parseIdempotencyKey('\t "quoted key" \t')).toBe("quoted key");
