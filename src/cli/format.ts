@@ -15,6 +15,7 @@ import type { attemptView, deliveryView, EndpointView } from "../domain/webhooks
 import type { EndpointHealth as EndpointDayHealth } from "../domain/webhooks/get.ts";
 import {
   mergedInto,
+  mergedText,
   type AlertRow,
   type DrainResult,
   type EventRow,
@@ -117,7 +118,8 @@ export function formatEvent(
   // Each alert says whether it is still open, as --json's resolvedAt does, and why
   // it is here when the row alone would mislead, as the event's page does.
   for (const { alert: a, why } of alertsShownWithEvent(event, event.countingAlerts)) {
-    const status = a.resolvedAt ? `resolved ${when(a.resolvedAt)}` : "open";
+    // A merged alert was closed by an upgrade (migrations 0016, 0023), not by an operator.
+    const status = a.resolvedAt ? `resolved ${when(a.resolvedAt)}${mergedText(a)}` : "open";
     lines.push(`  alert      ${a.id} ${when(a.createdAt)} ${a.kind} (${status}): ${a.message}`);
     if (why) lines.push(`             (${why})`);
   }

@@ -104,6 +104,7 @@ export {
   isUuid,
   IDENTITY_ID_DIGITS,
   mergedInto,
+  mergedText,
   type AlertRow,
   type EventRow,
   type Stats,

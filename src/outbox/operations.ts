@@ -90,6 +90,12 @@ export function mergedInto(alert: Pick<AlertRow, "details">): number | undefined
     : undefined;
 }
 
+/** ", merged into alert 8 by an upgrade" after a resolved alert's time, or "": every view says it alike. */
+export function mergedText(alert: Pick<AlertRow, "details">): string {
+  const into = mergedInto(alert);
+  return into === undefined ? "" : `, merged into alert ${into} by an upgrade`;
+}
+
 /** An outbox_alerts row as the drivers return it. */
 interface DbAlert {
   /** bigint: the drivers return int8 as a string. */

@@ -317,6 +317,16 @@ describe("outbox CLI", () => {
       "2026-12-05T09:30:00.000Z",
       null,
     ]);
+    // One an upgrade merged into another was not resolved by anyone, and says so, as
+    // the alerts list does.
+    const [poisoned, open] = json.alerts.map((a: { id: number }) => a.id);
+    await t.pool.query(
+      `UPDATE outbox_alerts SET details = jsonb_build_object('mergedInto', $2::bigint) WHERE id = $1`,
+      [poisoned, open],
+    );
+    expect((await runCli(["events", "show", id!], env())).stdout).toContain(
+      `event.poisoned (resolved 2026-12-05T09:30:00.000Z, merged into alert ${open} by an upgrade): poisoned after 5 attempts: boom`,
+    );
   });
 
   it("shows the open job.failed alert that counts an earlier event's failed job under a later one", async () => {

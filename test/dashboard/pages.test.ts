@@ -994,6 +994,11 @@ describe("alerts", () => {
         `<td data-label="action">resolved [^<]*, merged into alert ${rows[0].id} by an upgrade</td>`,
       ),
     );
+    // And on the page of the event it names.
+    await t.pool.query("UPDATE outbox_alerts SET event_id = $2 WHERE id = $1", [rows[1].id, eventId]);
+    expect((await browser.get(`/dashboard/events/${eventId}`)).text).toMatch(
+      new RegExp(`<td data-label="resolved">[^<]+Z, merged into alert ${rows[0].id} by an upgrade</td>`),
+    );
     await t.pool.query("UPDATE outbox_alerts SET resolved_at = now() WHERE id = ANY($1)", [
       rows.map((r) => r.id),
     ]);

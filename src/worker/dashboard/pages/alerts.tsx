@@ -6,7 +6,7 @@ import {
   openAlertKinds,
   resolveAlerts,
   isUuid,
-  mergedInto,
+  mergedText,
   type AlertRow,
 } from "../../../outbox/index.ts";
 import { countOpenFailures, stillNotRetried } from "../../../domain/job-failures/retry.ts";
@@ -126,8 +126,7 @@ export function registerAlerts(dashboard: Hono<DashboardEnv>) {
                 </td>
                 <td data-label="action">
                   {a.resolvedAt ? (
-                    `resolved ${time(a.resolvedAt)}` +
-                    (mergedInto(a) === undefined ? "" : `, merged into alert ${mergedInto(a)} by an upgrade`)
+                    `resolved ${time(a.resolvedAt)}${mergedText(a)}`
                   ) : (
                     <form method="post" action="/dashboard/alerts/resolve">
                       <input type="hidden" name="id" value={String(a.id)} />

@@ -2,7 +2,7 @@ import type { Hono } from "hono";
 import { eventJobFailures } from "../../../domain/job-failures/record.ts";
 import { alertsShownWithEvent, openAlertsCountingEvent } from "../../../domain/job-failures/retry.ts";
 import { deliveriesForEvent, type EventDelivery } from "../../../domain/webhooks/delivery-log.ts";
-import { EVENT_GONE_HINT, getEvent, type EventRow } from "../../../outbox/index.ts";
+import { EVENT_GONE_HINT, getEvent, mergedText, type EventRow } from "../../../outbox/index.ts";
 import { ApiError } from "../../errors.ts";
 import { idParam } from "../../routes/params.ts";
 import type { DashboardEnv } from "../env.ts";
@@ -202,7 +202,9 @@ export function registerEventDetail(dashboard: Hono<DashboardEnv>) {
                   {a.message}
                   {why ? <span class="muted">{` (${why})`}</span> : null}
                 </td>
-                <td data-label="resolved">{a.resolvedAt ? time(a.resolvedAt) : "open"}</td>
+                <td data-label="resolved">
+                  {a.resolvedAt ? `${time(a.resolvedAt)}${mergedText(a)}` : "open"}
+                </td>
               </tr>
             ))}
           </Table>
