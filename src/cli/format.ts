@@ -11,7 +11,12 @@ import {
 } from "../domain/webhooks/delivery-log.ts";
 import { describeWaiting, jobsWaitingText, type JobsWaiting } from "../domain/subscription-backlog.ts";
 import { retentionText } from "../domain/sweep-runs.ts";
-import type { attemptView, deliveryView, EndpointView } from "../domain/webhooks/schemas.ts";
+import {
+  unmatchedTypesText,
+  type attemptView,
+  type deliveryView,
+  type EndpointView,
+} from "../domain/webhooks/schemas.ts";
 import type { EndpointHealth as EndpointDayHealth } from "../domain/webhooks/get.ts";
 import {
   mergedInto,
@@ -293,7 +298,7 @@ export function formatEndpoint(
     `  url          ${e.url}`,
     ...(e.description ? [`  description  ${e.description}`] : []),
     `  scope        ${e.scope ?? "(unscoped)"}`,
-    `  types        ${e.types.join(", ")}`,
+    `  types        ${e.types.join(", ")}${unmatchedTypesText(e.types) ? ` (${unmatchedTypesText(e.types)!})` : ""}`,
     `  health       ${
       label === "disabled"
         ? `disabled ${when(e.disabledAt)}: ${e.disabledReason ?? ""}`

@@ -142,8 +142,17 @@ describe("outbox webhooks: what an operator reads", () => {
     expect(out).toContain(
       `webhook endpoint ${id}\n  url          https://hooks.example.com/acme\n  description  Acme ERP`,
     );
-    expect(out).toContain("  types        supplier.*");
+    expect(out).toContain("  types        supplier.*\n");
     expect(out).toContain("  health       healthy");
+    // Upper-case globs, taken before 2026-12-07, match no event: said, not left as healthy-looking.
+    await t.pool.query(
+      "UPDATE webhook_endpoints SET types = '{Supplier.*,note.*,Order.Created}' WHERE id = $1",
+      [id],
+    );
+    expect((await runCli(["webhooks", "show", id], dbOnly())).stdout).toContain(
+      '  types        Supplier.*, note.*, Order.Created ("Supplier.*", "Order.Created" match no event (event types are lower case): save the types in lower case)\n',
+    );
+    await t.pool.query("UPDATE webhook_endpoints SET types = '{supplier.*}' WHERE id = $1", [id]);
     // The 2026-01-01 delivery is outside the window; its attempt too (made "now" by the fixture).
     expect(out).toMatch(
       /last 24 h {4}2 deliveries \(0 delivered, 1 failed, 1 pending\); attempts with a 2xx: 25\.0 % of 4/,

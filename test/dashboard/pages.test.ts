@@ -739,7 +739,13 @@ describe("webhook endpoints", () => {
     expect(detail.text).toContain(`href="/dashboard/events/${b}"`);
     expect(detail.text).toContain(`receiver said ${ESCAPED}`);
     expect(detail.text).not.toContain("sealed");
+    expect(detail.text).not.toContain("match no event");
     expect((await browser.get("/dashboard/webhooks/00000000-0000-4000-8000-000000000000")).status).toBe(404);
+    // Upper-case globs, taken before 2026-12-07, match no event: the page says so by them.
+    await t.pool.query("UPDATE webhook_endpoints SET types = '{Supplier.*,note.*}' WHERE id = $1", [ok]);
+    expect((await browser.get(`/dashboard/webhooks/${ok}`)).text).toContain(
+      '<td class="mono">Supplier.*, note.*<span class="error"> — &quot;Supplier.*&quot; matches no event (event types are lower case): save the types in lower case</span></td>',
+    );
   });
 });
 

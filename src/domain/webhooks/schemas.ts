@@ -40,6 +40,19 @@ const typeGlobs = z
 
 const description = multiLine(500).trim();
 
+/**
+ * What a saved endpoint's types say when some of them can match no event: globs with
+ * upper case were taken before 2026-12-07 and match nothing (event types are lower
+ * case), so such an endpoint read "healthy" while it was sent nothing. Undefined
+ * when every glob is one today's rule takes.
+ */
+export function unmatchedTypesText(types: readonly string[]): string | undefined {
+  const dead = types.filter((t) => !isTypeGlob(t));
+  if (dead.length === 0) return undefined;
+  const list = dead.map((t) => JSON.stringify(t)).join(", ");
+  return `${list} ${dead.length === 1 ? "matches" : "match"} no event (event types are lower case): save the types in lower case`;
+}
+
 export function createEndpointInput(policy: UrlPolicy) {
   return z.strictObject({
     url: webhookUrl(policy),

@@ -7,7 +7,11 @@ import {
   secretVersion,
 } from "../../../domain/webhooks/rotate-secret.ts";
 import { sendTestEvent } from "../../../domain/webhooks/send-test.ts";
-import { updateEndpointInput, type EndpointView } from "../../../domain/webhooks/schemas.ts";
+import {
+  unmatchedTypesText,
+  updateEndpointInput,
+  type EndpointView,
+} from "../../../domain/webhooks/schemas.ts";
 import { updateEndpoint } from "../../../domain/webhooks/update.ts";
 import {
   endpointDeliveries,
@@ -380,7 +384,12 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
           </tr>
           <tr>
             <th>event types</th>
-            <td class="mono">{endpoint.types.join(", ")}</td>
+            <td class="mono">
+              {endpoint.types.join(", ")}
+              {unmatchedTypesText(endpoint.types) ? (
+                <span class="error">{` — ${unmatchedTypesText(endpoint.types)!}`}</span>
+              ) : null}
+            </td>
           </tr>
           <tr>
             <th>scope</th>
