@@ -300,6 +300,11 @@ describe("a key acts only in its scope", () => {
     expect(hidden.body.error.message.replace(note.events[0].id, "ID")).toBe(
       missing.body.error.message.replace("0190c4f1-0000-7000-8000-000000000000", "ID"),
     );
+    // And says why an id may be unknown: a receipt's poll link followed after retention.
+    expect(missing.body.error.message).toBe(
+      "event 0190c4f1-0000-7000-8000-000000000000 not found: not recorded in this API key's scope, " +
+        "or deleted once fanned out more than 30 days ago",
+    );
     // Reading the event's alerts only when it existed made the answer slower by a round trip.
     expect(hidden.statements).toEqual(missing.statements);
   });

@@ -14,7 +14,14 @@ export function registerEventsGet(app: App) {
   app.get(`/events/${ID}`, noQuery, async (c) => {
     // Another scope's event is as unknown as a missing one, and as quick to say so.
     const event = await getScopedEvent(c.var.pool, c.req.param("id"), c.var.tenant.scope);
-    if (!event) throw new ApiError("NOT_FOUND", `event ${c.req.param("id")} not found`);
+    // A poll link followed after retention found a bare "not found"; the reasons are said
+    // without telling another scope's event from a missing one.
+    if (!event)
+      throw new ApiError(
+        "NOT_FOUND",
+        `event ${c.req.param("id")} not found: not recorded in this API key's scope, or deleted once ` +
+          `fanned out more than ${c.var.config.RETENTION_DAYS} days ago`,
+      );
     return c.json({
       event: {
         id: event.id,
