@@ -42,7 +42,9 @@ import { describeFailure } from "../src/cli/failure.ts";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const env = process.env;
-const port = numberFrom("PORT", 8787);
+// The Worker's and Postgres' ports are named in the banner's URLs and waited on: 0 (any
+// free port) came up on a random one and then waited 120 s on :0.
+const port = numberFrom("PORT", 8787, 1);
 // A fixed port, as Postgres': an endpoint made from the banner's curl names the sink,
 // and must reach it again after a restart.
 const sinkPort = numberFrom("MAIL_SINK_PORT", 54330);
@@ -130,9 +132,17 @@ async function main() {
   await stopLeftovers(stackFile, { log: step });
   // Checked before anything starts: otherwise Postgres, the proxy and QStash come up
   // and only wrangler fails, naming a --port flag this command does not take.
-  await ensurePortFree(port, "PORT");
-  await ensurePortFree(sinkPort, "MAIL_SINK_PORT");
-  await ensurePortFree(qstashPort, "QSTASH_DEV_PORT");
+  const fixed: [number, string][] = [
+    [port, "PORT"],
+    [sinkPort, "MAIL_SINK_PORT"],
+    [qstashPort, "QSTASH_DEV_PORT"],
+  ];
+  if (!env.DATABASE_URL) fixed.push([numberFrom("DEV_PG_PORT", 54329, 1), "DEV_PG_PORT"]);
+  ensureDistinctPorts(fixed);
+  const own = fixed.map(([p]) => p);
+  await ensurePortFree(port, "PORT", own);
+  await ensurePortFree(sinkPort, "MAIL_SINK_PORT", own);
+  await ensurePortFree(qstashPort, "QSTASH_DEV_PORT", own);
   const secrets = await localSecrets();
 
   let databaseUrl = env.DATABASE_URL;
@@ -140,7 +150,7 @@ async function main() {
     step(`Postgres: using DATABASE_URL (${redact(databaseUrl)})`);
   } else {
     const dataDir = postgresDataDir();
-    const pgPort = numberFrom("DEV_PG_PORT", 54329);
+    const pgPort = numberFrom("DEV_PG_PORT", 54329, 1);
     const fresh = !existsSync(path.join(dataDir, "PG_VERSION"));
     // A stack killed on another port (PORT changed since) left its Postgres on this folder.
     await stopLeftoversOnDataDir(path.dirname(stackFile), dataDir, stackFile, { log: step });
@@ -489,15 +499,30 @@ function stopProcessGroup(child: ChildProcess): Promise<void> {
   });
 }
 
-/** Fails with what to do when something already listens on a port the stack needs. */
-async function ensurePortFree(wanted: number, variable: string): Promise<void> {
+/** Two of the stack's fixed ports the same: the second server failed with a bare EADDRINUSE. */
+function ensureDistinctPorts(ports: [number, string][]): void {
+  for (const [i, [p, name]] of ports.entries()) {
+    const other = ports.slice(0, i).find(([q]) => q === p && p !== 0);
+    if (other) throw new Error(`${other[1]} and ${name} are both ${p}: give each its own port`);
+  }
+}
+
+/**
+ * Fails with what to do when something already listens on a port the stack needs.
+ * The suggested port skips the stack's own (`own`): `wanted + 1` was often the next
+ * variable's default, so following the hint failed on that one.
+ */
+async function ensurePortFree(wanted: number, variable: string, own: number[]): Promise<void> {
+  if (wanted === 0) return;
+  let next = wanted + 1;
+  while (own.includes(next) && next < 65_535) next++;
   const probe = createServer();
   await new Promise<void>((resolve, reject) => {
     probe.once("error", (error: NodeJS.ErrnoException) =>
       reject(
         error.code === "EADDRINUSE"
           ? new Error(
-              `port ${wanted} on 127.0.0.1 is taken (another npm run dev, or another server): stop it, or choose another port, e.g. ${variable}=${wanted + 1} npm run dev`,
+              `port ${wanted} on 127.0.0.1 is taken (another npm run dev, or another server): stop it, or choose another port, e.g. ${variable}=${next} npm run dev`,
             )
           : error,
       ),
@@ -506,12 +531,13 @@ async function ensurePortFree(wanted: number, variable: string): Promise<void> {
   });
 }
 
-function numberFrom(name: string, fallback: number): number {
+/** A port number from `least` (0: any free port, where the stack reads back which) to 65535. */
+function numberFrom(name: string, fallback: number, least = 0): number {
   const raw = env[name];
   if (raw === undefined || raw === "") return fallback;
   const n = Number(raw);
-  if (!Number.isInteger(n) || n < 0 || n > 65_535) {
-    console.error(`[dev] ${name} must be a port number, got ${JSON.stringify(raw)}`);
+  if (!Number.isInteger(n) || n < least || n > 65_535) {
+    console.error(`[dev] ${name} must be a port number from ${least} to 65535, got ${JSON.stringify(raw)}`);
     process.exit(1);
   }
   return n;

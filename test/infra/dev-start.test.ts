@@ -78,6 +78,54 @@ it.each([
   60_000,
 );
 
+it("npm run dev's hint for a taken port skips the stack's own ports", async () => {
+  // The sink's port is taken, and the next one is the stack's QStash's (whether that one
+  // is free does not matter: the sink's is checked first).
+  const taken = await listening();
+  try {
+    let free = await listening();
+    await free.close();
+    while (free.port === taken.port + 1 || free.port === taken.port + 2) {
+      free = await listening();
+      await free.close();
+    }
+    const env: NodeJS.ProcessEnv = {
+      ...process.env,
+      PORT: String(free.port),
+      MAIL_SINK_PORT: String(taken.port),
+      QSTASH_DEV_PORT: String(taken.port + 1),
+    };
+    delete env.DATABASE_URL;
+    const { code, output } = await runDev(env);
+    expect(code).toBe(1);
+    expect(output).toContain(`[dev] port ${taken.port} on 127.0.0.1 is taken`);
+    // Not taken.port + 1, which this stack's QStash would then collide with.
+    expect(output).toContain(`MAIL_SINK_PORT=${taken.port + 2} npm run dev`);
+    expect(output).not.toContain("Postgres:");
+  } finally {
+    await taken.close();
+  }
+}, 60_000);
+
+it("npm run dev refuses the same port for two of its servers, and port 0 for the Worker, before starting anything", async () => {
+  const free = await listening();
+  await free.close();
+  const base: NodeJS.ProcessEnv = { ...process.env, MAIL_SINK_PORT: "0", QSTASH_DEV_PORT: "0" };
+  delete base.DATABASE_URL;
+  const same = await runDev({ ...base, PORT: String(free.port), QSTASH_DEV_PORT: String(free.port) });
+  expect(same.code).toBe(1);
+  expect(same.output).toContain(
+    `[dev] PORT and QSTASH_DEV_PORT are both ${free.port}: give each its own port`,
+  );
+  expect(same.output).not.toContain("Postgres:");
+  // The banner names it and the stack waits on it: 0 came up on a random port and then
+  // waited 120 s on :0.
+  const zero = await runDev({ ...base, PORT: "0" });
+  expect(zero.code).toBe(1);
+  expect(zero.output).toContain('[dev] PORT must be a port number from 1 to 65535, got "0"');
+  expect(zero.output).not.toContain("Postgres:");
+}, 60_000);
+
 it("npm run dev says in one line when DATABASE_URL cannot be reached", async () => {
   const free = await listening();
   await free.close();
