@@ -246,7 +246,7 @@ export function formatDrain(d: DrainResult): string {
     backoff: `relay backed off until ${when(d.backedOffUntil)}`,
     "max-passes": "pass limit reached",
   }[d.stoppedBecause];
-  return `${d.passes} passes: fanned ${d.fanned}, failed ${d.failed}, poisoned ${d.poisoned}, jobs ${d.jobs} (${why})`;
+  return `${d.passes} pass${d.passes === 1 ? "" : "es"}: fanned ${d.fanned}, failed ${d.failed}, poisoned ${d.poisoned}, jobs ${d.jobs} (${why})`;
 }
 
 /** Where a delivery stands, in a phrase: "pending, 3 attempts, next …: last error". */
