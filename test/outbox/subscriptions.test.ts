@@ -16,8 +16,38 @@ describe("event-type globs", () => {
     ["supplier.connected", "supplier.connected", true],
     ["supplier.connected", "supplier.connectedx", false],
     ["*.deleted", "corpus.note.deleted", true],
+    ["a*a", "a", false],
+    ["a*a", "aa", true],
+    ["*note*", "corpus.note.created", true],
+    ["corpus.*.created", "corpus.note.created", true],
+    ["corpus.*.created", "corpus.created", false],
+    ["a*b*c", "abc", true],
+    ["a*b*c", "acb", false],
+    ["a*b*c", "abcbc", true],
+    ["*ab*ab", "xabab", true],
+    ["*ab*ab", "xab", false],
+    ["**", "", true],
+    ["a**", "a", true],
   ])("%s matches %s: %s", (glob, type, expected) => {
     expect(matchesGlob(glob, type)).toBe(expected);
+  });
+
+  it("matches as an anchored regex of `.*` per star would, on every short glob and type", () => {
+    const letters = ["a", "b", "*"];
+    const words = (n: number, of: string[]): string[] =>
+      n === 0 ? [""] : words(n - 1, of).flatMap((w) => of.map((l) => w + l));
+    const globs = [0, 1, 2, 3, 4].flatMap((n) => words(n, letters));
+    const types = [0, 1, 2, 3, 4].flatMap((n) => words(n, ["a", "b"]));
+    for (const glob of globs) {
+      const re = new RegExp(`^${glob.split("*").join(".*")}$`);
+      for (const type of types) expect(matchesGlob(glob, type), `${glob} / ${type}`).toBe(re.test(type));
+    }
+  });
+
+  it("answers a failing match of many stars at once (a regex backtracked for hours)", () => {
+    expect(matchesGlob(`${"*".repeat(199)}z`, "corpus.note.created")).toBe(false);
+    expect(matchesGlob(`${"a*".repeat(100)}z`, "a".repeat(200))).toBe(false);
+    expect(matchesGlob(`${"a*".repeat(100)}`, "a".repeat(200))).toBe(true);
   });
 
   it("turns a glob into a LIKE pattern with LIKE's wildcards taken literally", () => {
