@@ -14,6 +14,7 @@ export const ALERT_KINDS: readonly string[] = [
   "subscription.backlogged",
   "webhook.delivery_failed",
   "webhook.endpoint_lagging",
+  "webhook.endpoint_failing",
   "webhook.endpoint_disabled",
 ];
 
@@ -34,6 +35,7 @@ const RAISED_AGAIN_WHILE_IT_LASTS: ReadonlySet<string> = new Set([
   "subscription.failing",
   "subscription.backlogged",
   "webhook.endpoint_lagging",
+  "webhook.endpoint_failing",
   "relay.lagging",
   "relay.failing",
 ]);

@@ -175,6 +175,10 @@ export const alerts = pgTable(
     uniqueIndex("outbox_alerts_open_endpoint_lag_key")
       .on(sql`(details->>'endpointId')`)
       .where(sql`resolved_at IS NULL AND kind = 'webhook.endpoint_lagging'`),
+    // One open failing alert per webhook endpoint, the same way (lag.ts).
+    uniqueIndex("outbox_alerts_open_endpoint_failing_key")
+      .on(sql`(details->>'endpointId')`)
+      .where(sql`resolved_at IS NULL AND kind = 'webhook.endpoint_failing'`),
     // One open subscription.failing alert per subscription, raised and resolved by
     // the sweep (domain/job-failures/failing.ts); overlapping sweeps meet here.
     uniqueIndex("outbox_alerts_open_subscription_failing_key")

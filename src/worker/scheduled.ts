@@ -13,7 +13,7 @@ import { evaluateBacklogs, type BacklogCheck } from "../domain/subscription-back
 import { subscriptions } from "../domain/subscriptions.ts";
 import { recordSweepFailed, recordSweepFinished } from "../domain/sweep-runs.ts";
 import { disableFailingEndpoints } from "../domain/webhooks/auto-disable.ts";
-import { evaluateEndpointLag } from "../domain/webhooks/lag.ts";
+import { evaluateEndpointLag, evaluateFailingEndpoints } from "../domain/webhooks/lag.ts";
 import {
   deleteOldDeliveries,
   OVERDUE_AFTER_MINUTES,
@@ -87,6 +87,9 @@ export function createScheduled(
         disableFailingEndpoints(db, { afterDays: config.WEBHOOK_DISABLE_AFTER_DAYS, now: now() }),
       );
       const lagging = await at("webhook lag alerts", () => evaluateEndpointLag(db, { now: now() }));
+      const endpointsFailing = await at("failing endpoint alerts", () =>
+        evaluateFailingEndpoints(db, { now: now() }),
+      );
       const failing = await at("failing subscription alerts", () =>
         evaluateFailingSubscriptions(db, { now: now() }),
       );
@@ -122,7 +125,8 @@ export function createScheduled(
           `${vacuum.vacuumed ? `vacuumed events (${vacuum.deadTuples} dead rows)` : "no vacuum needed"}; ` +
           `relay alerts raised: ${raised.length ? raised.join(", ") : "none"}; ` +
           `webhook endpoints disabled: ${disabled.length ? disabled.join(", ") : "none"}; ` +
-          `webhook endpoints behind: ${lagging.behind}${listed("newly", lagging.raised)}${listed("caught up", lagging.caughtUp)}; ` +
+          `webhook endpoints behind: ${lagging.count}${listed("newly", lagging.raised)}${listed("caught up", lagging.cleared)}; ` +
+          `webhook endpoints failing: ${endpointsFailing.count}${listed("newly", endpointsFailing.raised)}${listed("recovered", endpointsFailing.cleared)}; ` +
           `subscriptions failing: ${failing.failing}${listed("newly", failing.raised)}${listed("recovered", failing.recovered)}; ` +
           `retention past ${config.RETENTION_DAYS} d deleted ${deliveriesDeleted} finished webhook deliveries, ` +
           `${records.alerts} alerts resolved by then, ${records.jobFailures} settled job failures and ${records.mailSends} mail records; ` +

@@ -15,7 +15,13 @@ import { markDeliveryFailed } from "../../src/domain/webhooks/delivery-failed.ts
 import { fanOutWebhook } from "../../src/domain/webhooks/fanout.ts";
 import { endpointHealth, healthLabel } from "../../src/domain/webhooks/delivery-log.ts";
 import { getEndpoint } from "../../src/domain/webhooks/get.ts";
-import { LAG_ALERT_AFTER_MINUTES, evaluateEndpointLag } from "../../src/domain/webhooks/lag.ts";
+import {
+  FAILING_ALERT_AFTER_MINUTES,
+  LAG_ALERT_AFTER_MINUTES,
+  evaluateEndpointLag,
+  evaluateFailingEndpoints,
+} from "../../src/domain/webhooks/lag.ts";
+import { raisedAgainNote } from "../../src/domain/alert-kinds.ts";
 import type { WebhookEvent } from "../../src/domain/webhooks/payload.ts";
 import { recoverFailed } from "../../src/domain/webhooks/recover.ts";
 import { redeliver } from "../../src/domain/webhooks/redeliver.ts";
@@ -791,7 +797,7 @@ describe("an endpoint that does not keep up (the sweep's lag check)", () => {
 
     const first = await check();
     expect(first.raised).toContain(slow.id);
-    expect(first.behind).toBeGreaterThanOrEqual(1);
+    expect(first.count).toBeGreaterThanOrEqual(1);
     const [alert] = await lagAlerts(slow.id);
     expect(alert).toEqual({
       id: expect.any(Number),
@@ -843,7 +849,7 @@ describe("an endpoint that does not keep up (the sweep's lag check)", () => {
     ).rows) {
       expect(await deliverWebhook(await deps(), id, 0)).toMatchObject({ kind: "delivered" });
     }
-    expect((await check()).caughtUp).toContain(slow.id);
+    expect((await check()).cleared).toContain(slow.id);
     expect(await lagAlerts(slow.id)).toEqual([expect.objectContaining({ open: false })]);
     expect(healthLabel((await endpointHealth(db(), slow.id))[0]!)).toBe("healthy");
     expect((await getEndpoint(db(), slow.id)).health.lagging).toBeNull();
@@ -863,6 +869,109 @@ describe("an endpoint that does not keep up (the sweep's lag check)", () => {
     await check();
     await removeEndpoint(db(), slow.id);
     expect(await lagAlerts(slow.id)).toEqual([expect.objectContaining({ open: false })]);
+  });
+});
+
+describe("an endpoint that keeps failing (the sweep's failing check)", () => {
+  async function failingAlerts(endpointId: string) {
+    const { rows } = await t.pool.query(
+      `SELECT id::int, resolved_at IS NULL AS open, (details->>'retrying')::int AS retrying, message,
+              details->>'lastError' AS "lastError"
+         FROM outbox_alerts WHERE kind = 'webhook.endpoint_failing' AND details->>'endpointId' = $1 ORDER BY id`,
+      [endpointId],
+    );
+    return rows as {
+      id: number;
+      open: boolean;
+      retrying: number;
+      message: string;
+      lastError: string | null;
+    }[];
+  }
+  const check = (on: Db = db()) => evaluateFailingEndpoints(on, { now: new Date() });
+  /** Moves the endpoint's run of failures `minutes` into the past. */
+  const failingFor = (endpointId: string, minutes: number) =>
+    t.pool.query(
+      "UPDATE webhook_endpoints SET failing_since = now() - make_interval(mins => $2) WHERE id = $1",
+      [endpointId, minutes],
+    );
+
+  it("raises one alert while every attempt fails past the threshold, keeps it current, and resolves it at the first success", async () => {
+    receiver.state.respond = () => ({ status: 503 });
+    const { endpoint, delivery, event: firstEvent } = await oneDelivery("/failing-long");
+    expect(await deliverWebhook(await deps(), delivery.id, 0)).toMatchObject({ kind: "retry" });
+    // Failing, but not for long yet: a blip is not an alert.
+    await failingFor(endpoint.id, FAILING_ALERT_AFTER_MINUTES - 5);
+    expect((await check()).raised).not.toContain(endpoint.id);
+    expect(await failingAlerts(endpoint.id)).toEqual([]);
+
+    // Retrying for a day before anything gave up, it said nothing: now it does.
+    await failingFor(endpoint.id, FAILING_ALERT_AFTER_MINUTES + 5);
+    const first = await check();
+    expect(first.raised).toContain(endpoint.id);
+    const [alert] = await failingAlerts(endpoint.id);
+    expect(alert).toEqual({
+      id: expect.any(Number),
+      open: true,
+      retrying: 1,
+      message: expect.stringMatching(
+        new RegExp(
+          `^webhook endpoint ${endpoint.id} \\(${receiver.url("/failing-long").replace(/[.]/g, "\\.")}\\) has failed every attempt ` +
+            `since .* UTC \\(over ${FAILING_ALERT_AFTER_MINUTES} min\\): at .* UTC, 1 deliveries waited for a retry; ` +
+            "the latest: endpoint answered 503$",
+        ),
+      ),
+      lastError: "endpoint answered 503",
+    });
+    // Resolved by hand while it lasts, the next sweep raises it again: said with the resolve.
+    expect(raisedAgainNote("webhook.endpoint_failing")).toBeDefined();
+
+    // A second failing delivery: the same alert, brought up to date, no new one.
+    const e2 = event({ scope: firstEvent.scope });
+    await fanOutWebhook(db(), queue, e2);
+    const [second] = await deliveriesOf(e2.id);
+    await deliverWebhook(await deps(), (second as { id: string }).id, 0);
+    expect((await check()).raised).not.toContain(endpoint.id);
+    expect(await failingAlerts(endpoint.id)).toEqual([
+      expect.objectContaining({ id: alert!.id, open: true, retrying: 2 }),
+    ]);
+
+    // The receiver is back: its next attempt succeeds, and the next sweep resolves it.
+    receiver.state.respond = () => ({ status: 200 });
+    expect(await deliverWebhook(await deps(), delivery.id, 1)).toMatchObject({ kind: "delivered" });
+    expect((await check()).cleared).toContain(endpoint.id);
+    expect(await failingAlerts(endpoint.id)).toEqual([
+      expect.objectContaining({ id: alert!.id, open: false }),
+    ]);
+  });
+
+  it("is not raised for a disabled endpoint, and resolved when one is disabled or deleted", async () => {
+    receiver.state.respond = () => ({ status: 500 });
+    const a = await oneDelivery("/failing-disabled");
+    const b = await oneDelivery("/failing-deleted");
+    for (const { delivery } of [a, b]) await deliverWebhook(await deps(), delivery.id, 0);
+    for (const { endpoint } of [a, b]) await failingFor(endpoint.id, FAILING_ALERT_AFTER_MINUTES + 1);
+    expect((await check()).raised).toEqual(expect.arrayContaining([a.endpoint.id, b.endpoint.id]));
+    await t.pool.query(
+      "UPDATE webhook_endpoints SET enabled = false, disabled_reason = 'by hand' WHERE id = $1",
+      [a.endpoint.id],
+    );
+    expect((await check()).cleared).toContain(a.endpoint.id);
+    await removeEndpoint(db(), b.endpoint.id);
+    expect(await failingAlerts(b.endpoint.id)).toEqual([expect.objectContaining({ open: false })]);
+    expect(await check()).not.toMatchObject({ raised: expect.arrayContaining([a.endpoint.id]) });
+  });
+
+  it("sweeps checking at once, on separate connections, raise it once", async () => {
+    receiver.state.respond = () => ({ status: 500 });
+    const { endpoint, delivery } = await oneDelivery("/failing-race");
+    await deliverWebhook(await deps(), delivery.id, 0);
+    await failingFor(endpoint.id, FAILING_ALERT_AFTER_MINUTES + 1);
+    const pools = [t.newPool(1), t.newPool(1), t.newPool(1), t.newPool(1)];
+    const raised = await Promise.all(pools.map((p) => check(drizzle(p) as unknown as Db)));
+    await Promise.all(pools.map((p) => p.end()));
+    expect(raised.filter((found) => found.raised.includes(endpoint.id))).toHaveLength(1);
+    expect(await failingAlerts(endpoint.id)).toEqual([expect.objectContaining({ open: true })]);
   });
 });
 
@@ -1383,6 +1492,9 @@ describe("lost publishes and retention (the cron sweep's share)", () => {
       );
       expect(log.mock.calls.at(-1)?.[0]).toMatch(
         /; webhook endpoints behind: \d+(, newly: [0-9a-f-, ]+)?(, caught up: [0-9a-f-, ]+)?; /,
+      );
+      expect(log.mock.calls.at(-1)?.[0]).toMatch(
+        /; webhook endpoints failing: \d+(, newly: [0-9a-f-, ]+)?(, recovered: [0-9a-f-, ]+)?; /,
       );
       expect(log.mock.calls.at(-1)?.[0]).toMatch(
         /retention past 30 d deleted \d+ finished webhook deliveries, \d+ alerts resolved by then, \d+ settled job failures and \d+ mail records;/,

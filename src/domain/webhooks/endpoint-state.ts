@@ -23,7 +23,10 @@ export async function enabledEndpoint(db: Db, endpointId: string, action: string
 
 /** The alerts about one endpoint, by kind, as the delivery engine raises them (details.endpointId). */
 export type EndpointAlertKind =
-  "webhook.endpoint_disabled" | "webhook.delivery_failed" | "webhook.endpoint_lagging";
+  | "webhook.endpoint_disabled"
+  | "webhook.delivery_failed"
+  | "webhook.endpoint_lagging"
+  | "webhook.endpoint_failing";
 
 /**
  * Resolves an endpoint's open alerts of these kinds: the operator has answered

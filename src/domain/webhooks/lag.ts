@@ -5,14 +5,66 @@ import { isoTime, queryRows, utcText } from "./rows.ts";
 /** Minutes a delivery may wait for its first attempt before its endpoint counts as lagging. */
 export const LAG_ALERT_AFTER_MINUTES = 15;
 
-/** What one sweep's lag check found. */
-export interface LagCheck {
-  /** Endpoints behind now, each with its one open alert. */
-  behind: number;
+/** Minutes an enabled endpoint must keep failing every attempt before the sweep raises `webhook.endpoint_failing`. */
+export const FAILING_ALERT_AFTER_MINUTES = 15;
+
+/** What one sweep's check of an endpoint condition found. */
+export interface EndpointCheck {
+  /** Endpoints in that condition now, each with its one open alert. */
+  count: number;
   /** Those whose alert this check raised. */
   raised: string[];
-  /** Those whose alert this check resolved: they have caught up (or are disabled or gone). */
-  caughtUp: string[];
+  /** Those whose alert this check resolved: the condition is over (or they are disabled or gone). */
+  cleared: string[];
+}
+
+/**
+ * The endpoint conditions the sweep keeps one open alert for, each with its unique
+ * index, as SQL literals: the conflict clause names the index by its predicate, which
+ * a parameter could not be proved to imply.
+ */
+const LAGGING = sql.raw("'webhook.endpoint_lagging'");
+const FAILING = sql.raw("'webhook.endpoint_failing'");
+
+/**
+ * Keeps one open `kind` alert per endpoint that `current` selects (its rows: `id`,
+ * `message`, `details` naming `endpointId`), brought up to date by each sweep, and
+ * resolves the others. One statement. The open alert is updated where there is one
+ * and inserted only where there is none (an insert ending in its conflict clause
+ * would take an id each sweep); overlapping sweeps meet at the kind's unique index
+ * on open alerts per endpoint (migrations 0018, 0030), ON CONFLICT updating the one
+ * that won.
+ */
+async function keepEndpointAlerts(db: Db, k: SQL, current: SQL): Promise<EndpointCheck> {
+  const [row] = await queryRows<{ count: number; raised: string[]; cleared: string[] }>(
+    db,
+    sql`WITH current AS (${current}),
+        updated AS (
+          UPDATE outbox_alerts a SET message = c.message, details = c.details
+            FROM current c
+           WHERE a.kind = ${k} AND a.resolved_at IS NULL
+             AND a.details->>'endpointId' = c.id::text
+          RETURNING c.id
+        ),
+        raised AS (
+          INSERT INTO outbox_alerts (kind, subscription, message, details)
+          SELECT ${k}, 'webhook.deliver', message, details
+            FROM current WHERE id NOT IN (SELECT id FROM updated)
+          ON CONFLICT ((details->>'endpointId')) WHERE resolved_at IS NULL AND kind = ${k}
+          DO UPDATE SET message = EXCLUDED.message, details = EXCLUDED.details
+          RETURNING details->>'endpointId' AS id, xmax = 0 AS new
+        ),
+        cleared AS (
+          UPDATE outbox_alerts a SET resolved_at = now()
+           WHERE a.kind = ${k} AND a.resolved_at IS NULL
+             AND NOT EXISTS (SELECT 1 FROM current c WHERE c.id::text = a.details->>'endpointId')
+          RETURNING a.details->>'endpointId' AS id
+        )
+        SELECT (SELECT count(*)::int FROM current) AS count,
+               ARRAY(SELECT id FROM raised WHERE new ORDER BY id) AS raised,
+               ARRAY(SELECT id FROM cleared ORDER BY id) AS cleared`,
+  );
+  return { count: row?.count ?? 0, raised: row?.raised ?? [], cleared: row?.cleared ?? [] };
 }
 
 /**
@@ -25,63 +77,73 @@ export interface LagCheck {
  * `webhook.endpoint_lagging` alert, with how many wait and since when, as of the
  * sweep that last looked (each sweep brings it up to date while it lags); once it
  * has caught up (or is disabled or deleted) the next sweep resolves it, as the
- * relay's own `relay.lagging` is. Deliveries being retried are not counted: a
- * failing endpoint has `webhook.delivery_failed` and auto-disable; nor is one in
- * flight (it has its first attempt), so `waiting` is a little under the
- * endpoint's `pending`.
- *
- * One statement. The open alert is updated where there is one and inserted only
- * where there is none (an insert ending in its conflict clause would take an id
- * each sweep); overlapping sweeps meet at the unique index on open lagging alerts
- * per endpoint (migration 0018), ON CONFLICT updating the one that won.
+ * relay's own `relay.lagging` is. Deliveries being retried are not counted (a
+ * failing endpoint has `webhook.endpoint_failing`), nor is one in flight (it has its
+ * first attempt), so `waiting` is a little under the endpoint's `pending`.
  */
 export async function evaluateEndpointLag(
   db: Db,
   options: { now: Date; afterMinutes?: number },
-): Promise<LagCheck> {
+): Promise<EndpointCheck> {
   const after = options.afterMinutes ?? LAG_ALERT_AFTER_MINUTES;
-  const [row] = await queryRows<{ behind: number; raised: string[]; caught_up: string[] }>(
+  return keepEndpointAlerts(
     db,
-    sql`WITH waiting AS (
-          SELECT e.id, e.url, w.oldest, w.n,
-                 format('webhook endpoint %s (%s) fell behind: at %s, %s deliveries waited for their first attempt, the oldest since %s (over %s min)',
-                        e.id, e.url, ${utcText(sql`now()`)}, w.n, ${utcText(sql`w.oldest`)}, ${after}::int) AS message,
-                 jsonb_build_object('endpointId', e.id, 'url', e.url, 'waiting', w.n,
-                                    'oldestWaitingSince', ${isoTime(sql`w.oldest`)},
-                                    'checkedAt', ${isoTime(sql`now()`)}) AS details
-            FROM webhook_endpoints e
-            CROSS JOIN LATERAL (
-              SELECT min(d.created_at) AS oldest, count(*)::int AS n FROM webhook_deliveries d
-               WHERE d.endpoint_id = e.id AND d.status = 'pending' AND d.attempts = 0
-            ) w
-           WHERE e.enabled AND w.oldest < ${options.now}::timestamptz - make_interval(mins => ${after})
-        ),
-        updated AS (
-          UPDATE outbox_alerts a SET message = w.message, details = w.details
-            FROM waiting w
-           WHERE a.kind = 'webhook.endpoint_lagging' AND a.resolved_at IS NULL
-             AND a.details->>'endpointId' = w.id::text
-          RETURNING w.id
-        ),
-        raised AS (
-          INSERT INTO outbox_alerts (kind, subscription, message, details)
-          SELECT 'webhook.endpoint_lagging', 'webhook.deliver', message, details
-            FROM waiting WHERE id NOT IN (SELECT id FROM updated)
-          ON CONFLICT ((details->>'endpointId')) WHERE resolved_at IS NULL AND kind = 'webhook.endpoint_lagging'
-          DO UPDATE SET message = EXCLUDED.message, details = EXCLUDED.details
-          RETURNING details->>'endpointId' AS id, xmax = 0 AS new
-        ),
-        cleared AS (
-          UPDATE outbox_alerts a SET resolved_at = now()
-           WHERE a.kind = 'webhook.endpoint_lagging' AND a.resolved_at IS NULL
-             AND NOT EXISTS (SELECT 1 FROM waiting w WHERE w.id::text = a.details->>'endpointId')
-          RETURNING a.details->>'endpointId' AS id
-        )
-        SELECT (SELECT count(*)::int FROM waiting) AS behind,
-               ARRAY(SELECT id FROM raised WHERE new ORDER BY id) AS raised,
-               ARRAY(SELECT id FROM cleared ORDER BY id) AS caught_up`,
+    LAGGING,
+    sql`SELECT e.id,
+               format('webhook endpoint %s (%s) fell behind: at %s, %s deliveries waited for their first attempt, the oldest since %s (over %s min)',
+                      e.id, e.url, ${utcText(sql`now()`)}, w.n, ${utcText(sql`w.oldest`)}, ${after}::int) AS message,
+               jsonb_build_object('endpointId', e.id, 'url', e.url, 'waiting', w.n,
+                                  'oldestWaitingSince', ${isoTime(sql`w.oldest`)},
+                                  'checkedAt', ${isoTime(sql`now()`)}) AS details
+          FROM webhook_endpoints e
+          CROSS JOIN LATERAL (
+            SELECT min(d.created_at) AS oldest, count(*)::int AS n FROM webhook_deliveries d
+             WHERE d.endpoint_id = e.id AND d.status = 'pending' AND d.attempts = 0
+          ) w
+         WHERE e.enabled AND w.oldest < ${options.now}::timestamptz - make_interval(mins => ${after})`,
   );
-  return { behind: row?.behind ?? 0, raised: row?.raised ?? [], caughtUp: row?.caught_up ?? [] };
+}
+
+/**
+ * The cron sweep's watch on endpoints that keep failing. A delivery is retried on
+ * its schedule for about a day before it gives up and raises
+ * `webhook.delivery_failed`, so a receiver that went down answered 5xx to every
+ * attempt for a day with no alert at all while its deliveries piled up in retries
+ * (an operator walkthrough's `stats` said all clear throughout). So an enabled
+ * endpoint that has failed every attempt since `failing_since` for over
+ * `afterMinutes` has one open `webhook.endpoint_failing` alert, with how many of its
+ * deliveries wait for a retry and its latest error, brought up to date by each
+ * sweep; its first successful attempt (or its disabling or deletion) resolves it at
+ * the next sweep.
+ */
+export async function evaluateFailingEndpoints(
+  db: Db,
+  options: { now: Date; afterMinutes?: number },
+): Promise<EndpointCheck> {
+  const after = options.afterMinutes ?? FAILING_ALERT_AFTER_MINUTES;
+  return keepEndpointAlerts(
+    db,
+    FAILING,
+    sql`SELECT e.id,
+               format('webhook endpoint %s (%s) has failed every attempt since %s (over %s min): at %s, %s deliveries waited for a retry; the latest: %s',
+                      e.id, e.url, ${utcText(sql`e.failing_since`)}, ${after}::int, ${utcText(sql`now()`)}, w.n,
+                      coalesce(w.last_error, 'no error recorded')) AS message,
+               jsonb_build_object('endpointId', e.id, 'url', e.url, 'retrying', w.n,
+                                  'failingSince', ${isoTime(sql`e.failing_since`)},
+                                  'lastError', w.last_error,
+                                  'checkedAt', ${isoTime(sql`now()`)}) AS details
+          FROM webhook_endpoints e
+          CROSS JOIN LATERAL (
+            SELECT count(*) FILTER (WHERE d.status = 'pending' AND d.attempts > 0)::int AS n,
+                   (array_agg(d.last_error ORDER BY d.last_attempt_at DESC)
+                      FILTER (WHERE d.last_attempt_at IS NOT NULL AND d.last_error IS NOT NULL))[1] AS last_error
+              FROM webhook_deliveries d
+             -- A delivery still pending was made within its retry schedule (about a day): the
+             -- bound keeps the read to the endpoint's recent rows (its created_at index).
+             WHERE d.endpoint_id = e.id AND d.created_at > now() - interval '3 days'
+          ) w
+         WHERE e.enabled AND e.failing_since < ${options.now}::timestamptz - make_interval(mins => ${after})`,
+  );
 }
 
 /** An open lagging alert's figures, as the endpoint's health shows them. */

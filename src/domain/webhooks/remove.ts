@@ -20,6 +20,7 @@ export async function removeEndpoint(db: Db, id: string): Promise<void> {
       "webhook.endpoint_disabled",
       "webhook.delivery_failed",
       "webhook.endpoint_lagging",
+      "webhook.endpoint_failing",
     ]);
   });
 }
