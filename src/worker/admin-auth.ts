@@ -31,9 +31,12 @@ export const adminAuth: MiddlewareHandler<HonoEnv> = (c, next) => {
   }
   return bearerAuth<HonoEnv>({
     verifyToken: async (token) => {
-      const outcome = await attemptLogin(c.var.pool, clientAddress(c.req.header.bind(c.req)), () =>
-        // Hashes both sides before comparing, so neither content nor length leaks through timing.
-        timingSafeEqual(token, c.var.config.ADMIN_TOKEN),
+      const outcome = await attemptLogin(
+        c.var.pool,
+        clientAddress(c.req.header.bind(c.req), c.var.config.PUBLIC_URL),
+        () =>
+          // Hashes both sides before comparing, so neither content nor length leaks through timing.
+          timingSafeEqual(token, c.var.config.ADMIN_TOKEN),
       );
       if (outcome.ok) return true;
       if (outcome.lockedUntil) {

@@ -23,7 +23,7 @@ describe("lockedUntil", () => {
 
 describe("clientAddress", () => {
   const of = (value: string | undefined) =>
-    clientAddress((name) => (name === "CF-Connecting-IP" ? value : undefined));
+    clientAddress((name) => (name === "CF-Connecting-IP" ? value : undefined), "https://outbox.example.com");
 
   it("counts an IPv4 address as itself, in one spelling", () => {
     expect(of("203.0.113.7")).toBe("203.0.113.7");
@@ -37,6 +37,16 @@ describe("clientAddress", () => {
       expect(of(address), address).toBe(bucket);
     }
     expect(of("2001:db8:1:3::1")).not.toBe(bucket);
+  });
+
+  it("takes no address on a local Worker, where a client can set the header itself", () => {
+    // wrangler dev passes a client's CF-Connecting-IP through: a fresh one per guess.
+    for (const url of ["http://127.0.0.1:8787", "http://localhost:8787", "http://[::1]:8787"]) {
+      expect(
+        clientAddress(() => "203.0.113.7", url),
+        url,
+      ).toBe("local");
+    }
   });
 
   it("puts anything that is not an address in the shared bucket, not a fresh one", () => {

@@ -162,6 +162,25 @@ describe("sessions", () => {
 
 describe("wrong passwords", () => {
   const from = (ip: string) => ({ "CF-Connecting-IP": ip });
+  // Addresses count where Cloudflare sets them: a Worker at a public URL.
+  const client = () => dashboardClient(() => ({ ...env, PUBLIC_URL: "https://outbox.example.com" }));
+  const local = () => dashboardClient(() => env);
+
+  it("on a local Worker, counts every client in one bucket whatever address it names", async () => {
+    // wrangler dev passes a client's own CF-Connecting-IP through: 7 made-up addresses
+    // made 7 guesses and none was locked (security review).
+    const statuses = [];
+    for (let i = 1; i <= 6; i++)
+      statuses.push((await local().login(`wrong-${i}`, from(`203.0.113.${i}`))).status);
+    expect(statuses).toEqual([401, 401, 401, 401, 429, 429]);
+    const admin = await local().get("/admin/stats", {
+      Authorization: `Bearer ${env.ADMIN_TOKEN!}`,
+      ...from("198.51.100.9"),
+    });
+    expect(admin.status).toBe(429);
+    const { rows } = await t.pool.query("SELECT DISTINCT client FROM dashboard_login_failures");
+    expect(rows).toEqual([{ client: "local" }]);
+  });
 
   it("locks an address out for 10 minutes after 5 wrong passwords in 10 minutes, counted in Postgres", async () => {
     const browser = client();

@@ -935,8 +935,9 @@ describe(`bad input, every route but NOT_COVERED (${cases.length} cases)`, () =>
   it("left every table as it was, but for the one wrong operator token the lock-out counted", async () => {
     // `Bearer kkk…` at /admin/stats is a well-formed wrong token: a guess, which the
     // dashboard's lock-out records (the malformed headers are refused before that).
+    // This Worker is local (PUBLIC_URL on loopback): every client is the one "local" bucket.
     const { rows } = await t.pool.query("SELECT client FROM dashboard_login_failures");
-    expect(rows).toEqual([{ client: "unknown" }]);
+    expect(rows).toEqual([{ client: "local" }]);
     expect(await rowCounts()).toEqual({
       ...before,
       dashboard_login_failures: before.dashboard_login_failures! + 1,

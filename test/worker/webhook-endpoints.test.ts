@@ -78,7 +78,9 @@ describe("webhook endpoint routes: security", () => {
     const none = await call(app, env, method, path, body);
     expect(none.status).toBe(401);
     expect(none.body.error.code).toBe("UNAUTHORIZED");
-    const wrong = await call(app, env, method, path, body, {
+    // A fresh address per guess counts only where the address is Cloudflare's to set.
+    const deployed = { ...env, PUBLIC_URL: "https://outbox.example.com" };
+    const wrong = await call(app, deployed, method, path, body, {
       headers: {
         authorization: "Bearer not-the-admin-token-000000",
         "CF-Connecting-IP": `198.51.100.${++guesser}`,

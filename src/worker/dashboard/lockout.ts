@@ -3,6 +3,7 @@ import type { Db } from "../../domain/db.ts";
 import { deleteInBatches } from "../../domain/retention.ts";
 import { parseIpv4, parseIpv6 } from "../../domain/webhooks/url-safety.ts";
 import type { SqlPool } from "../../outbox/index.ts";
+import { isLoopbackHttp } from "./session.ts";
 
 /** Wrong passwords allowed from one client within the window before it is locked out. */
 export const LOCKOUT_POLICY = {
@@ -113,16 +114,20 @@ export async function deleteStaleLoginFailures(db: Db): Promise<number> {
 
 /**
  * Who is guessing. On Cloudflare, CF-Connecting-IP is set by the edge and cannot
- * be forged by the client. Elsewhere (wrangler dev, a test) there is no trusted
- * address, so every such client shares one bucket: a lock-out then locks more
- * people out rather than letting a guesser pick a fresh address per request.
+ * be forged by the client. A local Worker (`publicUrl` on loopback: wrangler dev,
+ * `npm run dev`) has no trusted address: wrangler dev sets the header only when the
+ * request has none, so a guesser could send a fresh one each time (a security
+ * review's 7 wrong tokens from 7 made-up addresses, none locked). Every such client
+ * shares one bucket: a lock-out then locks more people out rather than letting a
+ * guesser pick a fresh address per request.
  *
  * The header's text was the bucket: anything not an address ("7.7.7.7, 1", a
  * made-up word where the header can be set) was a fresh one, and so was each IPv6
  * address, of which one subscriber commonly holds a whole /64. An IPv4 address is
  * its bucket; an IPv6 one is counted by its /64; anything else is "unknown".
  */
-export function clientAddress(header: (name: string) => string | undefined): string {
+export function clientAddress(header: (name: string) => string | undefined, publicUrl: string): string {
+  if (isLoopbackHttp(publicUrl)) return "local";
   const raw = header("CF-Connecting-IP")?.trim() ?? "";
   const v4 = parseIpv4(raw);
   if (v4 !== undefined) return [v4 >>> 24, (v4 >>> 16) & 255, (v4 >>> 8) & 255, v4 & 255].join(".");

@@ -63,9 +63,12 @@ export function registerLogin(dashboard: Hono<DashboardEnv>) {
     const form = await c.req.parseBody();
     const password = typeof form.password === "string" ? form.password : "";
     const next = safeNext(typeof form.next === "string" ? form.next : undefined);
-    const outcome = await attemptLogin(c.var.pool, clientAddress(c.req.header.bind(c.req)), () =>
-      // Hashes both sides before comparing, so neither content nor length leaks through timing.
-      timingSafeEqual(password, c.var.config.ADMIN_TOKEN),
+    const outcome = await attemptLogin(
+      c.var.pool,
+      clientAddress(c.req.header.bind(c.req), c.var.config.PUBLIC_URL),
+      () =>
+        // Hashes both sides before comparing, so neither content nor length leaks through timing.
+        timingSafeEqual(password, c.var.config.ADMIN_TOKEN),
     );
     if (outcome.ok) {
       await startSession(c);
