@@ -3,6 +3,7 @@ import {
   existsSync,
   fsyncSync,
   mkdirSync,
+  fchmodSync,
   openSync,
   readFileSync,
   renameSync,
@@ -261,11 +262,17 @@ function liveLines(live: Recovered): string {
   return lines.map((line) => `${JSON.stringify(line)}\n`).join("");
 }
 
-/** Writes `text` as the whole of `file`, atomically: a reader sees the old file or the new one. */
+/**
+ * Writes `text` as the whole of `file`, atomically: a reader sees the old file or the
+ * new one. Readable by its owner only: it holds job bodies, tenants' data (it was
+ * 0644, readable by every user of a shared machine, as a security review found).
+ */
 function rewrite(file: string, text: string): number {
   const temporary = `${file}.new`;
-  const fd = openSync(temporary, "w");
+  const fd = openSync(temporary, "w", 0o600);
   try {
+    // A `.new` left by a killed process keeps its mode; open's applies only to a new file.
+    fchmodSync(fd, 0o600);
     const bytes = writeAll(fd, text);
     fsyncSync(fd);
     renameSync(temporary, file);

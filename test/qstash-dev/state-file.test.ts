@@ -247,6 +247,8 @@ describe("a state file: the queue outlives the process (ADR 0029)", () => {
 
   it("writes itself afresh once it has grown, keeping only what is live", () => {
     const { journal } = Journal.open(file);
+    // Its owner's only: it holds job bodies, tenants' data.
+    expect(statSync(file).mode & 0o777).toBe(0o600);
     const message = (i: number, state: MessageRecord["state"]): MessageRecord => ({
       messageId: `msg_${i}`,
       seq: i,
@@ -283,6 +285,7 @@ describe("a state file: the queue outlives the process (ADR 0029)", () => {
     expect(() => journal.putMessage(waiting)).toThrow(`the queue file ${file} is closed`);
     expect(compactions).toBeGreaterThanOrEqual(2);
     expect(statSync(file).size).toBeLessThan(20 * 1024 * 1024);
+    expect(statSync(file).mode & 0o777).toBe(0o600);
     const { journal: reopened, recovered } = Journal.open(file);
     reopened.close();
     expect(recovered.messages.map((m) => m.messageId)).toEqual(["msg_0"]);
