@@ -83,7 +83,7 @@ export function formatEvent(
     // The relay's tries to fan it out (the dashboard's "fan-out attempts"), not a job's or a webhook's.
     `  attempts   ${event.attempts} to fan out${
       event.poisonedAt
-        ? ", no further attempts until requeued"
+        ? `, no further attempts until requeued (events requeue ${event.id})`
         : event.nextAttemptAt
           ? `, next ${when(event.nextAttemptAt)}`
           : ""
@@ -197,7 +197,7 @@ export function formatStats(s: OperatorStats): string {
   return [
     `backlog            ${s.backlog} (${s.due} due now)`,
     `oldest pending     ${age}`,
-    `poisoned           ${s.poisoned}`,
+    `poisoned           ${s.poisoned}${s.poisoned > 0 ? " (events list --state poisoned shows why; events requeue --all sends them again)" : ""}`,
     `open alerts        ${s.openAlerts}`,
     `job failures       ${s.jobFailuresNotRetried} not retried${s.jobFailuresNotRetried > 0 ? " (job-failures retry --all sends them again)" : ""}`,
     `relay              ${relay}`,
@@ -314,6 +314,14 @@ export function formatEndpoint(
       successRateText({ attempts24h: h.attempts.total, succeeded24h: h.attempts.succeeded }),
     ...(e.previousSecretExpiresAt
       ? [`  secret       rotating: the previous secret signs too until ${when(e.previousSecretExpiresAt)}`]
+      : []),
+    // What sends failed deliveries again, as `stats` names job-failures retry: the
+    // delivery_failed alert and this page said what failed, not how to fix it.
+    ...(h.deliveries.failed > 0 || shown.deliveries.some((d) => d.status === "failed")
+      ? [
+          `  recover      webhooks recover ${e.id} --since <time> sends its failed deliveries again` +
+            (e.enabled ? "" : " (enable it first)"),
+        ]
       : []),
     "",
   ];

@@ -518,8 +518,14 @@ describe("outbox CLI", () => {
       [id],
     );
     const show = await runCli(["events", "show", id!], env());
-    expect(show.stdout).toMatch(/attempts\s+5 to fan out, no further attempts until requeued/);
+    expect(show.stdout).toMatch(
+      new RegExp(`attempts\\s+5 to fan out, no further attempts until requeued \\(events requeue ${id}\\)`),
+    );
     expect(show.stdout).not.toMatch(/, next /);
+    // stats names where to look and what fixes it, as it does for job failures.
+    expect((await runCli(["stats"], env())).stdout).toMatch(
+      /^poisoned\s+1 \(events list --state poisoned shows why; events requeue --all sends them again\)$/m,
+    );
   });
 
   it("requeues poisoned events and reports the others", async () => {

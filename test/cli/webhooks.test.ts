@@ -144,6 +144,10 @@ describe("outbox webhooks: what an operator reads", () => {
     );
     expect(out).toContain("  types        supplier.*\n");
     expect(out).toContain("  health       healthy");
+    // It has a failed delivery: what sends it again is named.
+    expect(out).toContain(
+      `  recover      webhooks recover ${id} --since <time> sends its failed deliveries again\n`,
+    );
     // Upper-case globs, taken before 2026-12-07, match no event: said, not left as healthy-looking.
     await t.pool.query(
       "UPDATE webhook_endpoints SET types = '{Supplier.*,note.*,Order.Created}' WHERE id = $1",
