@@ -917,7 +917,7 @@ describe("an endpoint that keeps failing (the sweep's failing check)", () => {
       message: expect.stringMatching(
         new RegExp(
           `^webhook endpoint ${endpoint.id} \\(${receiver.url("/failing-long").replace(/[.]/g, "\\.")}\\) has failed every attempt ` +
-            `since .* UTC \\(over ${FAILING_ALERT_AFTER_MINUTES} min\\): at .* UTC, 1 deliveries waited for a retry; ` +
+            `since .* UTC \\(over ${FAILING_ALERT_AFTER_MINUTES} min\\): at .* UTC, 1 delivery waited for a retry; ` +
             "the latest: endpoint answered 503$",
         ),
       ),
