@@ -36,6 +36,33 @@ describe("write receipts", () => {
     ]);
   });
 
+  it("poll only the events not fanned out yet, less often as the wait goes on", async () => {
+    const ids = await seedEvents(t.pool, 3);
+    // Two of the three fanned out before the wait; the third never is.
+    await t.pool.query("UPDATE events SET fanned_out_at = now(), fanout = '{}' WHERE id = ANY($1::uuid[])", [
+      ids.slice(0, 2),
+    ]);
+    const asked: string[][] = [];
+    const counted = {
+      query: (text: string, values?: unknown[]) => {
+        asked.push([...(values?.[0] as string[])]);
+        return t.pool.query(text, values);
+      },
+    };
+    const receipt = await awaitFanout(counted, ids, { deadline: Date.now() + 1_500 });
+    expect(receipt.complete).toBe(false);
+    // The answer still lists every event, in the write's order, the fanned ones as read.
+    expect(receipt.events.map((e) => [e.id, e.fannedOutAt !== null])).toEqual([
+      [ids[0], true],
+      [ids[1], true],
+      [ids[2], false],
+    ]);
+    expect(asked[0]).toEqual(ids);
+    for (const later of asked.slice(1)) expect(later).toEqual([ids[2]]);
+    // Waits of 50, 100, 200, 400, 400… ms: at most 7 reads in 1.5 s (every 50 ms was 30).
+    expect(asked.length).toBeLessThanOrEqual(7);
+  });
+
   it("give up at the deadline when nothing fans the events out", async () => {
     const ids = await seedEvents(t.pool, 1);
     const started = Date.now();
