@@ -52,6 +52,8 @@ const sinkPort = numberFrom("MAIL_SINK_PORT", 54330);
 // and on a port chosen anew each start that terminal's commands failed after a
 // restart (ECONNREFUSED) while its tokens, kept in .dev/secrets.json, still held.
 const qstashPort = numberFrom("QSTASH_DEV_PORT", 54331);
+// Read only for the embedded Postgres: with DATABASE_URL it is not the stack's port.
+const pgPort = env.DATABASE_URL ? undefined : numberFrom("DEV_PG_PORT", 54329, 1);
 /** The sink's newest requests kept for GET /__received; it kept every one, and grew with them. */
 const DEV_KEEP_RECEIVED = 2_000;
 const publicUrl = `http://127.0.0.1:${port}`;
@@ -137,7 +139,7 @@ async function main() {
     [sinkPort, "MAIL_SINK_PORT"],
     [qstashPort, "QSTASH_DEV_PORT"],
   ];
-  if (!env.DATABASE_URL) fixed.push([numberFrom("DEV_PG_PORT", 54329, 1), "DEV_PG_PORT"]);
+  if (pgPort !== undefined) fixed.push([pgPort, "DEV_PG_PORT"]);
   ensureDistinctPorts(fixed);
   const own = fixed.map(([p]) => p);
   await ensurePortFree(port, "PORT", own);
@@ -150,17 +152,20 @@ async function main() {
     step(`Postgres: using DATABASE_URL (${redact(databaseUrl)})`);
   } else {
     const dataDir = postgresDataDir();
-    const pgPort = numberFrom("DEV_PG_PORT", 54329, 1);
+    // Read at start-up whenever DATABASE_URL is unset, as here.
+    const embeddedPort = pgPort!;
     const fresh = !existsSync(path.join(dataDir, "PG_VERSION"));
     // A stack killed on another port (PORT changed since) left its Postgres on this folder.
     await stopLeftoversOnDataDir(path.dirname(stackFile), dataDir, stackFile, { log: step });
-    step(`Postgres: ${fresh ? "initialising" : "starting"} embedded server in ${dataDir} on port ${pgPort}…`);
+    step(
+      `Postgres: ${fresh ? "initialising" : "starting"} embedded server in ${dataDir} on port ${embeddedPort}…`,
+    );
     recordPart({ postgres: { dataDir } });
     // Stopped last, by stopAll: the package's own Ctrl-C hook stopped it, then exited
     // this process while the Worker was still being stopped.
     const pg: EmbeddedServer = await startEmbeddedPostgres({
       dataDir,
-      port: pgPort,
+      port: embeddedPort,
       callerHandlesSignals: true,
     });
     stops.push({ name: "Postgres", stop: () => pg.stop() });

@@ -293,12 +293,13 @@ export function formatEndpoint(
 ): string {
   const { endpoint: e, health: h } = shown;
   const label = healthLabel({ ...e, lagging: h.lagging });
+  const unmatched = unmatchedTypesText(e.types);
   const lines = [
     `webhook endpoint ${e.id}`,
     `  url          ${e.url}`,
     ...(e.description ? [`  description  ${e.description}`] : []),
     `  scope        ${e.scope ?? "(unscoped)"}`,
-    `  types        ${e.types.join(", ")}${unmatchedTypesText(e.types) ? ` (${unmatchedTypesText(e.types)!})` : ""}`,
+    `  types        ${e.types.join(", ")}${unmatched ? ` (${unmatched})` : ""}`,
     `  health       ${
       label === "disabled"
         ? `disabled ${when(e.disabledAt)}: ${e.disabledReason ?? ""}`

@@ -102,10 +102,10 @@ export async function awaitFanout(
       eventIds.filter((id) => !fanned.has(id)),
     );
     for (const e of read.events) if (e.fannedOutAt !== null) fanned.set(e.id, e);
-    const unfanned = new Map(read.events.map((e) => [e.id, e]));
+    const justRead = new Map(read.events.map((e) => [e.id, e]));
     const receipt: Receipt = {
       complete: read.complete,
-      events: eventIds.map((id) => fanned.get(id) ?? unfanned.get(id)!),
+      events: eventIds.map((id) => fanned.get(id) ?? justRead.get(id)!),
     };
     const left = options.deadline - Date.now();
     if (receipt.complete || left <= 0) return receipt;

@@ -301,6 +301,7 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
       throw new ApiError("NOT_FOUND", `webhook endpoint ${id} not found`);
     const { deliveries, next } = await endpointDeliveries(c.var.db, id, { before: q.before });
     const h = health(endpoint);
+    const unmatched = unmatchedTypesText(endpoint.types);
     return render(
       c,
       { title: `Webhook endpoint ${endpoint.url}`, section: "webhooks" },
@@ -386,9 +387,7 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
             <th>event types</th>
             <td class="mono">
               {endpoint.types.join(", ")}
-              {unmatchedTypesText(endpoint.types) ? (
-                <span class="error">{` — ${unmatchedTypesText(endpoint.types)!}`}</span>
-              ) : null}
+              {unmatched ? <span class="error">{` — ${unmatched}`}</span> : null}
             </td>
           </tr>
           <tr>
