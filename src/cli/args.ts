@@ -103,35 +103,101 @@ export function wantsJson(argv: string[]): boolean {
   return (end === -1 ? argv : argv.slice(0, end)).includes("--json");
 }
 
+const OPTIONS = {
+  json: { type: "boolean", default: false },
+  state: { type: "string" },
+  status: { type: "string" },
+  kind: { type: "string" },
+  name: { type: "string" },
+  subscription: { type: "string" },
+  unscoped: { type: "boolean", default: false },
+  subject: { type: "string" },
+  scope: { type: "string" },
+  before: { type: "string" },
+  since: { type: "string" },
+  type: { type: "string" },
+  limit: { type: "string" },
+  budget: { type: "string" },
+  "batch-size": { type: "string" },
+  open: { type: "boolean", default: false },
+  all: { type: "boolean", default: false },
+  help: { type: "boolean", short: "h", default: false },
+} as const;
+
 export function parseCommandLine(argv: string[]) {
+  let parsed;
   try {
-    return parseArgs({
-      args: argv,
-      allowPositionals: true,
-      options: {
-        json: { type: "boolean", default: false },
-        state: { type: "string" },
-        status: { type: "string" },
-        kind: { type: "string" },
-        name: { type: "string" },
-        subscription: { type: "string" },
-        unscoped: { type: "boolean", default: false },
-        subject: { type: "string" },
-        scope: { type: "string" },
-        before: { type: "string" },
-        since: { type: "string" },
-        type: { type: "string" },
-        limit: { type: "string" },
-        budget: { type: "string" },
-        "batch-size": { type: "string" },
-        open: { type: "boolean", default: false },
-        all: { type: "boolean", default: false },
-        help: { type: "boolean", short: "h", default: false },
-      },
-    });
+    parsed = parseArgs({ args: argv, allowPositionals: true, tokens: true, options: OPTIONS });
   } catch (error) {
     throw new UsageError(parseErrorMessage(error as Error & { code?: string }));
   }
+  // parseArgs keeps the last of a repeated option: `--type a.* --type b.*` listed
+  // b.* alone and said nothing, where a user may have meant both.
+  const given = new Map<string, string[]>();
+  for (const token of parsed.tokens) {
+    if (token.kind !== "option" || token.value === undefined) continue;
+    given.set(token.name, [...(given.get(token.name) ?? []), token.value]);
+  }
+  for (const [name, values] of given) {
+    if (values.length > 1)
+      throw new UsageError(
+        `--${name} was given ${values.length} times (${values.map((v) => `"${v}"`).join(", ")}); give it once`,
+      );
+  }
+  const { values, positionals } = parsed;
+  return { values, positionals };
+}
+
+/**
+ * The usage lines for the command a wrong command line was about (`events list
+ * --limit x`: the events list entry), or the whole usage when the command is not
+ * one the CLI has. Read leniently, since the line may be what parseArgs refused.
+ */
+export function usageFor(argv: string[]): string {
+  const end = argv.indexOf("--");
+  const words = parseArgs({
+    args: end === -1 ? argv : argv.slice(0, end),
+    allowPositionals: true,
+    strict: false,
+    options: OPTIONS,
+  }).positionals;
+  const [command, sub] = words;
+  const entries = usageEntries().filter((e) => e.command === command);
+  if (entries.length === 0) return usage;
+  const ofSub = entries.filter((e) => (sub === undefined ? e.subs.length === 0 : e.subs.includes(sub)));
+  const shown = ofSub.length > 0 ? ofSub : entries;
+  return (
+    `usage: npm run outbox -- <command> [options]\n\n` +
+    shown.map((e) => e.text).join("\n") +
+    "\n\noptions:\n" +
+    usage
+      .split("\n")
+      // --batch-size is the relay's alone.
+      .filter(
+        (line) => line.startsWith("  --json") || (command === "relay" && line.startsWith("  --batch-size")),
+      )
+      .join("\n") +
+    `\n\nevery command and the environment it reads: npm run outbox -- --help`
+  );
+}
+
+/** The `commands:` block of the usage, one entry per command line with its continuation lines. */
+function usageEntries(): { command: string; subs: string[]; text: string }[] {
+  const block = usage.slice(
+    usage.indexOf("commands:\n") + "commands:\n".length,
+    usage.indexOf("\n\noptions:"),
+  );
+  const entries: { command: string; subs: string[]; text: string }[] = [];
+  for (const line of block.split("\n")) {
+    // An entry starts two spaces in; its continuation lines are indented further.
+    if (/^ {2}\S/.test(line)) {
+      const [command = "", second = ""] = line.trim().split(/\s+/);
+      entries.push({ command, subs: /^[a-z][a-z|-]*$/.test(second) ? second.split("|") : [], text: line });
+    } else if (entries.length > 0) {
+      entries[entries.length - 1]!.text += `\n${line}`;
+    }
+  }
+  return entries;
 }
 
 /**

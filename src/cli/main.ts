@@ -9,6 +9,7 @@ import {
   parseCommandLine,
   Refusal,
   usage,
+  usageFor,
   UsageError,
   wantsJson,
 } from "./args.ts";
@@ -100,7 +101,7 @@ main(argv).then(
       console.log(asJson({ error: { code, message } }));
     } else {
       // The usage helps with a wrong command line, not with anything else.
-      console.error(`edge-outbox: ${message}${error instanceof UsageError ? `\n\n${usage}` : ""}`);
+      console.error(`edge-outbox: ${message}${error instanceof UsageError ? `\n\n${usageFor(argv)}` : ""}`);
     }
     if (code === "failed" && process.env.DEBUG) console.error(error);
     exitWhenWritten(exit);

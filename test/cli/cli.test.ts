@@ -28,6 +28,52 @@ describe("outbox CLI", () => {
     expect(unknownFlag.stderr).toMatch(/^edge-outbox: --verbose is not an option\n/);
   });
 
+  it("follows a wrong command line with that command's usage lines, and an unknown command with all", async () => {
+    const [badLimit, badSub, unknown] = await Promise.all([
+      runCli(["webhooks", "show", "--limit", "abc"]),
+      runCli(["webhooks", "frob"]),
+      runCli(["bogus"]),
+    ]);
+    // The one entry the mistake was about, under the usage's own heading: not 45 lines to search.
+    expect(badLimit.code).toBe(2);
+    expect(badLimit.stderr).toMatch(
+      /usage: npm run outbox -- <command> \[options\]\n\n {2}webhooks show <endpoint-id>/,
+    );
+    expect(badLimit.stderr).not.toMatch(/webhooks list|events list|relay once|--batch-size/);
+    expect(badLimit.stderr).toMatch(/--json +machine-readable output/);
+    expect(badLimit.stderr).toMatch(/npm run outbox -- --help\n$/);
+    // A sub-command it does not have: every webhooks entry, and no other command's.
+    expect(badSub.stderr).toMatch(/webhooks list/);
+    expect(badSub.stderr).toMatch(/webhooks enable\|disable <endpoint-id>\n {30,}turn an endpoint on/);
+    expect(badSub.stderr).not.toMatch(/events list|alerts/);
+    // No such command: the whole usage, environment included.
+    expect(unknown.stderr).toMatch(/unknown command "bogus"/);
+    expect(unknown.stderr).toMatch(
+      /events list[\s\S]*webhooks list[\s\S]*api-keys revoke[\s\S]*environment \(or \.env\)/,
+    );
+  });
+
+  it("refuses an option given twice instead of keeping the last", async () => {
+    const [twice, thrice, json] = await Promise.all([
+      runCli(["events", "list", "--type", "order.*", "--type", "invoice.*"]),
+      runCli(["alerts", "--limit=1", "--limit", "2", "--limit", "3"]),
+      runCli(["events", "list", "--type", "order.*", "--type", "invoice.*", "--json"]),
+    ]);
+    expect(twice.code).toBe(2);
+    expect(twice.stderr).toMatch(
+      /^edge-outbox: --type was given 2 times \("order\.\*", "invoice\.\*"\); give it once\n/,
+    );
+    expect(thrice.stderr).toMatch(/--limit was given 3 times \("1", "2", "3"\)/);
+    expect(json.code).toBe(2);
+    expect(JSON.parse(json.stdout)).toEqual({
+      error: { code: "usage", message: '--type was given 2 times ("order.*", "invoice.*"); give it once' },
+    });
+    // A flag said twice is still the one flag: nothing to choose between.
+    const flags = await runCli(["stats", "--json", "--json"], env());
+    expect(flags.code, flags.stderr).toBe(0);
+    expect(JSON.parse(flags.stdout)).toHaveProperty("backlog");
+  });
+
   it("checks the whole command line before the environment and the database", async () => {
     // No DATABASE_URL at all: a mistyped command must hear about its mistake, not about that.
     const cases: [string[], RegExp][] = [
