@@ -343,6 +343,7 @@ export function formatDelivery(
     endpointUrl: string;
     body: string;
     attemptsMade: number;
+    attemptInProgress: boolean;
     attempts: ReturnType<typeof attemptView>[];
   },
 ): string {
@@ -362,7 +363,7 @@ export function formatDelivery(
     const to = a.url && a.url !== d.endpointUrl ? `  to ${a.url}` : "";
     lines.push(`    ${when(a.attemptedAt)}  ${answer}  ${a.durationMs} ms${to}${said}`);
   }
-  const unrecorded = unrecordedAttempts(d.attemptsMade, d.attempts.length);
+  const unrecorded = unrecordedAttempts(d.attemptsMade, d.attempts.length, d.attemptInProgress);
   if (unrecorded) lines.push(`    (${unrecorded})`);
   lines.push(`  body       ${clip(d.body)}`);
   return lines.join("\n");

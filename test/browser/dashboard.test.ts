@@ -663,6 +663,57 @@ describe("the dashboard in Chromium", () => {
     expect(problems).toEqual([]);
   }, 60_000);
 
+  it("watches a slow test delivery in place: focus stays where the keyboard put it, and the outcome is said once", async () => {
+    const secretsKey = importSecretsKey(TEST_WEBHOOK_SECRETS_KEY);
+    const hook = await insertEndpoint(t.pool, secretsKey, {
+      url: receiver.url("/slow-erp"),
+      types: ["ledger.*"],
+    });
+    // The receiver holds the request until the test lets it answer.
+    let answer!: () => void;
+    const answered = new Promise<void>((resolve) => (answer = resolve));
+    const before = receiver.state.respond;
+    receiver.state.respond = async (r) => {
+      if (r.path === "/slow-erp") await answered;
+      return { status: 200, body: "ok" };
+    };
+    try {
+      await signIn();
+      await page.goto(`${stack.url}/dashboard/webhooks/${hook.id}`);
+      await page.getByRole("button", { name: "Send test event" }).click();
+      await page.waitForURL(/\/dashboard\/webhooks\/deliveries\/[0-9a-f-]{36}\?tested=1$/);
+      await receiver.waitForRequests(1, "/slow-erp", 20_000);
+      expect(await page.textContent("p.live")).toMatch(
+        /^Watching: what settles shows here, without a reload\. Stop watching$/,
+      );
+      // What a keyboard user does meanwhile: Tab on to Redeliver. A page that reloaded
+      // itself every 2 s sent focus back to the top (and dropped this mark).
+      await page.evaluate(() => ((window as unknown as { mark: number }).mark = 1));
+      const redeliver = page.getByRole("button", { name: "Redeliver this delivery" });
+      await redeliver.focus();
+      await page.waitForTimeout(5_000);
+      expect(await page.evaluate(() => (window as unknown as { mark?: number }).mark)).toBe(1);
+      expect(await redeliver.evaluate((el) => el === document.activeElement)).toBe(true);
+      expect(await page.locator("h1 .state-pending").count()).toBe(1);
+
+      answer();
+      await expect
+        .poll(async () => page.locator("h1 .state-delivered").count(), { timeout: 20_000, interval: 250 })
+        .toBe(1);
+      // The same document, changed once, its notice focused so the outcome is read out.
+      expect(await page.evaluate(() => (window as unknown as { mark?: number }).mark)).toBe(1);
+      expect(await page.evaluate(() => document.activeElement?.id)).toBe("notice");
+      expect(await page.textContent("#notice")).toBe("Test event sent. It was delivered.");
+      expect(await page.locator("p.live").count()).toBe(0);
+      expect(await page.textContent("table.attempts")).toMatch(/200/);
+      await shot("webhook-delivery-watched");
+      expect(problems).toEqual([]);
+    } finally {
+      answer();
+      receiver.state.respond = before;
+    }
+  }, 90_000);
+
   it("reloading the page that shows a new secret does not rotate it again", async () => {
     const secretsKey = importSecretsKey(TEST_WEBHOOK_SECRETS_KEY);
     const endpoint = await insertEndpoint(t.pool, secretsKey, {

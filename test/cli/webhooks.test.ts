@@ -380,6 +380,17 @@ describe("outbox webhooks: what an operator reads", () => {
     expect(json).toMatchObject({ attemptsMade: 1, attempts: [] });
     const list = (await runCli(["webhooks", "show", endpointId, "--status", "failed"], dbOnly())).stdout;
     expect(list).toContain("after 1 attempt: retries exhausted");
+    expect(json.attemptInProgress).toBe(false);
+
+    // An attempt holding the lease is waiting for the receiver, not lost.
+    await t.pool.query(
+      "UPDATE webhook_deliveries SET status = 'pending', failed_at = NULL, lease_until = now() + interval '50 seconds' WHERE id = $1",
+      [id],
+    );
+    const going = (await runCli(["webhooks", "delivery", id], dbOnly())).stdout;
+    expect(going).toContain("  attempts\n    (1 attempt in progress: the receiver has not answered yet)\n");
+    const goingJson = JSON.parse((await runCli(["webhooks", "delivery", id, "--json"], dbOnly())).stdout);
+    expect(goingJson).toMatchObject({ attemptsMade: 1, attemptInProgress: true, attempts: [] });
   });
 
   it("says what is unknown or malformed, before the database for a malformed id", async () => {

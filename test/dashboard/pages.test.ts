@@ -173,7 +173,7 @@ describe("overview", () => {
     // Reloads without the one-off notice, which would otherwise stay for as long as it runs.
     expect(live.text).toMatch(/<meta http-equiv="refresh" content="5; url=\/dashboard\?live=1"/);
     expect(live.text).toContain(
-      '<p class="live">This page reloads every 5 s. <a href="/dashboard">Stop reloading</a></p>',
+      '<p class="live"><span>This page reloads every 5 s. </span><a href="/dashboard">Stop reloading</a></p>',
     );
     // Two charts, each a line per series over 60 minutes; this minute has the events recorded above.
     const lines = [...page.text.matchAll(/<polyline [^>]*points="([^"]+)"/g)].map((m) => m[1]!.split(" "));
@@ -609,8 +609,14 @@ describe("poisoned, grouped by cause", () => {
     const after = await browser.get(location);
     expect(after.text).toContain("Requeued 2 events.");
     expect(after.text).toMatch(/<span class="state state-pending">pending<\/span>/);
-    // Still pending (no QStash here), so the page reloads itself to show them fan out.
-    expect(after.text).toMatch(/<meta http-equiv="refresh" content="2; url=[^"]*reloaded=1"/);
+    // Still pending (no QStash here), so the page is watched until they fan out:
+    // by the script in place, or by a reload where there is no script.
+    expect(after.text).toMatch(
+      /<noscript><meta http-equiv="refresh" content="2; url=[^"]*reloaded=1"\/><\/noscript>/,
+    );
+    expect(after.text).toMatch(
+      /<p class="live" data-watch="\/dashboard\/poisoned\?[^"]*reloaded=1" data-every="2">/,
+    );
 
     const fingerprint = /name="fingerprint" value="([^"]+)"/
       .exec(after.text)![1]!

@@ -326,6 +326,8 @@ describe("cross-site posts and headers", () => {
       const csp = page.headers.get("content-security-policy")!;
       expect(csp).toContain("frame-ancestors 'none'");
       expect(csp).toContain("default-src 'none'");
+      // The script may read the dashboard's own pages (a watched page), nothing elsewhere.
+      expect(csp).toContain("connect-src 'self'");
       expect(csp).not.toContain("unsafe-inline");
       const nonce = /script-src 'nonce-([\w+/=]+)'/.exec(csp)?.[1];
       expect(nonce).toBeDefined();

@@ -152,12 +152,21 @@ describe("send test event", () => {
 
     const pending = await browser.get(location);
     expect(pending.status).toBe(200);
-    expect(pending.text).toContain("Test event sent. This page reloads until it is delivered or gives up.");
-    expect(pending.text).toMatch(/<h1>webhook\.test <span class="state state-pending">pending<\/span><\/h1>/);
-    expect(pending.text).toMatch(/<meta http-equiv="refresh" content="2; url=[^"]*reloaded=1"/);
-    // Said first, with a way to stop it: a reload takes keyboard focus back to the top.
     expect(pending.text).toContain(
-      `<p class="live">This page reloads every 2 s. <a href="/dashboard/webhooks/deliveries/${deliveryId}">Stop reloading</a></p>`,
+      "Test event sent. This page shows the result when it is delivered or gives up.",
+    );
+    expect(pending.text).toMatch(/<h1>webhook\.test <span class="state state-pending">pending<\/span><\/h1>/);
+    // Reloaded only by a browser without script: with it, the page is watched in
+    // place (the browser test follows that), since a reload moves focus to the top.
+    expect(pending.text).toMatch(
+      /<noscript><meta http-equiv="refresh" content="2; url=[^"]*reloaded=1"\/><\/noscript>/,
+    );
+    // Said first, with a way to stop it, and marked for the script to watch.
+    expect(pending.text).toMatch(
+      new RegExp(
+        `<p class="live" data-watch="[^"]*reloaded=1" data-every="2"><span>This page reloads every 2 s. </span>` +
+          `<a href="/dashboard/webhooks/deliveries/${deliveryId}">Stop reloading</a></p>`,
+      ),
     );
     expect((await browser.get(`/dashboard/webhooks/deliveries/${deliveryId}`)).text).not.toMatch(
       /http-equiv="refresh"/,
@@ -432,6 +441,37 @@ describe("an endpoint's deliveries", () => {
     expect(page.text).toContain(
       "1 attempt left no record: the Worker stopped during it, and the receiver may have got the POST.",
     );
+  });
+
+  it("says an attempt still waiting for the receiver is in progress, not lost", async () => {
+    const ep = await endpoint("/slow");
+    const id = await delivery(ep.id, "pending");
+    // The second attempt holds the lease (its POST is out); the first has its row.
+    await t.pool.query(
+      "UPDATE webhook_deliveries SET attempts = 2, lease_until = now() + interval '50 seconds' WHERE id = $1",
+      [id],
+    );
+    await t.pool.query(
+      "INSERT INTO webhook_attempts (delivery_id, duration_ms, status) VALUES ($1, 20, 503)",
+      [id],
+    );
+    const going = await browser.get(`/dashboard/webhooks/deliveries/${id}`);
+    expect(going.text).toContain("<h2>Attempts (2)</h2>");
+    expect(going.text).toContain("1 attempt in progress: the receiver has not answered yet.");
+    expect(going.text).not.toContain("left no record");
+    // Three counted, two rows, the lease held: one in progress and one lost before it.
+    await t.pool.query("UPDATE webhook_deliveries SET attempts = 3 WHERE id = $1", [id]);
+    expect((await browser.get(`/dashboard/webhooks/deliveries/${id}`)).text).toContain(
+      "1 attempt in progress: the receiver has not answered yet; 1 earlier attempt left no record: the Worker stopped during it, and the receiver may have got the POST.",
+    );
+    // Once the lease has run out with no row, the Worker that held it stopped.
+    await t.pool.query(
+      "UPDATE webhook_deliveries SET attempts = 2, lease_until = now() - interval '1 second' WHERE id = $1",
+      [id],
+    );
+    const stopped = await browser.get(`/dashboard/webhooks/deliveries/${id}`);
+    expect(stopped.text).toContain("1 attempt left no record: the Worker stopped during it");
+    expect(stopped.text).not.toContain("in progress");
   });
 
   it("a failed test delivery on the overview links to its delivery, never to a missing event", async () => {

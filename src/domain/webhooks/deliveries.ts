@@ -3,7 +3,7 @@ import type { Db } from "../db.ts";
 import { NotFoundError } from "../errors.ts";
 import { webhookAttempts, webhookDeliveries, type WebhookDeliveryStatus } from "../schema.ts";
 import { findEndpointRow } from "./get.ts";
-import { attemptsMade } from "./delivery-log.ts";
+import { attemptInProgress, attemptsMade } from "./delivery-log.ts";
 import { cursorAt, keysetPage, olderThan } from "./keyset.ts";
 import { assertCursorOf, attemptView, deliveryView, listTag, type Cursor } from "./schemas.ts";
 
@@ -39,8 +39,12 @@ export async function listDeliveries(db: Db, endpointId: string, options: ListDe
 
 /** One delivery with the exact body that is signed and POSTed, and every attempt, oldest first. */
 export async function getDelivery(db: Db, id: string) {
-  const [row] = await db.select().from(webhookDeliveries).where(eq(webhookDeliveries.id, id));
-  if (!row) throw new NotFoundError("webhook delivery", id);
+  const [found] = await db
+    .select({ row: webhookDeliveries, attemptInProgress })
+    .from(webhookDeliveries)
+    .where(eq(webhookDeliveries.id, id));
+  if (!found) throw new NotFoundError("webhook delivery", id);
+  const { row } = found;
   const attempts = await db
     .select()
     .from(webhookAttempts)
@@ -52,6 +56,8 @@ export async function getDelivery(db: Db, id: string) {
       body: row.body,
       // The count, beside the log: an attempt whose Worker stopped is counted without a row.
       attemptsMade: attemptsMade(row.attempts, attempts.length),
+      // The latest of them still waiting for the receiver's answer, so without its row yet.
+      attemptInProgress: found.attemptInProgress,
       attempts: attempts.map(attemptView),
     },
   };

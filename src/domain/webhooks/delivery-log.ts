@@ -25,8 +25,19 @@ export interface EventDelivery {
   failedAt: Date | null;
   messageId: string | null;
   createdAt: Date;
+  /** An attempt holds the lease now: counted, its row not written yet (attemptInProgress). */
+  attemptInProgress: boolean;
   attemptLog: AttemptRow[];
 }
+
+/**
+ * Whether a delivery's latest counted attempt is still going: it is pending and an
+ * attempt holds its lease (taken before the POST, given back or recorded after the
+ * answer). Such an attempt has no row yet, and "left no record: the Worker stopped"
+ * said of a slow receiver's attempt was wrong while the POST was still waiting. A
+ * Worker killed mid-attempt leaves the lease until it runs out (LEASE_SECONDS).
+ */
+export const attemptInProgress = sql<boolean>`(${webhookDeliveries.status} = 'pending' AND ${webhookDeliveries.leaseUntil} IS NOT NULL AND ${webhookDeliveries.leaseUntil} > now())`;
 
 /**
  * Every delivery one event caused, oldest first, without their attempts (each is
@@ -46,6 +57,7 @@ export function eventDeliveries(db: Db, eventId: string): Promise<Omit<EventDeli
       failedAt: webhookDeliveries.failedAt,
       messageId: webhookDeliveries.messageId,
       createdAt: webhookDeliveries.createdAt,
+      attemptInProgress,
     })
     .from(webhookDeliveries)
     .innerJoin(webhookEndpoints, eq(webhookEndpoints.id, webhookDeliveries.endpointId))
@@ -348,15 +360,22 @@ export function attemptsMade(counted: number, recorded: number): number {
  * one, before its POST), `recorded` rows. A Worker stopped mid-attempt leaves the count
  * without the row, and its POST may have reached the receiver; every view of a
  * delivery says so rather than show one count here and another there (a walkthrough
- * saw "after 0 attempts" in one and "after 1 attempt" in the other). Undefined when
- * every attempt has its row.
+ * saw "after 0 attempts" in one and "after 1 attempt" in the other). `inProgress`
+ * (attemptInProgress): the latest is still waiting for its answer, not lost.
+ * Undefined when every attempt has its row.
  */
-export function unrecordedAttempts(made: number, recorded: number): string | undefined {
+export function unrecordedAttempts(made: number, recorded: number, inProgress = false): string | undefined {
   const missing = made - recorded;
   if (missing <= 0) return undefined;
-  return `${missing} attempt${missing === 1 ? "" : "s"} left no record: the Worker stopped during ${
-    missing === 1 ? "it" : "them"
-  }, and the receiver may have got the POST`;
+  const going = inProgress ? "1 attempt in progress: the receiver has not answered yet" : undefined;
+  const lost = missing - (inProgress ? 1 : 0);
+  const stopped =
+    lost === 0
+      ? undefined
+      : `${lost} ${inProgress ? "earlier " : ""}attempt${lost === 1 ? "" : "s"} left no record: the Worker stopped during ${
+          lost === 1 ? "it" : "them"
+        }, and the receiver may have got the POST`;
+  return [going, stopped].filter((part) => part !== undefined).join("; ");
 }
 
 /** One delivery with its endpoint's URL and every attempt, oldest first; undefined when there is none. */
@@ -378,6 +397,7 @@ export async function deliveryWithAttempts(db: Db, deliveryId: string): Promise<
       failedAt: webhookDeliveries.failedAt,
       messageId: webhookDeliveries.messageId,
       createdAt: webhookDeliveries.createdAt,
+      attemptInProgress,
     })
     .from(webhookDeliveries)
     .innerJoin(webhookEndpoints, eq(webhookEndpoints.id, webhookDeliveries.endpointId))

@@ -23,15 +23,24 @@ const NAV: [Section, string, string][] = [
  * or button in it could not be scrolled without a mouse (axe,
  * scrollable-region-focusable). Only those that overflow, as the page is laid out
  * and on a resize: a stop on every table would be a stop for nothing on a desktop.
- * Served inline with the response's CSP nonce.
+ *
+ * A page watched after an action (Refresh.watch) is read again in the background
+ * instead of reloaded: a reload every 2 s threw a keyboard user's focus back to the
+ * top (a walkthrough's Tab never got past the header while a slow receiver kept a
+ * test delivery pending) and made a screen reader start over. Once the page read
+ * is no longer watched, its main part replaces this one's, once, and its notice
+ * takes the focus, so what settled is said. Served inline with the CSP nonce.
  */
-const ENHANCE = `for (const label of document.querySelectorAll("label[data-select-all]")) {
-  const box = label.querySelector("input");
-  label.hidden = false;
-  box.addEventListener("change", () => {
-    for (const row of box.form.querySelectorAll("input[name=id]")) row.checked = box.checked;
-  });
-}
+const ENHANCE = `const enhance = () => {
+  for (const label of document.querySelectorAll("label[data-select-all]")) {
+    const box = label.querySelector("input");
+    label.hidden = false;
+    box.addEventListener("change", () => {
+      for (const row of box.form.querySelectorAll("input[name=id]")) row.checked = box.checked;
+    });
+  }
+  reachable();
+};
 const reachable = () => {
   for (const box of document.querySelectorAll(".scroll")) {
     if (box.scrollWidth > box.clientWidth) {
@@ -45,8 +54,38 @@ const reachable = () => {
     }
   }
 };
-reachable();
-addEventListener("resize", reachable);`;
+enhance();
+addEventListener("resize", reachable);
+const watched = document.querySelector("[data-watch]");
+if (watched) {
+  const [says, link] = watched.children;
+  says.textContent = "Watching: what settles shows here, without a reload. ";
+  link.textContent = "Stop watching";
+  const stopped = (why) => {
+    says.textContent = why + " ";
+    link.textContent = "Reload";
+  };
+  const look = async () => {
+    if (!watched.isConnected) return;
+    let next;
+    try {
+      const res = await fetch(watched.dataset.watch, { headers: { accept: "text/html" } });
+      if (!res.ok || res.redirected) return stopped("Stopped watching: the page answered " + res.status + (res.redirected ? " (signed out?)." : "."));
+      next = new DOMParser().parseFromString(await res.text(), "text/html");
+    } catch {
+      return stopped("Stopped watching: the Worker did not answer.");
+    }
+    const nextMain = next.getElementById("main");
+    if (!nextMain) return stopped("Stopped watching: the page could not be read.");
+    if (next.querySelector("[data-watch]")) return void setTimeout(look, Number(watched.dataset.every) * 1000);
+    const main = document.getElementById("main");
+    main.replaceChildren(...Array.from(nextMain.childNodes, (node) => document.importNode(node, true)));
+    document.title = next.title;
+    enhance();
+    (document.getElementById("notice") ?? main).focus();
+  };
+  setTimeout(look, Number(watched.dataset.every) * 1000);
+}`;
 
 /**
  * A page that reloads itself (meta refresh: works without script). A reload
@@ -60,6 +99,12 @@ export interface Refresh {
   url: string;
   /** The same page, not reloading. */
   stop: string;
+  /**
+   * A page watched until what an action started settles, which the operator did not
+   * ask to watch: with script it is read in the background and updated once, when
+   * it settles (ENHANCE); the meta refresh is only for a browser without script.
+   */
+  watch?: boolean;
 }
 
 interface PageProps {
@@ -76,7 +121,15 @@ function Page({ title, section, nonce, refresh, children }: PageProps) {
       <head>
         <meta charset="utf-8" />
         <meta name="viewport" content="width=device-width, initial-scale=1" />
-        {refresh ? <meta http-equiv="refresh" content={`${refresh.seconds}; url=${refresh.url}`} /> : null}
+        {refresh ? (
+          refresh.watch ? (
+            <noscript>
+              <meta http-equiv="refresh" content={`${refresh.seconds}; url=${refresh.url}`} />
+            </noscript>
+          ) : (
+            <meta http-equiv="refresh" content={`${refresh.seconds}; url=${refresh.url}`} />
+          )
+        ) : null}
         <title>{`${title} · edge-outbox`}</title>
         <link rel="stylesheet" href="/dashboard/assets/dashboard.css" />
         <link rel="icon" href="/dashboard/assets/icon.svg" type="image/svg+xml" />
@@ -102,8 +155,11 @@ function Page({ title, section, nonce, refresh, children }: PageProps) {
         )}
         <main id="main" tabindex={-1}>
           {refresh ? (
-            <p class="live">
-              {`This page reloads every ${refresh.seconds} s. `}
+            <p
+              class="live"
+              {...(refresh.watch ? { "data-watch": refresh.url, "data-every": String(refresh.seconds) } : {})}
+            >
+              <span>{`This page reloads every ${refresh.seconds} s. `}</span>
               <a href={refresh.stop}>Stop reloading</a>
             </p>
           ) : null}

@@ -7,8 +7,9 @@ import type { HonoEnv } from "../env.ts";
 /**
  * Headers for every dashboard answer. The policy allows nothing by default:
  * styles only from our own stylesheet, scripts only with this response's nonce
- * (one small enhancement script, the pages work without it), forms only to
- * ourselves, and no framing at all (clickjacking a requeue button).
+ * (one small enhancement script, the pages work without it), requests from that
+ * script and forms only to ourselves (the script reads a watched page again
+ * instead of reloading it), and no framing at all (clickjacking a requeue button).
  */
 export const dashboardHeaders: MiddlewareHandler<HonoEnv> = secureHeaders({
   contentSecurityPolicy: {
@@ -16,6 +17,7 @@ export const dashboardHeaders: MiddlewareHandler<HonoEnv> = secureHeaders({
     scriptSrc: [NONCE],
     styleSrc: ["'self'"],
     imgSrc: ["'self'"],
+    connectSrc: ["'self'"],
     formAction: ["'self'"],
     frameAncestors: ["'none'"],
     baseUri: ["'none'"],

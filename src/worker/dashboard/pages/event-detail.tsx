@@ -45,7 +45,12 @@ function Deliveries({ deliveries, note }: { deliveries: EventDelivery[]; note: s
             <a href={deliveryHref(d.id)}>delivery</a>
           </div>
           {d.lastError ? <p class="error">{d.lastError}</p> : null}
-          <AttemptTable attempts={d.attemptLog} url={d.endpointUrl} made={d.attempts} />
+          <AttemptTable
+            attempts={d.attemptLog}
+            url={d.endpointUrl}
+            made={d.attempts}
+            inProgress={d.attemptInProgress}
+          />
         </div>
       ))}
     </>

@@ -146,7 +146,9 @@ export function registerPoisoned(dashboard: Hono<DashboardEnv>) {
         title: "Poisoned",
         section: "poisoned",
         refresh:
-          stillPending > 0 ? { seconds: 2, url: reloadUrl(c), stop: "/dashboard/poisoned" } : undefined,
+          stillPending > 0
+            ? { seconds: 2, url: reloadUrl(c), stop: "/dashboard/poisoned", watch: true }
+            : undefined,
       },
       <>
         <h1>Poisoned events, grouped by cause</h1>
@@ -160,7 +162,7 @@ export function registerPoisoned(dashboard: Hono<DashboardEnv>) {
               {tracked.length === 0
                 ? ""
                 : stillPending > 0
-                  ? `${stillPending} of the ${tracked.length} shown are waiting for the relay; this page reloads until they are fanned out.`
+                  ? `${stillPending} of the ${tracked.length} shown are waiting for the relay; this page shows them once they are fanned out.`
                   : `All ${tracked.length} shown have left the queue.`}
             </p>
             {tracked.length > 0 ? <EventTable events={tracked} /> : null}

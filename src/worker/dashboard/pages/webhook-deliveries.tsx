@@ -40,8 +40,18 @@ export const deliveryHref = (id: string) => `/dashboard/webhooks/deliveries/${id
  * A delivery's attempts, oldest first. Where any went to another URL than the
  * endpoint's `url` now (it was changed since), a column says where each went.
  */
-export function AttemptTable({ attempts, url, made }: { attempts: AttemptRow[]; url: string; made: number }) {
-  const unrecorded = unrecordedAttempts(made, attempts.length);
+export function AttemptTable({
+  attempts,
+  url,
+  made,
+  inProgress,
+}: {
+  attempts: AttemptRow[];
+  url: string;
+  made: number;
+  inProgress: boolean;
+}) {
+  const unrecorded = unrecordedAttempts(made, attempts.length, inProgress);
   const note = unrecorded ? <p class="muted">{asSentence(unrecorded)}</p> : null;
   if (attempts.length === 0) return note ?? <p class="muted">No attempt yet.</p>;
   const moved = attempts.some((a) => a.url !== null && a.url !== url);
@@ -128,11 +138,11 @@ export function registerWebhookDeliveries(dashboard: Hono<DashboardEnv>) {
     const notice =
       c.req.query("tested") !== undefined
         ? soon
-          ? "Test event sent. This page reloads until it is delivered or gives up."
+          ? "Test event sent. This page shows the result when it is delivered or gives up."
           : `Test event sent.${later}`
         : c.req.query("redelivered") !== undefined
           ? soon
-            ? "Queued again: back to pending, sent by a new job. This page reloads until it settles."
+            ? "Queued again: back to pending, sent by a new job. This page shows the result when it settles."
             : `Queued again and sent by a new job.${later}`
           : undefined;
     return render(
@@ -143,7 +153,7 @@ export function registerWebhookDeliveries(dashboard: Hono<DashboardEnv>) {
         // Only right after an action, and only while it can still change by itself.
         refresh:
           notice && soon
-            ? { seconds: 2, url: reloadUrl(c), stop: `/dashboard/webhooks/deliveries/${d.id}` }
+            ? { seconds: 2, url: reloadUrl(c), stop: `/dashboard/webhooks/deliveries/${d.id}`, watch: true }
             : undefined,
       },
       <>
@@ -202,7 +212,12 @@ export function registerWebhookDeliveries(dashboard: Hono<DashboardEnv>) {
           </tr>
         </Table>
         <h2>{`Attempts (${attemptsMade(d.attempts, d.attemptLog.length)})`}</h2>
-        <AttemptTable attempts={d.attemptLog} url={d.endpointUrl} made={d.attempts} />
+        <AttemptTable
+          attempts={d.attemptLog}
+          url={d.endpointUrl}
+          made={d.attempts}
+          inProgress={d.attemptInProgress}
+        />
       </>,
     );
   });
