@@ -32,6 +32,7 @@ import {
 } from "./qstash-dev/server.ts";
 import { startWsProxy, type WsProxy } from "./ws-proxy.ts";
 import {
+  freePort,
   migrateDatabase,
   migrationOutcome,
   startEmbeddedPostgres,
@@ -255,7 +256,7 @@ async function main() {
   step("wrote .dev.vars");
 
   step(`wrangler dev: starting on ${publicUrl}…`);
-  const wrangler = startWrangler();
+  const wrangler = startWrangler(await freePort());
   if (wrangler.pid !== undefined) recordPart({ wrangler: { pgid: wrangler.pid } });
   stops.push({ name: "wrangler dev", stop: () => stopProcessGroup(wrangler) });
   // Without it a dead Worker leaves the rest running and the terminal looking alive.
@@ -421,7 +422,13 @@ async function localSecrets(): Promise<Secrets> {
   return secrets;
 }
 
-function startWrangler(): ChildProcess {
+/**
+ * `inspectorPort`: one the system handed out just now. Left to itself wrangler
+ * probes 9229 and up, and two stacks started together both found 9229 free; the
+ * second's workerd then died on it, saying to change a `--port` this command
+ * does not take.
+ */
+function startWrangler(inspectorPort: number): ChildProcess {
   const child = spawn(
     "npx",
     [
@@ -431,6 +438,8 @@ function startWrangler(): ChildProcess {
       String(port),
       "--ip",
       "127.0.0.1",
+      "--inspector-port",
+      String(inspectorPort),
       "--test-scheduled",
       // Hotkeys would read the terminal this script owns; Ctrl-C reaches us instead.
       "--show-interactive-dev-session=false",
