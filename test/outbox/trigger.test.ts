@@ -3,6 +3,11 @@ import { eq } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/node-postgres";
 import { beforeEach, describe, expect, it } from "vitest";
 import { InvalidEventError, recordEvent } from "../../src/outbox/index.ts";
+import { MAX_EVENT_BYTES } from "../../src/outbox/record.ts";
+import { claim, EVENT_JSON_SQL } from "../../src/outbox/relay/claim.ts";
+import { planBatch } from "../../src/outbox/relay/plan.ts";
+import { RELAY_POLICY } from "../../src/outbox/relay/policy.ts";
+import { subscriptions } from "../../src/domain/subscriptions.ts";
 import { corpusNotes, suppliers } from "../../src/domain/schema.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { eventStates } from "../support/events.ts";
@@ -99,6 +104,71 @@ describe("recordEvent", () => {
       InvalidEventError,
     );
     await expect(recordEvent(db, { type: "supplier.connected", subject: "" })).rejects.toThrow(/subject/);
+    expect(await types()).toEqual([]);
+  });
+
+  it("refuses an event its jobs could not carry, measured as the relay sends it, and leaves no row", async () => {
+    const db = drizzle(t.pool);
+    const subject = "sup_1";
+    // What the event adds around a string payload, as the relay's jobs carry it.
+    const small = await recordEvent(db, { type: "supplier.connected", subject, payload: "x" });
+    const { rows } = await t.pool.query<{ bytes: number }>(
+      `SELECT octet_length(${EVENT_JSON_SQL})::int AS bytes FROM events WHERE seq = $1`,
+      [small.seq],
+    );
+    const around = rows[0]!.bytes - 1;
+    await t.pool.query("DELETE FROM events");
+
+    // The last byte that fits is taken, and the relay's plan sends its job.
+    const fits = await recordEvent(db, {
+      type: "supplier.connected",
+      subject,
+      payload: "x".repeat(MAX_EVENT_BYTES - around),
+    });
+    const client = await t.pool.connect();
+    try {
+      const { events: claimed } = await claim(client, 10, undefined);
+      expect(claimed.map((e) => Buffer.byteLength(e.eventJson!))).toEqual([MAX_EVENT_BYTES]);
+      // Every subscription it matches gets its job, none over QStash's limit.
+      const [plan] = planBatch(claimed, subscriptions, {
+        coalesce: true,
+        maxJobBytes: RELAY_POLICY.maxJobBytes,
+      });
+      expect(plan!.error).toBeUndefined();
+      expect(plan!.jobs.length).toBeGreaterThan(0);
+    } finally {
+      await client.query("ROLLBACK");
+      client.release();
+    }
+    await t.pool.query("DELETE FROM events WHERE seq = $1", [fits.seq]);
+
+    // One more is refused, saying what to do, inside the caller's transaction.
+    await expect(
+      db.transaction(async (tx) => {
+        await tx.insert(suppliers).values({ name: "big" });
+        await recordEvent(tx, {
+          type: "supplier.connected",
+          subject,
+          payload: "x".repeat(MAX_EVENT_BYTES - around + 1),
+        });
+      }),
+    ).rejects.toThrow(
+      new InvalidEventError(
+        `event supplier.connected for "sup_1" is ${MAX_EVENT_BYTES + 1} bytes as its jobs carry it, over the ${MAX_EVENT_BYTES} that fit in a QStash message: put ids and a few fields in the payload, and let subscribers read the rest`,
+      ),
+    );
+    expect(await t.pool.query("SELECT count(*)::int AS n FROM suppliers WHERE name = 'big'")).toMatchObject({
+      rows: [{ n: 0 }],
+    });
+    // Smaller as JSON than the limit, larger as jsonb prints it ("0, 0, …"): refused too,
+    // and taken out even where the caller catches the error and commits.
+    const zeros = new Array<number>(350_000).fill(0);
+    expect(JSON.stringify(zeros).length).toBeLessThan(MAX_EVENT_BYTES);
+    await db.transaction(async (tx) => {
+      await expect(recordEvent(tx, { type: "supplier.connected", subject, payload: zeros })).rejects.toThrow(
+        InvalidEventError,
+      );
+    });
     expect(await types()).toEqual([]);
   });
 });

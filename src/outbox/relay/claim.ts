@@ -136,7 +136,7 @@ function claimedFromRow(r: DbClaimedRow): ClaimedEvent {
  * (a uuid) and seq (an integer) need none. The JSON is compact, so a job body is
  * ~30 bytes shorter than json_build_object's spaced output; the values are the same.
  */
-const EVENT_JSON_SQL = `'{"id":"' || id || '","seq":' || seq || ',"type":' || to_json(type)
+export const EVENT_JSON_SQL = `'{"id":"' || id || '","seq":' || seq || ',"type":' || to_json(type)
          || ',"subject":' || to_json(subject) || ',"scope":' || coalesce(to_json(scope)::text, 'null')
          || ',"payload":' || payload
          || ',"createdAt":"' || to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') || '"}'`;

@@ -25,6 +25,11 @@ export const RELAY_POLICY = {
   passTimeoutMs: 60_000,
   /** QStash's message size limit; a larger job fails its own row, not the batch. */
   maxJobBytes: 1_000_000,
+  /**
+   * What a job body adds around its event (`{"subscription":<name>,"event":`, then
+   * `,"coalesced":[]}`): recordEvent refuses an event whose jobs could not fit.
+   */
+  jobEnvelopeBytes: 1_000,
   /** The relay as a whole after a failed pass (an outage): 2 s, doubling, capped at a minute. */
   passBackoff: { baseSeconds: 2, capSeconds: 60 } satisfies ExponentialBackoff,
   /** One row after an error of its own: the same curve, counted by the row's attempts. */
