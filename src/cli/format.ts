@@ -5,6 +5,7 @@ import {
   healthLabel,
   laggingText,
   successRateText,
+  toldHeaders,
   unrecordedAttempts,
   type EndpointHealth,
   type EventDelivery,
@@ -358,7 +359,8 @@ export function formatDelivery(
   if (d.attemptsMade === 0) lines.push("    (none yet)");
   for (const a of d.attempts) {
     const answer = a.status === null ? `no answer (${a.error ?? "unknown"})` : String(a.status);
-    const said = a.responseBody ? `  ${oneLine(a.responseBody, 120)}` : "";
+    const told = toldHeaders(a.responseHeaders);
+    const said = (told ? `  (${told})` : "") + (a.responseBody ? `  ${oneLine(a.responseBody, 120)}` : "");
     // Only where it differs: the endpoint's URL was changed since this attempt.
     const to = a.url && a.url !== d.endpointUrl ? `  to ${a.url}` : "";
     lines.push(`    ${when(a.attemptedAt)}  ${answer}  ${a.durationMs} ms${to}${said}`);

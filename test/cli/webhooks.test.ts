@@ -241,10 +241,13 @@ describe("outbox webhooks: what an operator reads", () => {
       eventId,
       lastError: "no answer: timeout",
     });
-    // The first attempt went to the URL the endpoint had before an operator changed it.
+    // The first attempt went to the URL the endpoint had before an operator changed it,
+    // and its receiver asked for ten minutes.
     await t.pool.query(
       `UPDATE webhook_attempts SET url = CASE WHEN status = 503 THEN 'https://old.example/hook'
-                                             ELSE 'https://hooks.example.com/acme' END
+                                             ELSE 'https://hooks.example.com/acme' END,
+              response_headers = CASE WHEN status = 503
+                THEN '{"retry-after": "600", "content-type": "text/plain", "x-request-id": "rcv-7"}'::jsonb END
         WHERE delivery_id = $1`,
       [id],
     );
@@ -259,7 +262,9 @@ describe("outbox webhooks: what an operator reads", () => {
     ]);
     // Where it went is said only where that is not the endpoint's URL now.
     expect(lines).toContainEqual(
-      expect.stringMatching(/^ {4}\S+Z {2}503 {2}12 ms {2}to https:\/\/old\.example\/hook {2}answered 503$/),
+      expect.stringMatching(
+        /^ {4}\S+Z {2}503 {2}12 ms {2}to https:\/\/old\.example\/hook {2}\(retry-after: 600, x-request-id: rcv-7\) {2}answered 503$/,
+      ),
     );
     expect(lines).toContainEqual(expect.stringMatching(/^ {4}\S+Z {2}no answer \(timeout\) {2}12 ms$/));
     expect(lines.at(-1)).toBe('  body       {"type":"supplier.connected"}');

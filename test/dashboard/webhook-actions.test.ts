@@ -426,6 +426,16 @@ describe("an endpoint's deliveries", () => {
     expect(tries).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
     expect(page.text).toContain(`<a href="/dashboard/webhooks/${ep.id}">`);
     expect(page.text).not.toContain("<b>busy</b>");
+
+    // What the receiver's headers said is shown with its body (escaped like it).
+    await t.pool.query(
+      `UPDATE webhook_attempts SET response_headers = '{"retry-after": "600", "location": "/x?<y>"}'::jsonb
+        WHERE delivery_id = $1 AND response_body = 'try 2 <b>busy</b>'`,
+      [id],
+    );
+    expect((await browser.get(`/dashboard/webhooks/deliveries/${id}`)).text).toContain(
+      '<td class="mono" data-label="response (first 2 KB)"><div class="muted">retry-after: 600, location: /x?&lt;y&gt;</div>try 2 &lt;b&gt;busy&lt;/b&gt;</td>',
+    );
   });
 
   it("says an attempt whose Worker stopped left no record, and counts it", async () => {

@@ -1,3 +1,4 @@
+import { createHmac } from "node:crypto";
 import { Webhook } from "standardwebhooks";
 import { describe, expect, it } from "vitest";
 import { newSecret, signHeaders } from "../../src/domain/webhooks/signing.ts";
@@ -33,6 +34,20 @@ describe("Standard Webhooks signing", () => {
     expect(() => new Webhook(current).verify(body, headers)).not.toThrow();
     expect(() => new Webhook(previous).verify(body, headers)).not.toThrow();
     expect(() => new Webhook(newSecret()).verify(body, headers)).toThrow();
+  });
+
+  it('verifies by hand as README "Delivery" describes it, for a receiver in another language', async () => {
+    const secret = newSecret();
+    const timestamp = now();
+    const headers = await signHeaders({ id, timestamp, body, secrets: [secret] });
+    const signed = `${id}.${timestamp}.${body}`;
+    const mac = (key: Buffer | string) => `v1,${createHmac("sha256", key).update(signed).digest("base64")}`;
+    // Keyed with the decoded bytes after whsec_: the one that matches.
+    const bytes = Buffer.from(secret.slice("whsec_".length), "base64");
+    expect(headers["webhook-signature"]).toBe(mac(bytes));
+    // The mistakes the README warns about: keyed with the text, whole or after the prefix.
+    expect(headers["webhook-signature"]).not.toBe(mac(secret));
+    expect(headers["webhook-signature"]).not.toBe(mac(secret.slice("whsec_".length)));
   });
 
   it("a changed body or a stale timestamp does not verify", async () => {

@@ -378,6 +378,24 @@ export function unrecordedAttempts(made: number, recorded: number, inProgress = 
   return [going, stopped].filter((part) => part !== undefined).join("; ");
 }
 
+/** The kept response headers that explain an attempt's outcome or name it in the receiver's logs. */
+const TOLD_HEADERS = ["retry-after", "location", "x-request-id"] as const;
+
+/**
+ * What the receiver's headers said, on one line (`retry-after: 600, location: …`),
+ * or undefined: every view of an attempt shows it beside the status, since a 503's
+ * Retry-After or a 302's Location is why the next attempt came when (or failed as)
+ * it did. The JSON has them all; the text showed none.
+ */
+export function toldHeaders(headers: unknown): string | undefined {
+  if (headers === null || typeof headers !== "object") return undefined;
+  const kept = headers as Record<string, unknown>;
+  const told = TOLD_HEADERS.filter((name) => typeof kept[name] === "string" && kept[name] !== "").map(
+    (name) => `${name}: ${String(kept[name])}`,
+  );
+  return told.length === 0 ? undefined : told.join(", ");
+}
+
 /** One delivery with its endpoint's URL and every attempt, oldest first; undefined when there is none. */
 export async function deliveryWithAttempts(db: Db, deliveryId: string): Promise<DeliveryDetail | undefined> {
   const [delivery] = await db

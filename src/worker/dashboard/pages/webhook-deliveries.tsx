@@ -2,6 +2,7 @@ import type { Hono } from "hono";
 import {
   attemptsMade,
   deliveryWithAttempts,
+  toldHeaders,
   unrecordedAttempts,
   type AttemptRow,
 } from "../../../domain/webhooks/delivery-log.ts";
@@ -67,30 +68,34 @@ export function AttemptTable({
           <th>error</th>
           <th>response (first 2 KB)</th>
         </tr>
-        {attempts.map((a) => (
-          <tr>
-            <td class="time" data-label="attempted">
-              {time(a.attemptedAt)}
-            </td>
-            {moved ? (
-              <td class="mono" data-label="sent to">
-                {a.url ?? "–"}
+        {attempts.map((a) => {
+          const told = toldHeaders(a.responseHeaders);
+          return (
+            <tr>
+              <td class="time" data-label="attempted">
+                {time(a.attemptedAt)}
               </td>
-            ) : null}
-            <td class="num" data-label="status">
-              {a.status === null ? "–" : String(a.status)}
-            </td>
-            <td class="num" data-label="ms">
-              {String(a.durationMs)}
-            </td>
-            <td class="error" data-label="error">
-              {a.error ?? ""}
-            </td>
-            <td class="mono" data-label="response (first 2 KB)">
-              {a.responseBody ?? ""}
-            </td>
-          </tr>
-        ))}
+              {moved ? (
+                <td class="mono" data-label="sent to">
+                  {a.url ?? "–"}
+                </td>
+              ) : null}
+              <td class="num" data-label="status">
+                {a.status === null ? "–" : String(a.status)}
+              </td>
+              <td class="num" data-label="ms">
+                {String(a.durationMs)}
+              </td>
+              <td class="error" data-label="error">
+                {a.error ?? ""}
+              </td>
+              <td class="mono" data-label="response (first 2 KB)">
+                {told ? <div class="muted">{told}</div> : null}
+                {a.responseBody ?? ""}
+              </td>
+            </tr>
+          );
+        })}
       </Table>
     </>
   );
