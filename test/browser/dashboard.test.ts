@@ -714,6 +714,69 @@ describe("the dashboard in Chromium", () => {
     }
   }, 90_000);
 
+  it("tells a screen reader what a sighted operator sees: the sign-in's refusal, a stacked table's headers, a payload box", async () => {
+    // Chromium's own accessibility tree, as assistive technology reads it.
+    const tree = async () => {
+      const cdp = await page.context().newCDPSession(page);
+      try {
+        const { nodes } = (await cdp.send("Accessibility.getFullAXTree")) as {
+          nodes: {
+            role?: { value: string };
+            name?: { value: string };
+            description?: { value: string };
+            properties?: { name: string; value: { value: unknown } }[];
+          }[];
+        };
+        return nodes.map((n) => ({
+          role: n.role?.value,
+          name: n.name?.value,
+          description: n.description?.value,
+          invalid: n.properties?.find((p) => p.name === "invalid")?.value.value,
+          focusable: n.properties?.find((p) => p.name === "focusable")?.value.value,
+        }));
+      } finally {
+        await cdp.detach();
+      }
+    };
+    await page.context().clearCookies();
+    await page.goto(`${stack.url}/dashboard/login`);
+    await page.fill("#password", "not the token");
+    await page.click("button[type=submit]");
+    await expect.poll(() => page.textContent(".alert-box")).toContain("Wrong password.");
+    // The field focus lands on says why it was refused, and that it was.
+    expect((await tree()).find((n) => n.role === "textbox")).toMatchObject({
+      name: "Password (the Worker's ADMIN_TOKEN)",
+      description: "Wrong password.",
+      invalid: "true",
+    });
+
+    await signIn();
+    const [id] = (await seedEvents(t.pool, 1, { type: "invoice.issued" })) as [string];
+    await t.pool.query(
+      `UPDATE events SET payload = jsonb_build_object('lines', (SELECT jsonb_agg(n) FROM generate_series(1, 400) n)) WHERE id = $1`,
+      [id],
+    );
+    // Below 70rem a list's rows stack and its header row is not drawn; its headers are still there to read.
+    await page.setViewportSize({ width: 1024, height: 900 });
+    try {
+      await page.goto(`${stack.url}/dashboard/events`);
+      const drawn = await page.locator("main table tr:has(> th)").boundingBox();
+      expect(drawn!.width * drawn!.height).toBeLessThanOrEqual(1);
+      const headers = (await tree())
+        .filter((n) => n.role === "columnheader")
+        .map((n) => n.name?.toLowerCase());
+      expect(headers).toEqual(expect.arrayContaining(["seq", "type", "state"]));
+    } finally {
+      await page.setViewportSize({ width: 1280, height: 900 });
+    }
+    // A long payload scrolls in its box: a named stop the keyboard can scroll in any browser.
+    await page.goto(`${stack.url}/dashboard/events/${id}`);
+    expect((await tree()).find((n) => n.role === "region" && n.name === "payload")).toMatchObject({
+      focusable: true,
+    });
+    expect(problems).toEqual([]);
+  }, 60_000);
+
   it("reloading the page that shows a new secret does not rotate it again", async () => {
     const secretsKey = importSecretsKey(TEST_WEBHOOK_SECRETS_KEY);
     const endpoint = await insertEndpoint(t.pool, secretsKey, {

@@ -83,7 +83,7 @@ describe("a page that does not exist", () => {
     const res = await browser.get("/dashboard/nothing/here");
     expect(res.status).toBe(404);
     expect(res.headers.get("content-type")).toMatch(/^text\/html/);
-    expect(res.text).toContain("404 NOT_FOUND");
+    expect(res.text).toContain("<h1>404 Not found</h1>");
     expect(res.text).toContain("no such page in the dashboard");
     // Nothing of the link's own is repeated on the page.
     const crafted = await browser.get("/dashboard/Session%20expired%3A%20sign%20in%20at%20evil.example");
@@ -95,7 +95,7 @@ describe("a page that does not exist", () => {
     expect(badId.text).not.toMatch(/Call support/);
     // Signed in, an error page keeps the header's links and says what it is in its title.
     expect(badId.text).toContain('<nav aria-label="Sections">');
-    expect(badId.text).toContain("<title>404 NOT_FOUND · edge-outbox</title>");
+    expect(badId.text).toContain("<title>404 Not found · edge-outbox</title>");
     // The message is focused and announced, as an action's notice is.
     expect(badId.text).toContain('<p class="error" role="alert" id="notice" tabindex="-1" autofocus="">');
     // A list with no other page has no empty "Pages" navigation; open and all are titled apart.

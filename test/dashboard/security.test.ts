@@ -316,6 +316,26 @@ describe("cross-site posts and headers", () => {
     const res = await client().post("/dashboard/poisoned/requeue", { id });
     expect(res.status).toBe(401);
     expect((await stateOf(t.pool, id)).poisoned_at).not.toBeNull();
+    // A page that says nothing was done and leads to the sign-in, not a line of plain text.
+    expect(res.headers.get("content-type")).toMatch(/^text\/html/);
+    expect(res.text).toContain("<title>Signed out · edge-outbox</title>");
+    expect(res.text).toContain("Nothing was done: the form was sent without a dashboard session");
+    expect(res.text).toContain('<a href="/dashboard/login">Sign in again</a>');
+    // From a page of this dashboard, back to it once signed in; another site's Referer is not followed.
+    const from = await client().post(
+      "/dashboard/poisoned/requeue",
+      { id },
+      { Referer: `${ORIGIN}/dashboard/poisoned?track=1` },
+    );
+    expect(from.text).toContain(
+      `<a href="/dashboard/login?next=%2Fdashboard%2Fpoisoned%3Ftrack%3D1">Sign in again</a>`,
+    );
+    const elsewhere = await client().post(
+      "/dashboard/poisoned/requeue",
+      { id },
+      { Referer: "https://evil.example/dashboard/poisoned" },
+    );
+    expect(elsewhere.text).toContain('<a href="/dashboard/login">Sign in again</a>');
   });
 
   it("sends a CSP with no inline script, no framing, and no-store on pages", async () => {

@@ -14,12 +14,14 @@ export async function dashboardError(err: Error, c: Context<DashboardEnv>) {
   // Every status the mapping can give; one missing here turned a 413 or 415 into a 500.
   const status =
     ([400, 401, 403, 404, 405, 409, 413, 415, 429, 503] as const).find((s) => s === res.status) ?? 500;
+  // In words ("404 Not found"): a screen reader read the code's capitals and underscore.
+  const heading = `${res.status} ${codeInWords(body.error.code)}`;
   return render(
     c,
     // Signed in, the header stays: a refused form's page was a dead end with one link.
-    { title: `${res.status} ${body.error.code}`, section: c.get("signedIn") ? "elsewhere" : "none" },
+    { title: heading, section: c.get("signedIn") ? "elsewhere" : "none" },
     <div class="panel">
-      <h1>{`${res.status} ${body.error.code}`}</h1>
+      <h1>{heading}</h1>
       {/* Focused and announced: after a refused form, focus started at the top of the page. */}
       <p class="error" role="alert" {...focusedOnLoad()}>
         {body.error.message}
@@ -31,4 +33,10 @@ export async function dashboardError(err: Error, c: Context<DashboardEnv>) {
     </div>,
     status,
   );
+}
+
+/** `NOT_FOUND` or `illegal_transition` as "Not found", "Illegal transition". */
+function codeInWords(code: string): string {
+  const words = code.toLowerCase().replace(/_/g, " ");
+  return words.charAt(0).toUpperCase() + words.slice(1);
 }

@@ -191,6 +191,31 @@ export async function render(
   return c.html(`<!doctype html>${await page}`, status);
 }
 
+/**
+ * The answer to a form sent without a session (it expired, or the operator signed
+ * out in another tab): a page, not a line of plain text with no way on, saying that
+ * nothing was done and linking to the sign-in, which leads back to the page the form
+ * was on (`from`, the Referer's path; the login's own check keeps it a dashboard path).
+ */
+export function signInAgain(c: Context<DashboardEnv>, from: string | undefined) {
+  const next = from ? `?next=${encodeURIComponent(from)}` : "";
+  return render(
+    c,
+    { title: "Signed out", section: "none" },
+    <div class="panel">
+      <h1>Your session has ended</h1>
+      <p class="error" role="alert" {...focusedOnLoad()}>
+        Nothing was done: the form was sent without a dashboard session (it lasts 12 hours, and signing out
+        ends it).
+      </p>
+      <p>
+        <a href={`/dashboard/login${next}`}>Sign in again</a>, then do it once more.
+      </p>
+    </div>,
+    401,
+  );
+}
+
 /** A phrase the CLI puts after a semicolon ("while …"), as a sentence of its own on a page. */
 export function asSentence(phrase: string): string {
   return `${phrase.charAt(0).toUpperCase()}${phrase.slice(1)}.`;

@@ -22,11 +22,13 @@ function LoginForm({ next, message }: { next: string; message?: string }) {
     <form class="login" method="post" action="/dashboard/login">
       <h1>edge-outbox operators</h1>
       {message ? (
-        <p class="alert-box" role="alert">
+        <p class="alert-box" role="alert" id="login-error">
           {message}
         </p>
       ) : null}
       <label for="password">Password (the Worker's ADMIN_TOKEN)</label>
+      {/* The refusal is the field's description: focus lands here, and a screen reader
+          reads it with the field (a role=alert present at load is not reliably read). */}
       <input
         id="password"
         name="password"
@@ -34,6 +36,8 @@ function LoginForm({ next, message }: { next: string; message?: string }) {
         autocomplete="current-password"
         required
         autofocus
+        aria-invalid={message ? "true" : undefined}
+        aria-describedby={message ? "login-error" : undefined}
       />
       <input type="hidden" name="next" value={next} />
       <button class="btn" type="submit">

@@ -4,6 +4,7 @@ import { sign, verify } from "hono/jwt";
 import { fromBase64 } from "../../domain/webhooks/base64.ts";
 import type { Config, HonoEnv } from "../env.ts";
 import type { DashboardEnv } from "./env.ts";
+import { signInAgain } from "./layout.tsx";
 
 /** How long a login lasts; after it the operator signs in again. */
 export const SESSION_TTL_SECONDS = 12 * 60 * 60;
@@ -104,5 +105,12 @@ export const requireSession: MiddlewareHandler<HonoEnv> = async (c, next) => {
     const url = new URL(c.req.url);
     return c.redirect(`/dashboard/login?next=${encodeURIComponent(url.pathname + url.search)}`, 303);
   }
-  return c.text("Sign in first: your dashboard session is missing or has expired.", 401);
+  return signInAgain(c as unknown as Context<DashboardEnv>, refererPath(c.req.header("referer"), c.req.url));
 };
+
+/** The path and query of a same-origin Referer (the page a form was on), or undefined. */
+function refererPath(referer: string | undefined, requestUrl: string): string | undefined {
+  if (!referer || !URL.canParse(referer)) return undefined;
+  const from = new URL(referer);
+  return from.origin === new URL(requestUrl).origin ? from.pathname + from.search : undefined;
+}

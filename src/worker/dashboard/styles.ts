@@ -25,6 +25,12 @@
  * becomes, below 70rem, one block a row, each cell a line led by its column's name
  * (`data-label`, as the header row is hidden); below 30rem the name goes above the
  * cell, and a table of names and values (`.kv`) puts each name above its value.
+ * The header row is hidden by clipping, not `display:none`, so a screen reader
+ * still has the column headers (a walkthrough at 1024 px found none), and the
+ * drawn names carry empty alternative text (`/ ""`) so they are not read twice;
+ * a browser without that syntax keeps the plain `content` before it.
+ * Borders of inputs and secondary buttons are 3:1 against the page (WCAG 1.4.11);
+ * a primary button's border is transparent, which forced-colours mode draws.
  * The name floats in the cell's left padding and the cell is a formatting root, so
  * the cell is as tall as its name however short its value: positioned absolutely,
  * a name beside an empty cell (no error) ran onto the next row's.
@@ -81,11 +87,11 @@ main:focus{outline:none}
 .state-delivered{background:#ecfdf3;color:var(--ok)}.state-failed{background:#fef3f2;color:var(--bad)}
 form.filters{display:flex;flex-wrap:wrap;gap:.6rem;align-items:end;margin-bottom:.8rem}
 form.filters label{display:flex;flex-direction:column;font-size:.8rem;color:var(--muted)}
-input,select,textarea{font:inherit;padding:.25rem .4rem;border:1px solid #c3c8d2;border-radius:4px}
+input,select,textarea{font:inherit;padding:.25rem .4rem;border:1px solid #7d8595;border-radius:4px}
 .desc{white-space:pre-line}
 button{font:inherit;cursor:pointer}
-.btn{background:var(--accent);color:#fff;border:0;border-radius:4px;padding:.3rem .8rem;white-space:nowrap}
-.btn.secondary{background:#fff;color:var(--fg);border:1px solid #c3c8d2}
+.btn{background:var(--accent);color:#fff;border:1px solid transparent;border-radius:4px;padding:calc(.3rem - 1px) calc(.8rem - 1px);white-space:nowrap}
+.btn.secondary{background:#fff;color:var(--fg);border:1px solid #7d8595}
 .btn.danger{background:var(--bad)}
 .btn.small{padding:.05rem .5rem;font-size:.8rem;min-height:24px}
 td.num>a{display:inline-block;min-width:24px;min-height:24px}
@@ -118,10 +124,10 @@ details.edit label{font-size:.85rem;color:var(--muted)}
 details.edit button{align-self:flex-start;margin-top:.4rem}
 @media (max-width:70rem){
 table.stack,table.stack tbody,table.stack tr,table.stack td{display:block}
-table.stack tr:has(>th){display:none}
+table.stack tr:has(>th){position:absolute;width:1px;height:1px;padding:0;border:0;overflow:hidden;clip-path:inset(50%);white-space:nowrap}
 table.stack tr{border-bottom:1px solid var(--line);padding:.35rem 0}
 table.stack td{border:0;padding:.1rem .55rem .1rem 9.5rem;display:flow-root;min-width:0;text-align:left}
-table.stack td::before{content:attr(data-label);float:left;width:8.5rem;margin-left:-8.95rem;color:var(--muted);font:.75rem/1.9 system-ui,-apple-system,"Segoe UI",sans-serif;text-transform:uppercase;letter-spacing:.04em}
+table.stack td::before{content:attr(data-label);content:attr(data-label) / "";float:left;width:8.5rem;margin-left:-8.95rem;color:var(--muted);font:.75rem/1.9 system-ui,-apple-system,"Segoe UI",sans-serif;text-transform:uppercase;letter-spacing:.04em}
 }
 @media (max-width:30rem){
 table.stack td{padding-left:.55rem}

@@ -228,11 +228,23 @@ function WaitingNote({ held }: { held: JobsWaiting | undefined }) {
 /** Characters of a payload the page shows: an event may carry a megabyte, a page should not. */
 export const PAYLOAD_SHOWN = 20_000;
 
+/**
+ * A payload box scrolls once it is long: a Tab stop named "payload", so a keyboard
+ * scrolls it in every browser (Chromium made an unnamed stop of it on its own).
+ */
+function PayloadBox({ text }: { text: string }) {
+  return (
+    <pre tabindex={0} role="region" aria-label="payload">
+      {text}
+    </pre>
+  );
+}
+
 function Payload({ json, id }: { json: string; id: string }) {
-  if (json.length <= PAYLOAD_SHOWN) return <pre>{json}</pre>;
+  if (json.length <= PAYLOAD_SHOWN) return <PayloadBox text={json} />;
   return (
     <>
-      <pre>{`${json.slice(0, PAYLOAD_SHOWN)}…`}</pre>
+      <PayloadBox text={`${json.slice(0, PAYLOAD_SHOWN)}…`} />
       <p class="muted">
         {`The first ${PAYLOAD_SHOWN.toLocaleString("en")} of ${json.length.toLocaleString("en")} characters. The whole payload: `}
         <code>{`GET /admin/events/${id}`}</code>
