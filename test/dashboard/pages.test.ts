@@ -409,15 +409,35 @@ describe("events", () => {
     expect(next).toMatch(/^\/dashboard\/events\?type=supplier\.\*&scope=acme&before=\d+$/);
   });
 
-  it("answers a bad filter with a 400 page that names it", async () => {
-    const bad = await browser.get("/dashboard/events?state=stuck&from=yesterday");
+  it("answers a bad filter with the form again, as typed, each refused field named and marked", async () => {
+    const bad = await browser.get(
+      "/dashboard/events?state=stuck&from=yesterday&subject=sup_1&type=Bad%20Type",
+    );
     expect(bad.status).toBe(400);
     expect(bad.headers.get("content-type")).toMatch(/text\/html/);
-    expect(bad.text).toContain("state");
-    expect(bad.text).toContain("from");
+    expect(bad.text).toContain("<title>Events: filter refused · edge-outbox</title>");
+    // Focused and said, by the names the form gives its fields.
+    expect(bad.text).toContain(
+      '<div class="alert-box" role="alert" id="notice" tabindex="-1" autofocus=""><p>Nothing was listed: this filter cannot be used.</p>',
+    );
+    expect(bad.text).toMatch(/<li>state: must be pending, fanned or poisoned<\/li>/);
+    expect(bad.text).toMatch(/<li>type \(glob\): must be an event-type glob[^<]*<\/li>/);
+    expect(bad.text).toMatch(/<li>from \(UTC\): must be a date and time, e\.g\. 2026-12-03T08:00<\/li>/);
+    // The form keeps what was typed; the refused fields are invalid and described by the refusal.
+    expect(bad.text).toContain(
+      '<input name="type" value="Bad Type" placeholder="supplier.*" aria-invalid="true" aria-describedby="notice"/>',
+    );
+    expect(bad.text).toContain('<input name="subject" value="sup_1"/>');
+    expect(bad.text).toContain('<select name="state" aria-invalid="true" aria-describedby="notice">');
+    expect(bad.text).not.toContain("<table");
     const both = await browser.get("/dashboard/events?scope=acme&unscoped=1");
     expect(both.status).toBe(400);
-    expect(both.text).toContain("give a scope or tick “without a scope”, not both");
+    expect(both.text).toContain("<li>scope: give a scope or tick “without a scope”, not both</li>");
+    expect(both.text).toContain(
+      '<input name="scope" value="acme" aria-invalid="true" aria-describedby="notice"/>',
+    );
+    const twice = await browser.get("/dashboard/events?state=pending&state=fanned");
+    expect(twice.text).toContain("<li>state: must be given once</li>");
   });
 });
 

@@ -9,9 +9,9 @@ import {
   type EventFilter,
   type EventRow,
 } from "../../../outbox/index.ts";
-import { valid } from "../../validate.ts";
+import { plainWords, refuseUnstorable, toFieldIssues } from "../../validate.ts";
 import type { DashboardEnv } from "../env.ts";
-import { IdLink, Pager, StateBadge, render, Table, time } from "../layout.tsx";
+import { focusedOnLoad, IdLink, Pager, StateBadge, render, Table, time } from "../layout.tsx";
 
 /**
  * A time from the filter form: `<input type="datetime-local">` sends no zone, and
@@ -124,9 +124,127 @@ export function EventTable({ events }: { events: EventRow[] }) {
   );
 }
 
+/** What the filter form sends, as typed: shown again when the page refuses it. */
+type FilterValues = Partial<
+  Record<"state" | "type" | "subject" | "scope" | "unscoped" | "from" | "to", string>
+>;
+
+/** Each field's label on the form: a refusal names the field as the operator sees it. */
+const FIELD_LABELS: Record<string, string> = {
+  state: "state",
+  type: "type (glob)",
+  subject: "subject",
+  scope: "scope",
+  unscoped: "without a scope",
+  from: "from (UTC)",
+  to: "to (UTC)",
+  before: "page",
+};
+
+/**
+ * The filters. A refused field is marked invalid and described by the refusal
+ * (`describedBy`), so a screen reader says why with the field.
+ */
+function FilterForm({
+  v,
+  invalid,
+  describedBy,
+}: {
+  v: FilterValues;
+  invalid: Set<string>;
+  describedBy?: string;
+}) {
+  const mark = (field: string) =>
+    invalid.has(field) ? { "aria-invalid": "true", "aria-describedby": describedBy } : {};
+  return (
+    <form class="filters" method="get" action="/dashboard/events">
+      <label>
+        state
+        <select name="state" {...mark("state")}>
+          <option value="">any</option>
+          {EVENT_STATES.map((s) => (
+            <option value={s} selected={v.state === s}>
+              {s}
+            </option>
+          ))}
+        </select>
+      </label>
+      <label>
+        type (glob)
+        <input name="type" value={v.type ?? ""} placeholder="supplier.*" {...mark("type")} />
+      </label>
+      <label>
+        subject
+        <input name="subject" value={v.subject ?? ""} {...mark("subject")} />
+      </label>
+      <label>
+        scope
+        <input name="scope" value={v.scope ?? ""} {...mark("scope")} />
+      </label>
+      <label class="check">
+        <span>
+          <input
+            type="checkbox"
+            name="unscoped"
+            value="1"
+            checked={v.unscoped === "1"}
+            {...mark("unscoped")}
+          />{" "}
+          without a scope
+        </span>
+      </label>
+      <label>
+        from (UTC)
+        <input type="datetime-local" name="from" value={v.from ?? ""} {...mark("from")} />
+      </label>
+      <label>
+        to (UTC)
+        <input type="datetime-local" name="to" value={v.to ?? ""} {...mark("to")} />
+      </label>
+      <button class="btn" type="submit">
+        Filter
+      </button>
+      <a href="/dashboard/events">clear</a>
+    </form>
+  );
+}
+
+/** The query as Hono's validator reads it: a parameter given twice is an array, and refused as one. */
+function rawQuery(queries: Record<string, string[]>): Record<string, string | string[]> {
+  return Object.fromEntries(Object.entries(queries).map(([k, v]) => [k, v.length === 1 ? v[0]! : v]));
+}
+
 export function registerEvents(dashboard: Hono<DashboardEnv>) {
-  dashboard.get("/events", valid("query", eventsQuery), async (c) => {
-    const q = c.req.valid("query");
+  dashboard.get("/events", async (c) => {
+    const raw = rawQuery(c.req.queries());
+    refuseUnstorable(raw, "query");
+    const parsed = eventsQuery.safeParse(raw, { error: plainWords("query") });
+    if (!parsed.success) {
+      // The form again with what was typed and why it was refused, not a page whose
+      // one link led away from it (a walkthrough lost the filter it had typed).
+      const issues = toFieldIssues(parsed.error, raw);
+      const typed = Object.fromEntries(
+        Object.entries(raw).map(([k, v]) => [k, Array.isArray(v) ? v.at(-1) : v]),
+      ) as FilterValues;
+      return render(
+        c,
+        { title: "Events: filter refused", section: "events" },
+        <>
+          <h1>Events</h1>
+          <div class="alert-box" role="alert" {...focusedOnLoad()}>
+            <p>Nothing was listed: this filter cannot be used.</p>
+            <ul>
+              {issues.map((i) => (
+                <li>{`${FIELD_LABELS[i.path] ?? i.path}: ${i.message}`}</li>
+              ))}
+            </ul>
+          </div>
+          <FilterForm v={typed} invalid={new Set(issues.map((i) => i.path))} describedBy="notice" />
+        </>,
+        400,
+      );
+    }
+    const q = parsed.data;
     const filter: EventFilter = {
       state: q.state,
       type: q.type,
@@ -141,48 +259,7 @@ export function registerEvents(dashboard: Hono<DashboardEnv>) {
       { title: "Events", section: "events" },
       <>
         <h1>Events</h1>
-        <form class="filters" method="get" action="/dashboard/events">
-          <label>
-            state
-            <select name="state">
-              <option value="">any</option>
-              {EVENT_STATES.map((s) => (
-                <option value={s} selected={q.state === s}>
-                  {s}
-                </option>
-              ))}
-            </select>
-          </label>
-          <label>
-            type (glob)
-            <input name="type" value={q.type ?? ""} placeholder="supplier.*" />
-          </label>
-          <label>
-            subject
-            <input name="subject" value={q.subject ?? ""} />
-          </label>
-          <label>
-            scope
-            <input name="scope" value={q.scope ?? ""} />
-          </label>
-          <label class="check">
-            <span>
-              <input type="checkbox" name="unscoped" value="1" checked={q.unscoped === "1"} /> without a scope
-            </span>
-          </label>
-          <label>
-            from (UTC)
-            <input type="datetime-local" name="from" value={localValue(q.from)} />
-          </label>
-          <label>
-            to (UTC)
-            <input type="datetime-local" name="to" value={localValue(q.to)} />
-          </label>
-          <button class="btn" type="submit">
-            Filter
-          </button>
-          <a href="/dashboard/events">clear</a>
-        </form>
+        <FilterForm v={{ ...q, from: localValue(q.from), to: localValue(q.to) }} invalid={new Set()} />
         {page.events.length === 0 ? (
           <p class="muted">No events match.</p>
         ) : (
