@@ -44,3 +44,51 @@ describe("dashboard chart axis", () => {
     expect(await tickLabels([0, 0, 0])).toEqual(["0", "1", "2"]);
   });
 });
+
+describe("dashboard chart for every reader", () => {
+  const minutes = [0, 1, 2, 3].map((i) => new Date(Date.UTC(2026, 11, 4, 12, i)));
+  const chart = async () =>
+    String(
+      await LineChart({
+        title: "Webhook attempts per minute",
+        minutes,
+        series: [
+          { label: "succeeded", swatch: "sw-b", values: [0, 4, 0, 7] },
+          { label: "failed", swatch: "sw-c", values: [0, 1, 0, 0] },
+        ],
+      }).toString(),
+    );
+
+  it("gives its numbers as a table of the minutes that counted any, newest first", async () => {
+    const html = await chart();
+    expect(html).toContain(
+      '<details class="minutes"><summary>Webhook attempts per minute, as a table</summary>',
+    );
+    const rows = [
+      ...html.matchAll(
+        /<tr><td class="time">([\d:]+)<\/td><td class="num">(\d+)<\/td><td class="num">(\d+)<\/td><\/tr>/g,
+      ),
+    ].map((m) => m.slice(1).join(" "));
+    expect(rows).toEqual(["12:03 7 0", "12:01 4 1"]);
+    expect(html).toMatch(
+      /<th scope="col" class="num">succeeded<\/th><th scope="col" class="num">failed<\/th>/,
+    );
+  });
+
+  it("tells its lines apart by more than colour, and draws the legend as the lines", async () => {
+    const html = await chart();
+    const lines = (html.match(/<polyline [^>]*>/g) ?? []).map((tag) => [
+      /stroke="([^"]+)"/.exec(tag)?.[1],
+      /stroke-dasharray="([^"]+)"/.exec(tag)?.[1],
+    ]);
+    expect(lines).toEqual([
+      ["#079455", undefined],
+      ["#f04438", "6 3"],
+    ]);
+    // Each legend entry is that line in small, not a coloured box forced colours would blank.
+    expect(html).toMatch(
+      /<svg class="swatch"[^>]*aria-hidden="true"><line [^>]*stroke="#f04438"[^>]*stroke-dasharray="6 3"/,
+    );
+    expect(html).not.toContain('<span class="swatch');
+  });
+});

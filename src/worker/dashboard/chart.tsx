@@ -1,11 +1,21 @@
 export interface Series {
   label: string;
-  /** CSS class of its legend swatch, and its stroke colour. */
+  /** Its colour, in the chart and its legend. */
   swatch: "sw-a" | "sw-b" | "sw-c";
   values: number[];
 }
 
-const COLOURS = { "sw-a": "#2557d6", "sw-b": "#12b76a", "sw-c": "#f04438" } as const;
+/** Each at least 3:1 against the card's white (WCAG 1.4.11): the green was 2.6. */
+const COLOURS = { "sw-a": "#2557d6", "sw-b": "#079455", "sw-c": "#f04438" } as const;
+
+/**
+ * A chart's later lines are dashed, so its two series differ by more than colour (a
+ * red and a green line are 1.2:1 apart, one for the other to a red–green colour
+ * blindness); the legend draws each line as the chart does, in SVG, which forced
+ * colours leave alone (the span backgrounds it drew before vanished there).
+ */
+const DASHES = [undefined, "6 3", "2 2"] as const;
+const strokeWidth = (i: number) => String(Math.max(1.5, 4 - i * 2));
 
 const W = 720;
 const H = 160;
@@ -73,20 +83,71 @@ export function LineChart({ title, minutes, series }: { title: string; minutes: 
           <polyline
             fill="none"
             stroke={COLOURS[s.swatch]}
-            stroke-width={String(Math.max(1.5, 4 - i * 2))}
+            stroke-width={strokeWidth(i)}
+            stroke-dasharray={DASHES[i]}
             stroke-linejoin="round"
             points={s.values.map((v, i) => `${x(i).toFixed(1)},${y(v).toFixed(1)}`).join(" ")}
           />
         ))}
       </svg>
       <figcaption class="legend">
-        {series.map((s) => (
+        {series.map((s, i) => (
           <span>
-            <span class={`swatch ${s.swatch}`} />
+            <svg class="swatch" viewBox="0 0 22 8" width="22" height="8" aria-hidden="true">
+              <line
+                x1="0"
+                y1="4"
+                x2="22"
+                y2="4"
+                stroke={COLOURS[s.swatch]}
+                stroke-width={strokeWidth(i)}
+                stroke-dasharray={DASHES[i]}
+              />
+            </svg>
             {`${s.label} (${s.values.reduce((a, b) => a + b, 0)} in the hour)`}
           </span>
         ))}
       </figcaption>
+      <MinuteTable title={title} minutes={minutes} series={series} />
     </figure>
+  );
+}
+
+/**
+ * The chart's numbers as a table, for whoever cannot see the lines (WCAG 1.1.1): the
+ * minutes that counted anything, newest first, collapsed under the chart.
+ */
+function MinuteTable({ title, minutes, series }: { title: string; minutes: Date[]; series: Series[] }) {
+  const rows = minutes
+    .map((minute, i) => ({ minute, values: series.map((s) => s.values[i] ?? 0) }))
+    .filter((r) => r.values.some((v) => v > 0))
+    .reverse();
+  return (
+    <details class="minutes">
+      <summary>{`${title}, as a table`}</summary>
+      {rows.length === 0 ? (
+        <p class="muted">Nothing in the hour.</p>
+      ) : (
+        <table>
+          <caption class="unseen">{`${title}, the minutes that counted any, newest first`}</caption>
+          <tr>
+            <th scope="col">minute (UTC)</th>
+            {series.map((s) => (
+              <th scope="col" class="num">
+                {s.label}
+              </th>
+            ))}
+          </tr>
+          {rows.map((r) => (
+            <tr>
+              <td class="time">{r.minute.toISOString().slice(11, 16)}</td>
+              {r.values.map((v) => (
+                <td class="num">{String(v)}</td>
+              ))}
+            </tr>
+          ))}
+        </table>
+      )}
+    </details>
   );
 }

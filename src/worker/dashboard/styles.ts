@@ -113,8 +113,9 @@ figure.chart{margin:0}
 .chart{background:var(--card);border:1px solid var(--line);border-radius:8px;padding:.6rem}
 .chart svg{width:100%;height:auto;display:block}
 .legend{display:flex;gap:1rem;font-size:.85rem;color:var(--muted)}
-.swatch{display:inline-block;width:.8rem;height:.8rem;border-radius:2px;margin-right:.3rem;vertical-align:-1px}
-.sw-a{background:#2557d6}.sw-b{background:#12b76a}.sw-c{background:#f04438}
+.chart svg.swatch{display:inline-block;width:22px;height:8px;margin-right:.3rem;vertical-align:middle}
+details.minutes{margin-top:.4rem;font-size:.85rem}
+details.minutes table{margin-top:.3rem;max-width:24rem}
 .pager{display:flex;gap:1rem;margin-top:.8rem}
 .login{max-width:22rem;margin:12vh auto;background:var(--card);border:1px solid var(--line);border-radius:10px;padding:1.4rem}
 .login input{width:100%;margin:.4rem 0 .8rem}
