@@ -601,9 +601,17 @@ describe("poisoned, grouped by cause", () => {
       ...page.text.matchAll(/<form class="group"[^>]*><h2>([^<]+)<\/h2><div class="meta">([^<]+)/g),
     ];
     // In each group the keyboard meets the boxes before the button that sends them.
-    for (const form of page.text.match(/<form class="group".*?<\/form>/g)!) {
+    const forms = page.text.match(/<form class="group".*?<\/form>/g)!;
+    for (const form of forms) {
       expect(form.lastIndexOf('name="id"')).toBeLessThan(form.indexOf("Requeue selected"));
     }
+    // Each group's two shared controls are named for it, so a list of the page's buttons tells them apart.
+    forms.forEach((form, i) => {
+      const count = /(\d+) events? ·/.exec(form)![1]!;
+      const of = `<span class="unseen"> of group ${i + 1} (${count} event${count === "1" ? "" : "s"})</span>`;
+      expect(form).toContain(`Requeue selected${of}</button>`);
+      expect(form).toContain(`select all shown${of}</label>`);
+    });
     expect(groups.map((g) => g[1])).toEqual([
       "QStash &lt;n&gt;: event &lt;value&gt; rejected: subject &lt;value&gt; too long (&lt;n&gt; bytes)",
       "payload for &lt;id&gt; is not JSON ${SCRIPT}".replace(SCRIPT, ESCAPED),

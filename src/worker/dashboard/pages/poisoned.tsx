@@ -69,8 +69,14 @@ const poisonedQuery = z.object({
   reloaded: z.literal("1").optional(),
 });
 
-function Group({ group }: { group: PoisonedGroup }) {
+/**
+ * `n`: the group's place on the page. Every group has the same two controls; their
+ * names carry the group's number, unseen, so a screen reader's list of buttons tells
+ * them apart (its heading, the normalised error, reads its placeholders aloud).
+ */
+function Group({ group, n }: { group: PoisonedGroup; n: number }) {
   const shown = group.ids.slice(0, ROWS_SHOWN_PER_GROUP);
+  const ofGroup = <Unseen>{` of group ${n} (${group.count} event${group.count === 1 ? "" : "s"})`}</Unseen>;
   return (
     <form class="group" method="post" action="/dashboard/poisoned/requeue">
       <h2>{group.fingerprint}</h2>
@@ -95,6 +101,7 @@ function Group({ group }: { group: PoisonedGroup }) {
         <label hidden data-select-all>
           <input type="checkbox" />
           select all shown
+          {ofGroup}
         </label>
       </div>
       <Table stack>
@@ -122,6 +129,7 @@ function Group({ group }: { group: PoisonedGroup }) {
       <div class="actions">
         <button class="btn secondary" type="submit">
           Requeue selected
+          {ofGroup}
         </button>
       </div>
     </form>
@@ -194,8 +202,8 @@ export function registerPoisoned(dashboard: Hono<DashboardEnv>) {
             {truncated ? ` (the newest ${scanned}; older ones appear as these are requeued)` : ""}
           </p>
         )}
-        {groups.map((g) => (
-          <Group group={g} />
+        {groups.map((g, i) => (
+          <Group group={g} n={i + 1} />
         ))}
       </>,
     );
