@@ -794,7 +794,17 @@ describe("the dashboard in Chromium", () => {
     };
     await signIn();
     await page.goto(`${stack.url}/dashboard/webhooks/${endpoint.id}`);
-    await page.locator("summary", { hasText: "Rotate secret" }).click();
+    // Escape closes a confirmation from its own button, focus back on what opened it.
+    const rotate = page.locator("summary", { hasText: "Rotate secret" });
+    await rotate.click();
+    await page.getByRole("button", { name: "Yes, rotate the secret" }).focus();
+    await page.keyboard.press("Escape");
+    expect(
+      await page.locator("details.confirm:has(summary:text('Rotate secret'))").getAttribute("open"),
+    ).toBeNull();
+    expect(await rotate.evaluate((el) => el === document.activeElement)).toBe(true);
+    expect(await secrets()).toEqual([endpoint.secret]);
+    await rotate.click();
     await page.getByRole("button", { name: "Yes, rotate the secret" }).click();
     await page.waitForURL(`${stack.url}/dashboard/webhooks/${endpoint.id}/rotate-secret`);
     const copied = (await page.textContent("#secret"))!;

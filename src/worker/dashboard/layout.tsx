@@ -24,6 +24,8 @@ const NAV: [Section, string, string][] = [
  * scrollable-region-focusable). Only those that overflow, as the page is laid out
  * and on a resize: a stop on every table would be a stop for nothing on a desktop.
  *
+ * Escape closes an open confirmation (Confirm) from anywhere inside it.
+ *
  * A page watched after an action (Refresh.watch) is read again in the background
  * instead of reloaded: a reload every 2 s threw a keyboard user's focus back to the
  * top (a walkthrough's Tab never got past the header while a slow receiver kept a
@@ -56,6 +58,14 @@ const reachable = () => {
 };
 enhance();
 addEventListener("resize", reachable);
+// Escape closes an open confirmation, as it closes a dialog, and gives focus back to its button.
+addEventListener("keydown", (event) => {
+  if (event.key !== "Escape") return;
+  const open = event.target instanceof Element ? event.target.closest("details.confirm[open]") : null;
+  if (!open) return;
+  open.open = false;
+  open.querySelector("summary").focus();
+});
 const watched = document.querySelector("[data-watch]");
 if (watched) {
   const [says, link] = watched.children;
