@@ -12,7 +12,7 @@ const NOT_TEXT = /(?![\t\n\r])\p{Cc}/u;
  * A one-line value (a title, a name, a scope, a tag, a filter). Checked before
  * trimming, so a trailing CR/LF is refused rather than silently dropped.
  */
-export function singleLine(max: number, notAString?: string) {
+export function singleLine(max: number, notAString?: string | ((issue: { input?: unknown }) => string)) {
   return (
     z
       // Without its own words, a wrong type gets the validator's ("must be a string").
@@ -37,7 +37,16 @@ export const SCOPE_MAX = 128;
  * A scope in a body (a note's, a supplier's, a key's, an endpoint's): a scope, or
  * null for none. A number was told "must be a string", and null is as good.
  */
-export const scopeValue = singleLine(SCOPE_MAX, "must be a string or null (no scope)").nullable();
+/**
+ * A row's, key's or endpoint's scope: a string, or null for none. Where it is
+ * required, a body without it hears what to send: "is required" alone left a caller
+ * creating an unscoped endpoint guessing that `null` is how a body says so.
+ */
+export const scopeValue = singleLine(SCOPE_MAX, (issue) =>
+  issue.input === undefined
+    ? "is required: a scope, or null for none"
+    : "must be a string or null (no scope)",
+).nullable();
 
 /**
  * A scope filter in a query string: a scope, or `?scope=` with no value for the rows
