@@ -203,6 +203,7 @@ export function formatStats(s: OperatorStats): string {
     `job failures       ${s.jobFailuresNotRetried} not retried${s.jobFailuresNotRetried > 0 ? " (job-failures retry --all sends them again)" : ""}`,
     `relay              ${relay}`,
     `waiting in QStash  ${waitingInQStash(s.waitLists)}`,
+    `webhooks waiting   ${webhooksWaiting(s.webhookDeliveriesWaiting)}`,
     `cron sweep         ${sweepLine(s.sweep)}`,
   ].join("\n");
 }
@@ -227,6 +228,14 @@ function waitingInQStash(readings: OperatorStats["waitLists"]): string {
   return unread
     ? `not read since ${when(unread.unreadSince)} (${unread.unreadError ?? "no reason given"}); the last reading: ${read}`
     : read;
+}
+
+/** Deliveries not attempted yet, most of them queued in QStash behind their endpoint's limit. */
+function webhooksWaiting(w: OperatorStats["webhookDeliveriesWaiting"]): string {
+  if (w.deliveries === 0) return "none";
+  const deliveries = `${w.deliveries} deliver${w.deliveries === 1 ? "y" : "ies"}`;
+  const endpoints = `${w.endpoints} endpoint${w.endpoints === 1 ? "" : "s"}`;
+  return `${deliveries} to ${endpoints} not attempted yet, the oldest created ${w.oldestSince ?? "-"} (webhooks list: each endpoint's pending)`;
 }
 
 export function formatPass(p: PassResult): string {

@@ -484,7 +484,8 @@ describe("outbox CLI", () => {
       [["alerts", "resolve", "1", "--kind", "relay.failing"], /an alert id or --kind <kind>, not both/],
       [["alerts", "mute"], /alerts takes no argument but resolve, got "mute"/],
     ]);
-  });
+    // A dozen CLI processes one after another: about 25 s on a loaded 2-core machine.
+  }, 60_000);
 
   it("lists alerts a page at a time, says how to see older ones, and pages back with --before", async () => {
     const { rows } = await t.pool.query<{ id: string }>(
@@ -537,7 +538,8 @@ describe("outbox CLI", () => {
       [["alerts", "resolve", "1", "--before", "5"], /--before is not an option of alerts resolve/],
     ]);
     expect((await runCli(["--help"])).stdout).toMatch(/alerts \[--open\] \[--limit <n>\] \[--before <id>\]/);
-  });
+    // A dozen CLI processes one after another: about 25 s on a loaded 2-core machine.
+  }, 60_000);
 
   it("says a backoff that has run out is over, and a poisoned event has no next attempt", async () => {
     await t.pool.query(

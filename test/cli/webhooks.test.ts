@@ -398,6 +398,27 @@ describe("outbox webhooks: what an operator reads", () => {
     expect(goingJson).toMatchObject({ attemptsMade: 1, attemptInProgress: true, attempts: [] });
   });
 
+  it("stats counts the deliveries not attempted yet, which QStash holds behind each endpoint's limit", async () => {
+    expect((await runCli(["stats"], dbOnly())).stdout).toMatch(/^webhooks waiting {3}none$/m);
+    const [a, b] = [await endpoint(), await endpoint({ url: "https://hooks.example.com/other" })];
+    await delivery(a.id, "pending", [], { createdAt: "2026-12-06T12:00:00Z" });
+    await delivery(a.id, "pending");
+    await delivery(b.id, "pending");
+    // Attempted once already (its retry waits in QStash on its own schedule), or finished: not counted.
+    await delivery(b.id, "pending", [503]);
+    await delivery(b.id, "delivered", [200]);
+    const text = (await runCli(["stats"], dbOnly())).stdout;
+    expect(text).toMatch(
+      /^webhooks waiting {3}3 deliveries to 2 endpoints not attempted yet, the oldest created 2026-12-06T12:00:00\.000Z \(webhooks list: each endpoint's pending\)$/m,
+    );
+    const json = JSON.parse((await runCli(["stats", "--json"], dbOnly())).stdout);
+    expect(json.webhookDeliveriesWaiting).toEqual({
+      deliveries: 3,
+      endpoints: 2,
+      oldestSince: "2026-12-06T12:00:00.000Z",
+    });
+  });
+
   it("says what is unknown or malformed, before the database for a malformed id", async () => {
     const unknown = "7d0c5d8e-3a52-4d4e-9c51-0f3f4b0e2f11";
     const missing = await runCli(["webhooks", "delivery", unknown, "--json"], dbOnly());

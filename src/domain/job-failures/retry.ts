@@ -1,3 +1,4 @@
+import { deliveriesWaiting, type DeliveriesWaiting } from "../webhooks/lag.ts";
 import { and, eq, isNull, sql, type SQL } from "drizzle-orm";
 import {
   alerts,
@@ -473,6 +474,8 @@ function ofSubscription(subscription: string | undefined): SQL {
 export type OperatorStats = Stats & {
   jobFailuresNotRetried: number;
   waitLists: WaitListReading[];
+  /** Webhook deliveries not attempted yet: queued behind their endpoints' limits, which waitLists do not read. */
+  webhookDeliveriesWaiting: DeliveriesWaiting;
   /** The cron sweep's last run and whether it needs looking at (ADR 0040). */
   sweep: SweepView;
 };
@@ -484,13 +487,14 @@ export type OperatorStats = Stats & {
  * and the cron sweep's last run, without which nothing raises the other alerts (ADR 0040).
  */
 export async function operatorStats(pool: Queryable, db: Db): Promise<OperatorStats> {
-  const [core, notRetried, waitLists, sweep] = await Promise.all([
+  const [core, notRetried, waitLists, webhookDeliveriesWaiting, sweep] = await Promise.all([
     stats(pool),
     countOpenFailures(db),
     readWaitLists(db),
+    deliveriesWaiting(db),
     sweepView(db),
   ]);
-  return { ...core, jobFailuresNotRetried: notRetried, waitLists, sweep };
+  return { ...core, jobFailuresNotRetried: notRetried, waitLists, webhookDeliveriesWaiting, sweep };
 }
 
 /** "5 job failures are still not retried", said after a resolve that answered none of them. */

@@ -165,3 +165,27 @@ export function laggingOf(endpoint: SQL): SQL<Lagging | null> {
       WHERE a.kind = 'webhook.endpoint_lagging' AND a.resolved_at IS NULL
         AND a.details->>'endpointId' = (${endpoint})::text)`;
 }
+
+/** Webhook deliveries not attempted yet, across every endpoint (`stats`, `GET /admin/stats`). */
+export interface DeliveriesWaiting {
+  deliveries: number;
+  endpoints: number;
+  /** When the oldest of them was created; null when there are none. */
+  oldestSince: string | null;
+}
+
+/**
+ * The deliveries still waiting for their first attempt, on the index the lag check
+ * reads: most are queued in QStash behind their endpoint's 10 in flight (ADR 0028),
+ * which the subscriptions' wait lists do not cover, so `stats` said "waiting in
+ * QStash: none" beside 420 deliveries queued for one slow receiver.
+ */
+export async function deliveriesWaiting(db: Db): Promise<DeliveriesWaiting> {
+  const [row] = await queryRows<DeliveriesWaiting>(
+    db,
+    sql`SELECT count(*)::int AS deliveries, count(DISTINCT endpoint_id)::int AS endpoints,
+               ${isoTime(sql`min(created_at)`)} AS "oldestSince"
+          FROM webhook_deliveries WHERE status = 'pending' AND attempts = 0`,
+  );
+  return row ?? { deliveries: 0, endpoints: 0, oldestSince: null };
+}
