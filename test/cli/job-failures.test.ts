@@ -178,5 +178,6 @@ describe("outbox job-failures", () => {
     expect(noQStash.code).toBe(2);
     expect(noQStash.stderr).toMatch(/QSTASH_TOKEN is not set/);
     expect(await jobFailureRow(t.pool, id)).toEqual({ retried_at: null, retry_message_id: null });
-  });
+    // Eleven CLI processes, ten of them at once: near the 30 s default on a loaded 2-core machine.
+  }, 60_000);
 });
