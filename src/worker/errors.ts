@@ -201,7 +201,7 @@ export function handleError(err: Error, c: Context<HonoEnv>) {
       "SERVICE_UNAVAILABLE",
       `the database is unavailable (${unavailable}); try again shortly. A write cut off this way may or may not ` +
         "have committed: resend it with the Idempotency-Key it was sent with (it lands once); without one, " +
-        "read it back before sending it again",
+        "a resent create may land twice (a tenant has no listing to check first), so send writes with a key",
     );
   return errorResponse(
     c,

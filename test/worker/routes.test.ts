@@ -81,6 +81,10 @@ describe("a database out of reach", () => {
         expect(res.body.error.message).toMatch(
           /database is unavailable \(connection lost or refused\).*may or may not have committed/,
         );
+        // Advice a client can follow: a tenant cannot list its notes to read a create back.
+        expect(res.body.error.message).toMatch(
+          /without one, a resent create may land twice .*send writes with a key$/,
+        );
       }
     } finally {
       errors.mockRestore();
