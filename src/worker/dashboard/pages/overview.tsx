@@ -44,9 +44,9 @@ function Card({ label, value, tone, href }: { label: string; value: string; tone
       <div class="value">
         {href ? (
           <a href={href}>
+            {/* A link read alone ("3") says what it counts, name first: "1 open alerts" read badly. */}
+            <Unseen>{`${label} `}</Unseen>
             {value}
-            {/* A link read alone ("3") says what it counts. */}
-            <Unseen>{` ${label.toLowerCase()}`}</Unseen>
           </a>
         ) : (
           value
