@@ -106,18 +106,17 @@ export const webhooksCommand: Command = ({ options, sub, rest }) => {
   if (sub === "enable" || sub === "disable") {
     const id = oneId(rest, sub, "webhook endpoint");
     return async (io) => {
+      const db = dbOf(io.pool);
+      // Read first only to say "already": the update decides, and keeps the first reason.
+      const before = await findEndpointRow(db, id);
       // Only `enabled` changes, so no URL is checked and the policy is never read.
-      const endpoint = await updateEndpoint(
-        dbOf(io.pool),
-        id,
-        { enabled: sub === "enable" },
-        { allowPrivate: false },
-      );
+      const endpoint = await updateEndpoint(db, id, { enabled: sub === "enable" }, { allowPrivate: false });
+      const already = before.enabled === endpoint.enabled ? "already " : "";
       io.print(endpoint, () =>
         endpoint.enabled
-          ? `webhook endpoint ${id} is enabled; its failed deliveries stay failed: webhooks recover ${id} --since <time>`
+          ? `webhook endpoint ${id} is ${already}enabled; its failed deliveries stay failed: webhooks recover ${id} --since <time>`
           : // Its queued jobs fail, not wait: an operator who meant to pause it must know.
-            `webhook endpoint ${id} is disabled (${endpoint.disabledReason}); it gets no new deliveries, ` +
+            `webhook endpoint ${id} is ${already}disabled (${endpoint.disabledReason}); it gets no new deliveries, ` +
             `and those pending fail without a request (once enabled, webhooks recover ${id} sends them again)`,
       );
       return 0;

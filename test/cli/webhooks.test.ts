@@ -589,6 +589,10 @@ describe("outbox webhooks: what an operator fixes", () => {
       `webhook endpoint ${endpointId} is disabled (disabled by an operator); it gets no new deliveries, ` +
         `and those pending fail without a request (once enabled, webhooks recover ${endpointId} sends them again)`,
     );
+    // Said again, it says so, and keeps the first reason.
+    expect((await runCli(["webhooks", "disable", endpointId], dbOnly())).stdout).toMatch(
+      new RegExp(`^webhook endpoint ${endpointId} is already disabled \\(disabled by an operator\\);`),
+    );
     const refused = await runCli(["webhooks", "redeliver", id, "--json"], withQStash());
     expect(refused.code).toBe(1);
     expect(JSON.parse(refused.stdout).error).toEqual({
@@ -620,6 +624,9 @@ describe("outbox webhooks: what an operator fixes", () => {
     });
     expect((await runCli(["webhooks", "list"], dbOnly())).stdout).toMatch(
       new RegExp(`${endpointId}.*healthy`),
+    );
+    expect((await runCli(["webhooks", "enable", endpointId], dbOnly())).stdout).toMatch(
+      new RegExp(`^webhook endpoint ${endpointId} is already enabled;`),
     );
     expect((await runCli(["webhooks", "redeliver", id], withQStash())).code).toBe(0);
     expect(deliverJobs()).toHaveLength(1);
