@@ -51,16 +51,44 @@ export function validFor<Target extends keyof ValidationTargets, Schema extends 
   );
 }
 
+/**
+ * `valid` without the throw: the handler gets `{ ok: true, data }`, or `{ ok: false,
+ * issues, input }` with the issues a 400 would name and what was sent, for a page that
+ * answers a refused form with the form again (the dashboard's events filter).
+ */
+export function validOrIssues<Target extends keyof ValidationTargets, Schema extends z.ZodType>(
+  target: Target,
+  schema: Schema,
+) {
+  return bodyFirst(
+    target,
+    validator(target, (value) => checkInput(target, schema, value)),
+  );
+}
+
+/** What valid and validOrIssues check: storable text, then the schema, in the API's words. */
+async function checkInput<Schema extends z.ZodType>(
+  target: keyof ValidationTargets,
+  schema: Schema,
+  value: unknown,
+): Promise<
+  { ok: true; data: z.output<Schema> } | { ok: false; issues: FieldIssue[]; input: Record<string, unknown> }
+> {
+  refuseUnstorable(value, describe(target));
+  const result = await schema.safeParseAsync(value, { error: plainWords(target) });
+  if (result.success) return { ok: true, data: result.data as z.output<Schema> };
+  return { ok: false, issues: toFieldIssues(result.error, value), input: value as Record<string, unknown> };
+}
+
 async function parseOrThrow<Schema extends z.ZodType>(
   c: Context<HonoEnv>,
   target: keyof ValidationTargets,
   schema: Schema,
   value: unknown,
 ): Promise<z.output<Schema>> {
-  refuseUnstorable(value, describe(target));
-  const result = await schema.safeParseAsync(value, { error: plainWords(target) });
-  if (result.success) return result.data as z.output<Schema>;
-  throw invalidInput(`invalid ${describe(target)}`, toFieldIssues(result.error, value));
+  const checked = await checkInput(target, schema, value);
+  if (checked.ok) return checked.data;
+  throw invalidInput(`invalid ${describe(target)}`, checked.issues);
 }
 
 /**

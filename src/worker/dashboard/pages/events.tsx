@@ -9,7 +9,7 @@ import {
   type EventFilter,
   type EventRow,
 } from "../../../outbox/index.ts";
-import { plainWords, refuseUnstorable, toFieldIssues } from "../../validate.ts";
+import { validOrIssues } from "../../validate.ts";
 import type { DashboardEnv } from "../env.ts";
 import { focusedOnLoad, IdLink, Pager, StateBadge, render, Table, time } from "../layout.tsx";
 
@@ -209,22 +209,16 @@ function FilterForm({
   );
 }
 
-/** The query as Hono's validator reads it: a parameter given twice is an array, and refused as one. */
-function rawQuery(queries: Record<string, string[]>): Record<string, string | string[]> {
-  return Object.fromEntries(Object.entries(queries).map(([k, v]) => [k, v.length === 1 ? v[0]! : v]));
-}
-
 export function registerEvents(dashboard: Hono<DashboardEnv>) {
-  dashboard.get("/events", async (c) => {
-    const raw = rawQuery(c.req.queries());
-    refuseUnstorable(raw, "query");
-    const parsed = eventsQuery.safeParse(raw, { error: plainWords("query") });
-    if (!parsed.success) {
+  dashboard.get("/events", validOrIssues("query", eventsQuery), async (c) => {
+    const checked = c.req.valid("query");
+    if (!checked.ok) {
       // The form again with what was typed and why it was refused, not a page whose
       // one link led away from it (a walkthrough lost the filter it had typed).
-      const issues = toFieldIssues(parsed.error, raw);
+      const { issues } = checked;
+      // A parameter given twice arrives as an array (refused as one): its last value is shown.
       const typed = Object.fromEntries(
-        Object.entries(raw).map(([k, v]) => [k, Array.isArray(v) ? v.at(-1) : v]),
+        Object.entries(checked.input).map(([k, v]) => [k, Array.isArray(v) ? v.at(-1) : v]),
       ) as FilterValues;
       return render(
         c,
@@ -244,7 +238,7 @@ export function registerEvents(dashboard: Hono<DashboardEnv>) {
         400,
       );
     }
-    const q = parsed.data;
+    const q = checked.data;
     const filter: EventFilter = {
       state: q.state,
       type: q.type,
