@@ -1,4 +1,3 @@
-import { deliveriesWaiting, type DeliveriesWaiting } from "../webhooks/lag.ts";
 import { and, eq, isNull, sql, type SQL } from "drizzle-orm";
 import {
   alerts,
@@ -19,6 +18,7 @@ import type { Db } from "../db.ts";
 import { readWaitLists, type WaitListReading } from "../subscription-backlog.ts";
 import { sweepView, type SweepView } from "../sweep-runs.ts";
 import { SUBSCRIPTION_NAMES, subscriptions } from "../subscriptions.ts";
+import { deliveriesWaiting, type DeliveriesWaiting } from "../webhooks/lag.ts";
 import { queryRows, textArray } from "../webhooks/rows.ts";
 
 /**

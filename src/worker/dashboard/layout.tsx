@@ -69,6 +69,7 @@ addEventListener("keydown", (event) => {
 const watched = document.querySelector("[data-watch]");
 if (watched) {
   const [says, link] = watched.children;
+  const every = Number(watched.dataset.every) * 1000;
   says.textContent = "Watching: what settles shows here, without a reload. ";
   link.textContent = "Stop watching";
   const stopped = (why) => {
@@ -87,14 +88,14 @@ if (watched) {
     }
     const nextMain = next.getElementById("main");
     if (!nextMain) return stopped("Stopped watching: the page could not be read.");
-    if (next.querySelector("[data-watch]")) return void setTimeout(look, Number(watched.dataset.every) * 1000);
+    if (next.querySelector("[data-watch]")) return void setTimeout(look, every);
     const main = document.getElementById("main");
     main.replaceChildren(...Array.from(nextMain.childNodes, (node) => document.importNode(node, true)));
     document.title = next.title;
     enhance();
     (document.getElementById("notice") ?? main).focus();
   };
-  setTimeout(look, Number(watched.dataset.every) * 1000);
+  setTimeout(look, every);
 }`;
 
 /**
@@ -126,20 +127,15 @@ interface PageProps {
 }
 
 function Page({ title, section, nonce, refresh, children }: PageProps) {
+  const reload = refresh ? (
+    <meta http-equiv="refresh" content={`${refresh.seconds}; url=${refresh.url}`} />
+  ) : null;
   return (
     <html lang="en">
       <head>
         <meta charset="utf-8" />
         <meta name="viewport" content="width=device-width, initial-scale=1" />
-        {refresh ? (
-          refresh.watch ? (
-            <noscript>
-              <meta http-equiv="refresh" content={`${refresh.seconds}; url=${refresh.url}`} />
-            </noscript>
-          ) : (
-            <meta http-equiv="refresh" content={`${refresh.seconds}; url=${refresh.url}`} />
-          )
-        ) : null}
+        {refresh?.watch ? <noscript>{reload}</noscript> : reload}
         <title>{`${title} · edge-outbox`}</title>
         <link rel="stylesheet" href="/dashboard/assets/dashboard.css" />
         <link rel="icon" href="/dashboard/assets/icon.svg" type="image/svg+xml" />
