@@ -89,23 +89,34 @@ export function isBearer(header: string): boolean {
 }
 
 /**
- * A domain write takes its input in its body. A query parameter on one was ignored:
+ * A write takes its input in its body. A query parameter on one was ignored:
  * `POST /notes?scope=globex` wrote into the key's own scope, answering 201, to a
- * caller who thought it had named another. Refused before the write runs, as every
- * route refuses a field it does not know. Reads keep their own query rules.
+ * caller who thought it had named another; `DELETE /admin/webhooks/endpoints/<id>?dryRun=true`
+ * deleted the endpoint. Refused before the write runs, as every route refuses a field
+ * it does not know. Reads keep their own query rules.
  */
-export const noQueryOnWrites: MiddlewareHandler<HonoEnv> = async (c, next) => {
+function refuseQueryOnWrite(c: Context<HonoEnv>): void {
   // Only a request some route takes: `POST /notes/search?q=x` is a 405 and
   // `DELETE /nothing?x=1` a 404, which this 400 had answered before routing could.
   const routed = () => matchedRoutes(c).some((route) => route.method === c.req.method);
-  if (isDomainPath(c.req.path) && !isSafeMethod(c.req.method) && routed()) {
-    const names = [...new Set(new URL(c.req.url).searchParams.keys())];
-    if (names.length > 0)
-      throw issueError(
-        "BAD_REQUEST",
-        "a write takes its input in its JSON body, not the query",
-        names.map((name) => ({ path: `query.${name}`, message: "is not a known field" })),
-      );
-  }
+  if (isSafeMethod(c.req.method) || !routed()) return;
+  const names = [...new Set(new URL(c.req.url).searchParams.keys())];
+  if (names.length > 0)
+    throw issueError(
+      "BAD_REQUEST",
+      "a write takes its input in its JSON body, not the query",
+      names.map((name) => ({ path: `query.${name}`, message: "is not a known field" })),
+    );
+}
+
+/** refuseQueryOnWrite for the domain's routes, after the tenant's key is checked. */
+export const noQueryOnWrites: MiddlewareHandler<HonoEnv> = async (c, next) => {
+  if (isDomainPath(c.req.path)) refuseQueryOnWrite(c);
+  await next();
+};
+
+/** refuseQueryOnWrite for the operator's routes, mounted after their token is checked. */
+export const noQueryOnOperatorWrites: MiddlewareHandler<HonoEnv> = async (c, next) => {
+  refuseQueryOnWrite(c);
   await next();
 };

@@ -117,6 +117,53 @@ describe("a write's query string", () => {
     expect((await call(app, env(), "POST", "/notes?scope=globex", { title: "t" })).status).toBe(401);
   });
 
+  it("on an operator's write is refused too: DELETE …/endpoints/<id>?dryRun=true deleted the endpoint", async () => {
+    const asOperator = (method: string, path: string, body?: unknown) =>
+      call(app, env(), method, path, body, { headers: { authorization: `Bearer ${env().ADMIN_TOKEN}` } });
+    const created = await asOperator("POST", "/admin/webhooks/endpoints", {
+      url: "https://hooks.example.com/in",
+      scope: null,
+    });
+    expect(created.status).toBe(201);
+    const endpoint = `/admin/webhooks/endpoints/${created.body.endpoint.id as string}`;
+    const keys = async () =>
+      (await t.pool.query("SELECT count(*)::int AS n FROM api_keys")).rows[0].n as number;
+    const keysBefore = await keys();
+    const key = await asOperator("POST", "/admin/api-keys", { scope: "acme", name: "kept" });
+    expect(key.status).toBe(201);
+    const keyPath = `/admin/api-keys/${key.body.apiKey.id as string}`;
+
+    for (const [method, path, body] of [
+      ["DELETE", `${endpoint}?dryRun=true`, undefined],
+      ["PATCH", `${endpoint}?enabled=false`, { description: "changed" }],
+      ["POST", "/admin/api-keys?scope=x", { scope: "acme", name: "q" }],
+      ["DELETE", `${keyPath}?dryRun=1`, undefined],
+      ["POST", "/admin/events/requeue-poisoned?upTo=now", { upTo: new Date().toISOString() }],
+    ] as const) {
+      const refused = await asOperator(method, path, body);
+      expect(refused.status, `${method} ${path}`).toBe(400);
+      expect(refused.body.error.issues[0].message, `${method} ${path}`).toBe("is not a known field");
+    }
+    // A DELETE takes no body either: one saying {"confirm": false} deleted.
+    for (const path of [endpoint, keyPath]) {
+      const refused = await asOperator("DELETE", path, { confirm: false });
+      expect(refused.status, path).toBe(400);
+      expect(refused.body.error.issues, path).toEqual([{ path: "confirm", message: "is not a known field" }]);
+    }
+    // Nothing was done: the endpoint is there unchanged, the key unrevoked, no key made.
+    const kept = await asOperator("GET", endpoint);
+    expect(kept.status).toBe(200);
+    expect(kept.body.endpoint.description).toBe(created.body.endpoint.description);
+    expect(kept.body.endpoint.enabled).toBe(true);
+    const listed = await asOperator("GET", "/admin/api-keys");
+    const mine = listed.body.apiKeys.find((k: { id: string }) => k.id === key.body.apiKey.id);
+    expect(mine.revokedAt).toBeNull();
+    expect(await keys()).toBe(keysBefore + 1);
+    // Without the token the answer is still the 401, whatever the query.
+    expect((await call(app, env(), "DELETE", `${endpoint}?dryRun=true`)).status).toBe(401);
+    expect((await asOperator("DELETE", endpoint)).status).toBe(200);
+  });
+
   it("on a read by id, which takes none, is refused too: ?scope=other read the key's own", async () => {
     const note = await asTenant("POST", "/notes", { title: "read by id" });
     const supplier = await asTenant("POST", "/suppliers", { name: "Read By Id Ltd" });

@@ -2,7 +2,7 @@ import { z } from "zod";
 import { apiKeyInput, createApiKey, listApiKeys, revokeApiKey } from "../../domain/api-keys/keys.ts";
 import type { App } from "../new-app.ts";
 import { ApiError } from "../errors.ts";
-import { valid } from "../validate.ts";
+import { noBody, valid } from "../validate.ts";
 import { ID } from "./params.ts";
 
 /**
@@ -21,7 +21,7 @@ export function registerAdminApiKeys(app: App) {
     c.json({ apiKeys: await listApiKeys(c.var.db) }),
   );
 
-  app.delete(`/admin/api-keys/${ID}`, async (c) => {
+  app.delete(`/admin/api-keys/${ID}`, noBody, async (c) => {
     const revoked = await revokeApiKey(c.var.db, c.req.param("id"));
     if (!revoked) throw new ApiError("NOT_FOUND", `API key ${c.req.param("id")} not found`);
     return c.json({ apiKey: revoked.apiKey });

@@ -35,6 +35,7 @@ import type { App } from "../new-app.ts";
 import { ApiError, orUnavailable } from "../errors.ts";
 import { isSafeMethod } from "../methods.ts";
 import { publisherFor } from "../relay.ts";
+import { noQueryOnOperatorWrites } from "../tenant-auth.ts";
 import { invalidInput, noBody, noQuery, valid } from "../validate.ts";
 import { ID } from "./params.ts";
 import { eventWaitingNotes } from "../../domain/webhooks/fanout.ts";
@@ -108,6 +109,7 @@ const jobFailuresQuery = z.strictObject({ limit, before, subscription: subscript
  */
 export function registerAdmin(app: App) {
   app.use("/admin/*", adminAuth);
+  app.use("/admin/*", noQueryOnOperatorWrites);
   app.use("/admin/*", async (c, next) => {
     // Said, not ignored: a client that counts on the key would create twice when it
     // resends. Operator writes are not remembered: the creates' answers hold a

@@ -59,7 +59,7 @@ export function registerWebhookEndpoints(app: App) {
     },
   );
 
-  app.delete(`/admin/webhooks/endpoints/${ID}`, async (c) => {
+  app.delete(`/admin/webhooks/endpoints/${ID}`, noBody, async (c) => {
     const id = c.req.param("id");
     await removeEndpoint(c.var.db, id);
     return c.json({ deleted: id });
