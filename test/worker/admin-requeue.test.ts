@@ -48,6 +48,27 @@ describe("POST /admin/events/requeue-poisoned", () => {
     expect(await poisoned()).toEqual(["supplier.connected"]);
   });
 
+  it("takes back the poisonedAt the API showed: to the millisecond, while Postgres keeps the microsecond", async () => {
+    const [seen, later] = await seedEvents(t.pool, 2, { type: "supplier.connected" });
+    await poisonAt([seen!], "2026-12-07T08:43:52.141975Z");
+    await poisonAt([later!], "2026-12-07T08:43:52.142001Z");
+    const listed = await call(app, env, "GET", "/admin/events?state=poisoned", undefined, {
+      headers: { authorization: `Bearer ${env.ADMIN_TOKEN}` },
+    });
+    const shown = listed.body.events.find((e: { id: string }) => e.id === seen).poisonedAt as string;
+    expect(shown).toBe("2026-12-07T08:43:52.141Z");
+
+    // Sent back as read, it was short of its own event's 52.141975 and requeued nothing.
+    expect((await requeuePoisoned({ upTo: shown })).body).toEqual({ requeued: 1, more: false });
+    expect(await poisoned()).toEqual(["supplier.connected"]);
+    // A time given to the second takes that whole second in.
+    expect((await requeuePoisoned({ upTo: "2026-12-07T08:43:52Z" })).body).toEqual({
+      requeued: 1,
+      more: false,
+    });
+    expect(await poisoned()).toEqual([]);
+  });
+
   it("refuses a body it cannot read, naming the field, and a caller without the token", async () => {
     const cases: [unknown, string][] = [
       [{}, "upTo"],

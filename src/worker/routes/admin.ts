@@ -68,12 +68,27 @@ const requeueBody = z.strictObject({
 const requeuePoisonedBody = z.strictObject({
   // The newest poisoning the operator saw: one poisoned later (its cause not fixed
   // yet) is not put back unseen.
-  upTo: z.iso.datetime({
-    offset: true,
-    message: "must be a time in ISO 8601 with its offset, e.g. 2026-12-05T18:00:00Z",
-  }),
+  upTo: z.iso
+    .datetime({
+      offset: true,
+      message: "must be a time in ISO 8601 with its offset, e.g. 2026-12-05T18:00:00Z",
+    })
+    .transform(throughItsLastDigit),
   type: singleLine(200).refine(isTypeGlob, TYPE_GLOB_RULE).optional(),
 });
+
+/**
+ * A time as the whole of its last given digit: `…:52.141Z` is up to `…:52.141999Z`.
+ * The API shows `poisonedAt` to the millisecond (a JSON Date) and Postgres keeps the
+ * microsecond, so the `poisonedAt` an operator read back and sent as `upTo` fell
+ * short of its own event, and requeued nothing. Digits past the microsecond are
+ * Postgres's to round, as before.
+ */
+function throughItsLastDigit(time: string): string {
+  const [, clock, fraction = "", offset] = /^(.*T\d\d:\d\d(?::\d\d)?)(?:\.(\d+))?(.*)$/.exec(time)!;
+  const toTheSecond = /:\d\d:\d\d$/.test(clock!) ? clock : `${clock}:59`;
+  return `${toTheSecond}.${fraction.padEnd(6, "9")}${offset}`;
+}
 
 const resolveKindBody = z.strictObject({
   kind: singleLine(200),
