@@ -75,9 +75,19 @@ export function queryFailureText(
   return `query failed: ${why}; the statement, its parameters withheld: ${error.query.replace(/\s+/g, " ").trim()}`;
 }
 
-/** Input an operator or caller got wrong (a malformed id, an unknown state): a 400, not a fault. */
+/**
+ * Input an operator or caller got wrong (a malformed id, an unknown state): a 400, not a
+ * fault. `field` names the input it is about, for the API's `issues`, as a schema's
+ * refusal names it; the message then starts with `<field>: `.
+ */
 export class InvalidInputError extends Error {
   override readonly name = "InvalidInputError";
+  constructor(
+    message: string,
+    readonly field?: string,
+  ) {
+    super(message);
+  }
 }
 
 /**

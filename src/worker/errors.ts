@@ -162,7 +162,12 @@ export function handleError(err: Error, c: Context<HonoEnv>) {
     return errorResponse(c, err.code, err.message, err.issues);
   }
   if (err instanceof DomainError) return errorResponse(c, domainToCode[err.code], err.message);
-  if (err instanceof InvalidInputError) return errorResponse(c, "BAD_REQUEST", err.message);
+  if (err instanceof InvalidInputError) {
+    const { field, message } = err;
+    const issues =
+      field === undefined ? undefined : [{ path: field, message: message.replace(`${field}: `, "") }];
+    return errorResponse(c, "BAD_REQUEST", message, issues);
+  }
   if (err instanceof HTTPException) {
     // Raised by Hono itself, e.g. a body that is not JSON, a bodyLimit, bearerAuth.
     const code = httpStatusToCode(err.status);

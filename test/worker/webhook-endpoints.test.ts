@@ -568,6 +568,14 @@ describe("webhook deliveries (reads of the delivery log)", () => {
       expect(refused.body.error.message).toBe(
         "cursor: belongs to another list, or to this one with other filters: ask again without it, from the first page",
       );
+      // Named as every other refused field is, for a script that reads `issues`.
+      expect(refused.body.error.issues, path).toEqual([
+        {
+          path: "cursor",
+          message:
+            "belongs to another list, or to this one with other filters: ask again without it, from the first page",
+        },
+      ]);
     }
     // The same list with its id in capitals is the same list.
     const upper = await admin(

@@ -174,6 +174,7 @@ export function assertCursorOf(cursor: Cursor | undefined, list: string): void {
   if (cursor?.list !== undefined && cursor.list !== list)
     throw new InvalidInputError(
       "cursor: belongs to another list, or to this one with other filters: ask again without it, from the first page",
+      "cursor",
     );
 }
 
