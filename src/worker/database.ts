@@ -4,6 +4,7 @@ import { drizzle } from "drizzle-orm/neon-serverless";
 import type { Db } from "../domain/db.ts";
 import type { Queryable, SqlPool } from "../outbox/index.ts";
 import type { Config, HonoEnv } from "./env.ts";
+import { asError } from "./errors.ts";
 import { useLocalWsProxy } from "./neon.ts";
 
 export interface OpenedDatabase {
@@ -50,8 +51,21 @@ export const openNeonDatabase: OpenDatabase = (config) => {
   // during end() only by Node's codes (ECONNRESET, EPIPE), and in workerd the
   // Neon socket reports the same event as a code-less "Network connection lost",
   // which was logged for every idle connection a request's pool ended.
-  pool.on("error", (error: Error) => {
-    if (!ending) console.error("database pool:", error.message);
+  // In workerd the error is often the WebSocket's ErrorEvent, whose message reads
+  // "Uncaught Error: Network connection lost.": its own error's words, not that.
+  pool.on("error", (error: unknown) => {
+    if (!ending) console.error("database pool:", asError(error).message);
+  });
+  // pg-pool listens to a client's "error" only while the client is idle: one taken
+  // with connect() (Drizzle's transactions, one-trip writes) has no listener, so a
+  // connection lost while held was thrown out of the WebSocket's event, which workerd
+  // logs as "Uncaught Error: Connection terminated unexpectedly" (or the server's
+  // FATAL, or "Unhandled error." with the socket's ErrorEvent): near a hundred lines
+  // for one database blip under load. Nothing is lost to hear it here: the query
+  // running fails with the same error (a later one "not queryable"), and its caller
+  // answers and logs it; release() then drops the connection.
+  pool.on("connect", (client: { on(event: "error", listener: () => void): unknown }) => {
+    client.on("error", () => undefined);
   });
   const close = () => {
     ending = true;

@@ -1,8 +1,9 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { configureNeonForWsProxy, startWsProxy, type WsProxy } from "../../infra/ws-proxy.ts";
 import { MAX_CONNECTIONS_PER_INVOCATION, openNeonDatabase } from "../../src/worker/database.ts";
 import type { Config } from "../../src/worker/env.ts";
 import { useTestDatabase } from "../support/db.ts";
+import { waitFor } from "../support/helpers.ts";
 
 // One invocation's pool never holds more than its bound, however many queries it
 // starts at once: the rest wait for a connection instead of opening one.
@@ -63,4 +64,53 @@ describe("connections per invocation", () => {
       await close();
     }
   }, 30_000);
+});
+
+describe("a connection lost while a request holds it", () => {
+  it("fails the holder's next query, and nothing throws out of the socket's event", async () => {
+    // A connection taken with connect() (Drizzle's transactions, one-trip writes) has
+    // no listener of pg-pool's. Unheard, the driver threw the loss from the socket's
+    // event: in workerd an "Uncaught" line per connection, ~100 for one database blip.
+    const uncaught: unknown[] = [];
+    const record = (error: unknown) => void uncaught.push(error);
+    process.on("uncaughtException", record);
+    const { pool, close } = openInvocationDatabase();
+    try {
+      const client = await pool.connect();
+      const { rows } = (await client.query("SELECT pg_backend_pid() AS pid")) as { rows: { pid: number }[] };
+      const pid = rows[0]!.pid;
+      // Between two of its queries, as a transaction is while its route works.
+      await t.pool.query("SELECT pg_terminate_backend($1)", [pid]);
+      await waitFor(async () => {
+        const { rowCount } = await t.pool.query("SELECT 1 FROM pg_stat_activity WHERE pid = $1", [pid]);
+        return rowCount === 0;
+      });
+      await new Promise((r) => setTimeout(r, 200));
+      // The holder learns of it from its next query, as a 503's reason says.
+      await expect(client.query("SELECT 1")).rejects.toThrow(/not queryable|terminat/);
+      client.release(true);
+    } finally {
+      process.off("uncaughtException", record);
+      await close();
+    }
+    expect(uncaught).toEqual([]);
+  });
+
+  it("logs a connection lost while idle by its own words, not workerd's event's 'Uncaught Error: …'", async () => {
+    const errors = vi.spyOn(console, "error").mockImplementation(() => undefined);
+    const { pool, close } = openInvocationDatabase();
+    try {
+      // What workerd's WebSocket reports (routes.test.ts has the same shape).
+      const socketEvent = {
+        type: "error",
+        message: "Uncaught Error: Network connection lost.",
+        error: new Error("Network connection lost."),
+      };
+      (pool as unknown as { emit(event: "error", error: unknown): void }).emit("error", socketEvent);
+      expect(errors.mock.calls).toEqual([["database pool:", "Network connection lost."]]);
+    } finally {
+      errors.mockRestore();
+      await close();
+    }
+  });
 });
