@@ -149,7 +149,10 @@ export function createScheduled(
       await recordSweepFailed(db, message.slice(0, 1000)).catch((e: unknown) =>
         console.error("sweep failure not recorded:", (e as Error).message),
       );
-      throw error;
+      // Thrown so the platform counts the run failed, in the same words: the error
+      // itself was drizzle's, whose message workerd printed as "Uncaught Error: Failed
+      // query: … params: …", the parameters the line above leaves out.
+      throw new Error(`sweep failed ${message}`);
     } finally {
       ctx.waitUntil(close().catch((e) => console.error("database close:", e)));
     }

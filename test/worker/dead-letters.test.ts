@@ -256,9 +256,7 @@ describe("the sweep records jobs whose failure callback never reached us", () =>
       CREATE TRIGGER refuse BEFORE INSERT ON job_failures FOR EACH ROW EXECUTE FUNCTION refuse();`);
     try {
       const error = vi.spyOn(console, "error").mockImplementation(() => undefined);
-      await expect(sweep()).rejects.toMatchObject({
-        cause: expect.objectContaining({ message: "job_failures is refusing rows" }),
-      });
+      await expect(sweep()).rejects.toThrow(/"dead letters" step: .*job_failures is refusing rows/);
       error.mockRestore();
       expect(await dlqUrls()).toEqual([jobUrl(publicUrl, "_failed"), jobUrl(publicUrl, "corpus.index")]);
     } finally {
