@@ -26,6 +26,8 @@ const errorCodes = {
   NOT_FOUND: { status: 404 },
   METHOD_NOT_ALLOWED: { status: 405 },
   CONFLICT: { status: 409 },
+  // An If-Match that no longer names the resource: it changed since it was read.
+  PRECONDITION_FAILED: { status: 412 },
   PAYLOAD_TOO_LARGE: { status: 413 },
   UNSUPPORTED_MEDIA_TYPE: { status: 415 },
   // An Idempotency-Key sent again with another request (idempotency.ts).

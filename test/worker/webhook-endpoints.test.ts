@@ -372,6 +372,60 @@ describe("webhook endpoint routes: create, list, get, patch, delete", () => {
     );
   });
 
+  it("PATCH with If-Match applies only over what was read: two scripts' edits no longer undo each other unseen", async () => {
+    const { endpoint } = await create({ url: "https://etag.example.com/in", scope: null });
+    const path = `/admin/webhooks/endpoints/${endpoint.id}`;
+    const patch = (body: unknown, ifMatch: string) =>
+      call(app, env, "PATCH", path, body, { headers: { ...auth.headers, "if-match": ifMatch } });
+    const read = await admin("GET", path);
+    const etag = read.headers.get("etag")!;
+    expect(etag).toMatch(/^"[0-9a-f]{64}"$/);
+    expect((await admin("GET", path)).headers.get("etag")).toBe(etag);
+
+    // Script A saves over what it read, and is handed the new version.
+    const a = await patch({ description: "from A" }, etag);
+    expect(a.status).toBe(200);
+    const afterA = a.headers.get("etag")!;
+    expect(afterA).not.toBe(etag);
+    expect((await admin("GET", path)).headers.get("etag")).toBe(afterA);
+    // Script B read before A saved: refused, and A's change stands.
+    const b = await patch({ description: "from B" }, etag);
+    expect(b.status).toBe(412);
+    expect(b.body.error.code).toBe("PRECONDITION_FAILED");
+    expect(b.body.error.message).toMatch(/nothing was saved: GET it again/);
+    expect((await admin("GET", path)).body.endpoint.description).toBe("from A");
+
+    // A disable is a change too: an edit read before it would turn the endpoint back on.
+    expect((await admin("PATCH", path, { enabled: false })).status).toBe(200);
+    expect((await patch({ enabled: true }, afterA)).status).toBe(412);
+    expect((await admin("GET", path)).body.endpoint.enabled).toBe(false);
+
+    // A tag that is not one we hand out, or a weak one, matches nothing; `*` any endpoint.
+    const now = (await admin("GET", path)).headers.get("etag")!;
+    for (const tag of ['"bogus"', `W/${now}`, now.slice(1, -1)])
+      expect((await patch({ description: "x" }, tag)).status, tag).toBe(412);
+    expect((await patch({ description: "any" }, "*")).status).toBe(200);
+    const two = await patch({ description: "y" }, `${now}, "other"`);
+    expect(two.status).toBe(400);
+    expect(two.body.error.issues).toEqual([{ path: "header.if-match", message: "takes one ETag" }]);
+    expect((await admin("GET", path)).body.endpoint.description).toBe("any");
+    // Without If-Match a PATCH applies as before; for an endpoint that is gone, 404.
+    expect((await admin("PATCH", path, { description: "plain" })).status).toBe(200);
+    expect((await patch({ description: "z" }, now)).status).toBe(412);
+    const gone = `/admin/webhooks/endpoints/${missing}`;
+    const missingPatch = await call(
+      app,
+      env,
+      "PATCH",
+      gone,
+      { description: "z" },
+      {
+        headers: { ...auth.headers, "if-match": now },
+      },
+    );
+    expect(missingPatch.status).toBe(404);
+  });
+
   it("disabling records who did it; re-enabling clears the reason, when, and the failure streak", async () => {
     const { endpoint } = await create({ url: "https://toggle.example.com/", scope: null });
     const path = `/admin/webhooks/endpoints/${endpoint.id}`;

@@ -1,10 +1,11 @@
-import { and, eq, gte, sql } from "drizzle-orm";
+import { and, eq, getTableColumns, gte, sql } from "drizzle-orm";
 import type { Db } from "../db.ts";
 import { NotFoundError } from "../errors.ts";
 import { webhookAttempts, webhookDeliveries, webhookEndpoints } from "../schema.ts";
 import { laggingOf, type Lagging } from "./lag.ts";
 import { queryRows } from "./rows.ts";
 import { endpointView, type EndpointRow, type EndpointView } from "./schemas.ts";
+import { endpointEtag } from "./update.ts";
 
 const HEALTH_WINDOW_HOURS = 24;
 
@@ -38,8 +39,13 @@ export async function getEndpoint(
   db: Db,
   id: string,
   now: Date = new Date(),
-): Promise<{ endpoint: EndpointView; health: EndpointHealth }> {
-  const row = await findEndpointRow(db, id);
+): Promise<{ endpoint: EndpointView; health: EndpointHealth; etag: string }> {
+  // Its ETag read with it, so the ETag names the very values shown.
+  const [row] = await db
+    .select({ ...getTableColumns(webhookEndpoints), etag: endpointEtag })
+    .from(webhookEndpoints)
+    .where(eq(webhookEndpoints.id, id));
+  if (!row) throw new NotFoundError("webhook endpoint", id);
   const since = new Date(now.getTime() - HEALTH_WINDOW_HOURS * 3_600_000);
   const count = (filter?: ReturnType<typeof sql>) =>
     filter ? sql<number>`count(*) FILTER (WHERE ${filter})::int` : sql<number>`count(*)::int`;
@@ -68,6 +74,7 @@ export async function getEndpoint(
   const d = deliveries ?? { total: 0, delivered: 0, failed: 0, pending: 0 };
   const a = attempts ?? { total: 0, succeeded: 0 };
   return {
+    etag: row.etag,
     endpoint: endpointView(row, now),
     health: {
       windowHours: HEALTH_WINDOW_HOURS,

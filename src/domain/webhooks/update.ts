@@ -1,4 +1,4 @@
-import { and, eq, sql } from "drizzle-orm";
+import { and, eq, getTableColumns, sql, type SQL } from "drizzle-orm";
 import type { PgUpdateSetSource } from "drizzle-orm/pg-core";
 import type { Db } from "../db.ts";
 import { DomainError, NotFoundError } from "../errors.ts";
@@ -10,13 +10,33 @@ import type { UrlPolicy } from "./url-safety.ts";
 /** Why an endpoint is disabled when an operator, not the delivery engine, turned it off. */
 export const DISABLED_BY_OPERATOR = "disabled by an operator";
 
+/** A digest of the values given, one per line: none can hold a newline but the description, which goes last. */
+const digestOf = (...values: SQL[]) =>
+  sql<string>`encode(sha256(convert_to(${sql.join(values, sql` || E'\n' || `)}, 'UTF8')), 'hex')`;
+const typesText = sql`array_to_string(${webhookEndpoints.types}, E'\n')`;
+
 /**
  * A digest of the fields an edit form shows (url, types, description), read with
  * the form and compared when it is saved: a form saved over someone else's change
- * since would undo it unseen. Newlines cannot occur in a URL or a type glob, so
- * the joined text names one set of values.
+ * since would undo it unseen. An enable or disable since is not such a change: the
+ * form does not carry `enabled`, so saving it leaves that as it is.
  */
-export const editVersion = sql<string>`encode(sha256(convert_to(${webhookEndpoints.url} || E'\n' || array_to_string(${webhookEndpoints.types}, E'\n') || E'\n' || ${webhookEndpoints.description}, 'UTF8')), 'hex')`;
+export const editVersion = digestOf(
+  sql`${webhookEndpoints.url}`,
+  typesText,
+  sql`${webhookEndpoints.description}`,
+);
+
+/**
+ * The API's ETag: editVersion's fields and `enabled`, all a PATCH can set. A script
+ * that read the endpoint before another disabled it would turn it back on unseen.
+ */
+export const endpointEtag = digestOf(
+  sql`${webhookEndpoints.url}`,
+  typesText,
+  sql`${webhookEndpoints.enabled}::text`,
+  sql`${webhookEndpoints.description}`,
+);
 
 /** An edit saved from a form whose endpoint changed since the form was shown. */
 export class EndpointChangedError extends DomainError {
@@ -44,6 +64,17 @@ export async function updateEndpoint(
   policy: UrlPolicy,
   options: { ifVersion?: string } = {},
 ): Promise<EndpointView> {
+  return (await updateEndpointVersioned(db, id, input, policy, options)).endpoint;
+}
+
+/** updateEndpoint, also only if `ifEtag` is still its endpointEtag; with its endpointEtag after. */
+export async function updateEndpointVersioned(
+  db: Db,
+  id: string,
+  input: UpdateEndpointInput,
+  policy: UrlPolicy,
+  options: { ifVersion?: string; ifEtag?: string } = {},
+): Promise<{ endpoint: EndpointView; etag: string }> {
   const patch = updateEndpointInput(policy).parse(input);
   const t = webhookEndpoints;
   // updatedAt moves only when a value does (as a note's does): a PATCH that names
@@ -79,13 +110,16 @@ export async function updateEndpoint(
     set.disabledReason = sql`CASE WHEN ${t.enabled} THEN ${DISABLED_BY_OPERATOR} ELSE ${t.disabledReason} END`;
     set.disabledAt = sql`CASE WHEN ${t.enabled} THEN now() ELSE ${t.disabledAt} END`;
   }
-  const unchanged = options.ifVersion === undefined ? undefined : sql`${editVersion} = ${options.ifVersion}`;
+  const unchanged = and(
+    options.ifVersion === undefined ? undefined : sql`${editVersion} = ${options.ifVersion}`,
+    options.ifEtag === undefined ? undefined : sql`${endpointEtag} = ${options.ifEtag}`,
+  );
   const write = async (tx: Db) => {
     const [row] = await tx
       .update(t)
       .set(set)
       .where(and(eq(t.id, id), unchanged))
-      .returning();
+      .returning({ ...getTableColumns(t), etag: endpointEtag });
     if (!row) {
       if (unchanged) {
         const [exists] = await tx.select({ id: t.id }).from(t).where(eq(t.id, id));
@@ -94,7 +128,7 @@ export async function updateEndpoint(
       throw new NotFoundError("webhook endpoint", id);
     }
     if (patch.enabled === true) await resolveEndpointAlerts(tx, id, ["webhook.endpoint_disabled"]);
-    return endpointView(row);
+    return { endpoint: endpointView(row), etag: row.etag };
   };
   return patch.enabled === true ? db.transaction((tx) => write(tx)) : write(db);
 }
