@@ -154,6 +154,17 @@ export function logOnce(line: string): void {
   console.error(line);
 }
 
+/**
+ * What a malformed Bearer header's message adds when it has no token at all: `Bearer
+ * $ADMIN_TOKEN` with the variable unset sends `Bearer ` (`Bearer` once trimmed), and
+ * "must be `Bearer <token>`" alone had the caller look for a typo in the header.
+ */
+export function noToken(header: string | undefined): string {
+  return header !== undefined && /^bearer\s*$/i.test(header)
+    ? ", got `Bearer` with no token: is the variable holding it set?"
+    : "";
+}
+
 /** The app's onError: the only place an exception becomes a response. */
 export function handleError(err: Error, c: Context<HonoEnv>) {
   if (err instanceof ApiError) {
@@ -181,7 +192,7 @@ export function handleError(err: Error, c: Context<HonoEnv>) {
       const basic = challenge.startsWith("Basic");
       const message =
         code !== "UNAUTHORIZED"
-          ? "the Authorization header must be `Bearer <token>`"
+          ? `the Authorization header must be \`Bearer <token>\`${noToken(c.req.header("authorization"))}`
           : basic
             ? "operator credentials are required (user admin, password ADMIN_TOKEN)"
             : "a valid operator bearer token (ADMIN_TOKEN) is required";

@@ -2,7 +2,7 @@ import type { Context, MiddlewareHandler } from "hono";
 import { matchedRoutes } from "hono/route";
 import { authenticate, type Tenant } from "../domain/api-keys/keys.ts";
 import type { HonoEnv } from "./env.ts";
-import { ApiError, issueError, type FieldIssue } from "./errors.ts";
+import { ApiError, issueError, noToken, type FieldIssue } from "./errors.ts";
 import { isSafeMethod } from "./methods.ts";
 import { spendKeyBudget } from "./rate-limit.ts";
 
@@ -43,7 +43,7 @@ export const tenantAuth: MiddlewareHandler<HonoEnv> = async (c, next) => {
   const match = header.match(/^Bearer +([\x21-\x7e]+) *$/i);
   if (!match) {
     c.header("WWW-Authenticate", `${REALM}, error="invalid_request"`);
-    throw new ApiError("BAD_REQUEST", "the Authorization header must be `Bearer <key>`");
+    throw new ApiError("BAD_REQUEST", `the Authorization header must be \`Bearer <key>\`${noToken(header)}`);
   }
   const tenant = await authenticate(c.var.db, match[1]!);
   if (!tenant) {

@@ -168,6 +168,24 @@ describe("every domain route takes a key", () => {
       expect(rows[0]).toEqual({ n: 0, s: 0 });
     },
   );
+
+  // What `Bearer $EO_KEY` or `Bearer $ADMIN_TOKEN` sends with the variable unset.
+  it("a Bearer header with no token is a 400 that says so, on the operator routes too", async () => {
+    for (const path of ["/notes/search?q=x", "/admin/stats"]) {
+      const empty = await call(app, env, "GET", path, undefined, { headers: { authorization: "Bearer " } });
+      expect(empty.status, path).toBe(400);
+      expect(empty.body.error.code, path).toBe("BAD_REQUEST");
+      expect(empty.body.error.message, path).toMatch(
+        /^the Authorization header must be `Bearer <(key|token)>`, got `Bearer` with no token: is the variable holding it set\?$/,
+      );
+      // Two tokens: only the form is named.
+      const two = await call(app, env, "GET", path, undefined, { headers: { authorization: "Bearer a b" } });
+      expect(two.status, path).toBe(400);
+      expect(two.body.error.message, path).toMatch(
+        /^the Authorization header must be `Bearer <(key|token)>`$/,
+      );
+    }
+  });
 });
 
 describe("a key acts only in its scope", () => {
