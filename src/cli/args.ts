@@ -1,13 +1,15 @@
 import { parseArgs } from "node:util";
-import { wholeNumber } from "../domain/text.ts";
+import { blankIsAbsent, wholeNumber } from "../domain/text.ts";
 import {
   EVENT_STATES,
   IDENTITY_ID_DIGITS,
   InvalidInputError,
+  publishAdvice,
   PublishError,
   RELAY_POLICY,
   UUID_PATTERN,
 } from "../outbox/index.ts";
+import { DEFAULT_QSTASH_URL } from "../worker/env.ts";
 
 export const usage = `usage: npm run outbox -- <command> [options]
 
@@ -84,13 +86,31 @@ export class Refusal extends Error {
 
 /**
  * A `.catch` handler for a publish QStash did not take: a publish_failed refusal
- * saying what that left as it was (`say`); any other error goes on as it was.
+ * saying what that left as it was and what to do (`say`, given the advice); any
+ * other error goes on as it was.
  */
-export function refusedUnpublished(say: (error: PublishError) => string) {
+export function refusedUnpublished(
+  say: (error: PublishError, advice: string) => string,
+  env: NodeJS.ProcessEnv = process.env,
+) {
   return (error: unknown): never => {
     if (!(error instanceof PublishError)) throw error;
-    throw new Refusal("publish_failed", say(error));
+    throw new Refusal("publish_failed", say(error, publishAdviceHere(error, env)));
   };
+}
+
+/**
+ * The Worker's advice (publishAdvice), but for a terminal without QSTASH_URL, whose
+ * publish went to Upstash's QStash by default: one meant for `npm run dev`'s was told
+ * to try again, which offline could only fail the same way.
+ */
+function publishAdviceHere(error: PublishError, env: NodeJS.ProcessEnv): string {
+  const advice = publishAdvice(error);
+  if (blankIsAbsent(env.QSTASH_URL) !== undefined) return advice;
+  return (
+    `QSTASH_URL is not set, so this went to ${DEFAULT_QSTASH_URL}: if the Worker's QStash is another ` +
+    `(npm run dev prints its own), set QSTASH_URL to it; if not, ${advice}`
+  );
 }
 
 /**

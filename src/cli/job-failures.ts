@@ -1,7 +1,7 @@
 import { jobFailuresPage } from "../domain/job-failures/record.ts";
 import { isSubscriptionName, SUBSCRIPTION_RULE } from "../domain/subscriptions.ts";
 import { notRetriedMessage, retryAllJobFailures, retryJobFailure } from "../domain/job-failures/retry.ts";
-import { MAX_LIST_LIMIT, publishAdvice } from "../outbox/index.ts";
+import { MAX_LIST_LIMIT } from "../outbox/index.ts";
 import { publisherFor } from "../worker/relay.ts";
 import { beforeOption, idArgument, intOption, Refusal, refusedUnpublished, UsageError } from "./args.ts";
 import { dbOf, type Command } from "./command.ts";
@@ -40,7 +40,7 @@ export const jobFailuresCommand: Command = ({ options, sub, rest }) => {
     return async ({ pool, print }) => {
       const env = readVariables(publishVariables);
       const result = await retryJobFailure(dbOf(pool), publisherFor(env), Number(id)).catch(
-        refusedUnpublished((error) => notRetriedMessage(id, error)),
+        refusedUnpublished((error, advice) => notRetriedMessage(id, error, advice)),
       );
       if (!result.retried) throw new Refusal(result.refused, result.message);
       const { retriedAt, retryMessageId } = result;
@@ -84,9 +84,9 @@ const retryAll =
     for (;;) {
       const round = await retryAllJobFailures(db, publisher, { upTo, subscription }).catch(
         refusedUnpublished(
-          (error) =>
+          (error, advice) =>
             `QStash did not take the retried jobs (${error.message}); ` +
-            `${retried.length} retried before this, none of this round's is marked retried: ${publishAdvice(error)}`,
+            `${retried.length} retried before this, none of this round's is marked retried: ${advice}`,
         ),
       );
       retried.push(...round.retried);

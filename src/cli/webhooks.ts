@@ -22,7 +22,8 @@ function oneId(rest: string[], sub: string, what: string): string {
 }
 
 /** A re-send QStash did not take: a refusal saying nothing changed for `what` (notQueuedMessage). */
-const notQueued = (what: string) => refusedUnpublished((error) => notQueuedMessage(what, error));
+const notQueued = (what: string) =>
+  refusedUnpublished((error, advice) => notQueuedMessage(what, error, advice));
 
 /**
  * `webhooks list|show|delivery|redeliver|recover|test|enable|disable`: what the

@@ -70,6 +70,9 @@ export interface Bindings {
   API_RATE_LIMIT?: RateLimit;
 }
 
+/** Upstash's QStash: where jobs go when QSTASH_URL is unset. */
+export const DEFAULT_QSTASH_URL = "https://qstash.upstash.io";
+
 // wrangler passes an unset var as "" when it is declared empty; that means unset.
 const optional = <T extends z.ZodType>(schema: T) => z.preprocess(blankIsAbsent, schema.optional());
 
@@ -89,7 +92,7 @@ export const configSchema = z.object({
       (v) => /^postgres(ql)?:\/\//.test(v) && URL.canParse(v),
       "must be a postgres:// or postgresql:// connection string",
     ),
-  QSTASH_URL: optional(httpUrl).transform((v) => stripSlash(v ?? "https://qstash.upstash.io")),
+  QSTASH_URL: optional(httpUrl).transform((v) => stripSlash(v ?? DEFAULT_QSTASH_URL)),
   QSTASH_TOKEN: secret,
   QSTASH_CURRENT_SIGNING_KEY: secret,
   QSTASH_NEXT_SIGNING_KEY: secret,

@@ -1,4 +1,7 @@
 import { beforeEach, describe, expect, it } from "vitest";
+import { refusedUnpublished } from "../../src/cli/args.ts";
+import { notQueuedMessage } from "../../src/domain/webhooks/deliver-queue.ts";
+import { PublishError } from "../../src/outbox/index.ts";
 import { expectUsageErrors, runCli } from "../support/cli.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { seedEvents } from "../support/events.ts";
@@ -651,5 +654,24 @@ describe("outbox webhooks: what an operator fixes", () => {
     expect(unset.code).toBe(2);
     expect(unset.stderr).toMatch(/QSTASH_TOKEN is not set/);
     expect(await deliveryRow(id)).toEqual(wasBefore);
+  });
+
+  // Run with no QSTASH_URL, the re-send went to Upstash's QStash; offline, "try again"
+  // could only fail the same way. (Asked of the CLI's refusal itself: the CLI run so
+  // would send a request to Upstash.)
+  it("a re-send QStash did not take, with QSTASH_URL unset, names the URL it went to", () => {
+    const unreachable = new PublishError("QStash unreachable: TypeError: fetch failed", "outage");
+    const refuse = (env: NodeJS.ProcessEnv) =>
+      refusedUnpublished((error, advice) => notQueuedMessage("delivery d1", error, advice), env)(unreachable);
+    expect(() => refuse({ QSTASH_TOKEN: "t" })).toThrow(
+      "QStash did not take the deliver job (QStash unreachable: TypeError: fetch failed); " +
+        "nothing changed for delivery d1: QSTASH_URL is not set, so this went to https://qstash.upstash.io: " +
+        "if the Worker's QStash is another (npm run dev prints its own), set QSTASH_URL to it; if not, try again",
+    );
+    // Blank is unset, as the Worker reads it; one that is set gets the Worker's advice alone.
+    expect(() => refuse({ QSTASH_URL: " " })).toThrow("QSTASH_URL is not set, so this went to");
+    expect(() => refuse({ QSTASH_URL: "http://127.0.0.1:1" })).toThrow(
+      /^QStash did not take the deliver job \(.*\); nothing changed for delivery d1: try again$/,
+    );
   });
 });

@@ -234,11 +234,18 @@ async function publishJobs(publisher: Publisher, jobs: Job[]): Promise<string[]>
   }
 }
 
-/** What an operator is told when QStash did not take the retry of failure `id`. */
-export function notRetriedMessage(id: number | string, error: PublishError): string {
+/**
+ * What an operator is told when QStash did not take the retry of failure `id`;
+ * `advice` is the caller's when it knows more (the CLI, run without QSTASH_URL).
+ */
+export function notRetriedMessage(
+  id: number | string,
+  error: PublishError,
+  advice = publishAdvice(error),
+): string {
   return (
     `QStash did not take the retry of job failure ${id} (${error.message}); ` +
-    `the failure is left un-retried: ${publishAdvice(error)}`
+    `the failure is left un-retried: ${advice}`
   );
 }
 

@@ -120,10 +120,11 @@ export function createQStashDeliverQueue(options: QStashDeliverQueueOptions): De
 /**
  * What an operator is told when a re-send (redeliver, recover, a test event) was
  * not taken: each puts its rows back as they were (republish.ts, send-test.ts),
- * so nothing changed for `what` and asking again is safe.
+ * so nothing changed for `what` and asking again is safe. `advice` is the caller's
+ * when it knows more (the CLI, run without QSTASH_URL).
  */
-export function notQueuedMessage(what: string, error: PublishError): string {
-  return `QStash did not take the deliver job (${error.message}); nothing changed for ${what}: ${publishAdvice(error)}`;
+export function notQueuedMessage(what: string, error: PublishError, advice = publishAdvice(error)): string {
+  return `QStash did not take the deliver job (${error.message}); nothing changed for ${what}: ${advice}`;
 }
 
 /** Whether QStash still holds a message to deliver: the sweep asks before taking a job for lost. */
