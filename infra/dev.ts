@@ -20,7 +20,8 @@ import {
   type StackRecord,
 } from "./dev-leftovers.ts";
 import { devCronFromWranglerToml, startDevSweep } from "./dev-sweep.ts";
-import { cliExports, devVars, exportLine, writeDevVars } from "./dev-vars.ts";
+import { devBanner, redact } from "./dev-banner.ts";
+import { devVars, writeDevVars } from "./dev-vars.ts";
 import { watchWrangler } from "./dev-watch.ts";
 import { startMailSink, type MailSink } from "./mail-sink.ts";
 import {
@@ -307,39 +308,23 @@ async function main() {
       : "cron sweep: off (DEV_SWEEP_SECONDS=0); run it by hand with the curl below",
   );
 
-  const cliDatabaseUrl = env.DATABASE_URL ? "<your DATABASE_URL>" : databaseUrl;
-  console.log(`
-edge-outbox is running — Ctrl-C stops everything.
-
-  Worker         ${publicUrl}   (cron sweep ${sweepSeconds > 0 ? `every ${sweepSeconds} s` : "off"}; now: curl '${publicUrl}/__scheduled?cron=${devCron.cron.replace(/ /g, "+")}')
-  Postgres       ${redact(databaseUrl)}
-  ws proxy       ${proxy.url}   (pooled: ${redact(proxy.pooledUrl!)})
-  QStash (dev)   ${qstash.url}
-  mail sink      ${sink.url}   (what it received: ${sink.url}/__received)
-
-  API key (scope "${DEV_KEY_SCOPE}", for the domain routes):
-    export EO_KEY='${secrets.DEV_API_KEY}'
-
-  Try:
-    curl -s -X POST ${publicUrl}/notes -H "Authorization: Bearer $EO_KEY" \\
-      -H 'content-type: application/json' -H 'Prefer: wait=5' \\
-      -d '{"title":"Hello outbox","body":"first note"}'
-    curl -s '${publicUrl}/notes/search?q=hello' -H "Authorization: Bearer $EO_KEY"
-    curl -s ${publicUrl}/admin/stats -H 'Authorization: Bearer ${vars.ADMIN_TOKEN}'
-
-  Add a webhook endpoint that points at the sink (the answer holds its secret, shown once):
-    curl -s -X POST ${publicUrl}/admin/webhooks/endpoints -H 'Authorization: Bearer ${vars.ADMIN_TOKEN}' \\
-      -H 'content-type: application/json' -d '{"url":"${sink.url}/webhooks","types":["*"],"scope":"${DEV_KEY_SCOPE}"}'
-    curl -s ${sink.url}/__received      # what the sink got, with the webhook-* headers
-
-  Operator CLI in another terminal (relay commands, job-failure retries and webhook
-  re-sends publish to this stack's QStash, so they need its variables too):
-    DATABASE_URL='${cliDatabaseUrl}' npm run outbox -- events list
-${exportLine(cliExports(vars, cliDatabaseUrl), "    ")}
-    npm run outbox -- relay drain
-    npm run outbox -- job-failures retry --all
-    npm run outbox -- webhooks list
-`);
+  console.log(
+    devBanner({
+      publicUrl,
+      sweepSeconds,
+      cron: devCron.cron,
+      databaseUrl,
+      databaseUrlGiven: Boolean(env.DATABASE_URL),
+      proxyUrl: proxy.url,
+      pooledUrl: proxy.pooledUrl!,
+      qstashUrl: qstash.url,
+      sinkUrl: sink.url,
+      apiKeyScope: DEV_KEY_SCOPE,
+      apiKey: secrets.DEV_API_KEY,
+      adminTokenGiven: Boolean(env.ADMIN_TOKEN),
+      vars,
+    }),
+  );
 }
 
 /**
@@ -524,24 +509,30 @@ function ensureDistinctPorts(ports: [number, string][]): void {
 /**
  * Fails with what to do when something already listens on a port the stack needs.
  * The suggested port skips the stack's own (`own`): `wanted + 1` was often the next
- * variable's default, so following the hint failed on that one.
+ * variable's default, so following the hint failed on that one. And it is one found
+ * free just now: unchecked, it could be taken too (the next stack's, a second
+ * checkout's), and following the hint failed the same way.
  */
 async function ensurePortFree(wanted: number, variable: string, own: number[]): Promise<void> {
   if (wanted === 0) return;
+  const error = await refusal(wanted);
+  if (!error) return;
+  if (error.code !== "EADDRINUSE") throw error;
   let next = wanted + 1;
-  while (own.includes(next) && next < 65_535) next++;
+  while (next <= 65_535 && (own.includes(next) || (await refusal(next)))) next++;
+  // None free above it: one the system hands out.
+  while (next > 65_535 || own.includes(next)) next = await freePort();
+  throw new Error(
+    `port ${wanted} on 127.0.0.1 is taken (another npm run dev, or another server): stop it, or choose another port, e.g. ${variable}=${next} npm run dev`,
+  );
+}
+
+/** Why `port` on 127.0.0.1 cannot be listened on, or undefined when it can (it is let go at once). */
+function refusal(port: number): Promise<NodeJS.ErrnoException | undefined> {
   const probe = createServer();
-  await new Promise<void>((resolve, reject) => {
-    probe.once("error", (error: NodeJS.ErrnoException) =>
-      reject(
-        error.code === "EADDRINUSE"
-          ? new Error(
-              `port ${wanted} on 127.0.0.1 is taken (another npm run dev, or another server): stop it, or choose another port, e.g. ${variable}=${next} npm run dev`,
-            )
-          : error,
-      ),
-    );
-    probe.listen(wanted, "127.0.0.1", () => probe.close(() => resolve()));
+  return new Promise((resolve) => {
+    probe.once("error", resolve);
+    probe.listen(port, "127.0.0.1", () => probe.close(() => resolve(undefined)));
   });
 }
 
@@ -578,15 +569,5 @@ function qstashTimeScaleFromEnv(): number {
   } catch (error) {
     console.error(`[dev] ${(error as Error).message}`);
     process.exit(1);
-  }
-}
-
-function redact(url: string): string {
-  try {
-    const u = new URL(url);
-    if (u.password) u.password = "***";
-    return u.toString();
-  } catch {
-    return url;
   }
 }

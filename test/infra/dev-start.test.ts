@@ -16,9 +16,13 @@ async function runDev(env: NodeJS.ProcessEnv): Promise<{ code: number | null; ou
   return { code, output };
 }
 
-async function listening(): Promise<{ port: number; close: () => Promise<void> }> {
+/** A server listening on `port` on 127.0.0.1 (0: one the system picks); rejects when it cannot. */
+async function listening(port = 0): Promise<{ port: number; close: () => Promise<void> }> {
   const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, "127.0.0.1", resolve);
+  });
   return {
     port: (server.address() as AddressInfo).port,
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
@@ -104,6 +108,37 @@ it("npm run dev's hint for a taken port skips the stack's own ports", async () =
     expect(output).not.toContain("Postgres:");
   } finally {
     await taken.close();
+  }
+}, 60_000);
+
+it("npm run dev's hint for a taken port names one free at that moment", async () => {
+  // The Worker's port and the next one both taken (a second stack's, another server).
+  let taken: Awaited<ReturnType<typeof listening>>;
+  let after: Awaited<ReturnType<typeof listening>> | undefined;
+  do {
+    taken = await listening();
+    after = await listening(taken.port + 1).catch(() => undefined);
+    if (!after) await taken.close();
+  } while (!after);
+  try {
+    const env: NodeJS.ProcessEnv = {
+      ...process.env,
+      PORT: String(taken.port),
+      MAIL_SINK_PORT: "0",
+      QSTASH_DEV_PORT: "0",
+    };
+    delete env.DATABASE_URL;
+    const { code, output } = await runDev(env);
+    expect(code).toBe(1);
+    expect(output).toContain(`[dev] port ${taken.port} on 127.0.0.1 is taken`);
+    const hinted = Number(/e\.g\. PORT=(\d+) npm run dev/.exec(output)?.[1]);
+    // Not taken.port + 1, which was taken too: following the hint failed again.
+    expect(hinted).toBeGreaterThan(taken.port + 1);
+    await (await listening(hinted)).close();
+    expect(output).not.toContain("Postgres:");
+  } finally {
+    await taken.close();
+    await after.close();
   }
 }, 60_000);
 
