@@ -30,6 +30,8 @@ export interface BrowseOptions extends EventFilter {
   /** Keyset cursor: only rows with a smaller seq (the previous page's last). */
   beforeSeq?: number;
   limit?: number;
+  /** PAGE_PAYLOAD_BYTES, smaller for a test. */
+  pageBytes?: number;
 }
 
 export interface EventPage {
@@ -122,10 +124,31 @@ export async function browseEvents(db: Queryable, options: BrowseOptions = {}): 
   } else {
     text = timeRangePage(s, { own, keys }, take, { fromSeq, toSeq, before });
   }
-  const { rows: found } = await query<DbEvent>(db, text, s.values);
-  const page = keysetPage(found.map(toEvent), limit, (e) => e.seq);
+  const budget = s.bind(options.pageBytes ?? PAGE_PAYLOAD_BYTES);
+  const { rows: found } = await query<DbEvent & { page_found: string }>(
+    db,
+    `SELECT * FROM (
+       SELECT p.*, sum(w.bytes) OVER (ORDER BY p.seq DESC ROWS UNBOUNDED PRECEDING) - w.bytes AS bytes_before,
+              count(*) OVER () AS page_found
+         FROM (${text}) p CROSS JOIN LATERAL (SELECT octet_length(p.payload::text) AS bytes) w
+     ) q WHERE q.bytes_before < ${budget} ORDER BY q.seq DESC`,
+    s.values,
+  );
+  const events = found.map(toEvent);
+  // Cut short by the budget (the first row never is): the rows left out are the next page's.
+  if (found.length > 0 && found.length < Number(found[0]!.page_found))
+    return { events, nextBeforeSeq: events.at(-1)!.seq };
+  const page = keysetPage(events, limit, (e) => e.seq);
   return { events: page.rows, nextBeforeSeq: page.nextBefore };
 }
+
+/**
+ * The payload bytes one page holds, at most, before its last row: events may be
+ * ~1 MB each (MAX_EVENT_BYTES), and a page of 50 such, the dashboard's, built a
+ * response a Worker (128 MB) could not hold. A page of big events ends early with
+ * its cursor, so following it still reaches every row; the first row always comes.
+ */
+export const PAGE_PAYLOAD_BYTES = 4_000_000;
 
 interface LookUp {
   /** The concrete types the glob matches, when it has a wildcard. */

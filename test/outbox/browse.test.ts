@@ -180,6 +180,52 @@ describe("events page filters", () => {
     expect(pages.flat()).toEqual(want);
   });
 
+  // A page of big events ends early with its cursor (PAGE_PAYLOAD_BYTES; each seed
+  // payload is 411 bytes as text, so 20,000 bytes cut a page after 49 rows).
+  it.each(cases)("%s: cut by its payload bytes, still every row once", async (_name, f) => {
+    const want = expected(f);
+    const pages: number[][] = [];
+    let before = f.beforeSeq;
+    for (;;) {
+      const page = await browseEvents(t.pool, {
+        ...f,
+        ...(before !== undefined ? { beforeSeq: before } : {}),
+        limit: 60,
+        pageBytes: 20_000,
+      });
+      pages.push(page.events.map((e) => e.seq));
+      if (page.nextBeforeSeq === null) break;
+      expect(page.events).toHaveLength(49);
+      expect(page.nextBeforeSeq).toBe(page.events.at(-1)!.seq);
+      before = page.nextBeforeSeq;
+      if (pages.length > 130) throw new Error("more pages than the filter has rows for");
+    }
+    expect(pages.flat()).toEqual(want);
+  });
+
+  it("holds a first row bigger than the budget alone, then moves on", async () => {
+    const { rows } = await t.pool.query<{ seq: string }>(
+      `INSERT INTO events (type, subject, payload) VALUES
+         ('big.one', 'b', jsonb_build_object('pad', repeat('x', 3000))),
+         ('big.one', 'b', jsonb_build_object('pad', repeat('y', 3000))),
+         ('big.one', 'b', '{}')
+       RETURNING seq`,
+    );
+    try {
+      const seqs = rows.map((r) => Number(r.seq)).sort((a, b) => b - a);
+      const f: BrowseOptions = { type: "big.one", limit: 10, pageBytes: 2_000 };
+      const first = await browseEvents(t.pool, f);
+      // The newest ({}) and the next (3 KB, over the budget alone) fit; the third waits.
+      expect(first.events.map((e) => e.seq)).toEqual(seqs.slice(0, 2));
+      expect(first.nextBeforeSeq).toBe(seqs[1]);
+      const second = await browseEvents(t.pool, { ...f, beforeSeq: first.nextBeforeSeq! });
+      expect(second.events.map((e) => e.seq)).toEqual(seqs.slice(2));
+      expect(second.nextBeforeSeq).toBeNull();
+    } finally {
+      await t.pool.query(`DELETE FROM events WHERE seq > $1`, [N]);
+    }
+  });
+
   it("seeds what the cases rely on: rows out of seq order, rows on a range edge, every state", () => {
     const outOfOrder = all.filter((r) => Math.abs(+r.createdAt - +minute(r.seq)) >= 2000 * 60_000);
     expect(outOfOrder.length).toBeGreaterThanOrEqual(15);
