@@ -1,7 +1,7 @@
 import type { MiddlewareHandler } from "hono";
 import { bearerAuth } from "hono/bearer-auth";
 import { timingSafeEqual } from "hono/utils/buffer";
-import { attemptLogin, clientAddress, retryAfterSeconds } from "./dashboard/lockout.ts";
+import { attemptLogin, clientAddress, localLockoutHint, retryAfterSeconds } from "./dashboard/lockout.ts";
 import type { HonoEnv } from "./env.ts";
 import { ApiError } from "./errors.ts";
 import { isBearer } from "./tenant-auth.ts";
@@ -44,7 +44,7 @@ export const adminAuth: MiddlewareHandler<HonoEnv> = (c, next) => {
         throw new ApiError(
           "TOO_MANY_REQUESTS",
           `too many wrong operator tokens from this address (here or at the dashboard's login); ` +
-            `refused until ${outcome.lockedUntil.toISOString()}`,
+            `refused until ${outcome.lockedUntil.toISOString()}.${localLockoutHint(c.var.config.PUBLIC_URL)}`,
         );
       }
       return false;

@@ -113,6 +113,18 @@ export async function deleteStaleLoginFailures(db: Db): Promise<number> {
 }
 
 /**
+ * What a lock-out says more on a local Worker, where every client is one address
+ * ("local"): one script with a stale token locked the developer's own dashboard and
+ * API for 10 minutes, through restarts (the failures are rows in its database).
+ */
+export function localLockoutHint(publicUrl: string): string {
+  return isLoopbackHttp(publicUrl)
+    ? " A local Worker counts every client as one address; to lift it now, in its database: " +
+        "DELETE FROM dashboard_login_failures."
+    : "";
+}
+
+/**
  * Who is guessing. On Cloudflare, CF-Connecting-IP is set by the edge and cannot
  * be forged by the client. A local Worker (`publicUrl` on loopback: wrangler dev,
  * `npm run dev`) has no trusted address: wrangler dev sets the header only when the

@@ -2,7 +2,7 @@ import type { Context, Hono } from "hono";
 import { timingSafeEqual } from "hono/utils/buffer";
 import type { DashboardEnv } from "./env.ts";
 import { render, time } from "./layout.tsx";
-import { attemptLogin, clientAddress, retryAfterSeconds } from "./lockout.ts";
+import { attemptLogin, clientAddress, localLockoutHint, retryAfterSeconds } from "./lockout.ts";
 import { endSession, hasSession, startSession } from "./session.ts";
 
 /**
@@ -83,7 +83,8 @@ export function registerLogin(dashboard: Hono<DashboardEnv>) {
       return loginPage(
         c,
         next,
-        `Too many wrong passwords from your address. Try again after ${time(outcome.lockedUntil)}.`,
+        `Too many wrong passwords from your address. Try again after ${time(outcome.lockedUntil)}.` +
+          localLockoutHint(c.var.config.PUBLIC_URL),
         429,
       );
     }
