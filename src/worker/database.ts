@@ -1,5 +1,5 @@
 import type { MiddlewareHandler } from "hono";
-import { Pool, neonConfig } from "@neondatabase/serverless";
+import { Pool, neonConfig, type PoolClient } from "@neondatabase/serverless";
 import { drizzle } from "drizzle-orm/neon-serverless";
 import type { Db } from "../domain/db.ts";
 import type { Queryable, SqlPool } from "../outbox/index.ts";
@@ -67,8 +67,20 @@ export const openNeonDatabase: OpenDatabase = (config) => {
   pool.on("connect", (client: { on(event: "error", listener: () => void): unknown }) => {
     client.on("error", () => undefined);
   });
+  // The connections taken with connect() and not given back. close() runs once the
+  // request and its background work have settled, so any still held then was lost
+  // track of, and pool.end() waits for every connection: it never finished, and
+  // workerd logged "the Workers runtime canceled this request because it detected
+  // that your Worker's code had hung". Drizzle's transaction takes its connection
+  // before BEGIN and gives it back in a `finally` a failed BEGIN never reaches
+  // (drizzle-orm#6241): a database blip left one behind per failed BEGIN.
+  const held = new Set<PoolClient>();
+  pool.on("acquire", (client: PoolClient) => held.add(client));
+  pool.on("release", (_error: unknown, client: PoolClient) => held.delete(client));
   const close = () => {
     ending = true;
+    for (const client of held) client.release(true);
+    held.clear();
     return pool.end();
   };
   return { db: drizzle({ client: pool }), pool, close };

@@ -114,3 +114,27 @@ describe("a connection lost while a request holds it", () => {
     }
   });
 });
+
+describe("closing an invocation's pool", () => {
+  it("ends even when a connection was taken and never given back (drizzle's failed BEGIN leaves one)", async () => {
+    const { pool, close } = openInvocationDatabase();
+    const lost = await pool.connect();
+    const { rows } = (await lost.query("SELECT pg_backend_pid() AS pid")) as { rows: { pid: number }[] };
+    const given = await pool.connect();
+    given.release();
+    // pool.end() waits for every connection; a lost one held it for ever (workerd then
+    // cancelled the request's background work as hung).
+    const ended = await Promise.race([
+      close().then(() => "ended"),
+      new Promise((r) => setTimeout(() => r("still waiting after 5 s"), 5_000)),
+    ]);
+    expect(ended).toBe("ended");
+    // And the lost connection is closed, not left open on the server.
+    await waitFor(async () => {
+      const { rowCount } = await t.pool.query("SELECT 1 FROM pg_stat_activity WHERE pid = $1", [
+        rows[0]!.pid,
+      ]);
+      return rowCount === 0;
+    });
+  }, 15_000);
+});
