@@ -148,7 +148,7 @@ export async function browseEvents(db: Queryable, options: BrowseOptions = {}): 
  * answer (measured under wrangler dev, which served it), held as rows, as objects
  * and as JSON text in an isolate Workers allow 128 MB. A page of big events ends
  * early with its cursor, so following it still reaches every row; the first row
- * always comes.
+ * always comes (ADR 0042).
  */
 export const PAGE_PAYLOAD_BYTES = 4_000_000;
 

@@ -68,7 +68,7 @@ export function registerWebhookEndpoints(app: App) {
   });
 
   // With If-Match (the ETag a GET or PATCH answered), only if no one changed the
-  // endpoint since: two scripts editing it at once undid each other's change unseen.
+  // endpoint since: two scripts editing it at once undid each other's change unseen (ADR 0042).
   app.patch(
     `/admin/webhooks/endpoints/${ID}`,
     validFor("json", (config) => updateEndpointInput(urlPolicy(config))),
