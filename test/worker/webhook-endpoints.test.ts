@@ -319,6 +319,35 @@ describe("webhook endpoint routes: create, list, get, patch, delete", () => {
     }
   });
 
+  it("lists the endpoints at one URL: what a create that timed out looks for before creating again", async () => {
+    const first = await create({ url: "https://dup.example.com/in", scope: "tenant-url" });
+    const second = await create({ url: "https://dup.example.com/in", scope: null });
+    await create({ url: "https://dup.example.com/other", scope: "tenant-url" });
+    const at = async (query: string) => {
+      const res = await admin("GET", `/admin/webhooks/endpoints?${query}`);
+      expect(res.status, query).toBe(200);
+      return res.body as { endpoints: { id: string }[]; nextCursor: string | null };
+    };
+    // As stored: the URL parser's form, whatever spelling the script kept.
+    const url = encodeURIComponent("HTTPS://Dup.Example.com/in");
+    expect((await at(`url=${url}`)).endpoints.map((e) => e.id)).toEqual([
+      second.endpoint.id,
+      first.endpoint.id,
+    ]);
+    expect((await at(`url=${url}&scope=tenant-url`)).endpoints.map((e) => e.id)).toEqual([first.endpoint.id]);
+    expect((await at(`url=${encodeURIComponent("https://nowhere.example.com/")}`)).endpoints).toEqual([]);
+    // Paged like the rest, each page's cursor for this filter only.
+    const page = await at(`url=${url}&limit=1`);
+    expect(page.endpoints.map((e) => e.id)).toEqual([second.endpoint.id]);
+    expect((await at(`url=${url}&limit=1&cursor=${page.nextCursor}`)).endpoints.map((e) => e.id)).toEqual([
+      first.endpoint.id,
+    ]);
+    expect((await admin("GET", `/admin/webhooks/endpoints?cursor=${page.nextCursor}`)).status).toBe(400);
+    const empty = await admin("GET", "/admin/webhooks/endpoints?url=");
+    expect(empty.status).toBe(400);
+    expect(empty.body.error.issues[0].path).toBe("url");
+  });
+
   it("PATCH changes url, types, description; the scope stays as created", async () => {
     const { endpoint } = await create({
       url: "https://patch.example.com/",

@@ -7,6 +7,8 @@ import { assertCursorOf, endpointView, listTag, type Cursor, type EndpointView }
 export interface ListEndpointsOptions {
   /** undefined: every scope; null: only the unscoped endpoints. */
   scope?: string | null;
+  /** Only the endpoints at this URL, as stored. */
+  url?: string;
   limit: number;
   cursor?: Cursor;
 }
@@ -16,12 +18,17 @@ export async function listEndpoints(
   db: Db,
   options: ListEndpointsOptions,
 ): Promise<{ endpoints: EndpointView[]; nextCursor: string | null }> {
-  const list = listTag("endpoints", options.scope);
+  // The url joins the tag only when given, so cursors from before the filter still hold.
+  const list =
+    options.url === undefined
+      ? listTag("endpoints", options.scope)
+      : listTag("endpoints", options.scope, options.url);
   assertCursorOf(options.cursor, list);
   const t = webhookEndpoints;
   const where: SQL[] = [];
   if (options.scope === null) where.push(isNull(t.scope));
   else if (options.scope !== undefined) where.push(eq(t.scope, options.scope));
+  if (options.url !== undefined) where.push(eq(t.url, options.url));
   if (options.cursor) where.push(olderThan(t.createdAt, t.id, options.cursor));
   const rows = await db
     .select({ row: t, at: cursorAt(t.createdAt) })

@@ -115,6 +115,16 @@ export const pageQuery = {
 
 export const listEndpointsQuery = z.strictObject({
   scope: scopeFilter,
+  // The endpoints at this URL, as stored (the URL parser's form, so `HTTPS://Host`
+  // finds `https://host/`): what a script whose create timed out looks for before it
+  // creates again, rather than a second endpoint that gets every event twice.
+  url: z
+    .string()
+    .trim()
+    .min(1, "must be a URL, e.g. https://example.com/hooks")
+    .max(2048, "must be at most 2048 characters")
+    .transform((text) => (URL.canParse(text) ? new URL(text).href : text))
+    .optional(),
   ...pageQuery,
 });
 
