@@ -129,6 +129,14 @@ export function loggable(error: unknown): unknown {
   return queryFailureText(error, asError) ?? error;
 }
 
+/** loggable's text, or an error's message with its SQLSTATE, on one line. */
+export function oneLine(logged: unknown): string {
+  if (typeof logged === "string") return logged;
+  const error = asError(logged);
+  const code = (error as { code?: unknown }).code;
+  return `${error.message}${typeof code === "string" ? ` (${code})` : ""}`.replace(/\s+/g, " ");
+}
+
 /** The one way an error is answered: the envelope, with the code's status and headers. */
 export function errorResponse(c: Context<HonoEnv>, code: ErrorCode, message: string, issues?: FieldIssue[]) {
   // requestId is set by the first middleware; an error thrown before it still gets one.
@@ -200,7 +208,14 @@ export function handleError(err: Error, c: Context<HonoEnv>) {
     }
     return errorResponse(c, code, err.message || defaultMessage[err.status] || code);
   }
-  console.error(`[${c.get("requestId") ?? "-"}] ${c.req.method} ${c.req.path}:`, loggable(err));
+  const unavailable = databaseUnavailable(err);
+  // Answered 503 below, and expected while the database blips: one line in the
+  // driver's words, not its error object (a stack and ~17 fields, the trigger's
+  // PL/pgSQL context among them) for every request cut off.
+  console.error(
+    `[${c.get("requestId") ?? "-"}] ${c.req.method} ${c.req.path}:`,
+    unavailable ? `database unavailable (${unavailable}): ${oneLine(loggable(err))}` : loggable(err),
+  );
   const misconfigured = databaseMisconfigured(err);
   if (misconfigured) {
     // The reason goes to the log, once per isolate; a caller learns only that it is
@@ -212,7 +227,6 @@ export function handleError(err: Error, c: Context<HonoEnv>) {
       "the service's database settings are wrong; retrying will not help. The operator's log says which",
     );
   }
-  const unavailable = databaseUnavailable(err);
   if (unavailable)
     return errorResponse(
       c,

@@ -86,6 +86,15 @@ describe("a database out of reach", () => {
           /without one, a resent create may land twice .*send writes with a key$/,
         );
       }
+      // Logged as one line each, the driver's words with the reason: a database blip
+      // printed each request's error object, stack and fields, ~17 lines a request.
+      expect(errors.mock.calls).toHaveLength(3);
+      for (const [where, what] of errors.mock.calls) {
+        expect(String(where)).toMatch(/^\[[^\]]+\] (POST|GET) \/notes/);
+        expect(typeof what).toBe("string");
+        expect(what).toMatch(/^database unavailable \(connection lost or refused\): \S/);
+        expect(what).not.toContain("\n");
+      }
     } finally {
       errors.mockRestore();
     }
