@@ -399,6 +399,29 @@ describe("the job route notes the run", () => {
     expect(Object.keys(await retriesDue())).toEqual(["msg_1"]);
   });
 
+  it("answers as the handler decided when the note fails, and logs why without the statement's parameters", async () => {
+    answer = 503;
+    await t.pool.query(`
+      CREATE FUNCTION refuse_note() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN RAISE EXCEPTION 'subscription_failures is refusing rows'; END $$;
+      CREATE TRIGGER refuse_note BEFORE INSERT ON subscription_failures
+        FOR EACH ROW EXECUTE FUNCTION refuse_note();`);
+    const errors = vi.spyOn(console, "error").mockImplementation(() => undefined);
+    try {
+      expect((await deliver(relayJobBody("notify.mail"), 0, {}, "msg_secretish_id")).status).toBe(500);
+      const line = errors.mock.calls.map((c) => c.map(String).join(" ")).find((l) => l.includes("noting"));
+      expect(line).toMatch(
+        /noting notify\.mail's failed attempt: query failed: subscription_failures is refusing rows/,
+      );
+      // Drizzle's own message is the statement and then its parameters (here the job's
+      // message id and the provider's answer), which no log line carries.
+      expect(line).not.toMatch(/params:|msg_secretish_id|provider down/);
+    } finally {
+      errors.mockRestore();
+      await t.pool.query("DROP TRIGGER refuse_note ON subscription_failures; DROP FUNCTION refuse_note()");
+    }
+  });
+
   it("records when QStash tries each job next: none after its last retry", async () => {
     answer = 503;
     // notify.mail's jobs have 5 retries: the 6th attempt (retried 5) was the last.

@@ -19,7 +19,7 @@ import {
   type JobHandler,
   type JobOutcome,
 } from "../../outbox/index.ts";
-import { ApiError } from "../errors.ts";
+import { ApiError, loggable } from "../errors.ts";
 import type { App } from "../new-app.ts";
 import { verifiedBody } from "../signature.ts";
 import { SUBSCRIPTION } from "./params.ts";
@@ -111,7 +111,8 @@ async function noting(note: () => Promise<unknown>, what: string, requestId: str
   try {
     await note();
   } catch (error) {
-    console.error(`[${requestId}] noting ${what}:`, error);
+    // loggable: drizzle's own message carries the statement's parameters.
+    console.error(`[${requestId}] noting ${what}:`, loggable(error));
   }
 }
 
