@@ -2,7 +2,7 @@ import { drizzle } from "drizzle-orm/node-postgres";
 import { beforeEach, describe, expect, it } from "vitest";
 import type { Db } from "../../src/domain/db.ts";
 import { recordFailedJob } from "../../src/domain/job-failures/failed-job.ts";
-import { listJobFailures, recordJobFailure } from "../../src/domain/job-failures/record.ts";
+import { jobFailuresPage, listJobFailures, recordJobFailure } from "../../src/domain/job-failures/record.ts";
 import {
   ABANDONED_CLAIM_MS,
   countOpenFailures,
@@ -313,6 +313,31 @@ describe("retryAllJobFailures", () => {
     expect(result.retried.map((r) => r.id)).toEqual([mail1, mail2]);
     expect((await jobFailureRow(t.pool, index1!)).retried_at).toBeNull();
     expect(await countOpenFailures(db(), { upTo: mail2 })).toBe(1);
+  });
+
+  it("lists a page of big bodies short, with its cursor, and pages on to every failure once", async () => {
+    // A 3,000-byte body against a 4,000-byte budget: two a page (the second passes it).
+    const big = (n: number) => JSON.stringify({ pad: String(n).repeat(3_000) }).slice(0, 3_000);
+    const ids = [];
+    for (let i = 0; i < 5; i++) ids.push(await insertJobFailure(t.pool, { body: big(i) }));
+    const newestFirst = [...ids].reverse();
+    const pages: number[][] = [];
+    let before: number | undefined;
+    for (;;) {
+      const page = await jobFailuresPage(db(), {
+        limit: 10,
+        pageBytes: 4_000,
+        ...(before ? { before } : {}),
+      });
+      pages.push(page.jobFailures.map((f) => f.id));
+      expect(page.jobFailures.every((f) => f.body.length === 3_000)).toBe(true);
+      if (page.nextBefore === null) break;
+      expect(page.nextBefore).toBe(page.jobFailures.at(-1)!.id);
+      before = page.nextBefore;
+    }
+    expect(pages).toEqual([newestFirst.slice(0, 2), newestFirst.slice(2, 4), newestFirst.slice(4)]);
+    // Without the cut, the page is as before.
+    expect((await jobFailuresPage(db(), { limit: 10 })).jobFailures.map((f) => f.id)).toEqual(newestFirst);
   });
 
   it("takes at most `limit` a call and says more are left", async () => {

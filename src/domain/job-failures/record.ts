@@ -1,4 +1,4 @@
-import { and, desc, eq, getTableColumns, lt, sql, type SQL } from "drizzle-orm";
+import { and, desc, eq, getTableColumns, inArray, lt, sql, type SQL } from "drizzle-orm";
 import { alias } from "drizzle-orm/pg-core";
 import type { Db } from "../db.ts";
 import { keysetPage } from "../../outbox/index.ts";
@@ -186,17 +186,38 @@ export function lastAnswerOf(f: { status: number | null; responseBody: string | 
  * only failures older than that one; `eventId`: only that event's; `subscription`:
  * only that subscription's.
  */
-export async function listJobFailures(
+export async function listJobFailures(db: Db, options: ListJobFailuresOptions = {}) {
+  return (await jobFailureRows(db, options)).rows;
+}
+
+interface ListJobFailuresOptions {
+  limit?: number;
+  before?: number;
+  eventId?: string;
+  subscription?: string;
+  /** JOB_FAILURE_PAGE_BYTES, smaller for a test. */
+  pageBytes?: number;
+}
+
+/**
+ * The job bodies one list holds, at most, before its last row (ADR 0042, as an events
+ * page's payloads): a body is a whole job, up to ~1 MB, and a page of 50 such was more
+ * than a Worker's isolate (128 MB) holds as rows, objects and JSON at once.
+ */
+export const JOB_FAILURE_PAGE_BYTES = 4_000_000;
+
+/**
+ * listJobFailures's rows, and whether the byte budget cut them short. The sizes are
+ * read first (octet_length reads a text's stored length, not the body), so the bodies
+ * past the budget are never fetched; the first row always comes.
+ */
+async function jobFailureRows(
   db: Db,
-  options: { limit?: number; before?: number; eventId?: string; subscription?: string } = {},
-) {
-  const again = alias(jobFailures, "again");
-  const original = alias(jobFailures, "original");
-  return db
-    .select({ ...getTableColumns(jobFailures), failedAgainId: again.id, retryOfId: original.id })
+  options: ListJobFailuresOptions,
+): Promise<{ rows: Awaited<ReturnType<typeof jobFailuresByIds>>; cut: boolean }> {
+  const sizes = await db
+    .select({ id: jobFailures.id, bytes: sql<number>`octet_length(${jobFailures.body})`.mapWith(Number) })
     .from(jobFailures)
-    .leftJoin(again, eq(again.messageId, jobFailures.retryMessageId))
-    .leftJoin(original, eq(original.retryMessageId, jobFailures.messageId))
     .where(
       and(
         options.before === undefined ? undefined : lt(jobFailures.id, options.before),
@@ -206,6 +227,27 @@ export async function listJobFailures(
     )
     .orderBy(desc(jobFailures.id))
     .limit(options.limit ?? 50);
+  const budget = options.pageBytes ?? JOB_FAILURE_PAGE_BYTES;
+  const kept: number[] = [];
+  let bytes = 0;
+  for (const size of sizes) {
+    if (kept.length > 0 && bytes >= budget) break;
+    kept.push(size.id);
+    bytes += size.bytes;
+  }
+  return { rows: await jobFailuresByIds(db, kept), cut: kept.length < sizes.length };
+}
+
+function jobFailuresByIds(db: Db, ids: number[]) {
+  const again = alias(jobFailures, "again");
+  const original = alias(jobFailures, "original");
+  return db
+    .select({ ...getTableColumns(jobFailures), failedAgainId: again.id, retryOfId: original.id })
+    .from(jobFailures)
+    .leftJoin(again, eq(again.messageId, jobFailures.retryMessageId))
+    .leftJoin(original, eq(original.retryMessageId, jobFailures.messageId))
+    .where(inArray(jobFailures.id, ids))
+    .orderBy(desc(jobFailures.id));
 }
 
 export type JobFailureRow = Awaited<ReturnType<typeof listJobFailures>>[number];
@@ -225,10 +267,12 @@ export function eventJobFailures(db: Db, eventId: string): Promise<JobFailureRow
 /** listJobFailures a page at a time, with the cursor of the next: the admin route's and the CLI's. */
 export async function jobFailuresPage(
   db: Db,
-  options: { limit?: number; before?: number; subscription?: string } = {},
+  options: Omit<ListJobFailuresOptions, "eventId"> = {},
 ): Promise<{ jobFailures: JobFailureRow[]; nextBefore: number | null }> {
   const limit = options.limit ?? 50;
-  const found = await listJobFailures(db, { ...options, limit: limit + 1 });
+  const { rows: found, cut } = await jobFailureRows(db, { ...options, limit: limit + 1 });
+  // Cut short by the byte budget: the rows left out are the next page's.
+  if (cut) return { jobFailures: found, nextBefore: found.at(-1)!.id };
   const { rows: jobFailures, nextBefore } = keysetPage(found, limit, (f) => f.id);
   return { jobFailures, nextBefore };
 }
