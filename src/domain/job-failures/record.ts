@@ -201,8 +201,8 @@ interface ListJobFailuresOptions {
 
 /**
  * The job bodies one list holds, at most, before its last row (ADR 0042, as an events
- * page's payloads): a body is a whole job, up to ~1 MB, and a page of 50 such was more
- * than a Worker's isolate (128 MB) holds as rows, objects and JSON at once.
+ * page's payloads): a body is a whole job, up to ~1 MB, so a page of 50 such could
+ * weigh ~50 MB, held as rows, objects and JSON at once in a 128 MB isolate.
  */
 export const JOB_FAILURE_PAGE_BYTES = 4_000_000;
 
