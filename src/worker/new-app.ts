@@ -46,6 +46,14 @@ export function newApp(options: AppOptions = {}) {
     }
   });
   app.use(validateBindings);
+  // Someone who opens the Worker's own address in a browser is sent to the dashboard,
+  // not shown the API's 401 for a missing key (a new user's first look); an API client,
+  // whose Accept does not ask for HTML, still gets that answer.
+  app.use(async (c, next) => {
+    if (c.req.path === "/" && c.req.method === "GET" && /\btext\/html\b/i.test(c.req.header("accept") ?? ""))
+      return c.redirect("/dashboard", 302);
+    await next();
+  });
   // Unsigned job requests are refused before their body is read; every body is capped before it is parsed.
   app.use("/jobs/*", requireSignatureHeader);
   app.use(limitBodies);

@@ -268,6 +268,34 @@ describe("Prefer: wait is read only by the domain routes' writes", () => {
     expect(login.headers.get("content-type")).toMatch(/^text\/html/);
   });
 
+  it("the Worker's own address opened in a browser leads to the dashboard; an API client still hears the 401", async () => {
+    const get = (accept: string) =>
+      app.request("http://worker.test/", { headers: { accept } }, env(), executionContext().ctx);
+    // What Chromium sends for a page it navigates to.
+    const browser = await get("text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8");
+    expect(browser.status).toBe(302);
+    expect(browser.headers.get("location")).toBe("/dashboard");
+    for (const accept of ["*/*", "application/json"]) {
+      const api = await get(accept);
+      expect(api.status, accept).toBe(401);
+      expect(((await api.json()) as { error: { code: string } }).error.code).toBe("UNAUTHORIZED");
+    }
+    // Only the address itself, and only to read it.
+    expect(
+      (await call(app, env(), "POST", "/", undefined, { headers: { accept: "text/html" } })).status,
+    ).toBe(401);
+    expect(
+      (
+        await app.request(
+          "http://worker.test/x",
+          { headers: { accept: "text/html" } },
+          env(),
+          executionContext().ctx,
+        )
+      ).status,
+    ).toBe(401);
+  });
+
   it("a bare `wait` is refused before the write, as `wait=` is", async () => {
     const res = await asTenant("POST", "/notes", { title: "bare wait" }, "wait");
     expect(res.status).toBe(400);
