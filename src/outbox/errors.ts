@@ -53,6 +53,12 @@ export function withCause(error: unknown): string {
   return error.cause instanceof Error ? `${error.message} (${error.cause.message})` : error.message;
 }
 
+/** An error's message with its SQLSTATE when it has one: `relation "x" does not exist (42P01)`. */
+export function messageWithCode(error: Error): string {
+  const code = (error as { code?: unknown }).code;
+  return `${error.message}${typeof code === "string" ? ` (${code})` : ""}`;
+}
+
 /**
  * A failed Drizzle query in words a log line or a stored failure may carry: its
  * driver's reason (with the SQLSTATE) and the statement, never its parameters,
@@ -67,9 +73,7 @@ export function queryFailureText(
     thrown instanceof Error ? thrown : new Error(String(thrown)),
 ): string | undefined {
   if (!(error instanceof DrizzleQueryError)) return undefined;
-  const cause = error.cause === undefined ? undefined : asError(error.cause);
-  const code = (cause as { code?: unknown } | undefined)?.code;
-  const why = `${cause?.message ?? "no reason given"}${typeof code === "string" ? ` (${code})` : ""}`;
+  const why = error.cause === undefined ? "no reason given" : messageWithCode(asError(error.cause));
   // On one line: a statement written over several made the sweep's record and its
   // log line break mid-sentence (the CLI's `stats` printed its tail on a line of its own).
   return `query failed: ${why}; the statement, its parameters withheld: ${error.query.replace(/\s+/g, " ").trim()}`;

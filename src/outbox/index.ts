@@ -53,6 +53,7 @@ export {
   InvalidInputError,
   databaseMisconfigurationOf,
   withCause,
+  messageWithCode,
   queryFailureText,
   type DatabaseMisconfiguration,
   type FailureKind,
@@ -109,7 +110,14 @@ export {
   type EventRow,
   type Stats,
 } from "./operations.ts";
-export { browseEvents, listEvents, type BrowseOptions, type EventFilter, type EventPage } from "./browse.ts";
+export {
+  browseEvents,
+  listEvents,
+  PAGE_PAYLOAD_BYTES,
+  type BrowseOptions,
+  type EventFilter,
+  type EventPage,
+} from "./browse.ts";
 export {
   errorFingerprint,
   poisonedGroups,

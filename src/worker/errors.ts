@@ -6,6 +6,7 @@ import {
   type DatabaseMisconfiguration,
   IDENTITY_ID_DIGITS,
   InvalidInputError,
+  messageWithCode,
   PublishError,
   queryFailureText,
   SUBSCRIPTION_NAME,
@@ -129,14 +130,6 @@ export function loggable(error: unknown): unknown {
   return queryFailureText(error, asError) ?? error;
 }
 
-/** loggable's text, or an error's message with its SQLSTATE, on one line. */
-export function oneLine(logged: unknown): string {
-  if (typeof logged === "string") return logged;
-  const error = asError(logged);
-  const code = (error as { code?: unknown }).code;
-  return `${error.message}${typeof code === "string" ? ` (${code})` : ""}`.replace(/\s+/g, " ");
-}
-
 /** The one way an error is answered: the envelope, with the code's status and headers. */
 export function errorResponse(c: Context<HonoEnv>, code: ErrorCode, message: string, issues?: FieldIssue[]) {
   // requestId is set by the first middleware; an error thrown before it still gets one.
@@ -212,10 +205,10 @@ export function handleError(err: Error, c: Context<HonoEnv>) {
   // Answered 503 below, and expected while the database blips: one line in the
   // driver's words, not its error object (a stack and ~17 fields, the trigger's
   // PL/pgSQL context among them) for every request cut off.
-  console.error(
-    `[${c.get("requestId") ?? "-"}] ${c.req.method} ${c.req.path}:`,
-    unavailable ? `database unavailable (${unavailable}): ${oneLine(loggable(err))}` : loggable(err),
-  );
+  const said = unavailable
+    ? `database unavailable (${unavailable}): ${(queryFailureText(err, asError) ?? messageWithCode(asError(err))).replace(/\s+/g, " ")}`
+    : loggable(err);
+  console.error(`[${c.get("requestId") ?? "-"}] ${c.req.method} ${c.req.path}:`, said);
   const misconfigured = databaseMisconfigured(err);
   if (misconfigured) {
     // The reason goes to the log, once per isolate; a caller learns only that it is
