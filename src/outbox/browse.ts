@@ -143,12 +143,12 @@ export async function browseEvents(db: Queryable, options: BrowseOptions = {}): 
 }
 
 /**
- * The payload bytes one page holds, at most, before its last row: events may be
- * ~1 MB each (MAX_EVENT_BYTES), and a page of 50 such, the dashboard's, was a 48 MB
- * answer (measured under wrangler dev, which served it), held as rows, as objects
- * and as JSON text in an isolate Workers allow 128 MB. A page of big events ends
- * early with its cursor, so following it still reaches every row; the first row
- * always comes (ADR 0042).
+ * The payload bytes one page holds, at most, before its last row (a job-failures
+ * list's bodies too): events may be ~1 MB each (MAX_EVENT_BYTES), and a page of 50
+ * such, the dashboard's, was a 48 MB answer (measured under wrangler dev, which
+ * served it), held as rows, as objects and as JSON text in an isolate Workers allow
+ * 128 MB. A page of big events ends early with its cursor, so following it still
+ * reaches every row; the first row always comes (ADR 0042).
  */
 export const PAGE_PAYLOAD_BYTES = 4_000_000;
 

@@ -1,7 +1,7 @@
 import { and, desc, eq, getTableColumns, inArray, lt, sql, type SQL } from "drizzle-orm";
 import { alias } from "drizzle-orm/pg-core";
 import type { Db } from "../db.ts";
-import { keysetPage } from "../../outbox/index.ts";
+import { keysetPage, PAGE_PAYLOAD_BYTES } from "../../outbox/index.ts";
 import { jobFailures } from "../schema.ts";
 import { isoTime, queryRows } from "../webhooks/rows.ts";
 
@@ -195,16 +195,9 @@ interface ListJobFailuresOptions {
   before?: number;
   eventId?: string;
   subscription?: string;
-  /** JOB_FAILURE_PAGE_BYTES, smaller for a test. */
+  /** PAGE_PAYLOAD_BYTES, smaller for a test. */
   pageBytes?: number;
 }
-
-/**
- * The job bodies one list holds, at most, before its last row (ADR 0042, as an events
- * page's payloads): a body is a whole job, up to ~1 MB, so a page of 50 such could
- * weigh ~50 MB, held as rows, objects and JSON at once in a 128 MB isolate.
- */
-export const JOB_FAILURE_PAGE_BYTES = 4_000_000;
 
 /**
  * listJobFailures's rows, and whether the byte budget cut them short. The sizes are
@@ -227,7 +220,8 @@ async function jobFailureRows(
     )
     .orderBy(desc(jobFailures.id))
     .limit(options.limit ?? 50);
-  const budget = options.pageBytes ?? JOB_FAILURE_PAGE_BYTES;
+  // The events pages' budget (ADR 0042): a body is a whole job, up to ~1 MB, as an event is.
+  const budget = options.pageBytes ?? PAGE_PAYLOAD_BYTES;
   const kept: number[] = [];
   let bytes = 0;
   for (const size of sizes) {
