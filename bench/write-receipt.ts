@@ -8,7 +8,7 @@
  * dev server delivering to the Worker, the mail/webhook sink and the Worker in
  * workerd (infra/workerd-stack.ts). In one run, per repetition:
  *
- * 1. `GET /healthz` (one `SELECT 1`) under the load the writes get: the limit
+ * 1. `GET /healthz` (one query: the schema's newest migration) under the load the writes get: the limit
  *    wrangler dev and workerd set on this machine;
  * 2. `POST /notes` with `Prefer: wait=5` under that load: writes/s, latency, and
  *    whether every receipt came back complete;

@@ -390,9 +390,15 @@ function* causeChain(err: unknown): Generator<Error> {
  * words in the log to learn it was theirs to fix.
  */
 export function databaseMisconfigured(err: unknown): string | undefined {
+  const found = databaseMisconfiguration(err);
+  return found && MISCONFIGURED_WORDS[found];
+}
+
+/** Which of the settings faults `databaseMisconfigured` words an error is, if any. */
+export function databaseMisconfiguration(err: unknown): DatabaseMisconfiguration | undefined {
   for (const e of causeChain(err)) {
     const found = databaseMisconfigurationOf((e as { code?: unknown }).code);
-    if (found) return MISCONFIGURED_WORDS[found];
+    if (found) return found;
   }
   return undefined;
 }

@@ -1,7 +1,8 @@
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, inject, it, vi } from "vitest";
 import { createApp } from "../../src/worker/app.ts";
-import { withDatabase } from "../../src/node/postgres.ts";
+import journalFile from "../../drizzle/meta/_journal.json";
+import { migrateDatabase, withDatabase } from "../../src/node/postgres.ts";
 import { configureNeonForWsProxy, startWsProxy, type WsProxy } from "../../infra/ws-proxy.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { newApiKey, withKey } from "../support/api-keys.ts";
@@ -132,6 +133,103 @@ describe("a database that refuses the Worker's settings", () => {
     expect((await misconfiguredRead(env)).some((line) => /run migrate, then deploy/.test(line))).toBe(true);
   });
 });
+
+describe("/healthz and the database's schema", () => {
+  // One database walked through a deployment's orders of migrate and deploy, in turn.
+  const env = () =>
+    bindings({ DATABASE_URL: withDatabase(adminUrl, unmigrated), NEON_WS_PROXY: direct.address });
+  const healthz = async () => {
+    const errors = vi.spyOn(console, "error").mockImplementation(() => undefined);
+    try {
+      const res = await call(app, env(), "GET", "/healthz");
+      return { res, logged: errors.mock.calls.map((args) => args.map(String).join(" ")) };
+    } finally {
+      errors.mockRestore();
+    }
+  };
+  const journal = () => new pg.Client({ connectionString: withDatabase(adminUrl, unmigrated) });
+
+  it("never migrated: a 500 saying run migrate, where SELECT 1 answered 200 while every other route failed", async () => {
+    const { res } = await healthz();
+    expect(res.status).toBe(500);
+    expect(res.headers.get("retry-after")).toBeNull();
+    expect(res.body.error).toMatchObject({
+      code: "MISCONFIGURED",
+      message:
+        "database misconfigured: a table or column this Worker reads is missing: run migrate, then deploy",
+    });
+  });
+
+  it("migrated, then the Worker built with a newer migration: a 500 saying so, the names in the log only", async () => {
+    await migrateDatabase(withDatabase(adminUrl, unmigrated));
+    const db = journal();
+    await db.connect();
+    try {
+      expect((await healthz()).res.body).toMatchObject({
+        status: "ok",
+        database: { ok: true, schema: "current" },
+      });
+      // The newest migration not applied yet, as a database is before an upgrade's migrate.
+      await db.query(
+        `DELETE FROM drizzle.__drizzle_migrations WHERE created_at = (SELECT max(created_at) FROM drizzle.__drizzle_migrations)`,
+      );
+      const { res, logged } = await healthz();
+      expect(res.status).toBe(500);
+      expect(res.body.error).toMatchObject({
+        code: "MISCONFIGURED",
+        message: "database misconfigured: its schema is older than this Worker's: run migrate",
+      });
+      expect(JSON.stringify(res.body)).not.toMatch(/\d{4}_[a-z]/);
+      const [previous, newest] = journalTags().slice(-2);
+      expect(logged).toContain(
+        `/healthz: the database's newest migration is ${previous}, this Worker's ${newest}: run migrate`,
+      );
+    } finally {
+      await db.end();
+    }
+  });
+
+  it("migrated ahead of the deploy (Upgrading's order): 200, saying the schema is newer", async () => {
+    const db = journal();
+    await db.connect();
+    try {
+      await db.query(
+        `INSERT INTO drizzle.__drizzle_migrations (hash, created_at)
+         SELECT 'next', max(created_at) + 2 * (SELECT max(created_at) - min(created_at) FROM drizzle.__drizzle_migrations) FROM drizzle.__drizzle_migrations`,
+      );
+    } finally {
+      await db.end();
+    }
+    const { res } = await healthz();
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({ status: "ok", database: { ok: true, schema: "newer" } });
+  });
+
+  it("a role that may not read drizzle's migrations table: 200, the schema unchecked", async () => {
+    const role = `edge_outbox_nojournal_${process.pid}`;
+    await t.pool.query(`DROP ROLE IF EXISTS ${role}`);
+    await t.pool.query(`CREATE ROLE ${role} LOGIN PASSWORD 'no-journal'`);
+    const url = new URL(t.url);
+    url.username = role;
+    url.password = "no-journal";
+    try {
+      const res = await call(
+        app,
+        bindings({ DATABASE_URL: url.toString(), NEON_WS_PROXY: direct.address }),
+        "GET",
+        "/healthz",
+      );
+      expect(res.status).toBe(200);
+      expect(res.body).toMatchObject({ status: "ok", database: { ok: true, schema: "unchecked" } });
+    } finally {
+      await t.pool.query(`DROP ROLE IF EXISTS ${role}`);
+    }
+  });
+});
+
+function journalTags(): string[] {
+  return (journalFile.entries as { tag: string }[]).map((e) => e.tag);
+}
 
 /**
  * A tenant's read (its API key looked up first) with these bindings: it must be a

@@ -45,7 +45,7 @@ describe("health", () => {
     const before = { ...pools };
     const res = await api("GET", "/healthz");
     expect(res.status).toBe(200);
-    expect(res.body).toMatchObject({ status: "ok", database: { ok: true } });
+    expect(res.body).toMatchObject({ status: "ok", database: { ok: true, schema: "current" } });
     expect(pools).toEqual({ opened: before.opened + 1, closed: before.closed + 1 });
   });
 

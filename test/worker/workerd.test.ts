@@ -37,10 +37,10 @@ async function indexed(noteId: string): Promise<boolean> {
 }
 
 describe("the Worker in workerd", () => {
-  it("answers /healthz from the database", async () => {
+  it("answers /healthz from the database, its schema read against the migrations bundled in", async () => {
     const res = await call("GET", "/healthz");
     expect(res.status).toBe(200);
-    expect(res.body.status).toBe("ok");
+    expect(res.body).toMatchObject({ status: "ok", database: { ok: true, schema: "current" } });
   });
 
   it("write → event → kick → QStash → signed job → index: the note becomes searchable", async () => {

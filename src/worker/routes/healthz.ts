@@ -1,20 +1,50 @@
 import { sql } from "drizzle-orm";
+import journal from "../../../drizzle/meta/_journal.json";
 import type { App } from "../new-app.ts";
-import { ApiError, databaseMisconfigured, databaseUnavailable, loggable } from "../errors.ts";
+import type { Db } from "../../domain/db.ts";
+import { queryRows } from "../../domain/webhooks/rows.ts";
+import {
+  ApiError,
+  databaseMisconfiguration,
+  databaseMisconfigured,
+  databaseUnavailable,
+  loggable,
+} from "../errors.ts";
 
 /**
- * 200 when the database answers a query; 503 with the reason in a few words when it
- * does not (the words databaseUnavailable uses for any route's 503), or 500 when it
- * turned the Worker away for its settings (a wrong password: no retry helps, so no
- * Retry-After; the words name the setting, not its value). Anyone may ask,
- * so the driver's own message, which can name the database role or carry the SQL
- * Drizzle ran, goes only to the log.
+ * The migrations this Worker was built with, newest last, as drizzle's migrator
+ * records them: `created_at` in `drizzle.__drizzle_migrations` is the journal's
+ * `when`, and the migrator applies whatever is newer than its newest row.
+ */
+const MIGRATIONS: readonly { tag: string; when: number }[] = journal.entries;
+const NEWEST = MIGRATIONS[MIGRATIONS.length - 1]!;
+
+/**
+ * How the database's schema stands against this Worker's: `current`, or `newer` when
+ * migrate ran ahead of the deploy (the order Upgrading asks for; migrations add, so
+ * this Worker still runs), or `unchecked` when the role may not read drizzle's table.
+ * Older is not a value: it is the 500 below.
+ */
+type SchemaState = "current" | "newer" | "unchecked";
+
+/**
+ * 200 when the database answers and its schema is not older than this Worker's; 503
+ * with the reason in a few words when it does not answer (the words
+ * databaseUnavailable uses for any route's 503), or 500 when it turned the Worker
+ * away for its settings (a wrong password: no retry helps, so no Retry-After; the
+ * words name the setting, not its value) or was never migrated or not since the
+ * Worker was deployed: `SELECT 1` answered 200 there while every other route was a
+ * 500, so a readiness probe passed a deploy-before-migrate (the deploy walkthrough).
+ * One query, the round trip `SELECT 1` was. Anyone may ask, so the driver's own
+ * message, which can name the database role or carry the SQL Drizzle ran, and the
+ * migration names go only to the log.
  */
 export function registerHealthz(app: App) {
   app.get("/healthz", async (c) => {
     const started = Date.now();
+    let schema: SchemaState | "older";
     try {
-      await c.var.db.execute(sql`SELECT 1`);
+      schema = await schemaState(c.var.db);
     } catch (error) {
       console.error(`[${c.get("requestId")}] /healthz:`, loggable(error));
       const misconfigured = databaseMisconfigured(error);
@@ -22,6 +52,35 @@ export function registerHealthz(app: App) {
       const why = databaseUnavailable(error) ?? "its query failed; the request id identifies it in the logs";
       throw new ApiError("SERVICE_UNAVAILABLE", `database unavailable: ${why}`);
     }
-    return c.json({ status: "ok", database: { ok: true, latencyMs: Date.now() - started } });
+    if (schema === "older")
+      throw new ApiError(
+        "MISCONFIGURED",
+        "database misconfigured: its schema is older than this Worker's: run migrate",
+      );
+    return c.json({ status: "ok", database: { ok: true, latencyMs: Date.now() - started, schema } });
   });
+}
+
+async function schemaState(db: Db): Promise<SchemaState | "older"> {
+  let newest: number | null;
+  try {
+    const [row] = await queryRows<{ newest: number | null }>(
+      db,
+      sql`SELECT max(created_at)::float8 AS newest FROM drizzle.__drizzle_migrations`,
+    );
+    newest = row?.newest ?? null;
+  } catch (error) {
+    // A role kept to the application's tables may not read drizzle's: the database
+    // answered, which is all this route said before; the schema goes unchecked.
+    if (databaseMisconfiguration(error) === "privileges") return "unchecked";
+    throw error;
+  }
+  if (newest !== null && newest > NEWEST.when) return "newer";
+  if (newest === NEWEST.when) return "current";
+  const had =
+    newest === null ? "none" : (MIGRATIONS.find((m) => m.when === newest)?.tag ?? `one made at ${newest}`);
+  console.error(
+    `/healthz: the database's newest migration is ${had}, this Worker's ${NEWEST.tag}: run migrate`,
+  );
+  return "older";
 }
