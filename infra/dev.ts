@@ -246,6 +246,8 @@ async function main() {
       PUBLIC_URL: env.PUBLIC_URL || publicUrl,
       ADMIN_TOKEN: env.ADMIN_TOKEN || secrets.ADMIN_TOKEN,
       MAIL_API_URL: env.MAIL_API_URL || `${sink.url}/mail`,
+      // Required with MAIL_API_URL; locally every mail lands in the sink's log anyway.
+      MAIL_TO: env.MAIL_TO || "ops@example.com",
       WEBHOOK_SECRETS_KEY: env.WEBHOOK_SECRETS_KEY || secrets.WEBHOOK_SECRETS_KEY,
       // Local receivers (the sink) are http on 127.0.0.1, which a deployment refuses.
       WEBHOOK_ALLOW_PRIVATE_URLS: env.WEBHOOK_ALLOW_PRIVATE_URLS || "true",

@@ -93,6 +93,7 @@ export async function startWorkerdStack(options: WorkerdStackOptions): Promise<W
       QSTASH_CURRENT_SIGNING_KEY: qstash.currentSigningKey,
       QSTASH_NEXT_SIGNING_KEY: qstash.nextSigningKey,
       MAIL_API_URL: `${sink.url}/mail`,
+      MAIL_TO: "ops@example.com",
     } satisfies Partial<Bindings>;
     // A local stack needs no real `request.cf`: without this, miniflare tries to fetch
     // it from workers.cloudflare.com and prints a stack trace when offline (as

@@ -24,7 +24,10 @@ export interface Bindings {
   PUBLIC_URL?: string;
   ADMIN_TOKEN?: string;
   MAIL_API_URL?: string;
-  /** Who `notify.mail` writes to about supplier events; default ops@example.com. */
+  /**
+   * Who `notify.mail` writes to about supplier events: required with MAIL_API_URL;
+   * without it (no mail sent) ops@example.com names the no-op mailer's recipient.
+   */
   MAIL_TO?: string;
   /** Days a fanned event is kept before the cron sweep deletes it; default 30. */
   RETENTION_DAYS?: string;
@@ -163,8 +166,15 @@ export type ConfigResult = { ok: true; config: Config } | { ok: false; message: 
 /** One message naming every bad binding, e.g. "binding QSTASH_TOKEN is missing; binding PUBLIC_URL must be …". */
 export function parseConfig(env: Bindings): ConfigResult {
   const parsed = parseVariables(configSchema, env);
-  if (parsed.ok) return parsed;
-  const problems = parsed.problems.map((p) => `binding ${p.name} ${p.missing ? "is missing" : p.message}`);
+  const problems = parsed.ok
+    ? []
+    : parsed.problems.map((p) => `binding ${p.name} ${p.missing ? "is missing" : p.message}`);
+  // Mail sent for real goes to MAIL_TO: its default is for a Worker that sends none
+  // (the no-op mailer's log line). A deployment that set only MAIL_API_URL mailed
+  // every supplier event to ops@example.com, which nobody reads (the deploy walkthrough).
+  if (blankIsAbsent(env.MAIL_API_URL) !== undefined && blankIsAbsent(env.MAIL_TO) === undefined)
+    problems.push("binding MAIL_TO must be set with MAIL_API_URL: the address supplier mails go to");
+  if (parsed.ok && problems.length === 0) return parsed;
   return { ok: false, message: `Worker misconfigured: ${problems.join("; ")}` };
 }
 

@@ -350,7 +350,11 @@ describe("the job route notes the run", () => {
     });
     await new Promise<void>((resolve) => mailApi.listen(0, "127.0.0.1", resolve));
     const { port } = mailApi.address() as AddressInfo;
-    env = bindings({ DATABASE_URL: t.url, MAIL_API_URL: `http://127.0.0.1:${port}/mail` });
+    env = bindings({
+      DATABASE_URL: t.url,
+      MAIL_API_URL: `http://127.0.0.1:${port}/mail`,
+      MAIL_TO: "ops@example.com",
+    });
   });
   afterAll(() => new Promise<void>((resolve) => mailApi.close(() => resolve())));
 

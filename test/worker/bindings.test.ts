@@ -69,6 +69,23 @@ describe("bindings are validated once, at the entry", () => {
       ok: true,
       config: { MAIL_TO: "team@example.org", RETENTION_DAYS: 7 },
     });
+    // Mail sent for real needs its address: the default named nobody who reads mail.
+    for (const MAIL_TO of [undefined, "", " "])
+      expect(parseConfig(bindings({ MAIL_API_URL: "https://mail.example.org/send", MAIL_TO }))).toEqual({
+        ok: false,
+        message:
+          "Worker misconfigured: binding MAIL_TO must be set with MAIL_API_URL: the address supplier mails go to",
+      });
+    expect(
+      parseConfig(bindings({ MAIL_API_URL: "https://mail.example.org/send", MAIL_TO: "team@example.org" })),
+    ).toMatchObject({ ok: true, config: { MAIL_TO: "team@example.org" } });
+    expect(
+      parseConfig(bindings({ MAIL_API_URL: "https://mail.example.org/send", PUBLIC_URL: "nope" })),
+    ).toEqual({
+      ok: false,
+      message:
+        "Worker misconfigured: binding PUBLIC_URL must be an http(s) URL; binding MAIL_TO must be set with MAIL_API_URL: the address supplier mails go to",
+    });
     const bad = parseConfig(bindings({ MAIL_TO: "nobody", RETENTION_DAYS: "0.5" }));
     expect(bad).toEqual({
       ok: false,
