@@ -309,6 +309,21 @@ describe("overview", () => {
     expect((await safe.get("/dashboard")).text).not.toContain('id="private-urls"');
   });
 
+  it("warns while WEBHOOK_SECRETS_KEY is unset: sessions keyed by the token alone, no endpoints", async () => {
+    const at = (overrides: Record<string, string | undefined>) =>
+      dashboardClient(() => ({ ...env, ...overrides }));
+    const keyed = at({});
+    expect((await keyed.login()).status).toBe(303);
+    expect((await keyed.get("/dashboard")).text).not.toContain('id="no-secrets-key"');
+    const unkeyed = at({ WEBHOOK_SECRETS_KEY: undefined });
+    expect((await unkeyed.login()).status).toBe(303);
+    const page = (await unkeyed.get("/dashboard")).text;
+    expect(page).toContain('id="no-secrets-key"');
+    expect(page).toContain(
+      "WEBHOOK_SECRETS_KEY is not set: dashboard sessions are keyed by ADMIN_TOKEN alone, so a captured session cookie",
+    );
+  });
+
   it("says when its open alerts are only the newest, and links to all of them", async () => {
     await t.pool.query(
       `INSERT INTO outbox_alerts (kind, subscription, message)

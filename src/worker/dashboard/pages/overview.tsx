@@ -142,6 +142,18 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
             </p>
           </div>
         ) : null}
+        {c.var.config.WEBHOOK_SECRETS_KEY ? null : (
+          // Optional so a Worker without webhooks runs, but it keys the sessions too: a
+          // deployment without it ran on with nothing saying so (the deploy walkthrough).
+          <div class="panel" id="no-secrets-key">
+            <p class="error">
+              {"WEBHOOK_SECRETS_KEY is not set: dashboard sessions are keyed by ADMIN_TOKEN alone, so a captured " +
+                "session cookie lets the token be guessed offline, and webhook endpoints cannot be created. Set it " +
+                "(`openssl rand -base64 32`, then `npx wrangler secret put WEBHOOK_SECRETS_KEY`) and keep a copy: " +
+                "every session ends, and you sign in again."}
+            </p>
+          </div>
+        )}
         <div class="cards">
           <Card label="Backlog" value={String(s.backlog)} tone={s.backlog > 0 ? "warn" : "ok"} />
           <Card label="Due now" value={String(s.due)} />
