@@ -188,6 +188,14 @@ describe("send test event", () => {
     const later = await browser.get(location);
     expect(later.text).not.toMatch(/http-equiv="refresh"/);
     expect(later.text).toMatch(/Test event sent\. Its next attempt is at \d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ\./);
+    // An attempt that failed says so, not "sent" and a time alone.
+    await t.pool.query("UPDATE webhook_deliveries SET last_error = 'endpoint answered 503' WHERE id = $1", [
+      deliveryId,
+    ]);
+    expect((await browser.get(location)).text).toMatch(
+      /Test event sent\. Its attempt failed \(endpoint answered 503\); the next is at \d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ\./,
+    );
+    await t.pool.query("UPDATE webhook_deliveries SET last_error = NULL WHERE id = $1", [deliveryId]);
     await t.pool.query("UPDATE webhook_deliveries SET next_attempt_at = NULL WHERE id = $1", [deliveryId]);
 
     expect(await deliver(deliveryId!)).toMatchObject({ kind: "delivered" });

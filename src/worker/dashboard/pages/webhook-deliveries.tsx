@@ -132,9 +132,14 @@ export function registerWebhookDeliveries(dashboard: Hono<DashboardEnv>) {
     const soon =
       pending && (d.nextAttemptAt === null || d.nextAttemptAt.getTime() <= Date.now() + WATCH_AHEAD_MS);
     // How it ended, once it has: "Test event sent." alone stood above a delivery that gave up.
+    // A redeliver clears last_error, so one on a pending delivery is an attempt since
+    // the action: "sent" and a time alone read as success above a 503 (the dashboard
+    // walkthrough). The reason is the Worker's own words ("endpoint answered 503").
     const later =
       pending && !soon
-        ? ` Its next attempt is at ${time(d.nextAttemptAt)}.`
+        ? d.lastError
+          ? ` Its attempt failed (${d.lastError}); the next is at ${time(d.nextAttemptAt)}.`
+          : ` Its next attempt is at ${time(d.nextAttemptAt)}.`
         : d.status === "failed"
           ? " It gave up: see its attempts below."
           : d.status === "delivered"
