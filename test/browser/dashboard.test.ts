@@ -226,7 +226,7 @@ describe("the dashboard in Chromium", () => {
     await expect
       .poll(async () => page.locator("#notice .state-fanned").count(), { timeout: 15_000, interval: 500 })
       .toBe(6);
-    expect(await page.textContent("#notice")).toContain("All 6 shown have left the queue.");
+    expect(await page.textContent("#notice")).toContain("All 6 shown were fanned out.");
     expect(await stateCounts(malformed)).toEqual({ fanned: 0, poisoned: 2 });
     await expect.poll(() => groups.count()).toBe(1);
     await shot("poisoned-after-requeue");

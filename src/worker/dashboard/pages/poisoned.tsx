@@ -136,6 +136,27 @@ function Group({ group, n }: { group: PoisonedGroup; n: number }) {
   );
 }
 
+/**
+ * How the requeued rows the page shows stand. Once none is pending it said "All 1
+ * shown have left the queue" of a row poisoned again by the same cause, which read as
+ * the fix having worked (the dashboard walkthrough): poisoned again is said first.
+ */
+function trackedText(shown: number, pending: number, poisonedAgain: number): string {
+  const of = (n: number) =>
+    n === shown ? (shown === 1 ? "The one" : `All ${shown}`) : `${n} of the ${shown}`;
+  const are = (n: number) => (n === 1 ? "is" : "are");
+  const was = (n: number) => (n === 1 ? "was" : "were");
+  if (pending > 0)
+    return `${of(pending)} shown ${are(pending)} waiting for the relay; this page shows them once they are fanned out.`;
+  if (poisonedAgain > 0)
+    return (
+      `${of(poisonedAgain)} shown ${was(poisonedAgain)} poisoned again: what poisoned ` +
+      `${poisonedAgain === 1 ? "it" : "them"} is still there (the table says what).` +
+      (poisonedAgain < shown ? ` ${shown - poisonedAgain} fanned out.` : "")
+    );
+  return `${of(shown)} shown ${was(shown)} fanned out.`;
+}
+
 export function registerPoisoned(dashboard: Hono<DashboardEnv>) {
   dashboard.get("/poisoned", valid("query", poisonedQuery), async (c) => {
     const q = c.req.valid("query");
@@ -147,6 +168,7 @@ export function registerPoisoned(dashboard: Hono<DashboardEnv>) {
         : Promise.resolve([]),
     ]);
     const stillPending = tracked.filter((e) => e.state === "pending").length;
+    const poisonedAgain = tracked.filter((e) => e.state === "poisoned").length;
     return render(
       c,
       // While requeued rows are on their way, reload to show them fan out.
@@ -167,11 +189,7 @@ export function registerPoisoned(dashboard: Hono<DashboardEnv>) {
             <p>
               {`Requeued ${q.requeued} event${q.requeued === 1 ? "" : "s"}. `}
               {q.more ? "More poisoned before that press remain: press Requeue all again. " : ""}
-              {tracked.length === 0
-                ? ""
-                : stillPending > 0
-                  ? `${stillPending} of the ${tracked.length} shown are waiting for the relay; this page shows them once they are fanned out.`
-                  : `All ${tracked.length} shown have left the queue.`}
+              {tracked.length === 0 ? "" : trackedText(tracked.length, stillPending, poisonedAgain)}
             </p>
             {tracked.length > 0 ? <EventTable events={tracked} /> : null}
           </div>
