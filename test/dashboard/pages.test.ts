@@ -1120,6 +1120,35 @@ describe("alerts", () => {
     await t.pool.query("UPDATE outbox_alerts SET resolved_at = now() WHERE resolved_at IS NULL");
   });
 
+  it("says after a single row's Resolve what it did not stop, as the resolve by kind's confirm does", async () => {
+    const { rows } = await t.pool.query(
+      `INSERT INTO outbox_alerts (kind, subscription, message, details)
+       VALUES ('subscription.failing', 'notify.mail', 'subscription notify.mail is failing', '{}'),
+              ('webhook.delivery_failed', NULL, '3 deliveries failed', '{}')
+       RETURNING id, kind`,
+    );
+    const page = (await browser.get("/dashboard/alerts")).text;
+    for (const { id, kind } of rows as { id: number; kind: string }[]) {
+      // The row's own form, as a browser would send it.
+      const form = new RegExp(
+        `name="id" value="${id}"\\s*/?>\\s*<input type="hidden" name="kind" value="([^"]+)"`,
+      ).exec(page);
+      expect(form?.[1]).toBe(kind);
+      const res = await browser.post("/dashboard/alerts/resolve", { id: String(id), kind: form![1]! });
+      expect(res.headers.get("location")).toBe(`/dashboard/alerts?resolved=1&kind=${kind}`);
+    }
+    expect((await browser.get("/dashboard/alerts?resolved=1&kind=subscription.failing")).text).toContain(
+      "Resolved 1 alert. While what it reports lasts, the next sweep raises it again.",
+    );
+    expect((await browser.get("/dashboard/alerts?resolved=1&kind=webhook.delivery_failed")).text).toContain(
+      "Resolved 1 alert. The failed deliveries it counts stay failed: Recover on the endpoint&#39;s page sends them again.",
+    );
+    // A kind that is none puts no words on the page.
+    expect((await browser.get("/dashboard/alerts?resolved=1&kind=%3Cb%3Ehi")).text).toMatch(
+      /id="notice" tabindex="-1"( autofocus="")?>Resolved 1 alert\.<\/p>/,
+    );
+  });
+
   it("lists open alerts, resolves one, then all of a kind", async () => {
     const insert = async (kind: string, message: string) =>
       (

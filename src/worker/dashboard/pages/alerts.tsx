@@ -10,14 +10,15 @@ import {
   type AlertRow,
 } from "../../../outbox/index.ts";
 import { countOpenFailures, stillNotRetried } from "../../../domain/job-failures/retry.ts";
-import { raisedAgainNote } from "../../../domain/alert-kinds.ts";
+import { isAlertKind, raisedAgainNote } from "../../../domain/alert-kinds.ts";
 import { valid } from "../../validate.ts";
 import type { DashboardEnv } from "../env.ts";
 import { asSentence, Confirm, IdLink, Notice, Pager, render, Table, time, Unseen } from "../layout.tsx";
 import { jobFailuresHref } from "./job-failures.tsx";
 
 export const resolveForm = z.union([
-  z.object({ id: z.coerce.number().int().positive() }),
+  // kind: the row's, only for what the notice then says (a kind that is none says nothing).
+  z.object({ id: z.coerce.number().int().positive(), kind: z.string().max(200).optional() }),
   // upTo: the newest alert of the kind the page showed; a later one is not resolved unseen.
   z.object({ kind: z.string().min(1).max(200), upTo: z.coerce.number().int().positive() }),
 ]);
@@ -28,6 +29,8 @@ export const ALERTS_PAGE = 100;
 const alertsQuery = z.object({
   show: z.enum(["open", "all"]).default("open"),
   resolved: z.coerce.number().int().min(0).optional(),
+  // The resolved alert's kind, for what resolving it did not stop; a kind that is none says nothing.
+  kind: z.string().max(200).optional(),
   before: idCursor,
 });
 
@@ -51,6 +54,7 @@ export function registerAlerts(dashboard: Hono<DashboardEnv>) {
             q.resolved === undefined
               ? undefined
               : `Resolved ${q.resolved} alert${q.resolved === 1 ? "" : "s"}.` +
+                (q.resolved > 0 && q.kind !== undefined && isAlertKind(q.kind) ? afterResolve(q.kind) : "") +
                 (owed > 0 ? ` ${stillNotRetried(owed)}: retry them on the job failures page.` : "")
           }
         />
@@ -69,7 +73,7 @@ export function registerAlerts(dashboard: Hono<DashboardEnv>) {
                   label={`Resolve all ${k.kind} (${k.count})`}
                   says={
                     `Marks ${k.count} open ${k.kind} alert${k.count === 1 ? "" : "s"} resolved. Nothing is sent or requeued.` +
-                    againSentence(k.kind)
+                    afterResolve(k.kind)
                   }
                 >
                   <form class="inline" method="post" action="/dashboard/alerts/resolve">
@@ -130,6 +134,7 @@ export function registerAlerts(dashboard: Hono<DashboardEnv>) {
                   ) : (
                     <form method="post" action="/dashboard/alerts/resolve">
                       <input type="hidden" name="id" value={String(a.id)} />
+                      <input type="hidden" name="kind" value={a.kind} />
                       <button class="btn secondary" type="submit">
                         Resolve
                         <Unseen>{` alert ${a.id}`}</Unseen>
@@ -155,14 +160,23 @@ export function registerAlerts(dashboard: Hono<DashboardEnv>) {
       c.var.pool,
       "id" in form ? { id: form.id } : { kind: form.kind, upTo: form.upTo },
     );
-    return c.redirect(`/dashboard/alerts?resolved=${n}`, 303);
+    const kind = "id" in form && form.kind !== undefined ? `&kind=${encodeURIComponent(form.kind)}` : "";
+    return c.redirect(`/dashboard/alerts?resolved=${n}${kind}`, 303);
   });
 }
 
-/** raisedAgainNote as a sentence of its own, after the confirm's "Nothing is sent". */
-function againSentence(kind: string): string {
+/**
+ * What resolving alerts of `kind` leaves as it was, as sentences after "Nothing is
+ * sent": the sweep raising it again while its condition lasts, a failed delivery
+ * still owed. The confirm of a resolve by kind said so; a single row's Resolve said
+ * "Resolved 1 alert." and the sweep raised it again 10 s later (the dashboard walkthrough).
+ */
+function afterResolve(kind: string): string {
   const note = raisedAgainNote(kind);
-  return note ? ` ${asSentence(note)}` : "";
+  const again = note ? ` ${asSentence(note)}` : "";
+  return kind === "webhook.delivery_failed"
+    ? `${again} The failed deliveries it counts stay failed: Recover on the endpoint's page sends them again.`
+    : again;
 }
 
 /**
