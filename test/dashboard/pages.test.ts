@@ -848,8 +848,10 @@ describe("webhook endpoint actions", () => {
     expect(page.text).toContain('<input type="hidden" name="enabled" value="false"/>');
     // What Disable does to the deliveries already pending, said before it is pressed:
     // they fail, as the deliver job finds the endpoint disabled; they do not wait.
+    // And that events meanwhile make no delivery at all: "Recover sends them again"
+    // read as covering them too, and an operator disabled an endpoint to pause it.
     expect(page.text).toContain(
-      "new events are not offered to it, and its pending deliveries fail without a request. Once it is enabled again, Recover sends them again.",
+      "its pending deliveries fail without a request (once it is enabled again, Recover sends those again), and events recorded while it is disabled make no delivery for it, now or later. Disable to stop its webhooks, not to pause them.",
     );
 
     const forged = await browser.post(
@@ -867,8 +869,11 @@ describe("webhook endpoint actions", () => {
     expect(after.text).toContain("Endpoint disabled.");
     expect(after.text).toContain('<span class="state state-failed">disabled</span>');
 
-    await browser.post(`/dashboard/webhooks/${id}/enabled`, { enabled: "true" });
+    const on = await browser.post(`/dashboard/webhooks/${id}/enabled`, { enabled: "true" });
     expect(await enabled()).toEqual({ enabled: true, disabled_reason: null });
+    expect((await browser.get(on.headers.get("location")!)).text).toContain(
+      "Endpoint enabled: it is sent the events recorded from now on. Events recorded while it was disabled made no delivery for it; Recover failed deliveries sends again the ones that failed.",
+    );
     expect((await browser.post(`/dashboard/webhooks/${id}/enabled`, { enabled: "maybe" })).status).toBe(400);
     const unknown = "00000000-0000-4000-8000-000000000000";
     expect((await browser.post(`/dashboard/webhooks/${unknown}/enabled`, { enabled: "true" })).status).toBe(

@@ -311,7 +311,7 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
             c.req.query("edited") !== undefined
               ? "Endpoint saved: deliveries from now on go to this URL, for these event types."
               : c.req.query("enabled") !== undefined
-                ? "Endpoint enabled."
+                ? "Endpoint enabled: it is sent the events recorded from now on. Events recorded while it was disabled made no delivery for it; Recover failed deliveries sends again the ones that failed."
                 : c.req.query("disabled") !== undefined
                   ? "Endpoint disabled."
                   : recoveredNotice(q.recovered, q.more !== undefined)
@@ -324,9 +324,11 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
             <Confirm
               label="Disable"
               danger
-              // Said as it is: the pending fail, they do not wait. An operator who meant
-              // to pause a flaky receiver found them failed after enabling it.
-              says="Stops deliveries to this endpoint: new events are not offered to it, and its pending deliveries fail without a request. Once it is enabled again, Recover sends them again."
+              // Said as it is: the pending fail, they do not wait, and events meanwhile make
+              // no delivery at all. An operator who meant to pause a flaky receiver found
+              // them failed after enabling it; "Recover sends them again" then read as if
+              // it covered the events of the gap too (the dashboard walkthrough).
+              says="Stops deliveries to this endpoint: its pending deliveries fail without a request (once it is enabled again, Recover sends those again), and events recorded while it is disabled make no delivery for it, now or later. Disable to stop its webhooks, not to pause them."
             >
               <EnabledForm id={endpoint.id} enabled={false} />
             </Confirm>
@@ -419,8 +421,8 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
               {endpoint.failed === 0
                 ? "0"
                 : `${endpoint.failed} deliver${endpoint.failed === 1 ? "y" : "ies"} not sent: ${
-                    endpoint.enabled ? "Recover failed deliveries" : "enable the endpoint, then recover them"
-                  } sends them again`}
+                    endpoint.enabled ? "" : "enable the endpoint, then "
+                  }Recover failed deliveries sends ${endpoint.failed === 1 ? "it" : "them"} again`}
             </td>
           </tr>
         </Table>
