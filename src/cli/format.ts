@@ -321,7 +321,7 @@ export function formatEndpoint(
     }`,
     `  last success ${when(e.lastSuccessAt)}`,
     `  last ${h.windowHours} h    ${h.deliveries.total} deliver${h.deliveries.total === 1 ? "y" : "ies"} (${h.deliveries.delivered} delivered, ` +
-      `${h.deliveries.failed} failed, ${h.deliveries.pending} pending); attempts with a 2xx: ` +
+      `${h.deliveries.failed} failed, ${h.deliveries.pending} pending); answered 2xx: ` +
       successRateText({ attempts24h: h.attempts.total, succeeded24h: h.attempts.succeeded }),
     ...(e.previousSecretExpiresAt
       ? [`  secret       rotating: the previous secret signs too until ${when(e.previousSecretExpiresAt)}`]

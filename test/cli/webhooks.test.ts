@@ -109,12 +109,12 @@ describe("outbox webhooks: what an operator reads", () => {
       ),
       expect.stringMatching(
         new RegExp(
-          `^${failing.id}\\s+https://hooks.example.com/down\\s+acme\\s+failing\\s+0.0 % of 3\\s+1\\s+1$`,
+          `^${failing.id}\\s+https://hooks.example.com/down\\s+acme\\s+failing\\s+0.0 % of 3 attempts\\s+1\\s+1$`,
         ),
       ),
       expect.stringMatching(
         new RegExp(
-          `^${healthy.id}\\s+https://hooks.example.com/ok\\s+acme\\s+healthy\\s+100.0 % of 1\\s+0\\s+0$`,
+          `^${healthy.id}\\s+https://hooks.example.com/ok\\s+acme\\s+healthy\\s+100.0 % of 1 attempt\\s+0\\s+0$`,
         ),
       ),
     ]);
@@ -162,7 +162,7 @@ describe("outbox webhooks: what an operator reads", () => {
     await t.pool.query("UPDATE webhook_endpoints SET types = '{supplier.*}' WHERE id = $1", [id]);
     // The 2026-01-01 delivery is outside the window; its attempt too (made "now" by the fixture).
     expect(out).toMatch(
-      /last 24 h {4}2 deliveries \(0 delivered, 1 failed, 1 pending\); attempts with a 2xx: 25\.0 % of 4/,
+      /last 24 h {4}2 deliveries \(0 delivered, 1 failed, 1 pending\); answered 2xx: 25\.0 % of 4 attempts/,
     );
     const rows = out.slice(out.indexOf("deliveries, newest first")).trim().split("\n").slice(2);
     expect(rows).toEqual([

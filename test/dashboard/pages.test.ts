@@ -769,7 +769,7 @@ describe("webhook endpoints", () => {
     expect(row("https://receiver.example/ok")).toContain(
       '<span class="state state-delivered">healthy</span>',
     );
-    expect(row("https://receiver.example/ok")).toContain("25.0 % of 4");
+    expect(row("https://receiver.example/ok")).toContain("25.0 % of 4 attempts");
     expect(row("https://receiver.example/ok")).toMatch(
       /<td class="num" data-label="pending">0<\/td><td class="num" data-label="gave up">1<\/td>/,
     );

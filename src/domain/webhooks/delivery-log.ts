@@ -232,7 +232,9 @@ export function laggingText(l: Lagging): string {
 /** The last day's attempts that got a 2xx, e.g. "27.3 % of 11", or "no attempts". */
 export function successRateText(e: { attempts24h: number; succeeded24h: number }): string {
   if (e.attempts24h === 0) return "no attempts";
-  return `${((100 * e.succeeded24h) / e.attempts24h).toFixed(1)} % of ${e.attempts24h}`;
+  // "of 2095" read as deliveries beside "pending 318" (the dashboard walkthrough): it counts attempts.
+  const of = `${e.attempts24h} attempt${e.attempts24h === 1 ? "" : "s"}`;
+  return `${((100 * e.succeeded24h) / e.attempts24h).toFixed(1)} % of ${of}`;
 }
 
 export interface EndpointDelivery {

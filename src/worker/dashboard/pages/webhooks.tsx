@@ -246,7 +246,7 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
               <th>endpoint</th>
               <th>scope</th>
               <th>health</th>
-              <th>success, last 24 h</th>
+              <th>{"success, last 24\u00a0h"}</th>
               <th>last success</th>
               <th>failing since</th>
               <th class="num">pending</th>
@@ -397,7 +397,7 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
             <td>{endpoint.scope ?? "–"}</td>
           </tr>
           <tr>
-            <th>success, last 24 h</th>
+            <th>{"success, last 24\u00a0h"}</th>
             <td>{successRateText(endpoint)}</td>
           </tr>
           <tr>
