@@ -291,6 +291,17 @@ describe("the dashboard in Chromium", () => {
     expect(overview).toMatch(/Open alerts\s*2/);
     expect(await page.locator("svg polyline").count()).toBe(4);
     await shot("overview");
+    // On a phone the charts' labels are read at the page's text size: drawn inside the
+    // SVG they were about 6 px there and did not grow with the reader's text size.
+    await atWidth(390, async () => {
+      const sizes = await page.$$eval(".chart .y-axis span, .chart .x-axis span", (spans) =>
+        spans.map((s) => Number.parseFloat(getComputedStyle(s).fontSize)),
+      );
+      expect(sizes.length).toBe(12);
+      for (const px of sizes) expect(px).toBeGreaterThanOrEqual(12);
+      expect(await page.locator(".chart .x-axis").first().textContent()).toMatch(/\d\d:\d\d UTC/);
+      await shot("overview-390");
+    });
 
     // A test event from an endpoint's page: through the Worker, QStash and the
     // deliver job to a real receiver, whose request verifies with the secret.

@@ -11,7 +11,9 @@ async function tickLabels(values: number[]): Promise<string[]> {
       series: [{ label: "fanned", swatch: "sw-a", values }],
     }).toString(),
   );
-  return [...html.matchAll(/<text x="30"[^>]*>([^<]*)<\/text>/g)].map((m) => m[1]!);
+  const axis = /<div class="y-axis" aria-hidden="true">(.*?)<\/div>/.exec(html)![1]!;
+  // Top to bottom, as the page draws them; bottom up here, as an axis is read.
+  return [...axis.matchAll(/<span>([^<]*)<\/span>/g)].map((m) => m[1]!).reverse();
 }
 
 describe("dashboard chart axis", () => {
@@ -83,12 +85,24 @@ describe("dashboard chart for every reader", () => {
     ]);
     expect(lines).toEqual([
       ["#079455", undefined],
-      ["#f04438", "6 3"],
+      ["#f04438", "8 4"],
     ]);
     // Each legend entry is that line in small, not a coloured box forced colours would blank.
     expect(html).toMatch(
-      /<svg class="swatch"[^>]*aria-hidden="true"><line [^>]*stroke="#f04438"[^>]*stroke-dasharray="6 3"/,
+      /<svg class="swatch"[^>]*aria-hidden="true"><line [^>]*stroke="#f04438"[^>]*stroke-dasharray="8 4"/,
     );
     expect(html).not.toContain('<span class="swatch');
+  });
+
+  it("writes its axis labels as page text, which grows with the reader's text size, and says the times are UTC", async () => {
+    const html = await chart();
+    // In the SVG they were 10 of its 720 units: about 6 px on a phone, whatever the zoom.
+    expect(html).not.toMatch(/<text[\s>]/);
+    expect(/<div class="x-axis" aria-hidden="true">(.*?)<\/div>/.exec(html)?.[1]).toBe(
+      "<span>12:00</span><span>12:01 UTC</span><span>12:03</span>",
+    );
+    expect(html).toMatch(/<svg viewBox="0 0 720 160" preserveAspectRatio="none" role="img"/);
+    for (const tag of html.match(/<(polyline|line) [^>]*>/g)!.filter((t) => !t.includes('y1="4"')))
+      expect(tag).toContain('vector-effect="non-scaling-stroke"');
   });
 });

@@ -14,12 +14,17 @@ const COLOURS = { "sw-a": "#2557d6", "sw-b": "#079455", "sw-c": "#f04438" } as c
  * blindness); the legend draws each line as the chart does, in SVG, which forced
  * colours leave alone (the span backgrounds it drew before vanished there).
  */
-const DASHES = [undefined, "6 3", "2 2"] as const;
-const strokeWidth = (i: number) => String(Math.max(1.5, 4 - i * 2));
+// In screen pixels (non-scaling strokes): the first line wide enough to show the
+// dashed one drawn on top of it where both are equal.
+const DASHES = [undefined, "8 4", "3 3"] as const;
+const strokeWidth = (i: number) => String(Math.max(2, 5 - i * 2.5));
 
+// The plot's own units: the SVG stretches to the card's width and a height set in rem
+// (preserveAspectRatio="none"), its strokes kept in screen pixels. Its labels are HTML
+// around it: inside the SVG they were drawn at 10 of 720 units, about 6 px on a phone,
+// and a browser's text zoom left them as they were (WCAG 1.4.4, the dashboard walkthrough).
 const W = 720;
 const H = 160;
-const PAD = { left: 36, right: 8, top: 10, bottom: 22 };
 
 /** Multiples of a power of ten that an axis may end on: its middle tick is then round too. */
 const NICE = [1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10];
@@ -51,45 +56,51 @@ export function tickLabel(value: number): string {
 export function LineChart({ title, minutes, series }: { title: string; minutes: Date[]; series: Series[] }) {
   const max = axisTop(Math.max(0, ...series.flatMap((s) => s.values)));
   const n = Math.max(1, minutes.length - 1);
-  const x = (i: number) => PAD.left + (i / n) * (W - PAD.left - PAD.right);
-  const y = (v: number) => PAD.top + (1 - v / max) * (H - PAD.top - PAD.bottom);
-  const ticks = [0, max / 2, max];
+  const x = (i: number) => (i / n) * W;
+  const y = (v: number) => (1 - v / max) * H;
+  const ticks = [max, max / 2, 0];
   const label = (d: Date | undefined) => (d ? d.toISOString().slice(11, 16) : "");
   return (
     <figure class="chart">
-      <svg viewBox={`0 0 ${W} ${H}`} role="img" aria-label={title}>
-        <title>{title}</title>
-        {ticks.map((t) => (
-          <g>
-            <line x1={PAD.left} x2={W - PAD.right} y1={y(t)} y2={y(t)} stroke="#e5e7eb" stroke-width="1" />
-            <text x={PAD.left - 6} y={y(t) + 4} text-anchor="end" font-size="10" fill="#5d6678">
-              {tickLabel(t)}
-            </text>
-          </g>
-        ))}
-        {[0, Math.floor(n / 2), n].map((i) => (
-          <text
-            x={x(i)}
-            y={H - 6}
-            text-anchor={i === 0 ? "start" : i === n ? "end" : "middle"}
-            font-size="10"
-            fill="#5d6678"
-          >
-            {label(minutes[i])}
-          </text>
-        ))}
-        {/* Later series are drawn thinner on top, so equal values still show both lines. */}
-        {series.map((s, i) => (
-          <polyline
-            fill="none"
-            stroke={COLOURS[s.swatch]}
-            stroke-width={strokeWidth(i)}
-            stroke-dasharray={DASHES[i]}
-            stroke-linejoin="round"
-            points={s.values.map((v, i) => `${x(i).toFixed(1)},${y(v).toFixed(1)}`).join(" ")}
-          />
-        ))}
-      </svg>
+      <div class="plot">
+        {/* The table below carries the numbers for a screen reader; these are for the eye. */}
+        <div class="y-axis" aria-hidden="true">
+          {ticks.map((t) => (
+            <span>{tickLabel(t)}</span>
+          ))}
+        </div>
+        <svg viewBox={`0 0 ${W} ${H}`} preserveAspectRatio="none" role="img" aria-label={title}>
+          <title>{title}</title>
+          {ticks.map((t) => (
+            <line
+              x1="0"
+              x2={W}
+              y1={y(t)}
+              y2={y(t)}
+              stroke="#e5e7eb"
+              stroke-width="1"
+              vector-effect="non-scaling-stroke"
+            />
+          ))}
+          {/* Later series are drawn thinner on top, so equal values still show both lines. */}
+          {series.map((s, i) => (
+            <polyline
+              fill="none"
+              stroke={COLOURS[s.swatch]}
+              stroke-width={strokeWidth(i)}
+              stroke-dasharray={DASHES[i]}
+              stroke-linejoin="round"
+              vector-effect="non-scaling-stroke"
+              points={s.values.map((v, i) => `${x(i).toFixed(1)},${y(v).toFixed(1)}`).join(" ")}
+            />
+          ))}
+        </svg>
+        <div class="x-axis" aria-hidden="true">
+          <span>{label(minutes[0])}</span>
+          <span>{`${label(minutes[Math.floor(n / 2)])} UTC`}</span>
+          <span>{label(minutes[n])}</span>
+        </div>
+      </div>
       <figcaption class="legend">
         {series.map((s, i) => (
           <span>

@@ -111,7 +111,12 @@ details.confirm>summary:focus-visible{outline:2px solid var(--accent);outline-of
 .actions{display:flex;flex-wrap:wrap;gap:.6rem;align-items:center;margin:.5rem 0}
 figure.chart{margin:0}
 .chart{background:var(--card);border:1px solid var(--line);border-radius:8px;padding:.6rem}
-.chart svg{width:100%;height:auto;display:block}
+.chart .plot{display:grid;grid-template-columns:auto 1fr;column-gap:.4rem;padding:.5em 0 0}
+.chart .plot>svg{width:100%;height:8rem;display:block;overflow:visible}
+.y-axis{display:flex;flex-direction:column;justify-content:space-between;align-items:flex-end;font-size:.75rem;line-height:1;color:var(--muted);font-variant-numeric:tabular-nums}
+.y-axis span:first-child{transform:translateY(-50%)}
+.y-axis span:last-child{transform:translateY(50%)}
+.x-axis{grid-column:2;display:flex;justify-content:space-between;font-size:.75rem;color:var(--muted);margin-top:.5em;font-variant-numeric:tabular-nums}
 .legend{display:flex;gap:1rem;font-size:.85rem;color:var(--muted)}
 .chart svg.swatch{display:inline-block;width:22px;height:8px;margin-right:.3rem;vertical-align:middle}
 details.minutes{margin-top:.4rem;font-size:.85rem}

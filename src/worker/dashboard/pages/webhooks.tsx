@@ -268,7 +268,7 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
                     {e.disabledReason ? <div class="error">{e.disabledReason}</div> : null}
                     {e.lagging ? <div class="muted">{`${e.lagging.waiting} waiting`}</div> : null}
                   </td>
-                  <td data-label="success, last 24 h">{successRateText(e)}</td>
+                  <td data-label={"success, last 24\u00a0h"}>{successRateText(e)}</td>
                   <td class="time" data-label="last success">
                     {time(e.lastSuccessAt)}
                   </td>
