@@ -571,11 +571,30 @@ describe("editing an endpoint from its page", () => {
       version,
       url: receiver.url("/stale"),
       types: "*",
-      description: "",
+      description: "typed in the old tab",
     });
     expect(stale.status).toBe(409);
-    expect(stale.text).toContain("was changed since this form was shown; nothing was saved");
+    expect(stale.text).toContain(
+      "It was changed since this form was opened (in another tab, or by someone else); nothing was saved.",
+    );
     expect(await read(e.id)).toEqual(before);
+    // What it has now, then what was typed, in a form that saves over it when pressed again:
+    // the typed values were gone, and the page's one link led to the overview.
+    expect(stale.text).toContain('<th>types</th><td class="mono">supplier.*</td>');
+    expect(stale.text).toContain(">typed in the old tab</textarea>");
+    expect(stale.text).toContain(`<a href="/dashboard/webhooks/${e.id}">Back to the endpoint, unchanged</a>`);
+    const again = await local.post(`/dashboard/webhooks/${e.id}/edit`, {
+      version: versionOf(stale.text),
+      url: receiver.url("/stale"),
+      types: "*",
+      description: "typed in the old tab",
+    });
+    expect(again.status).toBe(303);
+    expect(await read(e.id)).toMatchObject({ types: ["*"], description: "typed in the old tab" });
+    await t.pool.query(
+      "UPDATE webhook_endpoints SET types = '{supplier.*}', description = '' WHERE id = $1",
+      [e.id],
+    );
     // Enabling or disabling is not an edit of these fields: a form shown before still saves.
     const fresh = versionOf((await local.get(`/dashboard/webhooks/${e.id}`)).text);
     await local.post(`/dashboard/webhooks/${e.id}/enabled`, { enabled: "false" });

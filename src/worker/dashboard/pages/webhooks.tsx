@@ -12,7 +12,7 @@ import {
   updateEndpointInput,
   type EndpointView,
 } from "../../../domain/webhooks/schemas.ts";
-import { updateEndpoint } from "../../../domain/webhooks/update.ts";
+import { EndpointChangedError, updateEndpoint } from "../../../domain/webhooks/update.ts";
 import {
   endpointDeliveries,
   endpointHealth,
@@ -194,6 +194,54 @@ async function refusedEdit(c: Context<DashboardEnv>, id: string, values: EditVal
       </p>
     </div>,
     400,
+  );
+}
+
+/**
+ * An edit refused because the endpoint changed since the form was shown (another tab,
+ * another operator): what it has now, and the form again with what was typed and
+ * today's version, so a second Save means "mine over theirs" knowingly. It answered a
+ * bare 409 page before, with the typed values gone and a link to the overview only
+ * (the dashboard walkthrough).
+ */
+function changedEdit(
+  c: Context<DashboardEnv>,
+  now: { id: string; url: string; types: string[]; description: string; enabled: boolean },
+  typed: EditValues,
+) {
+  return render(
+    c,
+    { title: "Endpoint not saved", section: "webhooks" },
+    <div class="panel">
+      <h1>Endpoint not saved</h1>
+      <p class="error" role="alert" {...focusedOnLoad()}>
+        {"It was changed since this form was opened (in another tab, or by someone else); nothing was saved. " +
+          "What it has now is below, then your values: Save replaces what it has with them."}
+      </p>
+      <Table class="kv">
+        <tr>
+          <th>url</th>
+          <td class="mono">{now.url}</td>
+        </tr>
+        <tr>
+          <th>types</th>
+          <td class="mono">{now.types.join(", ")}</td>
+        </tr>
+        <tr>
+          <th>description</th>
+          <td>{now.description || "–"}</td>
+        </tr>
+        <tr>
+          <th>enabled</th>
+          <td>{now.enabled ? "yes" : "no"}</td>
+        </tr>
+      </Table>
+      <EditForm id={now.id} values={typed} open />
+      <p>
+        <a href={`/dashboard/webhooks/${now.id}`}>Back to the endpoint, unchanged</a>
+      </p>
+    </div>,
+    409,
   );
 }
 
@@ -558,7 +606,19 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
       };
       return refusedEdit(c, id, sent, invalidInput("endpoint not saved", toFieldIssues(parsed.error, input)));
     }
-    await updateEndpoint(c.var.db, id, parsed.data, policy, { ifVersion: version });
+    try {
+      await updateEndpoint(c.var.db, id, parsed.data, policy, { ifVersion: version });
+    } catch (error) {
+      if (!(error instanceof EndpointChangedError)) throw error;
+      const [now] = await endpointHealth(c.var.db, id);
+      if (!now) throw new ApiError("NOT_FOUND", `webhook endpoint ${id} not found`);
+      return changedEdit(c, now, {
+        version: now.version,
+        url: input.url ?? "",
+        types: types ?? "",
+        description: input.description ?? "",
+      });
+    }
     return c.redirect(`/dashboard/webhooks/${id}?edited=1`, 303);
   });
 
