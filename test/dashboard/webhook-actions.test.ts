@@ -625,7 +625,8 @@ describe("editing an endpoint from its page", () => {
       [{ url: "not a url", types: "*", description: "" }, /endpoint not saved: url: /],
       [
         { url: "https://hooks.example/keep", types: "supplier.*, bad/type", description: "" },
-        /endpoint not saved: types\.1: &quot;bad\/type&quot; must be an event-type glob/,
+        // Named by the glob, not "types.1" of a list counted from zero; code quoted as text, not in backticks.
+        /endpoint not saved: types: &quot;bad\/type&quot; must be an event-type glob: lower-case letters, digits, “_”, “\.”, “-” and “\*”/,
       ],
     ];
     const version = versionOf((await strict.get(`/dashboard/webhooks/${e.id}`)).text);

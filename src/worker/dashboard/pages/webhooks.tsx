@@ -186,7 +186,8 @@ async function refusedEdit(c: Context<DashboardEnv>, id: string, values: EditVal
     <div class="panel">
       <h1>Endpoint not saved</h1>
       <p class="error" role="alert" {...focusedOnLoad()}>
-        {err.message}
+        {/* The API's words quote code in backticks; on a page they showed as such. */}
+        {err.message.replace(/`([^`]*)`/g, "“$1”")}
       </p>
       <EditForm id={id} values={values} open />
       <p>
@@ -604,7 +605,13 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
         types: types ?? "",
         description: input.description ?? "",
       };
-      return refusedEdit(c, id, sent, invalidInput("endpoint not saved", toFieldIssues(parsed.error, input)));
+      // The types field is one line of text: "types.0" counted from zero in a list the
+      // reader never saw; each message names its glob already (the dashboard walkthrough).
+      const issues = toFieldIssues(parsed.error, input).map((issue) => ({
+        ...issue,
+        path: issue.path.replace(/^types\.\d+$/, "types"),
+      }));
+      return refusedEdit(c, id, sent, invalidInput("endpoint not saved", issues));
     }
     try {
       await updateEndpoint(c.var.db, id, parsed.data, policy, { ifVersion: version });
