@@ -448,6 +448,13 @@ describe("events", () => {
     const both = await browser.get("/dashboard/events?scope=acme&unscoped=1");
     expect(both.status).toBe(400);
     expect(both.text).toContain("<li>scope: give a scope or tick “without a scope”, not both</li>");
+    // A range given backwards: said, not "No events match."
+    const backwards = await browser.get("/dashboard/events?from=2026-12-07T12:00&to=2026-12-06T12:00");
+    expect(backwards.status).toBe(400);
+    expect(backwards.text).toContain(
+      "<li>to (UTC): is before “from”: no event can be in that range (swap them)</li>",
+    );
+    expect(backwards.text).toContain('name="from" value="2026-12-07T12:00"');
     expect(both.text).toContain(
       '<input name="scope" value="acme" aria-invalid="true" aria-describedby="notice"/>',
     );

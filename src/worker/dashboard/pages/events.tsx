@@ -46,6 +46,12 @@ export const eventsQuery = z
   .refine((q) => !(q.scope && q.unscoped), {
     path: ["scope"],
     message: "give a scope or tick “without a scope”, not both",
+  })
+  // A range given backwards listed "No events match." as if there were none (the
+  // dashboard walkthrough): said as what it is.
+  .refine((q) => !(q.from && q.to && q.from > q.to), {
+    path: ["to"],
+    message: "is before “from”: no event can be in that range (swap them)",
   });
 
 /** The filters as query parameters, to carry them onto the next page's link. */
