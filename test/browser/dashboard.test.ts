@@ -757,7 +757,8 @@ describe("the dashboard in Chromium", () => {
     // The field focus lands on says why it was refused, and that it was.
     expect((await tree()).find((n) => n.role === "textbox")).toMatchObject({
       name: "Password (the Worker's ADMIN_TOKEN)",
-      description: "Wrong password.",
+      description:
+        "Wrong password. After 5 wrong ones from your address within 10 minutes, sign-in is refused for 10 minutes.",
       invalid: "true",
     });
 

@@ -147,6 +147,11 @@ describe("sessions", () => {
     expect(out.status).toBe(303);
     expect(out.headers.get("set-cookie")).toMatch(/^outbox_session=;.*Max-Age=0/);
     expect(browser.cookie).toBeUndefined();
+    // Said where it lands: the form alone read as a session that had expired.
+    expect(out.headers.get("location")).toBe("/dashboard/login?signedOut=1");
+    expect((await browser.get("/dashboard/login?signedOut=1")).text).toContain(
+      '<p class="notice" role="status">Signed out.</p>',
+    );
     expect((await browser.get("/dashboard")).status).toBe(303);
   });
 
@@ -193,7 +198,9 @@ describe("wrong passwords", () => {
     for (let i = 1; i <= 4; i++) {
       const res = await browser.login(`wrong-${i}`, from("203.0.113.7"));
       expect(res.status, `attempt ${i}`).toBe(401);
-      expect(res.text).toContain("Wrong password.");
+      expect(res.text).toContain(
+        "Wrong password. After 5 wrong ones from your address within 10 minutes, sign-in is refused for 10 minutes.",
+      );
       expect(res.headers.get("set-cookie")).toBeNull();
     }
     const fifth = await browser.login("wrong-5", from("203.0.113.7"));

@@ -2,7 +2,13 @@ import type { Context, Hono } from "hono";
 import { timingSafeEqual } from "hono/utils/buffer";
 import type { DashboardEnv } from "./env.ts";
 import { render, time } from "./layout.tsx";
-import { attemptLogin, clientAddress, localLockoutHint, retryAfterSeconds } from "./lockout.ts";
+import {
+  attemptLogin,
+  clientAddress,
+  localLockoutHint,
+  LOCKOUT_POLICY,
+  retryAfterSeconds,
+} from "./lockout.ts";
 import { endSession, hasSession, startSession } from "./session.ts";
 
 /**
@@ -17,10 +23,16 @@ export function safeNext(next: string | undefined): string {
   return next;
 }
 
-function LoginForm({ next, message }: { next: string; message?: string }) {
+function LoginForm({ next, message, signedOut }: { next: string; message?: string; signedOut?: boolean }) {
   return (
     <form class="login" method="post" action="/dashboard/login">
       <h1>edge-outbox operators</h1>
+      {/* A fixed text chosen by a flag: a link must not put words on this page. */}
+      {signedOut && !message ? (
+        <p class="notice" role="status">
+          Signed out.
+        </p>
+      ) : null}
       {message ? (
         <p class="alert-box" role="alert" id="login-error">
           {message}
@@ -47,20 +59,31 @@ function LoginForm({ next, message }: { next: string; message?: string }) {
   );
 }
 
-function loginPage(c: Context<DashboardEnv>, next: string, message?: string, status: 200 | 401 | 429 = 200) {
+function loginPage(
+  c: Context<DashboardEnv>,
+  next: string,
+  message?: string,
+  status: 200 | 401 | 429 = 200,
+  signedOut = false,
+) {
   return render(
     c,
     { title: "Sign in", section: "none" },
-    <LoginForm next={next} message={message} />,
+    <LoginForm next={next} message={message} signedOut={signedOut} />,
     status,
   );
 }
+
+/** Said with every wrong password, so the lock-out after the fifth is no surprise. */
+const WRONG_PASSWORD =
+  `Wrong password. After ${LOCKOUT_POLICY.maxFailures} wrong ones from your address within ` +
+  `${LOCKOUT_POLICY.windowMs / 60_000} minutes, sign-in is refused for ${LOCKOUT_POLICY.lockMs / 60_000} minutes.`;
 
 export function registerLogin(dashboard: Hono<DashboardEnv>) {
   dashboard.get("/login", async (c) => {
     const next = safeNext(c.req.query("next"));
     if (await hasSession(c)) return c.redirect(next, 303);
-    return loginPage(c, next);
+    return loginPage(c, next, undefined, 200, c.req.query("signedOut") !== undefined);
   });
 
   dashboard.post("/login", async (c) => {
@@ -88,11 +111,12 @@ export function registerLogin(dashboard: Hono<DashboardEnv>) {
         429,
       );
     }
-    return loginPage(c, next, "Wrong password.", 401);
+    return loginPage(c, next, WRONG_PASSWORD, 401);
   });
 
   dashboard.post("/logout", (c) => {
     endSession(c);
-    return c.redirect("/dashboard/login", 303);
+    // Said on the sign-in page: it showed the form alone, as if the session had expired.
+    return c.redirect("/dashboard/login?signedOut=1", 303);
   });
 }
