@@ -38,6 +38,8 @@ export interface EventPage {
   events: EventRow[];
   /** The cursor for the next (older) page, or null when this is the last. */
   nextBeforeSeq: number | null;
+  /** Ended early, before `limit` rows, because their payloads filled PAGE_PAYLOAD_BYTES. */
+  cutByBytes?: true;
 }
 
 /**
@@ -137,7 +139,7 @@ export async function browseEvents(db: Queryable, options: BrowseOptions = {}): 
   const events = found.map(toEvent);
   // Cut short by the budget (the first row never is): the rows left out are the next page's.
   if (found.length > 0 && found.length < Number(found[0]!.page_found))
-    return { events, nextBeforeSeq: events.at(-1)!.seq };
+    return { events, nextBeforeSeq: events.at(-1)!.seq, cutByBytes: true };
   const page = keysetPage(events, limit, (e) => e.seq);
   return { events: page.rows, nextBeforeSeq: page.nextBefore };
 }

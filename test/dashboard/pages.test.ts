@@ -424,6 +424,24 @@ describe("events", () => {
     expect(next).toMatch(/^\/dashboard\/events\?type=supplier\.\*&scope=acme&before=\d+$/);
   });
 
+  it("says why a page of big events holds fewer rows than a page does", async () => {
+    await t.pool.query(
+      `INSERT INTO events (type, subject, payload)
+       SELECT 'huge.one', 'h' || i, jsonb_build_object('pad', repeat('x', 900000)) FROM generate_series(1, 6) i`,
+    );
+    try {
+      const page = (await browser.get("/dashboard/events?type=huge.one")).text;
+      expect(page.match(/<tr>/g)!.length - 1).toBe(5);
+      expect(page).toContain(
+        "5 events on this page: their payloads fill the 4 MB a page holds. Older ones are on the next.",
+      );
+      expect(page).toMatch(/<a rel="next" href="\/dashboard\/events\?type=huge\.one&amp;before=\d+"/);
+      expect((await browser.get("/dashboard/events?type=supplier.*")).text).not.toContain("a page holds");
+    } finally {
+      await t.pool.query("DELETE FROM events WHERE type = 'huge.one'");
+    }
+  });
+
   it("answers a bad filter with the form again, as typed, each refused field named and marked", async () => {
     const bad = await browser.get(
       "/dashboard/events?state=stuck&from=yesterday&subject=sup_1&type=Bad%20Type",

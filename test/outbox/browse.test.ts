@@ -208,9 +208,12 @@ describe("events page filters", () => {
       // The newest ({}) and the next (3 KB, over the budget alone) fit; the third waits.
       expect(first.events.map((e) => e.seq)).toEqual(seqs.slice(0, 2));
       expect(first.nextBeforeSeq).toBe(seqs[1]);
+      // Said, so a page of two where ten were asked is not read as the end of the rows.
+      expect(first.cutByBytes).toBe(true);
       const second = await browseEvents(t.pool, { ...f, beforeSeq: first.nextBeforeSeq! });
       expect(second.events.map((e) => e.seq)).toEqual(seqs.slice(2));
       expect(second.nextBeforeSeq).toBeNull();
+      expect(second.cutByBytes).toBeUndefined();
     } finally {
       await t.pool.query(`DELETE FROM events WHERE seq > $1`, [N]);
     }

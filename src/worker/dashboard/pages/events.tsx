@@ -3,6 +3,7 @@ import { z } from "zod";
 import { blankIsAbsent, SCOPE_MAX } from "../../../domain/text.ts";
 import {
   EVENT_STATES,
+  PAGE_PAYLOAD_BYTES,
   TYPE_GLOB_RULE,
   browseEvents,
   isTypeGlob,
@@ -265,6 +266,13 @@ export function registerEvents(dashboard: Hono<DashboardEnv>) {
         ) : (
           <EventTable events={page.events} />
         )}
+        {page.cutByBytes ? (
+          // Seven rows of a page of 50 read as nearly no events (the dashboard walkthrough).
+          <p class="muted">
+            {`${page.events.length} event${page.events.length === 1 ? "" : "s"} on this page: their payloads fill the ` +
+              `${PAGE_PAYLOAD_BYTES / 1_000_000} MB a page holds. Older ones are on the next.`}
+          </p>
+        ) : null}
         <Pager
           newest={q.before !== undefined ? `/dashboard/events?${filterParams(q)}` : undefined}
           older={
