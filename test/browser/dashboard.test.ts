@@ -338,7 +338,8 @@ describe("the dashboard in Chromium", () => {
     expect(problems).toEqual([]);
 
     await page.click("header.top button[type=submit]");
-    await page.waitForURL(`${stack.url}/dashboard/login`);
+    await page.waitForURL(`${stack.url}/dashboard/login?signedOut=1`);
+    expect(await page.textContent(".login .notice")).toBe("Signed out.");
     await page.goto(`${stack.url}/dashboard`);
     expect(new URL(page.url()).pathname).toBe("/dashboard/login");
   }, 120_000);

@@ -25,6 +25,8 @@
  * becomes, below 70rem, one block a row, each cell a line led by its column's name
  * (`data-label`, as the header row is hidden); below 30rem the name goes above the
  * cell, and a table of names and values (`.kv`) puts each name above its value.
+ * An empty cell is left out there: its name alone ran into the next one's
+ * (an attempt's "ERROR" above its "RESPONSE", the dashboard walkthrough).
  * The header row is hidden by clipping, not `display:none`, so a screen reader
  * still has the column headers (a walkthrough at 1024 px found none), and the
  * drawn names carry empty alternative text (`/ ""`) so they are not read twice;
@@ -134,6 +136,7 @@ table.stack tr:has(>th){position:absolute;width:1px;height:1px;padding:0;border:
 table.stack tr{border-bottom:1px solid var(--line);padding:.35rem 0}
 table.stack td{border:0;padding:.1rem .55rem .1rem 9.5rem;display:flow-root;min-width:0;text-align:left}
 table.stack td::before{content:attr(data-label);content:attr(data-label) / "";float:left;width:8.5rem;margin-left:-8.95rem;color:var(--muted);font:.75rem/1.9 system-ui,-apple-system,"Segoe UI",sans-serif;text-transform:uppercase;letter-spacing:.04em}
+table.stack td:empty{display:none}
 }
 @media (max-width:30rem){
 table.stack td{padding-left:.55rem}
