@@ -397,8 +397,21 @@ export class Broker {
       attempt.status !== undefined ? `status=${attempt.status}` : `error=${JSON.stringify(attempt.error)}`;
     const took = (attempt.finishedAt ?? attempt.startedAt) - attempt.startedAt;
     const kind = message.kind === "publish" ? "" : ` (${message.kind} for ${message.sourceMessageId})`;
+    // What a refusal said, briefly: a soak's 503s in 8 ms had no line in the Worker's log
+    // and their bodies were gone with the message, so whose answer it was (the Worker's,
+    // or wrangler's proxy: "Your worker restarted mid-request") could not be told.
+    const said =
+      attempt.status !== undefined && attempt.status >= 400 && attempt.responseBody
+        ? ` answered ${JSON.stringify(
+            Buffer.from(attempt.responseBody, "base64")
+              .toString("utf8")
+              .replace(/\s+/g, " ")
+              .trim()
+              .slice(0, 160),
+          )}`
+        : "";
     this.config.log(
-      `[qstash-dev] deliver ${message.messageId}${kind} ${message.method} ${message.url} retried=${attempt.retried}/${message.maxRetries} ${outcome} ${took}ms`,
+      `[qstash-dev] deliver ${message.messageId}${kind} ${message.method} ${message.url} retried=${attempt.retried}/${message.maxRetries} ${outcome} ${took}ms${said}`,
     );
   }
 }

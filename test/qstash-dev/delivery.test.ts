@@ -11,6 +11,30 @@ const sdkClient = (dev: QStashDev) =>
   new Client({ baseUrl: dev.url, token: dev.token, devMode: false, enableTelemetry: false });
 const receiverKeys = new Receiver({ currentSigningKey: "sig_cur", nextSigningKey: "sig_next" });
 
+describe("the delivery log", () => {
+  it("says what a refusal answered, its first 160 characters on one line, and nothing of a success's body", async () => {
+    const lines: string[] = [];
+    const dev = await startQStashDev({ timeScale: 0.001, log: (line) => lines.push(line) });
+    try {
+      let calls = 0;
+      t.receiver.state.respond = () =>
+        ++calls === 1
+          ? { status: 503, body: `Your worker restarted\n mid-request. ${"x".repeat(300)}` }
+          : { status: 200, body: "fine and private" };
+      const res = await sdkClient(dev).publishJSON({ url: t.receiver.url("/said"), body: {}, retries: 2 });
+      await dev.waitForSettled(res.messageId);
+      const attempts = lines.filter((l) => l.includes(res.messageId));
+      expect(attempts).toHaveLength(2);
+      expect(attempts[0]).toMatch(
+        new RegExp(`retried=0/2 status=503 \\d+ms answered "Your worker restarted mid-request\\. x{125}"$`),
+      );
+      expect(attempts[1]).toMatch(/retried=1\/2 status=200 \d+ms$/);
+    } finally {
+      await dev.close();
+    }
+  });
+});
+
 describe("retries", () => {
   it("retries non-2xx with increasing Upstash-Retried and QStash's backoff, then delivers", async () => {
     const { client, dev, receiver } = t;
