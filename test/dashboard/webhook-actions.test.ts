@@ -802,6 +802,25 @@ describe("when QStash does not take the job", () => {
     expect(await rows(ep.id)).toEqual(before);
     expect(qstash.messages()).toHaveLength(0);
 
+    // A pending delivery whose job QStash still retries: "nothing changed" must hold
+    // for its job and next attempt too. They were left NULL, so its old jobs could all
+    // POST again and the sweep published another as if its publish had been lost.
+    const live = await delivery(ep.id, "pending");
+    const state = `SELECT status, message_id, next_attempt_at, requested_at, lease_until, last_error
+                     FROM webhook_deliveries WHERE id = $1`;
+    await t.pool.query(
+      `UPDATE webhook_deliveries SET message_id = 'msg_still_retrying', attempts = 3, last_error = 'endpoint answered 503',
+              next_attempt_at = now() + interval '7 minutes', requested_at = now() - interval '1 hour',
+              lease_until = now() - interval '1 minute' WHERE id = $1`,
+      [live],
+    );
+    const liveBefore = (await t.pool.query(state, [live])).rows[0];
+    qstash.failNextPublishes(2, 500);
+    expect((await browser.post(`/dashboard/webhooks/deliveries/${live}/redeliver`, {})).status).toBe(503);
+    expect((await admin(`/admin/webhooks/deliveries/${live}/redeliver`)).status).toBe(503);
+    expect((await t.pool.query(state, [live])).rows[0]).toEqual(liveBefore);
+    await t.pool.query("DELETE FROM webhook_deliveries WHERE id = $1", [live]);
+
     const retried = await admin(`/admin/webhooks/deliveries/${id}/redeliver`);
     expect(retried.status).toBe(202);
     expect(publishedFor(id)).toHaveLength(1);

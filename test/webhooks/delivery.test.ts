@@ -1223,11 +1223,13 @@ describe("operator actions", () => {
       "SELECT status, failed_at, last_error, message_id FROM webhook_deliveries WHERE id = $1",
       [delivery.id],
     );
+    // Back as it was, its job's id too: it was left NULL (as if never published).
+    expect(delivery.message_id).toMatch(/^msg_/);
     expect(rows[0]).toEqual({
       status: "failed",
       failed_at: new Date("2026-01-01T00:00:00Z"),
       last_error: "endpoint answered 500",
-      message_id: null,
+      message_id: delivery.message_id,
     });
     await expect(sendTestEvent(db(), down, endpoint.id)).rejects.toThrow("QStash unreachable");
     const tests = await t.pool.query(

@@ -3,7 +3,7 @@ import { z } from "zod";
 import type { Db } from "../db.ts";
 import type { DeliverQueue } from "./deliver-queue.ts";
 import { enabledEndpoint } from "./endpoint-state.ts";
-import { republish, type Resend } from "./republish.ts";
+import { republish, RESEND_BEFORE, type Resend } from "./republish.ts";
 import { queryRows, uuidArray } from "./rows.ts";
 
 /**
@@ -38,8 +38,7 @@ export async function recoverFailed(
     const failed = await queryRows<Resend>(
       tx,
       sql`SELECT id, event_id, endpoint_id,
-                 jsonb_build_object('status', status, 'delivered_at', delivered_at,
-                                    'failed_at', failed_at, 'last_error', last_error) AS before
+                 ${RESEND_BEFORE}
             FROM webhook_deliveries
            WHERE endpoint_id = ${endpoint.id} AND status = 'failed' AND created_at >= ${since}
              AND scope IS NOT DISTINCT FROM ${endpoint.scope}

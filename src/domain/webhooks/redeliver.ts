@@ -3,7 +3,7 @@ import type { Db } from "../db.ts";
 import { NotFoundError } from "../errors.ts";
 import type { DeliverQueue } from "./deliver-queue.ts";
 import { enabledEndpoint } from "./endpoint-state.ts";
-import { republish, type Resend } from "./republish.ts";
+import { republish, RESEND_BEFORE, type Resend } from "./republish.ts";
 import { queryRows } from "./rows.ts";
 
 /**
@@ -19,8 +19,7 @@ export async function redeliver(
     const [delivery] = await queryRows<Resend>(
       tx,
       sql`SELECT id, event_id, endpoint_id,
-                 jsonb_build_object('status', status, 'delivered_at', delivered_at,
-                                    'failed_at', failed_at, 'last_error', last_error) AS before
+                 ${RESEND_BEFORE}
             FROM webhook_deliveries WHERE id = ${deliveryId} FOR UPDATE`,
     );
     if (!delivery) throw new NotFoundError("webhook delivery", deliveryId);

@@ -14,8 +14,25 @@ export interface Resend {
     delivered_at: string | null;
     failed_at: string | null;
     last_error: string | null;
+    message_id: string | null;
+    next_attempt_at: string | null;
+    requested_at: string | null;
+    lease_until: string | null;
   };
 }
+
+/**
+ * A Resend's `before`, read from a `webhook_deliveries` row locked for the reset:
+ * every column the reset changes. The job's id and its next attempt were left out,
+ * so a failed redeliver of a pending delivery "changed nothing" yet left it with no
+ * job of its own: every old job of it could POST again, and the sweep published
+ * another as if its publish had been lost (11 attempts on an 8-attempt schedule,
+ * the outage walkthrough).
+ */
+export const RESEND_BEFORE = sql`jsonb_build_object(
+  'status', status, 'delivered_at', delivered_at, 'failed_at', failed_at, 'last_error', last_error,
+  'message_id', message_id, 'next_attempt_at', next_attempt_at, 'requested_at', requested_at,
+  'lease_until', lease_until) AS before`;
 
 /**
  * Publishes fresh deliver jobs for deliveries already committed as pending.
@@ -99,8 +116,11 @@ export function enqueueAgain(
 async function undo(db: Db, rows: Resend[]): Promise<void> {
   await db.execute(sql`
     UPDATE webhook_deliveries d
-       SET status = b.status, delivered_at = b.delivered_at, failed_at = b.failed_at, last_error = b.last_error
+       SET status = b.status, delivered_at = b.delivered_at, failed_at = b.failed_at, last_error = b.last_error,
+           message_id = b.message_id, next_attempt_at = b.next_attempt_at, requested_at = b.requested_at,
+           lease_until = b.lease_until
       FROM jsonb_to_recordset(${JSON.stringify(rows.map((r) => ({ id: r.id, ...r.before })))}::jsonb)
-           AS b(id uuid, status text, delivered_at timestamptz, failed_at timestamptz, last_error text)
+           AS b(id uuid, status text, delivered_at timestamptz, failed_at timestamptz, last_error text,
+                message_id text, next_attempt_at timestamptz, requested_at timestamptz, lease_until timestamptz)
      WHERE d.id = b.id AND d.status = 'pending' AND d.message_id IS NULL`);
 }
