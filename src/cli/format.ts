@@ -253,7 +253,7 @@ export function formatDrain(d: DrainResult): string {
   const why = {
     drained: "nothing left to claim",
     budget: "time budget spent",
-    backoff: `relay backed off until ${when(d.backedOffUntil)}`,
+    backoff: `relay backed off until ${when(d.backedOffUntil)}${d.error === undefined ? "" : `: ${d.error}`}`,
     "max-passes": "pass limit reached",
   }[d.stoppedBecause];
   return `${d.passes} pass${d.passes === 1 ? "" : "es"}: fanned ${d.fanned}, failed ${d.failed}, poisoned ${d.poisoned}, jobs ${d.jobs} (${why})`;

@@ -4,6 +4,7 @@ import {
   evaluateAlerts,
   vacuumEventsIfNeeded,
   withCause,
+  type DrainResult,
 } from "../outbox/index.ts";
 import { collectDeadLetters } from "../domain/job-failures/dead-letters.ts";
 import { deleteExpiredKeys, IDEMPOTENCY_KEY_HOURS } from "../domain/idempotency.ts";
@@ -120,7 +121,7 @@ export function createScheduled(
       });
       console.log(
         `sweep: fanned ${relay.fanned} of ${relay.claimed} claimed in ${relay.passes} pass${relay.passes === 1 ? "" : "es"} (${relay.jobs} jobs, ` +
-          `${relay.failed} failed, ${relay.poisoned} poisoned, stopped: ${relay.stoppedBecause}); ` +
+          `${relay.failed} failed, ${relay.poisoned} poisoned, stopped: ${stoppedText(relay)}); ` +
           `deleted ${deleted} events older than ${config.RETENTION_DAYS} d; ` +
           `${vacuum.vacuumed ? `vacuumed events (${vacuum.deadTuples} dead rows)` : "no vacuum needed"}; ` +
           `relay alerts raised: ${raised.length ? raised.join(", ") : "none"}; ` +
@@ -177,4 +178,13 @@ function waitingText(check: BacklogCheck): string {
 /** ", newly: a, b" for a log line; nothing when there are none. */
 function listed(what: string, ids: string[]): string {
   return ids.length ? `, ${what}: ${ids.join(", ")}` : "";
+}
+
+/** Why the sweep's drain stopped, with the outage that backed the relay off when it did. */
+export function stoppedText(relay: DrainResult): string {
+  if (relay.stoppedBecause !== "backoff") return relay.stoppedBecause;
+  const until = relay.backedOffUntil ? ` until ${relay.backedOffUntil.toISOString()}` : "";
+  return relay.error === undefined
+    ? `backed off${until}, no pass ran`
+    : `backoff${until}: the pass failed, its rows put back: ${relay.error}`;
 }

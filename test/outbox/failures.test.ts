@@ -144,6 +144,15 @@ describe("a transport outage poisons nothing", () => {
       lastError: expect.stringMatching(/503/),
     });
 
+    // A drain (the sweep's) says which failure backed it off, or that none ran.
+    const failedDrain = await drain({ ...relay, now, budgetMs: 30_000 });
+    expect(failedDrain).toMatchObject({ passes: 1, claimed: 40, fanned: 0, stoppedBecause: "backoff" });
+    expect(failedDrain.error).toMatch(/transport down/);
+    const turnedAway = await drain({ ...relay, now: at(now, 1), budgetMs: 30_000 });
+    expect(turnedAway).toMatchObject({ claimed: 0, stoppedBecause: "backoff" });
+    expect(turnedAway.error).toBeUndefined();
+    now = failedDrain.backedOffUntil!;
+
     publisher.fail = undefined;
     const result = await drain({ ...relay, now, budgetMs: 30_000 });
     expect(result).toMatchObject({ fanned: 40, failed: 0, stoppedBecause: "drained" });

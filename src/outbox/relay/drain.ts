@@ -21,6 +21,12 @@ export interface DrainResult {
   jobs: number;
   stoppedBecause: "drained" | "budget" | "backoff" | "max-passes";
   backedOffUntil: Date | null;
+  /**
+   * Stopped by backoff: the failure of the pass that backed the relay off, or none
+   * when the relay was backed off already and no pass ran. A sweep's line said
+   * "0 failed, stopped: backoff" of 36 rows claimed and put back, with no reason.
+   */
+  error?: string;
 }
 
 /**
@@ -63,7 +69,11 @@ export async function drain(options: DrainOptions): Promise<DrainResult> {
       options.onPass?.(pass, totals);
       if (pass.backedOffUntil) {
         totals.backedOffUntil = pass.backedOffUntil;
-        return { ...totals, stoppedBecause: "backoff" };
+        return {
+          ...totals,
+          stoppedBecause: "backoff",
+          ...(pass.error === undefined ? {} : { error: pass.error }),
+        };
       }
       // The next pass started with this one's commit: it runs even if the budget ran
       // out while the commit travelled, rather than claim rows only to put them back.
