@@ -115,7 +115,10 @@ export const webhooksCommand: Command = ({ options, sub, rest }) => {
       const already = before.enabled === endpoint.enabled ? "already " : "";
       io.print(endpoint, () =>
         endpoint.enabled
-          ? `webhook endpoint ${id} is ${already}enabled; its failed deliveries stay failed: webhooks recover ${id} --since <time>`
+          ? `webhook endpoint ${id} is ${already}enabled; its failed deliveries stay failed: webhooks recover ${id} --since <time>` +
+            // The events of the gap are skipped for good: an operator who followed the
+            // recovery believed the receiver complete (the outage walkthrough).
+            (already ? "" : "; events recorded while it was disabled made no delivery for it")
           : // Its queued jobs fail, not wait: an operator who meant to pause it must know.
             `webhook endpoint ${id} is ${already}disabled (${endpoint.disabledReason}); it gets no new deliveries, ` +
             `and those pending fail without a request (once enabled, webhooks recover ${id} sends them again)`,

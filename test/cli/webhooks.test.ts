@@ -628,9 +628,15 @@ describe("outbox webhooks: what an operator fixes", () => {
     expect((await runCli(["webhooks", "list"], dbOnly())).stdout).toMatch(
       new RegExp(`${endpointId}.*healthy`),
     );
+    // Enabled again, it says the events of the gap are skipped for good, not only
+    // that its failed deliveries wait for recover.
+    expect((await runCli(["webhooks", "disable", endpointId], dbOnly())).code).toBe(0);
     expect((await runCli(["webhooks", "enable", endpointId], dbOnly())).stdout).toMatch(
-      new RegExp(`^webhook endpoint ${endpointId} is already enabled;`),
+      /; events recorded while it was disabled made no delivery for it\n?$/,
     );
+    const already = (await runCli(["webhooks", "enable", endpointId], dbOnly())).stdout;
+    expect(already).toMatch(new RegExp(`^webhook endpoint ${endpointId} is already enabled;`));
+    expect(already).not.toContain("made no delivery");
     expect((await runCli(["webhooks", "redeliver", id], withQStash())).code).toBe(0);
     expect(deliverJobs()).toHaveLength(1);
   });

@@ -532,10 +532,15 @@ describe("deliver", () => {
     expect(rows[0]).toMatchObject({ enabled: false, disabled_reason: "endpoint answered 410 Gone" });
     expect((await deliveriesOf(e.id))[0]).toMatchObject({ status: "failed" });
     const alerts = await t.pool.query(
-      "SELECT kind, details FROM outbox_alerts WHERE kind = 'webhook.endpoint_disabled' AND details->>'endpointId' = $1",
+      "SELECT kind, message, details FROM outbox_alerts WHERE kind = 'webhook.endpoint_disabled' AND details->>'endpointId' = $1",
       [endpoint.id],
     );
     expect(alerts.rows).toHaveLength(1);
+    // Which endpoint, and what to do: it said only "<id> disabled: <reason>".
+    expect(alerts.rows[0].message).toBe(
+      `webhook endpoint ${endpoint.id} (${receiver.url("/gone")}) disabled: endpoint answered 410 Gone; events recorded ` +
+        "while it is disabled make no delivery for it. Enable it, then recover its failed deliveries",
+    );
 
     const later = event({ scope: e.scope });
     expect(await fanOutWebhook(db(), queue, later)).toMatchObject({ matched: 0, created: 0 });
@@ -1015,6 +1020,15 @@ describe("auto-disable", () => {
       [[failingLong, failingNever, failingShort, healthy]],
     );
     expect(alerts.rows.map((r) => r.id).sort()).toEqual([failingLong, failingNever].sort());
+    const { rows: said } = await t.pool.query(
+      `SELECT a.message, e.url FROM outbox_alerts a JOIN webhook_endpoints e ON e.id = (a.details->>'endpointId')::uuid
+        WHERE a.kind = 'webhook.endpoint_disabled' AND e.id = $1`,
+      [failingLong],
+    );
+    expect(said[0].message).toBe(
+      `webhook endpoint ${failingLong} (${said[0].url}) disabled: every delivery failed for 5 days; events recorded ` +
+        "while it is disabled make no delivery for it. Enable it, then recover its failed deliveries",
+    );
 
     // A later sweep, two days on: the short one has now failed for long enough; nothing twice.
     const later = await disableFailingEndpoints(db(), {

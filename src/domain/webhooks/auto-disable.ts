@@ -1,6 +1,18 @@
-import { sql } from "drizzle-orm";
+import { sql, type SQL } from "drizzle-orm";
 import type { Db } from "../db.ts";
 import { queryRows } from "./rows.ts";
+
+/**
+ * A `webhook.endpoint_disabled` alert's message, from the disabled row's `id` and
+ * `url` and the reason: which endpoint, and what the operator does about it. It said
+ * only "webhook endpoint <id> disabled: every delivery failed for 5 days", unlike the
+ * other webhook alerts, and nothing said that the events meanwhile are skipped (the
+ * outage walkthrough). Both places that disable an endpoint write it.
+ */
+export function disabledAlertMessage(id: SQL, url: SQL, reason: string): SQL {
+  return sql`'webhook endpoint ' || ${id} || ' (' || ${url} || ') disabled: ' || ${reason}::text ||
+             '; events recorded while it is disabled make no delivery for it. Enable it, then recover its failed deliveries'`;
+}
 
 /** `WEBHOOK_DISABLE_AFTER_DAYS` when the binding is unset. */
 export const DEFAULT_DISABLE_AFTER_DAYS = 5;
@@ -30,7 +42,7 @@ export async function disableFailingEndpoints(
         )
         INSERT INTO outbox_alerts (kind, subscription, message, details)
         SELECT 'webhook.endpoint_disabled', 'webhook.deliver',
-               'webhook endpoint ' || id || ' disabled: ' || ${reason},
+               ${disabledAlertMessage(sql.raw("id"), sql.raw("url"), reason)},
                jsonb_build_object('endpointId', id, 'url', url, 'reason', ${reason}::text, 'failingSince', failing_since)
           FROM disabled
         RETURNING details->>'endpointId' AS id`,

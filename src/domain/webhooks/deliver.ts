@@ -1,5 +1,6 @@
 import { sql } from "drizzle-orm";
 import type { Db } from "../db.ts";
+import { disabledAlertMessage } from "./auto-disable.ts";
 import { nextRetryDelaySeconds, parseRetryAfter } from "./retry-schedule.ts";
 import { queryRows } from "./rows.ts";
 import { alertEventIdOf } from "./send-test.ts";
@@ -315,7 +316,7 @@ async function recordDisabled(db: Db, d: Leased, reason: string, a: Attempt | nu
     )
     INSERT INTO outbox_alerts (kind, event_id, subscription, message, details)
     SELECT 'webhook.endpoint_disabled', ${alertEventIdOf(sql.raw("w"))}, 'webhook.deliver',
-           'webhook endpoint ' || disabled.id || ' disabled: ' || ${reason},
+           ${disabledAlertMessage(sql.raw("disabled.id"), sql.raw("disabled.url"), reason)},
            jsonb_build_object('endpointId', disabled.id, 'url', disabled.url, 'reason', ${reason}::text,
                               'deliveryId', ${d.id}::uuid)
       FROM disabled, webhook_deliveries w WHERE w.id = ${d.id}`);
