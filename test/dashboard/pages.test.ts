@@ -253,7 +253,8 @@ describe("overview", () => {
       "UPDATE subscription_wait_lists SET unread_since = '2026-12-06T12:21:00Z', unread_error = 'Network connection lost.'",
     );
     expect((await browser.get("/dashboard")).text).toContain(
-      "The sweep has not read QStash&#39;s wait lists since 2026-12-06 12:21:00Z: Network connection lost.",
+      // One stop after a reason that ends its own sentence, not "lost..".
+      "The sweep has not read QStash&#39;s wait lists since 2026-12-06 12:21:00Z: Network connection lost. What follows is the last reading.",
     );
     await t.pool.query("UPDATE subscription_wait_lists SET unread_since = NULL, unread_error = NULL");
     await t.pool.query(

@@ -225,7 +225,8 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
             {unread ? (
               <p class="error">
                 {`The sweep has not read QStash's wait lists since ${time(unread.unreadSince)}: ` +
-                  `${unread.unreadError ?? "no reason given"}. What follows is the last reading.`}
+                  // The reason may end a sentence of its own ("Network connection lost."): one stop.
+                  `${(unread.unreadError ?? "no reason given").replace(/\.+$/, "")}. What follows is the last reading.`}
               </p>
             ) : null}
             {waiting.length > 0 ? (
