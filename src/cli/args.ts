@@ -15,8 +15,10 @@ export const usage = `usage: npm run outbox -- <command> [options]
 
 commands:
   migrate                         apply pending migrations
-  relay once                      run one relay pass
-  relay drain [--budget <s>]      run passes until nothing is claimable (default budget 300 s)
+  relay once [--now]              run one relay pass
+  relay drain [--budget <s>] [--now]
+                                  run passes until nothing is claimable (default budget 300 s);
+                                  --now ends the relay's backoff first, once QStash has answered
   events list [--state ${EVENT_STATES.join("|")}] [--type <glob>] [--subject <s>]
               [--scope <s> | --unscoped] [--limit <n>] [--before <seq>]
                                   newest first, a page at a time (--before pages back;
@@ -139,6 +141,7 @@ const OPTIONS = {
   limit: { type: "string" },
   budget: { type: "string" },
   "batch-size": { type: "string" },
+  now: { type: "boolean", default: false },
   open: { type: "boolean", default: false },
   all: { type: "boolean", default: false },
   help: { type: "boolean", short: "h", default: false },
@@ -247,8 +250,8 @@ export type Options = ReturnType<typeof parseCommandLine>["values"];
  */
 const OPTIONS_OF: Record<string, readonly string[]> = {
   migrate: [],
-  "relay once": ["batch-size"],
-  "relay drain": ["budget", "batch-size"],
+  "relay once": ["batch-size", "now"],
+  "relay drain": ["budget", "batch-size", "now"],
   "events list": ["state", "type", "subject", "scope", "unscoped", "limit", "before"],
   "events show": [],
   "events requeue": ["all", "type"],

@@ -2,6 +2,7 @@ import { createQStashWaitLists } from "../domain/subscription-backlog.ts";
 import { subscriptions } from "../domain/subscriptions.ts";
 import {
   drain,
+  endRelayBackoff,
   runPass,
   RELAY_POLICY,
   subscriptionFlowControl,
@@ -65,6 +66,16 @@ export const relayCommand: Command = ({ options, sub, rest }) => {
   return async ({ pool, print }) => {
     const env = readVariables(relayVariables);
     await checkQStash(env);
+    if (options.now) {
+      // Only after QStash answered this terminal: ending the backoff for a QStash
+      // still down would cost one failed pass, which backs off as long again.
+      const was = await endRelayBackoff(pool);
+      process.stderr.write(
+        was
+          ? `relay: ended the backoff that lasted until ${was.toISOString()} (--now; QStash answered this terminal)\n`
+          : "relay: not backed off (--now changed nothing)\n",
+      );
+    }
     const relay: RelayOptions = {
       pool,
       publisher: publisherFor(env),

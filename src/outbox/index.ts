@@ -100,6 +100,7 @@ export {
   requeuePoisonedInRounds,
   countPoisoned,
   REQUEUE_POISONED_BATCH,
+  endRelayBackoff,
   stats,
   UUID_PATTERN,
   isUuid,

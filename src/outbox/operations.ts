@@ -1,6 +1,7 @@
 import type { Fanout } from "./schema.ts";
 import { eventFromRow, type ClaimedEvent, type DbClaimedEvent } from "./types.ts";
 import { InvalidInputError } from "./errors.ts";
+import { endBackoffSql } from "./relay/backoff.ts";
 import { keysetPage, query, type Queryable } from "./sql.ts";
 import { STATE_SQL, dueSql, idsSql, stateOf, type EventState } from "./state.ts";
 
@@ -375,6 +376,12 @@ interface DbStats {
   backoff_until: Date | null;
   last_error: string | null;
   last_failure_at: Date | null;
+}
+
+/** endBackoffSql, run: when the backoff would have ended, or null when there was none. */
+export async function endRelayBackoff(db: Queryable): Promise<Date | null> {
+  const { rows } = await query<{ was_until: Date }>(db, endBackoffSql());
+  return rows[0]?.was_until ?? null;
 }
 
 export async function stats(db: Queryable): Promise<Stats> {

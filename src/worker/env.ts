@@ -138,7 +138,8 @@ export const configSchema = z.object({
   WEBHOOK_DISABLE_AFTER_DAYS: optional(wholeNumberOf("days").min(1, "must be at least 1 day")).transform(
     (v) => v ?? DEFAULT_DISABLE_AFTER_DAYS,
   ),
-  // Longer than an hour only delays recovery after an outage; the cron sweep runs every minute anyway.
+  // Longer than an hour only delays recovery after an outage: every sweep stops on the
+  // backoff too, until it ends or an operator ends it (`relay drain --now`).
   RELAY_BACKOFF_CAP_SECONDS: optional(
     wholeNumberOf("seconds")
       .min(1, "must be at least 1 second")

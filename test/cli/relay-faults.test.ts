@@ -82,4 +82,38 @@ describe("outbox relay under faults", () => {
       await t.pool.query("UPDATE outbox_relay_state SET failures = 0, backoff_until = NULL WHERE id = 1");
     }
   }, 60_000);
+
+  it("--now ends a backoff once QStash answers, so a fixed outage drains without waiting out the cap", async () => {
+    await t.pool.query("TRUNCATE events CASCADE");
+    await seedEvents(t.pool, 3, { type: "supplier.connected" });
+    const backOff = () =>
+      t.pool.query(
+        "UPDATE outbox_relay_state SET failures = 9, backoff_until = now() + interval '1 hour' WHERE id = 1",
+      );
+    await backOff();
+    try {
+      // Not while QStash does not answer this terminal: the backoff stands.
+      const refused = await runCli(["relay", "drain", "--now"], { ...env(), QSTASH_TOKEN: "not-the-token" });
+      expect(refused.code).toBe(1);
+      expect(
+        (await t.pool.query("SELECT backoff_until FROM outbox_relay_state")).rows[0].backoff_until,
+      ).not.toBeNull();
+
+      const drain = await runCli(["relay", "drain", "--now"], env());
+      expect(drain.code, drain.stderr).toBe(0);
+      expect(drain.stderr).toMatch(
+        /^relay: ended the backoff that lasted until \d{4}-\d\d-\d\dT[\d:.]+Z \(--now; QStash answered this terminal\)$/m,
+      );
+      expect(await counts()).toEqual({ fanned: 3, pending: 0 });
+      // The pass that worked cleared the failures too.
+      expect((await t.pool.query("SELECT failures, backoff_until FROM outbox_relay_state")).rows).toEqual([
+        { failures: 0, backoff_until: null },
+      ]);
+      const idle = await runCli(["relay", "once", "--now"], env());
+      expect(idle.code).toBe(0);
+      expect(idle.stderr).toContain("relay: not backed off (--now changed nothing)");
+    } finally {
+      await t.pool.query("UPDATE outbox_relay_state SET failures = 0, backoff_until = NULL WHERE id = 1");
+    }
+  }, 60_000);
 });

@@ -43,3 +43,18 @@ function checkedBackoff(backoff: ExponentialBackoff): ExponentialBackoff {
   positiveInt(backoff.capSeconds, "passBackoff.capSeconds");
   return backoff;
 }
+
+/**
+ * Ends the relay's backoff now, for an operator who has fixed the outage that caused
+ * it: the next pass runs at once rather than at `backoff_until`, which may be an hour
+ * away (RELAY_BACKOFF_CAP_SECONDS) while every sweep stops on it too (the outage
+ * walkthrough). The failure count stays: a pass that fails again backs off as long
+ * as the last one did; one that succeeds clears it. Answers when the backoff would
+ * have ended, or null when the relay was not backed off.
+ */
+export function endBackoffSql(): string {
+  return `UPDATE outbox_relay_state s SET backoff_until = NULL
+      FROM (SELECT backoff_until FROM outbox_relay_state WHERE id = 1 FOR UPDATE) was
+     WHERE s.id = 1 AND was.backoff_until > now()
+  RETURNING was.backoff_until AS was_until`;
+}
