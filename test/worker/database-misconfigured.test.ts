@@ -110,21 +110,12 @@ describe("a database that refuses the Worker's settings", () => {
   });
 
   it("a role without rights on the tables: 500 MISCONFIGURED naming the role's rights", async () => {
-    // A login role nobody granted anything: the API key lookup is refused (42501).
-    const role = `edge_outbox_noperm_${process.pid}`;
-    await t.pool.query(`DROP ROLE IF EXISTS ${role}`);
-    await t.pool.query(`CREATE ROLE ${role} LOGIN PASSWORD 'no-rights'`);
-    const url = new URL(t.url);
-    url.username = role;
-    url.password = "no-rights";
-    const env = bindings({ DATABASE_URL: url.toString(), NEON_WS_PROXY: direct.address });
-    try {
+    // The API key lookup is refused (42501).
+    await asBareRole("noperm", async (env) => {
       expect(await misconfiguredRead(env)).toContain(
         "MISCONFIGURED: the database: the role in DATABASE_URL may not read or write what this Worker needs",
       );
-    } finally {
-      await t.pool.query(`DROP ROLE IF EXISTS ${role}`);
-    }
+    });
   });
 
   it("a Worker deployed before migrate: its reads are 500 MISCONFIGURED and the log says run migrate", async () => {
@@ -206,26 +197,28 @@ describe("/healthz and the database's schema", () => {
   });
 
   it("a role that may not read drizzle's migrations table: 200, the schema unchecked", async () => {
-    const role = `edge_outbox_nojournal_${process.pid}`;
-    await t.pool.query(`DROP ROLE IF EXISTS ${role}`);
-    await t.pool.query(`CREATE ROLE ${role} LOGIN PASSWORD 'no-journal'`);
-    const url = new URL(t.url);
-    url.username = role;
-    url.password = "no-journal";
-    try {
-      const res = await call(
-        app,
-        bindings({ DATABASE_URL: url.toString(), NEON_WS_PROXY: direct.address }),
-        "GET",
-        "/healthz",
-      );
+    await asBareRole("nojournal", async (env) => {
+      const res = await call(app, env, "GET", "/healthz");
       expect(res.status).toBe(200);
       expect(res.body).toMatchObject({ status: "ok", database: { ok: true, schema: "unchecked" } });
-    } finally {
-      await t.pool.query(`DROP ROLE IF EXISTS ${role}`);
-    }
+    });
   });
 });
+
+/** Runs `check` with the Worker logging in as a role nobody granted anything, dropped after. */
+async function asBareRole(name: string, check: (env: ReturnType<typeof bindings>) => Promise<void>) {
+  const role = `edge_outbox_${name}_${process.pid}`;
+  await t.pool.query(`DROP ROLE IF EXISTS ${role}`);
+  await t.pool.query(`CREATE ROLE ${role} LOGIN PASSWORD 'bare-role'`);
+  const url = new URL(t.url);
+  url.username = role;
+  url.password = "bare-role";
+  try {
+    await check(bindings({ DATABASE_URL: url.toString(), NEON_WS_PROXY: direct.address }));
+  } finally {
+    await t.pool.query(`DROP ROLE IF EXISTS ${role}`);
+  }
+}
 
 function journalTags(): string[] {
   return (journalFile.entries as { tag: string }[]).map((e) => e.tag);
