@@ -9,6 +9,7 @@ import {
   databaseMisconfigured,
   databaseUnavailable,
   loggable,
+  logOnce,
 } from "../errors.ts";
 
 /**
@@ -79,8 +80,7 @@ async function schemaState(db: Db): Promise<SchemaState | "older"> {
   if (newest === NEWEST.when) return "current";
   const had =
     newest === null ? "none" : (MIGRATIONS.find((m) => m.when === newest)?.tag ?? `one made at ${newest}`);
-  console.error(
-    `/healthz: the database's newest migration is ${had}, this Worker's ${NEWEST.tag}: run migrate`,
-  );
+  // Once per isolate: a readiness probe asks every few seconds.
+  logOnce(`/healthz: the database's newest migration is ${had}, this Worker's ${NEWEST.tag}: run migrate`);
   return "older";
 }
