@@ -38,7 +38,7 @@ type SchemaState = "current" | "newer" | "unchecked";
  * 500, so a readiness probe passed a deploy-before-migrate (the deploy walkthrough).
  * One query, the round trip `SELECT 1` was. Anyone may ask, so the driver's own
  * message, which can name the database role or carry the SQL Drizzle ran, and the
- * migration names go only to the log.
+ * migration names go only to the log (ADR 0043).
  */
 export function registerHealthz(app: App) {
   app.get("/healthz", async (c) => {
