@@ -101,6 +101,7 @@ export {
   countPoisoned,
   REQUEUE_POISONED_BATCH,
   endRelayBackoff,
+  relayBackoff,
   stats,
   UUID_PATTERN,
   isUuid,

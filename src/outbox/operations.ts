@@ -378,6 +378,18 @@ interface DbStats {
   last_failure_at: Date | null;
 }
 
+/** The relay's backoff while it lasts (a pass-level outage), or null when passes may run. */
+export async function relayBackoff(
+  db: Queryable,
+): Promise<{ until: Date; failures: number; lastError: string | null } | null> {
+  const { rows } = await query<{ backoff_until: Date; failures: number; last_error: string | null }>(
+    db,
+    `SELECT backoff_until, failures, last_error FROM outbox_relay_state WHERE id = 1 AND backoff_until > now()`,
+  );
+  const row = rows[0];
+  return row ? { until: row.backoff_until, failures: row.failures, lastError: row.last_error } : null;
+}
+
 /** endBackoffSql, run: when the backoff would have ended, or null when there was none. */
 export async function endRelayBackoff(db: Queryable): Promise<Date | null> {
   const { rows } = await query<{ was_until: Date }>(db, endBackoffSql());

@@ -155,7 +155,9 @@ describe("overview", () => {
         `<div class="label">${label}</div><div class="value">(?:<a [^>]*><span class="unseen">${label} </span>)?([^<]+)`,
       ).exec(page.text)?.[1];
     expect(card("Backlog")).toBe("3");
-    expect(card("Due now")).toBe("3");
+    // Backed off: due, but nothing runs them before the backoff ends.
+    expect(card("Due, relay backed off")).toBe("3");
+    expect(page.text).toMatch(/<div class="card warn"><div class="label">Due, relay backed off</);
     expect(card("Oldest pending")).toMatch(/^\d+(\.\d)? s$/);
     expect(card("Poisoned")).toBe("1");
     expect(card("Open alerts")).toBe("1");
@@ -530,6 +532,33 @@ describe("event detail", () => {
     } finally {
       await t.pool.query("DELETE FROM subscription_wait_lists");
       await t.pool.query("DELETE FROM webhook_endpoints WHERE id = $1", [endpointId]);
+    }
+  });
+
+  it("says on a pending event's page that it waits for the relay's backoff, while it lasts", async () => {
+    const [id] = await seedEvents(t.pool, 1);
+    await t.pool.query(
+      `UPDATE outbox_relay_state SET failures = 7, backoff_until = '2099-01-01T00:00:00Z',
+              last_error = 'PublishError: QStash 503: down' WHERE id = 1`,
+    );
+    try {
+      expect((await browser.get(`/dashboard/events/${id}`)).text).toContain(
+        '<p class="error" id="relay-backoff">The relay is backed off until 2099-01-01 00:00:00Z after 7 failed passes ' +
+          "(PublishError: QStash 503: down): this event waits for it, uncharged. Once the cause is fixed, " +
+          "“npm run outbox -- relay drain --now” ends the wait.</p>",
+      );
+      // Not on a fanned event's page, nor once the backoff is over.
+      await t.pool.query("UPDATE events SET fanned_out_at = now(), fanout = '{}' WHERE id = $1", [id]);
+      expect((await browser.get(`/dashboard/events/${id}`)).text).not.toContain('id="relay-backoff"');
+      await t.pool.query("UPDATE events SET fanned_out_at = NULL, fanout = NULL WHERE id = $1", [id]);
+      await t.pool.query(
+        "UPDATE outbox_relay_state SET backoff_until = now() - interval '1 second' WHERE id = 1",
+      );
+      expect((await browser.get(`/dashboard/events/${id}`)).text).not.toContain('id="relay-backoff"');
+    } finally {
+      await t.pool.query(
+        "UPDATE outbox_relay_state SET failures = 0, backoff_until = NULL, last_error = NULL WHERE id = 1",
+      );
     }
   });
 

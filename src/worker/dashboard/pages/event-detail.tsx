@@ -2,7 +2,7 @@ import type { Hono } from "hono";
 import { eventJobFailures } from "../../../domain/job-failures/record.ts";
 import { alertsShownWithEvent, openAlertsCountingEvent } from "../../../domain/job-failures/retry.ts";
 import { deliveriesForEvent, type EventDelivery } from "../../../domain/webhooks/delivery-log.ts";
-import { EVENT_GONE_HINT, getEvent, mergedText, type EventRow } from "../../../outbox/index.ts";
+import { EVENT_GONE_HINT, getEvent, mergedText, relayBackoff, type EventRow } from "../../../outbox/index.ts";
 import { ApiError } from "../../errors.ts";
 import { idParam } from "../../routes/params.ts";
 import type { DashboardEnv } from "../env.ts";
@@ -62,10 +62,11 @@ export function registerEventDetail(dashboard: Hono<DashboardEnv>) {
     const id = c.req.valid("param").id;
     const event = await getEvent(c.var.pool, id);
     if (!event) throw new ApiError("NOT_FOUND", `event ${id} not found: ${EVENT_GONE_HINT}`);
-    const [deliveries, failedJobs, counting] = await Promise.all([
+    const [deliveries, failedJobs, counting, backoff] = await Promise.all([
       deliveriesForEvent(c.var.db, event.id),
       eventJobFailures(c.var.db, event.id),
       openAlertsCountingEvent(c.var.db, event.id),
+      event.state === "pending" ? relayBackoff(c.var.pool) : Promise.resolve(null),
     ]);
     const shownAlerts = alertsShownWithEvent(event, counting);
     const { jobsWaiting, webhooksNote } = await eventWaitingNotes(
@@ -133,6 +134,15 @@ export function registerEventDetail(dashboard: Hono<DashboardEnv>) {
             <td class={event.state === "fanned" ? "muted" : "error"}>{event.lastError ?? "–"}</td>
           </tr>
         </Table>
+        {backoff ? (
+          // What a pending event waits for in an outage: its own line read "0 failed
+          // attempts, fan-out error –", with nothing pointing at the relay (the outage walkthrough).
+          <p class="error" id="relay-backoff">
+            {`The relay is backed off until ${time(backoff.until)} after ${backoff.failures} failed ` +
+              `pass${backoff.failures === 1 ? "" : "es"} (${backoff.lastError ?? "no message"}): this event waits ` +
+              "for it, uncharged. Once the cause is fixed, “npm run outbox -- relay drain --now” ends the wait."}
+          </p>
+        ) : null}
         {event.state === "poisoned" ? (
           <form class="actions" method="post" action="/dashboard/poisoned/requeue">
             <input type="hidden" name="id" value={event.id} />

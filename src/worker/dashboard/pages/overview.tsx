@@ -156,7 +156,12 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
         )}
         <div class="cards">
           <Card label="Backlog" value={String(s.backlog)} tone={s.backlog > 0 ? "warn" : "ok"} />
-          <Card label="Due now" value={String(s.due)} />
+          {/* Due, yet nothing runs them before the backoff ends: "Due now 14" read as work under way. */}
+          <Card
+            label={backingOff && s.due > 0 ? "Due, relay backed off" : "Due now"}
+            value={String(s.due)}
+            tone={backingOff && s.due > 0 ? "warn" : undefined}
+          />
           <Card
             label="Oldest pending"
             value={age(s.oldestPendingAgeSeconds)}
