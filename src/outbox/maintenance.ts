@@ -162,11 +162,13 @@ export async function evaluateAlerts(db: Queryable, thresholds: AlertThresholds 
        FROM outbox_relay_state s WHERE s.id = 1
      ), conditions AS (
        SELECT 'relay.lagging' AS kind, coalesce(oldest_due > $1, false) AS firing,
-              format('oldest due event has waited %s s (threshold %s s)', round(oldest_due), $1::int) AS message
+              format('oldest due event has waited %s s (threshold %s s)', round(oldest_due), $1::int) AS message,
+              format('caught up: no due event has waited over %s s', $1::int) AS over
          FROM facts
        UNION ALL
        SELECT 'relay.failing', failures >= $2,
-              format('%s relay passes failed in a row; last error: %s', failures, last_error)
+              format('%s relay passes failed in a row; last error: %s', failures, last_error),
+              'recovered: a relay pass succeeded'
          FROM facts
      ), raised AS (
        INSERT INTO outbox_alerts (kind, message)
@@ -175,8 +177,17 @@ export async function evaluateAlerts(db: Queryable, thresholds: AlertThresholds 
           AND NOT EXISTS (SELECT 1 FROM outbox_alerts a WHERE a.kind = c.kind AND a.resolved_at IS NULL)
        ON CONFLICT (kind) WHERE resolved_at IS NULL AND kind LIKE 'relay.%' DO NOTHING
        RETURNING kind
+     ), updated AS (
+       -- An open alert says how things stand now: it stayed at its first words ("5 relay
+       -- passes failed") while stats counted 10 (the outage walkthrough).
+       UPDATE outbox_alerts a SET message = c.message
+         FROM conditions c
+        WHERE a.kind = c.kind AND c.firing AND a.resolved_at IS NULL AND a.message IS DISTINCT FROM c.message
+       RETURNING a.kind
      ), cleared AS (
-       UPDATE outbox_alerts a SET resolved_at = now()
+       -- Resolved saying so, with what it said last: it resolved in silence, its message
+       -- still reading as a failure, where the other alerts of a condition say why they ended.
+       UPDATE outbox_alerts a SET resolved_at = now(), message = c.over || ' (it said: ' || a.message || ')'
          FROM conditions c
         WHERE a.kind = c.kind AND NOT c.firing AND a.resolved_at IS NULL
        RETURNING a.kind

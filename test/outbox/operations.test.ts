@@ -195,6 +195,11 @@ describe("alert evaluation", () => {
     expect((await evaluateAlerts(t.pool)).sort()).toEqual(["relay.failing", "relay.lagging"]);
     expect(await evaluateAlerts(t.pool)).toEqual([]);
     expect(await listAlerts(t.pool, { open: true })).toHaveLength(2);
+    // An open alert follows the condition: it read "6 … failed" while the count grew.
+    await t.pool.query(`UPDATE outbox_relay_state SET failures = 10, last_error = 'QStash 504'`);
+    expect(await evaluateAlerts(t.pool)).toEqual([]);
+    const failing = async () => (await listAlerts(t.pool)).find((a) => a.kind === "relay.failing")!;
+    expect((await failing()).message).toBe("10 relay passes failed in a row; last error: QStash 504");
 
     await runPass({
       pool: t.pool,
@@ -204,6 +209,14 @@ describe("alert evaluation", () => {
     });
     await evaluateAlerts(t.pool);
     expect(await listAlerts(t.pool, { open: true })).toEqual([]);
+    // Resolved saying so, with its last words kept.
+    expect((await failing()).message).toBe(
+      "recovered: a relay pass succeeded (it said: 10 relay passes failed in a row; last error: QStash 504)",
+    );
+    const lagging = (await listAlerts(t.pool)).find((a) => a.kind === "relay.lagging")!;
+    expect(lagging.message).toMatch(
+      /^caught up: no due event has waited over 300 s \(it said: oldest due event has waited \d+ s \(threshold 300 s\)\)$/,
+    );
   });
 
   it("two overlapping sweeps that both see no open alert still open only one", async () => {
