@@ -129,9 +129,28 @@ async function written<T extends Record<string, unknown>>(
   c.header("Preference-Applied", `wait=${wait}`);
   if (receipt.complete) return c.json({ ...result, events: receipt.events }, status);
   c.header("Location", pollLink(eventIds, receipt));
-  // How soon to poll: a pass takes tens of milliseconds, a backed-off relay up to a minute.
-  c.header("Retry-After", "1");
+  // Settled already when the relay is backed off (its drain returns at once); never awaited here.
+  const kicked = await Promise.race([kick, Promise.resolve(undefined)]);
+  c.header("Retry-After", String(pollAfterSeconds(kicked ?? null)));
   return c.json({ ...result, events: receipt.events }, 202);
+}
+
+/** The longest a 202 asks a client to wait before it polls: an operator may end a backoff early. */
+export const MAX_POLL_AFTER_SECONDS = 60;
+
+/**
+ * How soon a 202's caller should poll: a pass takes tens of milliseconds, so 1 s,
+ * unless the kick found the relay backed off, when nothing moves before the backoff
+ * ends; a client polling every second meanwhile was answered the same thing sixty
+ * times (the outage walkthrough). At most MAX_POLL_AFTER_SECONDS.
+ */
+export function pollAfterSeconds(
+  kick: { stoppedBecause: string; backedOffUntil: Date | null } | null,
+  now = Date.now(),
+): number {
+  if (kick?.stoppedBecause !== "backoff" || !kick.backedOffUntil) return 1;
+  const seconds = Math.ceil((kick.backedOffUntil.getTime() - now) / 1000);
+  return Math.min(MAX_POLL_AFTER_SECONDS, Math.max(1, seconds));
 }
 
 /**

@@ -3,6 +3,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { useTestDatabase } from "../support/db.ts";
 import { newApiKey, withKey } from "../support/api-keys.ts";
 import { appOverTestDatabase, bindings, call, executionContext } from "../support/worker.ts";
+import { pollAfterSeconds } from "../../src/worker/respond.ts";
 
 const t = useTestDatabase();
 const app = appOverTestDatabase(t);
@@ -353,7 +354,9 @@ describe("where a write points", () => {
       const waited = await asTenant("POST", "/suppliers", { name: "Backed-off Ltd" }, "wait=1");
       expect(waited.status).toBe(202);
       expect(waited.headers.get("location")).toBe(`/events/${waited.body.events[0].id}`);
-      expect(waited.headers.get("retry-after")).toBe("1");
+      // Nothing moves before the backoff ends: polling every second was answered alike
+      // for as long; an hour away is asked as the longest wait a 202 names.
+      expect(waited.headers.get("retry-after")).toBe("60");
     } finally {
       await t.pool.query("UPDATE outbox_relay_state SET backoff_until = NULL, failures = 0");
     }
@@ -399,5 +402,17 @@ describe("a route a team adds under a new prefix", () => {
     ).toEqual({
       scope: "acme",
     });
+  });
+});
+
+describe("how soon a 202 asks its caller to poll", () => {
+  const now = Date.parse("2026-12-07T12:00:00Z");
+  const at = (ms: number) => new Date(now + ms);
+  it("1 s while passes run; until the backoff ends when the relay is backed off, at most 60 s", () => {
+    expect(pollAfterSeconds(null, now)).toBe(1);
+    expect(pollAfterSeconds({ stoppedBecause: "drained", backedOffUntil: null }, now)).toBe(1);
+    expect(pollAfterSeconds({ stoppedBecause: "backoff", backedOffUntil: at(7_200) }, now)).toBe(8);
+    expect(pollAfterSeconds({ stoppedBecause: "backoff", backedOffUntil: at(-5_000) }, now)).toBe(1);
+    expect(pollAfterSeconds({ stoppedBecause: "backoff", backedOffUntil: at(3_600_000) }, now)).toBe(60);
   });
 });
