@@ -167,6 +167,10 @@ describe("overview", () => {
     expect(page.text).toContain("msg_dead");
     expect(page.text).toContain("https://receiver.example/hook");
     expect(page.text).toContain(`receiver said ${ESCAPED}`);
+    // The deliveries that gave up lead on to where they are sent again; one row is no "newest 10".
+    expect(page.text).toContain(
+      '<p>Each endpoint&#39;s page counts the deliveries that gave up and sends them again (Recover): <a href="/dashboard/webhooks">Webhooks →</a></p>',
+    );
     expect(page.text).not.toContain(SCRIPT);
     // Reloading only when asked: each reload takes keyboard focus back to the top.
     expect(page.text).not.toMatch(/http-equiv="refresh"/);
@@ -185,6 +189,13 @@ describe("overview", () => {
     expect(page.text).toContain("fanned out (4 in the hour)");
     expect(page.text).toContain("succeeded (1 in the hour)");
     expect(page.text).toContain("failed (2 in the hour)");
+  });
+
+  it("says a list of deliveries that gave up is only the newest when it is full", async () => {
+    const ep = await endpoint();
+    for (const id of await seedEvents(t.pool, 11, { fanned: true })) await delivery(ep, id, "failed", []);
+    const page = (await browser.get("/dashboard")).text;
+    expect(page).toContain("<p>The newest 10. Each endpoint&#39;s page counts the deliveries that gave up");
   });
 
   it("says healthy with nothing to show", async () => {

@@ -88,6 +88,9 @@ function waitingLine(w: WaitListReading): string {
   return `${w.subscription}: ${w.waiting} waiting (${limit})${since}; read at ${time(w.checkedAt)}`;
 }
 
+/** The newest deliveries that gave up, shown on the overview. */
+const FAILED_DELIVERIES_SHOWN = 10;
+
 export function registerOverview(dashboard: Hono<DashboardEnv>) {
   dashboard.get("/", async (c) => {
     const { pool, db } = c.var;
@@ -97,7 +100,7 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
       stats(pool),
       listAlerts(pool, { open: true, limit: 10 }),
       listJobFailures(db, { limit: 10 }),
-      failedDeliveries(db, 10),
+      failedDeliveries(db, FAILED_DELIVERIES_SHOWN),
       attemptsPerMinute(db, since),
       readWaitLists(db),
       readSweepRun(db),
@@ -350,6 +353,14 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
             ))}
           </Table>
         )}
+        {deliveries.length > 0 ? (
+          // Ten rows with no count and no way on: 234 had failed (the dashboard walkthrough).
+          <p>
+            {deliveries.length === FAILED_DELIVERIES_SHOWN ? `The newest ${FAILED_DELIVERIES_SHOWN}. ` : ""}
+            {"Each endpoint's page counts the deliveries that gave up and sends them again (Recover): "}
+            <a href="/dashboard/webhooks">Webhooks →</a>
+          </p>
+        ) : null}
       </>,
     );
   });
