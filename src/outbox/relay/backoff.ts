@@ -53,8 +53,9 @@ function checkedBackoff(backoff: ExponentialBackoff): ExponentialBackoff {
  * have ended, or null when the relay was not backed off.
  */
 export function endBackoffSql(): string {
+  // `was` is the row as the statement found it: RETURNING sees the value it replaced.
   return `UPDATE outbox_relay_state s SET backoff_until = NULL
-      FROM (SELECT backoff_until FROM outbox_relay_state WHERE id = 1 FOR UPDATE) was
-     WHERE s.id = 1 AND was.backoff_until > now()
+      FROM outbox_relay_state was
+     WHERE s.id = 1 AND was.id = 1 AND was.backoff_until > now()
   RETURNING was.backoff_until AS was_until`;
 }

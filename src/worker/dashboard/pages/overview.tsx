@@ -160,11 +160,11 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
         <div class="cards">
           <Card label="Backlog" value={String(s.backlog)} tone={s.backlog > 0 ? "warn" : "ok"} />
           {/* Due, yet nothing runs them before the backoff ends: "Due now 14" read as work under way. */}
-          <Card
-            label={backingOff && s.due > 0 ? "Due, relay backed off" : "Due now"}
-            value={String(s.due)}
-            tone={backingOff && s.due > 0 ? "warn" : undefined}
-          />
+          {backingOff && s.due > 0 ? (
+            <Card label="Due, relay backed off" value={String(s.due)} tone="warn" />
+          ) : (
+            <Card label="Due now" value={String(s.due)} />
+          )}
           <Card
             label="Oldest pending"
             value={age(s.oldestPendingAgeSeconds)}

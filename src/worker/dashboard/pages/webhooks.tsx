@@ -174,28 +174,69 @@ function EditForm({ id, values, open = false }: { id: string; values: EditValues
   );
 }
 
+/** What an endpoint has now, as a refused edit's page shows it beside what was typed. */
+interface EndpointNow {
+  id: string;
+  url: string;
+  types: string[];
+  description: string;
+  enabled: boolean;
+}
+
 /**
  * A refused edit answers with the form again, holding what was sent and open, under
  * the reason: the error page alone lost a long list of globs to one typo, since a
- * page served no-store is not restored by the browser's Back.
+ * page served no-store is not restored by the browser's Back. With `now`, what the
+ * endpoint has since someone else changed it, above the form.
  */
-async function refusedEdit(c: Context<DashboardEnv>, id: string, values: EditValues, err: ApiError) {
+function notSavedPage(
+  c: Context<DashboardEnv>,
+  id: string,
+  values: EditValues,
+  why: string,
+  status: 400 | 409,
+  now?: EndpointNow,
+) {
   return render(
     c,
     { title: "Endpoint not saved", section: "webhooks" },
     <div class="panel">
       <h1>Endpoint not saved</h1>
       <p class="error" role="alert" {...focusedOnLoad()}>
-        {/* The API's words quote code in backticks; on a page they showed as such. */}
-        {err.message.replace(/`([^`]*)`/g, "“$1”")}
+        {why}
       </p>
+      {now ? (
+        <Table class="kv">
+          <tr>
+            <th>url</th>
+            <td class="mono">{now.url}</td>
+          </tr>
+          <tr>
+            <th>types</th>
+            <td class="mono">{now.types.join(", ")}</td>
+          </tr>
+          <tr>
+            <th>description</th>
+            <td>{now.description || "–"}</td>
+          </tr>
+          <tr>
+            <th>enabled</th>
+            <td>{now.enabled ? "yes" : "no"}</td>
+          </tr>
+        </Table>
+      ) : null}
       <EditForm id={id} values={values} open />
       <p>
         <a href={`/dashboard/webhooks/${id}`}>Back to the endpoint, unchanged</a>
       </p>
     </div>,
-    400,
+    status,
   );
+}
+
+/** A bad value: the refusal's words (the API's, whose backticks showed as such on a page). */
+function refusedEdit(c: Context<DashboardEnv>, id: string, values: EditValues, err: ApiError) {
+  return notSavedPage(c, id, values, err.message.replace(/`([^`]*)`/g, "“$1”"), 400);
 }
 
 /**
@@ -205,44 +246,15 @@ async function refusedEdit(c: Context<DashboardEnv>, id: string, values: EditVal
  * bare 409 page before, with the typed values gone and a link to the overview only
  * (the dashboard walkthrough).
  */
-function changedEdit(
-  c: Context<DashboardEnv>,
-  now: { id: string; url: string; types: string[]; description: string; enabled: boolean },
-  typed: EditValues,
-) {
-  return render(
+function changedEdit(c: Context<DashboardEnv>, now: EndpointNow, typed: EditValues) {
+  return notSavedPage(
     c,
-    { title: "Endpoint not saved", section: "webhooks" },
-    <div class="panel">
-      <h1>Endpoint not saved</h1>
-      <p class="error" role="alert" {...focusedOnLoad()}>
-        {"It was changed since this form was opened (in another tab, or by someone else); nothing was saved. " +
-          "What it has now is below, then your values: Save replaces what it has with them."}
-      </p>
-      <Table class="kv">
-        <tr>
-          <th>url</th>
-          <td class="mono">{now.url}</td>
-        </tr>
-        <tr>
-          <th>types</th>
-          <td class="mono">{now.types.join(", ")}</td>
-        </tr>
-        <tr>
-          <th>description</th>
-          <td>{now.description || "–"}</td>
-        </tr>
-        <tr>
-          <th>enabled</th>
-          <td>{now.enabled ? "yes" : "no"}</td>
-        </tr>
-      </Table>
-      <EditForm id={now.id} values={typed} open />
-      <p>
-        <a href={`/dashboard/webhooks/${now.id}`}>Back to the endpoint, unchanged</a>
-      </p>
-    </div>,
+    now.id,
+    typed,
+    "It was changed since this form was opened (in another tab, or by someone else); nothing was saved. " +
+      "What it has now is below, then your values: Save replaces what it has with them.",
     409,
+    now,
   );
 }
 
