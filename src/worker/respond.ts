@@ -5,6 +5,7 @@ import { oneTripPool, type StatementResult } from "../domain/one-trip.ts";
 import { awaitFanout, receiptFromKick, type Receipt } from "../outbox/index.ts";
 import type { HonoEnv } from "./env.ts";
 import { ApiError } from "./errors.ts";
+import { retryAfterSeconds } from "./dashboard/lockout.ts";
 import { fingerprintOf, parseIdempotencyKey } from "./idempotency.ts";
 import { kickRelay } from "./relay.ts";
 
@@ -149,8 +150,7 @@ export function pollAfterSeconds(
   now = Date.now(),
 ): number {
   if (kick?.stoppedBecause !== "backoff" || !kick.backedOffUntil) return 1;
-  const seconds = Math.ceil((kick.backedOffUntil.getTime() - now) / 1000);
-  return Math.min(MAX_POLL_AFTER_SECONDS, Math.max(1, seconds));
+  return Math.min(MAX_POLL_AFTER_SECONDS, retryAfterSeconds(kick.backedOffUntil, now));
 }
 
 /**
