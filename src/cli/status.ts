@@ -1,5 +1,12 @@
 import { ALERT_KIND_RULE, isAlertKind, raisedAgainNote } from "../domain/alert-kinds.ts";
-import { alertsPage, MAX_LIST_LIMIT, openAlertKinds, resolveAlert, resolveAlerts } from "../outbox/index.ts";
+import {
+  alertsPage,
+  countPoisoned,
+  MAX_LIST_LIMIT,
+  openAlertKinds,
+  resolveAlert,
+  resolveAlerts,
+} from "../outbox/index.ts";
 import { beforeOption, idArgument, intOption, Refusal, UsageError, type Options } from "./args.ts";
 import { dbOf, type Command } from "./command.ts";
 import { countOpenFailures, operatorStats, stillNotRetried } from "../domain/job-failures/retry.ts";
@@ -52,6 +59,8 @@ function resolveCommand(options: Options, rest: string[]): ReturnType<Command> {
       const others = kinds.map((k) => `${k.kind} (${k.count})`).join(", ");
       // Resolving a job.failed alert sends nothing again: say what is still owed.
       const owed = kind === "job.failed" ? await countOpenFailures(dbOf(pool)) : 0;
+      // Nor does resolving an event.poisoned alert requeue its events (ADR 0044).
+      const poisoned = kind === "event.poisoned" && resolved > 0 ? (await countPoisoned(pool)).count : 0;
       const said =
         resolved === 0
           ? `no open ${kind} alert; open ones: ${others || "none"}`
@@ -59,7 +68,11 @@ function resolveCommand(options: Options, rest: string[]): ReturnType<Command> {
       const again = resolved > 0 ? raisedAgainNote(kind) : undefined;
       print(
         { kind, resolved },
-        () => said + (owed > 0 ? notRetriedHint(owed) : "") + (again ? `; ${again}` : ""),
+        () =>
+          said +
+          (owed > 0 ? notRetriedHint(owed) : "") +
+          (poisoned > 0 ? stillPoisonedHint(poisoned) : "") +
+          (again ? `; ${again}` : ""),
       );
       return 0;
     };
@@ -79,6 +92,12 @@ function resolveCommand(options: Options, rest: string[]): ReturnType<Command> {
     );
     return 0;
   };
+}
+
+/** After event.poisoned alerts are resolved: their events stay poisoned until requeued. */
+function stillPoisonedHint(poisoned: number): string {
+  const events = poisoned === 1 ? "1 event is" : `${poisoned} events are`;
+  return `; ${events} still poisoned: \`events requeue --all\` sends them again`;
 }
 
 /**

@@ -204,22 +204,23 @@ export interface RequeueResult {
 
 /**
  * Puts poisoned events back in line with a fresh set of attempts, and resolves
- * their alerts. Events that are not poisoned are left alone: requeueing a pending
+ * their types' alerts once none they count is left (settlePoisonedAlerts). Events that are not poisoned are left alone: requeueing a pending
  * row would reset its backoff, and a fanned one would be fanned out twice.
  */
 export async function requeue(db: Queryable, ids: string[]): Promise<RequeueResult> {
   ids.forEach(assertEventId);
   const unique = [...new Set(ids.map((id) => id.toLowerCase()))];
   const [row] = (
-    await query<{ requeued: string[]; known: string[] }>(
+    await query<{ requeued: string[]; known: string[]; types: string[] }>(
       db,
       `WITH ${requeueing(idsSql("$1"))}
      SELECT (SELECT coalesce(jsonb_agg(id), '[]') FROM requeued) AS requeued,
             (SELECT coalesce(jsonb_agg(id), '[]') FROM events_browse WHERE id = ANY($1::uuid[])) AS known,
-            (SELECT count(*) FROM resolved) AS resolved`,
+            ${REQUEUED_TYPES} AS types`,
       [unique],
     )
   ).rows;
+  await settlePoisonedAlerts(db, row?.types ?? []);
   const requeued = row?.requeued ?? [];
   const known = new Set(row?.known ?? []);
   return {
@@ -230,20 +231,57 @@ export async function requeue(db: Queryable, ids: string[]): Promise<RequeueResu
 }
 
 /**
- * The requeue itself, as CTEs `requeued` (the ids put back) and `resolved`, for the
+ * The requeue itself, as the CTE `requeued` (the ids and types put back), for the
  * events `which` (a predicate on `events`) picks that are poisoned: fresh attempts,
- * no backoff, their alerts resolved. One home for what "requeue" means.
+ * no backoff. One home for what "requeue" means; settlePoisonedAlerts follows it.
  */
 function requeueing(which: string): string {
   return `requeued AS (
        UPDATE events SET poisoned_at = NULL, attempts = 0, next_attempt_at = NULL
         WHERE ${which} AND ${STATE_SQL.poisoned}
-       RETURNING id
-     ), resolved AS (
-       UPDATE outbox_alerts SET resolved_at = now()
-        WHERE event_id IN (SELECT id FROM requeued) AND resolved_at IS NULL
-       RETURNING id
+       RETURNING id, type
      )`;
+}
+
+/** The distinct types of the `requeued` CTE, as a jsonb array. */
+const REQUEUED_TYPES = `(SELECT coalesce(jsonb_agg(DISTINCT type), '[]'::jsonb) FROM requeued)`;
+
+/**
+ * After a requeue of events of `types`: resolves each type's open `event.poisoned`
+ * alert once no event that alert counts (its type's, poisoned since the alert was
+ * raised) is still poisoned, as a retry resolves a subscription's job.failed alert
+ * (ADR 0044). Requeueing one of forty leaves it open for the others.
+ *
+ * A statement of its own, after the requeue's: in the requeue's statement, another
+ * operator's requeue of the type's other events (uncommitted, or skipped as locked)
+ * looked poisoned, and two at once each left the alert open for the other. This one
+ * runs once its own requeue is visible, so of two, the later sees both. A relay
+ * that poisons another event of the type after this snapshot folds it into the
+ * alert, changing its details; the alert is resolved only if its details are still
+ * those the snapshot read (a fold that committed first, or that holds the row until
+ * it does, fails the re-check and leaves it open; a later one finds it resolved and
+ * raises a new one).
+ */
+async function settlePoisonedAlerts(db: Queryable, types: string[]): Promise<void> {
+  if (types.length === 0) return;
+  await query(
+    db,
+    `WITH answered AS MATERIALIZED (
+       SELECT a.id, a.details FROM outbox_alerts a
+        WHERE a.kind = 'event.poisoned' AND a.resolved_at IS NULL AND a.details->>'type' = ANY($1::text[])
+          AND NOT EXISTS (
+                SELECT 1 FROM events e
+                 -- poisoned since the alert was raised (which implies poisoned)
+                 WHERE e.type = a.details->>'type'
+                   AND e.poisoned_at >= coalesce((a.details->>'firstPoisonedAt')::timestamptz, a.created_at))
+     )
+     UPDATE outbox_alerts a
+        SET resolved_at = now(), message = a.message || '; resolved: every event it counted was requeued',
+            details = a.details || '{"resolvedBy": "requeue"}'::jsonb
+       FROM answered
+      WHERE a.id = answered.id AND a.details = answered.details AND a.resolved_at IS NULL`,
+    [types],
+  );
 }
 
 /** Poisoned events put back by one call of requeuePoisoned: one statement's worth. */
@@ -284,7 +322,7 @@ export async function requeuePoisoned(
   { upTo, type, limit = REQUEUE_POISONED_BATCH }: RequeuePoisonedOptions,
 ): Promise<{ requeued: number; more: boolean }> {
   const [row] = (
-    await query<{ requeued: number; picked: number }>(
+    await query<{ requeued: number; picked: number; types: string[] }>(
       db,
       // SKIP LOCKED: two operators requeueing at once take different rows instead of
       // one waiting for the other's.
@@ -294,10 +332,12 @@ export async function requeuePoisoned(
         ORDER BY poisoned_at, seq LIMIT $2 + 1
         FOR UPDATE SKIP LOCKED
      ), ${requeueing("seq IN (SELECT seq FROM picked ORDER BY poisoned_at, seq LIMIT $2)")}
-     SELECT (SELECT count(*) FROM requeued)::int AS requeued, (SELECT count(*) FROM picked)::int AS picked`,
+     SELECT (SELECT count(*) FROM requeued)::int AS requeued, (SELECT count(*) FROM picked)::int AS picked,
+            ${REQUEUED_TYPES} AS types`,
       [upTo, limit, likeOf(type)],
     )
   ).rows;
+  await settlePoisonedAlerts(db, row?.types ?? []);
   return { requeued: row?.requeued ?? 0, more: (row?.picked ?? 0) > limit };
 }
 

@@ -194,6 +194,11 @@ export const alerts = pgTable(
     uniqueIndex("outbox_alerts_open_job_failed_key")
       .on(t.subscription)
       .where(sql`resolved_at IS NULL AND kind = 'job.failed'`),
+    // One open event.poisoned alert per event type, counting its poisoned events
+    // (ADR 0044): the relay's mark folds into it with ON CONFLICT here.
+    uniqueIndex("outbox_alerts_open_event_poisoned_key")
+      .on(sql`(details->>'type')`)
+      .where(sql`resolved_at IS NULL AND kind = 'event.poisoned'`),
     // Retention deletes the alerts resolved longest ago (domain/retention.ts).
     index("outbox_alerts_resolved_idx")
       .on(t.resolvedAt)

@@ -687,3 +687,15 @@ describe("outbox CLI", () => {
     expect(r.stderr).toMatch(/QSTASH_BATCH_MESSAGES must be at least 1 message/);
   });
 });
+
+describe("alerts resolve --kind event.poisoned", () => {
+  it("says the events it counted are still poisoned, and how to send them again", async () => {
+    const ids = await seedEvents(t.pool, 2, { type: "supplier.connected" });
+    await poisonEvents(t.pool, ids, new Date(Date.now() - 60_000).toISOString());
+    const resolved = await runCli(["alerts", "resolve", "--kind", "event.poisoned"], env());
+    expect([resolved.code, resolved.stdout.trim()]).toEqual([
+      0,
+      "resolved 1 event.poisoned alert; 2 events are still poisoned: `events requeue --all` sends them again",
+    ]);
+  });
+});

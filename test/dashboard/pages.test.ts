@@ -1179,6 +1179,34 @@ describe("alerts", () => {
     await t.pool.query("UPDATE outbox_alerts SET resolved_at = now() WHERE resolved_at IS NULL");
   });
 
+  it("sends a type's poisoned-events alert to the events it counts, and says a resolve requeues nothing", async () => {
+    const ids = await seedEvents(t.pool, 3, { type: "supplier.connected" });
+    await poisonEvents(t.pool, ids, "2026-12-07T10:00:00Z");
+    const page = (await browser.get("/dashboard/alerts")).text;
+    expect(page).toContain(
+      "3 events of type supplier.connected were poisoned; the latest: event " +
+        ids[2] +
+        " poisoned after 5 failures",
+    );
+    expect(page).toMatch(
+      new RegExp(
+        `<td class="mono nowrap" data-label="about"><a href="/dashboard/events/${ids[2]}" title="${ids[2]}">event …[0-9a-f]+</a><br/?><a href="/dashboard/events\\?state=poisoned&amp;type=supplier\\.connected">poisoned supplier\\.connected events</a></td>`,
+      ),
+    );
+    expect(page).toContain(
+      'resolving requeues nothing: <a href="/dashboard/poisoned">requeue them on the Poisoned page</a>',
+    );
+    expect(page).toContain(
+      "Marks 1 open event.poisoned alert resolved. Nothing is sent or requeued. The events it counts stay poisoned: Requeue on the Poisoned page sends them again.",
+    );
+    // An earlier event's page shows the alert that counts it under the latest.
+    expect((await browser.get(`/dashboard/events/${ids[0]}`)).text).toContain(
+      "counts this event&#39;s poisoning; it names the latest",
+    );
+    await t.pool.query("UPDATE events SET poisoned_at = NULL WHERE id = ANY($1)", [ids]);
+    await t.pool.query("UPDATE outbox_alerts SET resolved_at = now() WHERE resolved_at IS NULL");
+  });
+
   it("says, before resolving an alert the sweep checks, that a resolve lasts only till the next sweep", async () => {
     await t.pool.query(
       `INSERT INTO outbox_alerts (kind, subscription, message, details)

@@ -374,3 +374,66 @@ describe("migration 0025 on a database with a run's last retry due", () => {
     }
   });
 });
+
+describe("migration 0031 on a database with an alert per poisoned event", () => {
+  const { url, before } = databaseBefore(31);
+
+  it("keeps one open event.poisoned alert per type, saying how many it counts", async () => {
+    await migrateDatabase(url, before());
+    const db = new pg.Client({ connectionString: url });
+    await db.connect();
+    try {
+      // As the relay raised them before: one per event, `type`, `attempts`, `lastError`.
+      const raise = (type: string, at: string, resolved = false) => {
+        const id = crypto.randomUUID();
+        return db.query(
+          `INSERT INTO outbox_alerts (kind, event_id, message, details, created_at, resolved_at)
+           VALUES ('event.poisoned', $1::uuid, format('event %s (%s) poisoned after 5 failures: QStash 400', $1::uuid, $2::text),
+                   jsonb_build_object('type', $2::text, 'attempts', 5, 'lastError', 'QStash 400'), $3, $4)
+           RETURNING id::int`,
+          [id, type, at, resolved ? at : null],
+        );
+      };
+      await raise("supplier.updated", "2026-12-01T00:00:00Z");
+      await raise("supplier.updated", "2026-12-02T00:00:00Z");
+      const latest = await raise("supplier.updated", "2026-12-03T00:00:00Z");
+      await raise("supplier.updated", "2026-11-01T00:00:00Z", true); // resolved before: left as it was
+      await raise("note.created", "2026-12-04T00:00:00Z");
+
+      await migrateDatabase(url);
+      const { rows } = await db.query(
+        `SELECT details->>'type' AS type, event_id, message, resolved_at IS NULL AS open,
+                (details->>'count')::int AS count, details->>'eventId' AS event,
+                (details->>'firstPoisonedAt')::timestamptz AS first, (details->>'lastPoisonedAt')::timestamptz AS last,
+                (details->>'mergedInto')::int AS merged_into, id::int
+           FROM outbox_alerts ORDER BY id`,
+      );
+      const kept = latest.rows[0].id;
+      const suppliers = rows.filter((r) => r.type === "supplier.updated");
+      expect(suppliers.map((r) => [r.open, r.count, r.merged_into])).toEqual([
+        [false, null, kept],
+        [false, null, kept],
+        [true, 3, null],
+        [false, null, null],
+      ]);
+      const open = suppliers[2];
+      expect(open.message).toBe(
+        `3 events of type supplier.updated were poisoned; the latest: event ${open.event_id} poisoned after 5 failures: QStash 400`,
+      );
+      expect([open.event, open.first, open.last]).toEqual([
+        open.event_id,
+        new Date("2026-12-01T00:00:00Z"),
+        new Date("2026-12-03T00:00:00Z"),
+      ]);
+      const notes = rows.filter((r) => r.type === "note.created");
+      expect(notes.map((r) => [r.open, r.count])).toEqual([[true, 1]]);
+      expect(notes[0].message).toMatch(/^event \S+ \(note\.created\) poisoned after 5 failures: QStash 400$/);
+      // And from now on a second open one for a type is refused by the index.
+      await expect(raise("supplier.updated", "2026-12-05T00:00:00Z")).rejects.toThrow(
+        /outbox_alerts_open_event_poisoned_key/,
+      );
+    } finally {
+      await db.end();
+    }
+  });
+});

@@ -1,4 +1,6 @@
 import type pg from "pg";
+import { literal } from "../../src/outbox/sql.ts";
+import { poisonedAlertSql } from "../../src/outbox/relay/mark.ts";
 
 export interface SeedOptions {
   type?: string;
@@ -49,18 +51,23 @@ export async function unfannedCount(pool: pg.Pool): Promise<number> {
 
 /**
  * Poisons `ids` as of `at` (timestamptz text) as the relay does after five tries,
- * with the error a QStash 400 leaves and an open `event.poisoned` alert each.
+ * with the error a QStash 400 leaves, raising or joining their types' open
+ * `event.poisoned` alerts with the relay's own statement.
  */
-export async function poisonEvents(pool: pg.Pool, ids: string[], at: string): Promise<void> {
+export async function poisonEvents(
+  pool: Pick<pg.Pool, "query"> | pg.PoolClient,
+  ids: string[],
+  at: string,
+): Promise<void> {
+  const NOW = `${literal(at)}::timestamptz`;
   await pool.query(
-    `UPDATE events SET poisoned_at = $2::timestamptz, attempts = 5, last_error = 'QStash 400: bad label',
-            next_attempt_at = $2::timestamptz + interval '1 hour'
-      WHERE id = ANY($1::uuid[])`,
-    [ids, at],
-  );
-  await pool.query(
-    `INSERT INTO outbox_alerts (kind, event_id, message)
-     SELECT 'event.poisoned', id, 'poisoned' FROM unnest($1::uuid[]) id`,
+    `WITH failed AS (
+       UPDATE events SET poisoned_at = ${NOW}, attempts = 5, last_error = 'QStash 400: bad label',
+              next_attempt_at = ${NOW} + interval '1 hour'
+        WHERE id = ANY($1::uuid[])
+       RETURNING seq, id, type, attempts, poisoned_at, last_error
+     ), ${poisonedAlertSql(NOW)}
+     SELECT 1`,
     [ids],
   );
 }

@@ -97,3 +97,29 @@ describe("POST /admin/events/requeue-poisoned", () => {
     expect(await poisoned()).toEqual(["test.happened"]);
   });
 });
+
+describe("GET /admin/events/:id of a poisoned event its type's alert counts under a later one", () => {
+  const show = (id: string) =>
+    call(app, env, "GET", `/admin/events/${id}`, undefined, {
+      headers: { authorization: `Bearer ${env.ADMIN_TOKEN}` },
+    });
+
+  it("lists the alert among countingAlerts while the event is poisoned", async () => {
+    const [earlier, latest] = await seedEvents(t.pool, 2, { type: "supplier.connected" });
+    await poisonAt([earlier!], "2026-12-07T08:00:00Z");
+    await poisonAt([latest!], "2026-12-07T09:00:00Z");
+
+    const own = (await show(latest!)).body.event;
+    expect(own.alerts.map((a: { kind: string }) => a.kind)).toEqual(["event.poisoned"]);
+    expect(own.countingAlerts).toEqual([]);
+    const counted = (await show(earlier!)).body.event;
+    expect(counted.alerts).toEqual([]);
+    expect(counted.countingAlerts).toMatchObject([
+      { kind: "event.poisoned", eventId: latest, details: { type: "supplier.connected", count: 2 } },
+    ]);
+
+    // Put back, it is no longer what the alert counts.
+    await t.pool.query(`UPDATE events SET poisoned_at = NULL WHERE id = $1`, [earlier]);
+    expect((await show(earlier!)).body.event.countingAlerts).toEqual([]);
+  });
+});

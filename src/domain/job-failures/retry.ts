@@ -1,4 +1,4 @@
-import { and, eq, isNull, sql, type SQL } from "drizzle-orm";
+import { and, isNull, sql, type SQL } from "drizzle-orm";
 import {
   alerts,
   findSubscription,
@@ -14,6 +14,8 @@ import {
   type Stats,
   type AlertRow,
 } from "../../outbox/index.ts";
+import { literal } from "../../outbox/sql.ts";
+import { idsSql } from "../../outbox/state.ts";
 import type { Db } from "../db.ts";
 import { readWaitLists, type WaitListReading } from "../subscription-backlog.ts";
 import { sweepView, type SweepView } from "../sweep-runs.ts";
@@ -379,10 +381,11 @@ async function recordRetries(db: Db, ids: number[], messageIds: string[]): Promi
 }
 
 /**
- * The open `job.failed` alerts that count one of event `eventId`'s failed jobs but
- * name another event. Each names only the latest event it counts (ADR 0037), so an
- * earlier event's page read "Alerts: None." while its failure was counted under a
- * later one (walkthrough). Its views show them beside its own (alertsShownWithEvent).
+ * The open alerts that count event `eventId` but name another: a `job.failed` alert
+ * counting one of its failed jobs, or its type's `event.poisoned` alert counting its
+ * poisoning. Each names only the latest event it counts (ADR 0037, 0044), so an
+ * earlier event's page read "Alerts: None." while it was counted under a later one
+ * (walkthrough). Its views show them beside its own (alertsShownWithEvent).
  */
 export function openAlertsCountingEvent(db: Db, eventId: string): Promise<AlertRow[]> {
   return db
@@ -390,11 +393,18 @@ export function openAlertsCountingEvent(db: Db, eventId: string): Promise<AlertR
     .from(alerts)
     .where(
       and(
-        eq(alerts.kind, "job.failed"),
         isNull(alerts.resolvedAt),
         sql`${alerts.eventId} IS DISTINCT FROM ${eventId}`,
-        sql`EXISTS (SELECT 1 FROM job_failures f
-                     WHERE f.event_id = ${eventId} AND ${countedBy(sql.raw("outbox_alerts"), sql.raw("f"))})`,
+        sql`CASE ${alerts.kind}
+              WHEN 'job.failed' THEN EXISTS (
+                SELECT 1 FROM job_failures f
+                 WHERE f.event_id = ${eventId} AND ${countedBy(sql.raw("outbox_alerts"), sql.raw("f"))})
+              -- As the requeue reads what the alert counts (outbox/operations.ts requeueing).
+              WHEN 'event.poisoned' THEN EXISTS (
+                SELECT 1 FROM events e
+                 WHERE ${sql.raw(idsSql(`ARRAY[${literal(eventId)}]`, "e"))} AND e.type = ${alerts.details}->>'type'
+                   AND e.poisoned_at >= coalesce((${alerts.details}->>'firstPoisonedAt')::timestamptz, ${alerts.createdAt}))
+              ELSE false END`,
       ),
     )
     .orderBy(alerts.id);
@@ -424,7 +434,13 @@ export function alertsShownWithEvent(
         ? { why: "raised for an earlier failure; this event is its latest" }
         : {}),
     })),
-    ...counting.map((alert) => ({ alert, why: "counts this event's failed job; it names the latest" })),
+    ...counting.map((alert) => ({
+      alert,
+      why:
+        alert.kind === "event.poisoned"
+          ? "counts this event's poisoning; it names the latest"
+          : "counts this event's failed job; it names the latest",
+    })),
   ];
 }
 

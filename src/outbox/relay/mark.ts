@@ -88,19 +88,73 @@ function generalSql(outcomes: RowOutcome[], NOW: string): string {
              poisoned_at = CASE WHEN e.attempts + 1 >= ${RELAY_POLICY.poisonAfter} THEN ${NOW} END
         FROM input i
        WHERE e.seq = i.seq AND e.seq = ANY(${seqs}) AND i.error IS NOT NULL
-      RETURNING e.id, e.type, e.attempts, e.poisoned_at, e.last_error
-    ), alerted AS (
-      INSERT INTO outbox_alerts (kind, event_id, message, details)
-      SELECT 'event.poisoned', f.id,
-             format('event %s (%s) poisoned after %s failures: %s', f.id, f.type, f.attempts, f.last_error),
-             jsonb_build_object('type', f.type, 'attempts', f.attempts, 'lastError', f.last_error)
-        FROM failed f
-       WHERE f.poisoned_at IS NOT NULL
-      RETURNING event_id
-    )
+      RETURNING e.seq, e.id, e.type, e.attempts, e.poisoned_at, e.last_error
+    ), ${poisonedAlertSql(NOW)}
     SELECT (SELECT count(*) FROM fanned)::int AS fanned,
            (SELECT count(*) FROM failed)::int AS failed,
-           coalesce((SELECT jsonb_agg(event_id) FROM alerted), '[]'::jsonb) AS poisoned;`;
+           coalesce((SELECT jsonb_agg(id ORDER BY seq) FROM poisoned), '[]'::jsonb) AS poisoned;`;
+}
+
+/**
+ * The alert's words, from its count and the latest poisoning's details: one
+ * expression for a new alert and for one that folds in more, so both read alike. One
+ * event reads as it always has ("event … (supplier.updated) poisoned after 5
+ * failures: …"); more say how many of the type first.
+ */
+function poisonedMessageSql(count: string, details: string): string {
+  const d = (key: string) => `(${details}->>'${key}')`;
+  const after = `' poisoned after ' || ${d("attempts")} || ' failures: ' || coalesce(${d("lastError")}, '')`;
+  return `CASE WHEN ${count} = 1
+      THEN 'event ' || ${d("eventId")} || ' (' || ${d("type")} || ')' || ${after}
+      ELSE ${count} || ' events of type ' || ${d("type")} || ' were poisoned; the latest: event ' || ${d("eventId")} || ${after} END`;
+}
+
+/**
+ * The CTEs that raise or fold into each poisoned row's type's one open
+ * `event.poisoned` alert (ADR 0044), after \`failed\`: a fault charged to every row
+ * (a QStash 400 for a header it would not take) poisoned events by the thousand and
+ * raised as many alerts reading alike. The alert counts (\`count\`), dates
+ * (\`firstPoisonedAt\`, \`lastPoisonedAt\`: the mark's own time, as \`poisoned_at\`) and
+ * names the latest event (\`eventId\`, the alert's \`event_id\`, \`attempts\`,
+ * \`lastError\`), as a subscription's job.failed alert does (ADR 0037). The open alert
+ * is updated where there is one; ON CONFLICT covers another relay raising it after
+ * this statement's snapshot. \`poisoned\` is the rows poisoned by this mark.
+ */
+export function poisonedAlertSql(NOW: string): string {
+  // As the API writes times (domain/webhooks/rows.ts isoTime), truncated so that
+  // firstPoisonedAt <= the poisoned_at of the event it dates.
+  const at = `to_char(date_trunc('milliseconds', ${NOW}) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+  // An open alert's details (`was`) with this mark's poisonings of its type
+  // (`more`): the count added up, the rest the latest's, the first time kept. An
+  // alert raised by a version before this one has no count: it counted one event.
+  const fold = (was: string, more: string) => {
+    const count = `(coalesce((${was}->>'count')::int, 1) + (${more}->>'count')::int)`;
+    return `message = ${poisonedMessageSql(count, more)},
+                details = ${was} || (${more} - 'firstPoisonedAt') || jsonb_build_object('count', ${count})`;
+  };
+  return `poisoned AS (
+      SELECT * FROM failed WHERE poisoned_at IS NOT NULL
+    ), latest AS (
+      SELECT DISTINCT ON (p.type) p.type, p.id,
+             jsonb_build_object('type', p.type, 'eventId', p.id, 'attempts', p.attempts,
+                                'lastError', p.last_error, 'count', count(*) OVER (PARTITION BY p.type),
+                                'firstPoisonedAt', ${at}, 'lastPoisonedAt', ${at}) AS details
+        FROM poisoned p
+       ORDER BY p.type, p.seq DESC
+    ), folded AS (
+      UPDATE outbox_alerts a
+         SET event_id = l.id, ${fold("a.details", "l.details")}
+        FROM latest l
+       WHERE a.kind = 'event.poisoned' AND a.resolved_at IS NULL AND a.details->>'type' = l.type
+      RETURNING l.type
+    ), raised AS (
+      INSERT INTO outbox_alerts (kind, event_id, message, details)
+      SELECT 'event.poisoned', id, ${poisonedMessageSql("(details->>'count')::int", "details")}, details
+        FROM latest WHERE type NOT IN (SELECT type FROM folded)
+      ON CONFLICT ((details->>'type')) WHERE resolved_at IS NULL AND kind = 'event.poisoned'
+      DO UPDATE SET event_id = EXCLUDED.event_id, ${fold("outbox_alerts.details", "EXCLUDED.details")}
+      RETURNING 1
+    )`;
 }
 
 /**

@@ -84,6 +84,14 @@ export function registerAlerts(dashboard: Hono<DashboardEnv>) {
                     </button>
                   </form>
                 </Confirm>
+                {k.kind === "event.poisoned" ? (
+                  // As for failed jobs: the answer to a poisoned event is a requeue, and
+                  // a requeue resolves the alert once none it counts is left (ADR 0044).
+                  <span class="muted">
+                    {" resolving requeues nothing: "}
+                    <a href="/dashboard/poisoned">requeue them on the Poisoned page</a>
+                  </span>
+                ) : null}
                 {k.kind === "job.failed" ? (
                   // Resolving sends nothing again, and retention later deletes a failure
                   // whose alert was resolved: the answer to a failed job is a retry.
@@ -174,9 +182,11 @@ export function registerAlerts(dashboard: Hono<DashboardEnv>) {
 function afterResolve(kind: string): string {
   const note = raisedAgainNote(kind);
   const again = note ? ` ${asSentence(note)}` : "";
-  return kind === "webhook.delivery_failed"
-    ? `${again} The failed deliveries it counts stay failed: Recover on the endpoint's page sends them again.`
-    : again;
+  if (kind === "webhook.delivery_failed")
+    return `${again} The failed deliveries it counts stay failed: Recover on the endpoint's page sends them again.`;
+  if (kind === "event.poisoned")
+    return `${again} The events it counts stay poisoned: Requeue on the Poisoned page sends them again.`;
+  return again;
 }
 
 /**
@@ -195,6 +205,19 @@ function About({ alert }: { alert: AlertRow }) {
         <a href={jobFailuresHref(alert.subscription)}>its failed jobs</a>
       </>
     );
+  // A type's poisoned events, which one alert counts (ADR 0044) and names only the
+  // latest of: the events page lists them all, each with its error and Requeue.
+  const poisonedType = alert.kind === "event.poisoned" ? poisonedTypeOf(alert.details) : undefined;
+  if (poisonedType !== undefined && alert.eventId)
+    return (
+      <>
+        <IdLink href={`/dashboard/events/${alert.eventId}`} id={alert.eventId} label="event" />
+        <br />
+        <a href={`/dashboard/events?${new URLSearchParams({ state: "poisoned", type: poisonedType })}`}>
+          {`poisoned ${poisonedType} events`}
+        </a>
+      </>
+    );
   const endpointId = endpointIdOf(alert.details);
   // A subscription's own alert (subscription.failing) is about the subscription.
   if (!endpointId && !alert.eventId)
@@ -210,6 +233,11 @@ function About({ alert }: { alert: AlertRow }) {
       ) : null}
     </>
   );
+}
+
+function poisonedTypeOf(details: unknown): string | undefined {
+  const type = (details as { type?: unknown } | null)?.type;
+  return typeof type === "string" ? type : undefined;
 }
 
 function endpointIdOf(details: unknown): string | undefined {
