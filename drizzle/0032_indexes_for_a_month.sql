@@ -1,0 +1,2 @@
+CREATE INDEX "outbox_alerts_event_idx" ON "outbox_alerts" USING btree ("event_id");--> statement-breakpoint
+CREATE INDEX "webhook_deliveries_endpoint_pending_idx" ON "webhook_deliveries" USING btree ("endpoint_id") WHERE status = 'pending';
