@@ -205,6 +205,30 @@ describe("the sweep's subscription.failing alert", () => {
     );
   });
 
+  it("resolves with the figures of the run that ended when the next run starts before a sweep looks", async () => {
+    const now = new Date();
+    await run("notify.mail", { started: minutesAgo(now, 20), last: minutesAgo(now, 1), attempts: 2_149 });
+    await evaluateFailingSubscriptions(db(), { now });
+    const [raised] = await openAlerts();
+    // A retried job succeeds; jobs in flight then fail just after, before the next sweep.
+    await t.pool.query("UPDATE subscription_failures SET recovered_at = now()");
+    await noteFailedAttempt(db(), "notify.mail", "msg_late_1", "mail API answered 503: provider down", 13);
+    await noteFailedAttempt(db(), "notify.mail", "msg_late_2", "mail API answered 503: provider down", 13);
+
+    expect(await openAlerts()).toEqual([]);
+    const { rows } = await t.pool.query("SELECT message FROM outbox_alerts WHERE id = $1", [raised.id]);
+    expect(rows[0].message).toMatch(
+      /^subscription notify\.mail recovered \(a job that had failed succeeded at .* UTC\) after 2149 failed job attempts since .* UTC; jobs QStash is still retrying are delivered at their next retry$/,
+    );
+    // The new run is counted from its own first failure, and raises its own alert once it lasts.
+    expect((await t.pool.query("SELECT attempts FROM subscription_failures")).rows).toEqual([
+      { attempts: 2 },
+    ]);
+    const later = new Date(now.getTime() + 6 * 60_000);
+    expect((await evaluateFailingSubscriptions(db(), { now: later })).raised).toEqual(["notify.mail"]);
+    expect((await openAlerts())[0].details.attempts).toBe(2);
+  });
+
   it("says how many of its jobs already ran out of retries: QStash holds those no more", async () => {
     await t.pool.query("TRUNCATE job_failures");
     const now = new Date();

@@ -64,7 +64,19 @@ export async function noteFailedAttempt(
   // this job's previous due included.
   const ended = sql`(s.recovered_at IS NOT NULL OR ${quietSince(sql`now()`)})`;
   await db.execute(sql`
-    WITH job AS (${jobRow})
+    WITH job AS (${jobRow}),
+    -- A failure that starts the next run resolves the alert of the run it ends, worded
+    -- from that run as the statement's snapshot has it. Left to the sweep, it read the
+    -- new run's row: a walkthrough's alert that had counted 2,149 attempts resolved
+    -- "recovered … after 2 failed job attempts", jobs in flight at the recovery having
+    -- failed just after it.
+    closed AS (
+      UPDATE outbox_alerts a SET resolved_at = now(), message = ended.message
+        FROM (SELECT s.subscription, ${endedRunMessage} AS message
+                FROM subscription_failures s ${pending}
+               WHERE s.subscription = ${subscription} AND ${ended}) ended
+       WHERE a.kind = 'subscription.failing' AND a.resolved_at IS NULL AND a.subscription = ended.subscription
+    )
     INSERT INTO subscription_failures AS s
            (subscription, streak_started_at, last_failed_at, attempts, last_error)
     VALUES (${subscription}, now(), now(), 1, ${error.slice(0, ERROR_KEPT)})
@@ -132,6 +144,33 @@ function jobsWord(count: SQL): SQL {
 function waits(count: SQL): SQL {
   return sql`CASE WHEN ${count} = 1 THEN 'waits' ELSE 'wait' END`;
 }
+
+/**
+ * How a `subscription.failing` alert reads once its run `s` is over (with `k`,
+ * pending's figures): resolved saying why, so the alert no longer reads "is
+ * failing". A job that succeeded is a recovery, and the jobs QStash still holds come
+ * at their next retry; a quiet spell is not: a walkthrough's alert said "recovered"
+ * while the provider was still down and QStash held nothing. The sweep words it so
+ * when it finds the run over, and so does a failure that starts the next run before
+ * a sweep has looked (noteFailedAttempt), from the run it ends.
+ */
+const endedRunMessage = sql`CASE WHEN s.recovered_at IS NOT NULL
+    THEN format('subscription %s recovered (a job that had failed succeeded at %s) after %s '
+                'failed job attempts since %s; jobs QStash is still retrying are delivered at '
+                'their next retry',
+                s.subscription, ${utcText(sql`s.recovered_at`)}, s.attempts,
+                ${utcText(sql`s.streak_started_at`)})
+    ELSE format('subscription %s stopped failing: no job failed for %s min%s, after %s failed '
+                'job attempts since %s; none has succeeded since, so it may still be down',
+                s.subscription, ${FAILING_QUIET_MINUTES}::int,
+                CASE WHEN ${retryDue} > s.last_failed_at
+                     THEN ' after the last retry due at ' || ${utcText(retryDue)}
+                     ELSE '' END,
+                s.attempts, ${utcText(sql`s.streak_started_at`)}) END
+    -- Those that ran out of retries come back only when retried.
+    || CASE WHEN ${owed} = 0 THEN ''
+            ELSE '; ' || ${jobsWord(owed)} || ' that ran out of retries still '
+                 || ${waits(owed)} || ' for a retry' END`;
 
 /** When run `s` is quiet if no attempt fails meanwhile: FAILING_QUIET_MINUTES after its last failure. */
 const quietAt = sql`(s.last_failed_at + make_interval(mins => ${FAILING_QUIET_MINUTES}))`;
@@ -208,29 +247,10 @@ export async function evaluateFailingSubscriptions(
           RETURNING subscription, xmax = 0 AS new
         ),
         cleared AS (
-          -- Resolved saying why, so the alert no longer reads "is failing". A job that
-          -- succeeded is a recovery, and the jobs QStash still holds come at their next
-          -- retry; a quiet spell is not: a walkthrough's alert said "recovered" while
-          -- the provider was still down and QStash held nothing.
+          -- Resolved saying why (endedRunMessage).
           UPDATE outbox_alerts a SET resolved_at = now(),
                  message = coalesce((
-                   SELECT CASE WHEN s.recovered_at IS NOT NULL
-                          THEN format('subscription %s recovered (a job that had failed succeeded at %s) after %s '
-                                      'failed job attempts since %s; jobs QStash is still retrying are delivered at '
-                                      'their next retry',
-                                      s.subscription, ${utcText(sql`s.recovered_at`)}, s.attempts,
-                                      ${utcText(sql`s.streak_started_at`)})
-                          ELSE format('subscription %s stopped failing: no job failed for %s min%s, after %s failed '
-                                      'job attempts since %s; none has succeeded since, so it may still be down',
-                                      s.subscription, ${FAILING_QUIET_MINUTES}::int,
-                                      CASE WHEN ${retryDue} > s.last_failed_at
-                                           THEN ' after the last retry due at ' || ${utcText(retryDue)}
-                                           ELSE '' END,
-                                      s.attempts, ${utcText(sql`s.streak_started_at`)}) END
-                          -- Those that ran out of retries come back only when retried.
-                          || CASE WHEN ${owed} = 0 THEN ''
-                                  ELSE '; ' || ${jobsWord(owed)} || ' that ran out of retries still '
-                                       || ${waits(owed)} || ' for a retry' END
+                   SELECT ${endedRunMessage}
                      FROM subscription_failures s ${pending} WHERE s.subscription = a.subscription), a.message)
            WHERE a.kind = 'subscription.failing' AND a.resolved_at IS NULL
              AND NOT EXISTS (SELECT 1 FROM failing f WHERE f.subscription = a.subscription)
