@@ -719,6 +719,9 @@ describe("one open delivery_failed alert per endpoint (ADR 0031)", () => {
     // The rest re-sent: answered.
     expect(await recoverFailed(db(), queue, endpoint.id, new Date(0))).toEqual({ recovered: 2, more: false });
     expect(await alertsOf(endpoint.id)).toEqual([expect.objectContaining({ id: first!.id, open: false })]);
+    expect((await alertsOf(endpoint.id))[0]!.message).toMatch(
+      /^3 delivery failures at .*; resolved: every delivery it counted was sent again$/,
+    );
 
     // A resend that fails for good again raises a new alert; the resolved one stays resolved.
     const { rows } = await t.pool.query("SELECT message_id FROM webhook_deliveries WHERE id = $1", [
@@ -856,6 +859,12 @@ describe("an endpoint that does not keep up (the sweep's lag check)", () => {
     }
     expect((await check()).cleared).toContain(slow.id);
     expect(await lagAlerts(slow.id)).toEqual([expect.objectContaining({ open: false })]);
+    // Resolved saying why: it kept "fell behind" and read as still open.
+    expect((await lagAlerts(slow.id))[0]!.message).toMatch(
+      new RegExp(
+        `fell behind: .*; resolved at .* UTC: it caught up: no delivery has waited over ${LAG_ALERT_AFTER_MINUTES} min for its first attempt$`,
+      ),
+    );
     expect(healthLabel((await endpointHealth(db(), slow.id))[0]!)).toBe("healthy");
     expect((await getEndpoint(db(), slow.id)).health.lagging).toBeNull();
   });
@@ -874,6 +883,7 @@ describe("an endpoint that does not keep up (the sweep's lag check)", () => {
     await check();
     await removeEndpoint(db(), slow.id);
     expect(await lagAlerts(slow.id)).toEqual([expect.objectContaining({ open: false })]);
+    expect((await lagAlerts(slow.id))[0]!.message).toMatch(/; resolved: the endpoint was deleted$/);
   });
 });
 
@@ -948,6 +958,9 @@ describe("an endpoint that keeps failing (the sweep's failing check)", () => {
     expect(await failingAlerts(endpoint.id)).toEqual([
       expect.objectContaining({ id: alert!.id, open: false }),
     ]);
+    expect((await failingAlerts(endpoint.id))[0]!.message).toMatch(
+      /has failed every attempt .*; resolved at .* UTC: an attempt succeeded at .* UTC$/,
+    );
   });
 
   it("is not raised for a disabled endpoint, and resolved when one is disabled or deleted", async () => {
@@ -962,6 +975,9 @@ describe("an endpoint that keeps failing (the sweep's failing check)", () => {
       [a.endpoint.id],
     );
     expect((await check()).cleared).toContain(a.endpoint.id);
+    expect((await failingAlerts(a.endpoint.id))[0]!.message).toMatch(
+      /; resolved at .* UTC: the endpoint was disabled$/,
+    );
     await removeEndpoint(db(), b.endpoint.id);
     expect(await failingAlerts(b.endpoint.id)).toEqual([expect.objectContaining({ open: false })]);
     expect(await check()).not.toMatchObject({ raised: expect.arrayContaining([a.endpoint.id]) });
@@ -1324,6 +1340,11 @@ describe("operator actions", () => {
     expect(await openAlerts(a)).toEqual(both);
     await updateEndpoint(db(), a, { enabled: true }, { allowPrivate: true });
     expect(await openAlerts(a)).toEqual(["webhook.delivery_failed"]);
+    const { rows: enabled } = await t.pool.query(
+      "SELECT message FROM outbox_alerts WHERE kind = 'webhook.endpoint_disabled' AND details->>'endpointId' = $1",
+      [a],
+    );
+    expect(enabled[0].message).toMatch(/; resolved: the endpoint was enabled again$/);
     expect(await openAlerts(b)).toEqual(both);
 
     await removeEndpoint(db(), b);

@@ -38,9 +38,11 @@ export async function resolveEndpointAlerts(
   db: Db,
   endpointId: string,
   kinds: readonly EndpointAlertKind[],
+  why: "the endpoint was enabled again" | "the endpoint was deleted",
 ): Promise<void> {
+  // Saying why, as every alert that resolves itself does (the alert walkthrough).
   await db.execute(sql`
-    UPDATE outbox_alerts SET resolved_at = now()
+    UPDATE outbox_alerts SET resolved_at = now(), message = message || ${`; resolved: ${why}`}
      WHERE resolved_at IS NULL AND kind = ANY(${textArray(kinds)}::text[])
        AND details->>'endpointId' = ${endpointId}`);
 }

@@ -35,7 +35,7 @@ const FAILING = sql.raw("'webhook.endpoint_failing'");
  * on open alerts per endpoint (migrations 0018, 0030), ON CONFLICT updating the one
  * that won.
  */
-async function keepEndpointAlerts(db: Db, k: SQL, current: SQL): Promise<EndpointCheck> {
+async function keepEndpointAlerts(db: Db, k: SQL, current: SQL, over: SQL): Promise<EndpointCheck> {
   const [row] = await queryRows<{ count: number; raised: string[]; cleared: string[] }>(
     db,
     sql`WITH current AS (${current}),
@@ -55,8 +55,16 @@ async function keepEndpointAlerts(db: Db, k: SQL, current: SQL): Promise<Endpoin
           RETURNING details->>'endpointId' AS id, xmax = 0 AS new
         ),
         cleared AS (
-          UPDATE outbox_alerts a SET resolved_at = now()
-           WHERE a.kind = ${k} AND a.resolved_at IS NULL
+          -- Resolved saying why, as the relay's and the subscriptions' alerts are: one
+          -- that kept "fell behind" after it caught up read as still open (the alert
+          -- walkthrough).
+          UPDATE outbox_alerts a SET resolved_at = now(),
+                 message = a.message || '; resolved at ' || ${utcText(sql`now()`)} || ': '
+                   || CASE WHEN e.id IS NULL THEN 'the endpoint was deleted'
+                           WHEN NOT e.enabled THEN 'the endpoint was disabled'
+                           ELSE ${over} END
+            FROM outbox_alerts s LEFT JOIN webhook_endpoints e ON e.id::text = s.details->>'endpointId'
+           WHERE s.id = a.id AND a.kind = ${k} AND a.resolved_at IS NULL
              AND NOT EXISTS (SELECT 1 FROM current c WHERE c.id::text = a.details->>'endpointId')
           RETURNING a.details->>'endpointId' AS id
         )
@@ -101,6 +109,7 @@ export async function evaluateEndpointLag(
              WHERE d.endpoint_id = e.id AND d.status = 'pending' AND d.attempts = 0
           ) w
          WHERE e.enabled AND w.oldest < ${options.now}::timestamptz - make_interval(mins => ${after})`,
+    sql`format('it caught up: no delivery has waited over %s min for its first attempt', ${after}::int)`,
   );
 }
 
@@ -144,6 +153,10 @@ export async function evaluateFailingEndpoints(
              WHERE d.endpoint_id = e.id AND d.created_at > now() - interval '3 days'
           ) w
          WHERE e.enabled AND e.failing_since < ${options.now}::timestamptz - make_interval(mins => ${after})`,
+    // A success clears failing_since; a failure after it starts it again, later.
+    sql`CASE WHEN e.last_success_at IS NOT NULL AND (e.failing_since IS NULL OR e.failing_since > e.last_success_at)
+             THEN 'an attempt succeeded at ' || ${utcText(sql`e.last_success_at`)}
+             ELSE 'it no longer fails every attempt' END`,
   );
 }
 

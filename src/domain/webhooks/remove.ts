@@ -16,11 +16,16 @@ export async function removeEndpoint(db: Db, id: string): Promise<void> {
       .where(eq(webhookEndpoints.id, id))
       .returning({ id: webhookEndpoints.id });
     if (deleted.length === 0) throw new NotFoundError("webhook endpoint", id);
-    await resolveEndpointAlerts(tx, id, [
-      "webhook.endpoint_disabled",
-      "webhook.delivery_failed",
-      "webhook.endpoint_lagging",
-      "webhook.endpoint_failing",
-    ]);
+    await resolveEndpointAlerts(
+      tx,
+      id,
+      [
+        "webhook.endpoint_disabled",
+        "webhook.delivery_failed",
+        "webhook.endpoint_lagging",
+        "webhook.endpoint_failing",
+      ],
+      "the endpoint was deleted",
+    );
   });
 }

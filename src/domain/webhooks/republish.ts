@@ -85,7 +85,9 @@ async function resolveAnsweredFailures(db: Db, endpointIds: string[]): Promise<v
     );
     if (open.length === 0) return;
     await tx.execute(sql`
-      UPDATE outbox_alerts a SET resolved_at = now()
+      UPDATE outbox_alerts a SET resolved_at = now(),
+             message = a.message || '; resolved: every delivery it counted was sent again',
+             details = coalesce(a.details, '{}'::jsonb) || '{"resolvedBy": "resend"}'::jsonb
        WHERE a.id = ANY(${textArray(open.map((o) => o.id))}::bigint[]) AND a.resolved_at IS NULL
          AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d
                           WHERE d.status = 'failed' AND d.failed_at >= coalesce((a.details->>'firstFailedAt')::timestamptz, a.created_at)

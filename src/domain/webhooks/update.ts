@@ -127,7 +127,8 @@ export async function updateEndpointVersioned(
       }
       throw new NotFoundError("webhook endpoint", id);
     }
-    if (patch.enabled === true) await resolveEndpointAlerts(tx, id, ["webhook.endpoint_disabled"]);
+    if (patch.enabled === true)
+      await resolveEndpointAlerts(tx, id, ["webhook.endpoint_disabled"], "the endpoint was enabled again");
     return { endpoint: endpointView(row), etag: row.etag };
   };
   return patch.enabled === true ? db.transaction((tx) => write(tx)) : write(db);
