@@ -98,12 +98,13 @@ describe("one bad row never blocks the others", () => {
     const pass = await runPass({ pool: t.pool, publisher: new RecordingPublisher(), subscriptions });
     expect(pass).toMatchObject({ mode: "batch", fanned: 2, failed: 1, backedOffUntil: null });
     const row = (await eventStates(t.pool)).find((r) => r.id === ids[1])!;
-    expect(row).toMatchObject({ attempts: 1, fanned_out_at: null });
+    // A throwing filter may be fixed by a deploy: tried again, not poisoned yet.
+    expect(row).toMatchObject({ attempts: 1, fanned_out_at: null, poisoned_at: null });
     expect(row.last_error).toMatch(/filter of picky threw: Error: cannot read this payload/);
   });
 
-  it("charges an event whose job is too large for the transport", async () => {
-    await seedEvents(t.pool, 1, { payloadBytes: 5000 });
+  it("poisons at once an event whose job is too large for the transport: no later try can send it", async () => {
+    const [bigId] = await seedEvents(t.pool, 1, { payloadBytes: 5000 });
     await seedEvents(t.pool, 1);
     const pass = await runPass({
       pool: t.pool,
@@ -111,9 +112,20 @@ describe("one bad row never blocks the others", () => {
       subscriptions: everything,
       maxJobBytes: 4000,
     });
-    expect(pass).toMatchObject({ fanned: 1, failed: 1 });
+    expect(pass).toMatchObject({ fanned: 1, failed: 1, poisoned: [bigId] });
     const [big] = await eventStates(t.pool);
     expect(big!.last_error).toMatch(/payload too large/);
+    expect(big).toMatchObject({ attempts: 1 });
+    expect(big!.poisoned_at).not.toBeNull();
+    expect(await listAlerts(t.pool, { open: true })).toMatchObject([
+      {
+        kind: "event.poisoned",
+        eventId: bigId,
+        message: expect.stringMatching(
+          /poisoned after 1 failure: EventError: job for all exceeds 4000 bytes \(payload too large\)$/,
+        ),
+      },
+    ]);
   });
 });
 

@@ -9,6 +9,8 @@ export interface RowOutcome {
   fanout?: Fanout;
   /** The row's own error; its attempts go up and the 5th poisons it. */
   error?: string;
+  /** An error no later try can change (the row's size): the first poisons it. */
+  permanent?: boolean;
 }
 
 export interface MarkResult {
@@ -68,12 +70,19 @@ export async function markAndCommit(
 /** Any outcomes, failed rows included; they travel as one jsonb document. */
 function generalSql(outcomes: RowOutcome[], NOW: string): string {
   const input = literal(
-    JSON.stringify(outcomes.map((o) => ({ seq: o.seq, fanout: o.fanout ?? null, error: o.error ?? null }))),
+    JSON.stringify(
+      outcomes.map((o) => ({
+        seq: o.seq,
+        fanout: o.fanout ?? null,
+        error: o.error ?? null,
+        permanent: o.permanent === true,
+      })),
+    ),
   );
   const seqs = seqsSql(outcomes);
   return `
     WITH input AS (
-      SELECT * FROM jsonb_to_recordset(${input}::jsonb) AS x(seq bigint, fanout jsonb, error text)
+      SELECT * FROM jsonb_to_recordset(${input}::jsonb) AS x(seq bigint, fanout jsonb, error text, permanent boolean)
     ), fanned AS (
       UPDATE events e
          SET fanned_out_at = ${NOW}, fanout = i.fanout
@@ -85,7 +94,7 @@ function generalSql(outcomes: RowOutcome[], NOW: string): string {
          SET attempts = e.attempts + 1,
              last_error = i.error,
              next_attempt_at = ${NOW} + make_interval(secs => ${backoffSecondsSql("e.attempts", RELAY_POLICY.rowRetry)}),
-             poisoned_at = CASE WHEN e.attempts + 1 >= ${RELAY_POLICY.poisonAfter} THEN ${NOW} END
+             poisoned_at = CASE WHEN e.attempts + 1 >= ${RELAY_POLICY.poisonAfter} OR i.permanent THEN ${NOW} END
         FROM input i
        WHERE e.seq = i.seq AND e.seq = ANY(${seqs}) AND i.error IS NOT NULL
       RETURNING e.seq, e.id, e.type, e.attempts, e.poisoned_at, e.last_error
@@ -103,7 +112,8 @@ function generalSql(outcomes: RowOutcome[], NOW: string): string {
  */
 function poisonedMessageSql(count: string, details: string): string {
   const d = (key: string) => `(${details}->>'${key}')`;
-  const after = `' poisoned after ' || ${d("attempts")} || ' failures: ' || coalesce(${d("lastError")}, '')`;
+  const after = `' poisoned after ' || ${d("attempts")}
+      || CASE WHEN ${d("attempts")} = '1' THEN ' failure: ' ELSE ' failures: ' END || coalesce(${d("lastError")}, '')`;
   return `CASE WHEN ${count} = 1
       THEN 'event ' || ${d("eventId")} || ' (' || ${d("type")} || ')' || ${after}
       ELSE ${count} || ' events of type ' || ${d("type")} || ' were poisoned; the latest: event ' || ${d("eventId")} || ${after} END`;

@@ -329,9 +329,10 @@ function recordPublished(plan: RowPlan, job: Job, published: PublishedJob): void
 }
 
 function outcome(plan: RowPlan): RowOutcome {
-  return plan.error
-    ? { seq: plan.event.seq, error: plan.error }
-    : { seq: plan.event.seq, fanout: plan.fanout };
+  if (!plan.error) return { seq: plan.event.seq, fanout: plan.fanout };
+  return plan.permanent
+    ? { seq: plan.event.seq, error: plan.error, permanent: true }
+    : { seq: plan.event.seq, error: plan.error };
 }
 
 async function publishBounded(

@@ -11,6 +11,8 @@ export interface RowPlan {
   fanout: Fanout;
   /** The row's own error: it publishes nothing and its attempts go up. */
   error?: string;
+  /** The error is the row's whatever is tried again (its size): poisoned at once. */
+  permanent?: boolean;
 }
 
 export interface PlanOptions {
@@ -59,6 +61,9 @@ export function planBatch(
         plan.error = errorMessage(
           new EventError(`job for ${sub.name} exceeds ${options.maxJobBytes} bytes (payload too large)`),
         );
+        // Its size is the same at every try: five passes of backoff (about 30 s) only
+        // delayed the alert (the alert walkthrough).
+        plan.permanent = true;
         break;
       }
       jobs[k] = j;
@@ -83,6 +88,7 @@ class Plan implements RowPlan {
   jobs: Job[] = [];
   fanout: Fanout = {};
   declare error?: string;
+  declare permanent?: boolean;
 
   constructor(readonly event: ClaimedEvent) {}
 }
