@@ -167,7 +167,11 @@ export async function evaluateAlerts(db: Queryable, thresholds: AlertThresholds 
          FROM facts
        UNION ALL
        SELECT 'relay.failing', failures >= $2,
-              format('%s relay passes failed in a row; last error: %s', failures, last_error),
+              -- With what ends it sooner than the backoff: a walkthrough's operator tried
+              -- \`relay once\`, which only said it was backed off.
+              format('%s relay passes failed in a row; last error: %s. It tries again as its backoff ends; '
+                     'once the cause is fixed, \`relay drain --now\` (the operator CLI) ends the backoff and '
+                     'sends what waits', failures, last_error),
               'recovered: a relay pass succeeded'
          FROM facts
      ), raised AS (

@@ -199,7 +199,10 @@ describe("alert evaluation", () => {
     await t.pool.query(`UPDATE outbox_relay_state SET failures = 10, last_error = 'QStash 504'`);
     expect(await evaluateAlerts(t.pool)).toEqual([]);
     const failing = async () => (await listAlerts(t.pool)).find((a) => a.kind === "relay.failing")!;
-    expect((await failing()).message).toBe("10 relay passes failed in a row; last error: QStash 504");
+    expect((await failing()).message).toBe(
+      "10 relay passes failed in a row; last error: QStash 504. It tries again as its backoff ends; " +
+        "once the cause is fixed, `relay drain --now` (the operator CLI) ends the backoff and sends what waits",
+    );
 
     await runPass({
       pool: t.pool,
@@ -211,7 +214,9 @@ describe("alert evaluation", () => {
     expect(await listAlerts(t.pool, { open: true })).toEqual([]);
     // Resolved saying so, with its last words kept.
     expect((await failing()).message).toBe(
-      "recovered: a relay pass succeeded (it said: 10 relay passes failed in a row; last error: QStash 504)",
+      "recovered: a relay pass succeeded (it said: 10 relay passes failed in a row; last error: QStash 504. " +
+        "It tries again as its backoff ends; once the cause is fixed, `relay drain --now` (the operator CLI) " +
+        "ends the backoff and sends what waits)",
     );
     const lagging = (await listAlerts(t.pool)).find((a) => a.kind === "relay.lagging")!;
     expect(lagging.message).toMatch(
