@@ -18,6 +18,12 @@ export interface PoolerOptions {
   maxServerConnections?: number;
   /** How long a client waits for a free server connection before it is refused. */
   acquireTimeoutMs?: number;
+  /**
+   * How long a server connection may sit idle before it is closed (PgBouncer's
+   * server_idle_timeout, whose default this is: 600 s). Without it, the pool kept as
+   * many backends as its busiest moment ever needed: a soak left 34 idle.
+   */
+  serverIdleTimeoutMs?: number;
   log?: (line: string) => void;
 }
 
@@ -77,6 +83,8 @@ interface ServerConnection {
   secret: number;
   /** The client attached, from its first message to the next idle ReadyForQuery. */
   client?: { fromServer(messages: Buffer[]): void; serverLost(): void };
+  /** While it idles in the pool: what closes it after serverIdleTimeoutMs. */
+  idleTimer?: NodeJS.Timeout;
 }
 
 interface Waiter {
@@ -98,6 +106,7 @@ export function startPgPooler(options: PoolerOptions): PgPooler {
   const upstreamPort = Number(upstream.port || 5432);
   const max = options.maxServerConnections ?? 40;
   const acquireTimeoutMs = options.acquireTimeoutMs ?? 10_000;
+  const serverIdleTimeoutMs = options.serverIdleTimeoutMs ?? 600_000;
   const log = options.log ?? (() => undefined);
 
   const idle: ServerConnection[] = [];
@@ -166,6 +175,7 @@ export function startPgPooler(options: PoolerOptions): PgPooler {
     while (waiters.length > 0 && !closing) {
       const server = idle.pop();
       if (server) {
+        clearTimeout(server.idleTimer);
         const waiter = waiters.shift()!;
         clearTimeout(waiter.timer);
         waiter.resolve(server);
@@ -211,6 +221,9 @@ export function startPgPooler(options: PoolerOptions): PgPooler {
     server.client = undefined;
     if (closing || server.socket.destroyed) return;
     idle.push(server);
+    // Its close handler takes it out of the pool and the count.
+    server.idleTimer = setTimeout(() => server.socket.destroy(), serverIdleTimeoutMs);
+    server.idleTimer.unref();
     dispatch();
   }
 
@@ -435,7 +448,10 @@ export function startPgPooler(options: PoolerOptions): PgPooler {
         waiter.reject(new PoolerError("57P01", "pooler: shutting down"));
       }
       for (const session of [...sessions]) session.serverLost();
-      for (const server of idle.splice(0)) server.socket.destroy();
+      for (const server of idle.splice(0)) {
+        clearTimeout(server.idleTimer);
+        server.socket.destroy();
+      }
       log(`pooler closed: ${JSON.stringify(this.stats())}`);
     },
   };

@@ -162,6 +162,40 @@ describe("pg-pooler: transaction mode", () => {
     await Promise.all(clients.map((c) => c.end()));
   });
 
+  it("closes a backend left idle past its timeout, and opens one again when needed", async () => {
+    // A pooler of its own, with a short timeout; its backends are told apart by application_name.
+    const short = await startWsProxy({
+      pool: { upstreamUrl: `${t.url}?application_name=idle_probe`, serverIdleTimeoutMs: 300 },
+    });
+    // The Neon driver reaches one proxy at a time: this one, for this test.
+    configureNeonForWsProxy(short, true);
+    try {
+      const backends = async () =>
+        (
+          await t.pool.query<{ n: number }>(
+            "SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'idle_probe'",
+          )
+        ).rows[0]!.n;
+      const clients = await Promise.all([1, 2, 3].map(() => connect(short.pooledUrl!)));
+      await Promise.all(clients.map((c) => c.query("SELECT pg_sleep(0.05)")));
+      await Promise.all(clients.map((c) => c.end()));
+      expect(short.stats().pool!.serverConnections).toBeGreaterThan(0);
+      await until(
+        "the idle backends closed",
+        () => short.stats().pool!.serverConnections,
+        (n) => n === 0,
+      );
+      await until("Postgres saw them go", backends, (n) => n === 0);
+      // The pool is not broken by it: the next client gets a fresh backend.
+      const again = await connect(short.pooledUrl!);
+      expect((await again.query<{ one: number }>("SELECT 1 AS one")).rows).toEqual([{ one: 1 }]);
+      await again.end();
+    } finally {
+      configureNeonForWsProxy(proxy, true);
+      await short.close();
+    }
+  });
+
   it("makes a client wait while every backend is inside a transaction, then gives it a released one", async () => {
     const holders = await Promise.all(Array.from({ length: MAX }, () => connect()));
     const late = await connect();
