@@ -11,6 +11,7 @@ import {
   type EventDelivery,
 } from "../domain/webhooks/delivery-log.ts";
 import { describeWaiting, jobsWaitingText, type JobsWaiting } from "../domain/subscription-backlog.ts";
+import { storageText } from "../domain/storage.ts";
 import { retentionText } from "../domain/sweep-runs.ts";
 import {
   unmatchedTypesText,
@@ -205,6 +206,7 @@ export function formatStats(s: OperatorStats): string {
     `waiting in QStash  ${waitingInQStash(s.waitLists)}`,
     `webhooks waiting   ${webhooksWaiting(s.webhookDeliveriesWaiting)}`,
     `cron sweep         ${sweepLine(s.sweep)}`,
+    `database           ${storageText(s.storage)}`,
   ].join("\n");
 }
 

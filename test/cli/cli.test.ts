@@ -164,6 +164,19 @@ describe("outbox CLI", () => {
     expect(missing.code).toBe(1);
   });
 
+  it("stats says how large the database is and which tables fill it", async () => {
+    await seedEvents(t.pool, 2_000, { payloadBytes: 500 });
+    const text = (await runCli(["stats"], env())).stdout;
+    expect(text).toMatch(/^database {11}\d+(\.\d)? MB; the largest tables: events \d+(\.\d)? MB, /m);
+    const json = JSON.parse((await runCli(["stats", "--json"], env())).stdout);
+    const { rows } = await t.pool.query<{ bytes: string }>(
+      "SELECT pg_total_relation_size('events')::text AS bytes",
+    );
+    expect(json.storage.largest[0]).toEqual({ table: "events", bytes: Number(rows[0]!.bytes) });
+    expect(json.storage.bytes).toBeGreaterThan(json.storage.largest[0].bytes);
+    expect(json.storage.largest).toHaveLength(3);
+  });
+
   it("stats says what QStash holds behind each subscription's limit, as the sweep last read it", async () => {
     const before = await runCli(["stats"], env());
     expect(before.stdout).toMatch(

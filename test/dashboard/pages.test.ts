@@ -351,6 +351,15 @@ describe("overview", () => {
   });
 });
 
+describe("overview: storage", () => {
+  it("says how large the database is and which tables fill it", async () => {
+    const page = (await browser.get("/dashboard")).text;
+    expect(page).toMatch(
+      /<p class="muted" id="storage">Database: \d+(\.\d)? MB; the largest tables: \w+ \d+(\.\d)? (kB|MB), \w+ [^<]+\.<\/p>/,
+    );
+  });
+});
+
 describe("events", () => {
   const seqs = (text: string) =>
     [

@@ -17,6 +17,7 @@ import {
 import { literal } from "../../outbox/sql.ts";
 import { idsSql } from "../../outbox/state.ts";
 import type { Db } from "../db.ts";
+import { readStorage, type Storage } from "../storage.ts";
 import { readWaitLists, type WaitListReading } from "../subscription-backlog.ts";
 import { sweepView, type SweepView } from "../sweep-runs.ts";
 import { SUBSCRIPTION_NAMES, subscriptions } from "../subscriptions.ts";
@@ -501,6 +502,8 @@ export type OperatorStats = Stats & {
   webhookDeliveriesWaiting: DeliveriesWaiting;
   /** The cron sweep's last run and whether it needs looking at (ADR 0040). */
   sweep: SweepView;
+  /** The database's size and its largest tables: retention deletes rows, and this says what is left. */
+  storage: Storage;
 };
 
 /**
@@ -510,14 +513,15 @@ export type OperatorStats = Stats & {
  * and the cron sweep's last run, without which nothing raises the other alerts (ADR 0040).
  */
 export async function operatorStats(pool: Queryable, db: Db): Promise<OperatorStats> {
-  const [core, notRetried, waitLists, webhookDeliveriesWaiting, sweep] = await Promise.all([
+  const [core, notRetried, waitLists, webhookDeliveriesWaiting, sweep, storage] = await Promise.all([
     stats(pool),
     countOpenFailures(db),
     readWaitLists(db),
     deliveriesWaiting(db),
     sweepView(db),
+    readStorage(db),
   ]);
-  return { ...core, jobFailuresNotRetried: notRetried, waitLists, webhookDeliveriesWaiting, sweep };
+  return { ...core, jobFailuresNotRetried: notRetried, waitLists, webhookDeliveriesWaiting, sweep, storage };
 }
 
 /** "5 job failures are still not retried", said after a resolve that answered none of them. */

@@ -6,6 +6,7 @@ import {
   type WaitListReading,
 } from "../../../domain/subscription-backlog.ts";
 import { subscriptionFilter } from "../../../domain/subscriptions.ts";
+import { readStorage, storageText } from "../../../domain/storage.ts";
 import { readSweepRun, retentionText, sweepTrouble } from "../../../domain/sweep-runs.ts";
 import { privateUrlsWhereDeployed } from "../../../domain/webhooks/url-safety.ts";
 import { listJobFailures } from "../../../domain/job-failures/record.ts";
@@ -96,7 +97,7 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
     const { pool, db } = c.var;
     const perMinute = await eventsPerMinute(pool);
     const since = perMinute[0]?.minute ?? new Date(Date.now() - 3_600_000);
-    const [s, alerts, jobs, deliveries, attempts, waitLists, sweep] = await Promise.all([
+    const [s, alerts, jobs, deliveries, attempts, waitLists, sweep, storage] = await Promise.all([
       stats(pool),
       listAlerts(pool, { open: true, limit: 10 }),
       listJobFailures(db, { limit: 10 }),
@@ -104,6 +105,7 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
       attemptsPerMinute(db, since),
       readWaitLists(db),
       readSweepRun(db),
+      readStorage(db),
     ]);
     const sweepProblem = sweepTrouble(sweep, new Date(), time);
     const waiting = waitLists.filter((w) => w.waiting > 0);
@@ -221,6 +223,7 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
             {`Cron sweep finished ${time(sweep!.finishedAt)} in ${sweep!.durationMs} ms; ${retentionText(sweep!.retentionDays)}.`}
           </p>
         )}
+        <p class="muted" id="storage">{`Database: ${storageText(storage)}.`}</p>
 
         {waiting.length > 0 || unread || lastRead ? (
           <div class="panel" id="waiting">
