@@ -383,21 +383,28 @@ describe("migration 0031 on a database with an alert per poisoned event", () => 
     const db = new pg.Client({ connectionString: url });
     await db.connect();
     try {
-      // As the relay raised them before: one per event, `type`, `attempts`, `lastError`.
-      const raise = (type: string, at: string, resolved = false) => {
-        const id = crypto.randomUUID();
+      // As the relay raised them before: one per event, `type`, `attempts`, `lastError`,
+      // the event poisoned in the same statement.
+      const raise = async (type: string, at: string, resolved = false) => {
+        const { rows } = await db.query(
+          `INSERT INTO events (type, subject, payload, attempts, last_error, poisoned_at, created_at)
+           VALUES ($1, 's', '{}', 5, 'QStash 400', $2, $2) RETURNING id`,
+          [type, at],
+        );
         return db.query(
           `INSERT INTO outbox_alerts (kind, event_id, message, details, created_at, resolved_at)
            VALUES ('event.poisoned', $1::uuid, format('event %s (%s) poisoned after 5 failures: QStash 400', $1::uuid, $2::text),
                    jsonb_build_object('type', $2::text, 'attempts', 5, 'lastError', 'QStash 400'), $3, $4)
            RETURNING id::int`,
-          [id, type, at, resolved ? at : null],
+          [rows[0].id, type, at, resolved ? at : null],
         );
       };
       await raise("supplier.updated", "2026-12-01T00:00:00Z");
+      // Resolved by hand, its event left poisoned: within the open ones' span, so counted.
+      await raise("supplier.updated", "2026-12-01T12:00:00Z", true);
       await raise("supplier.updated", "2026-12-02T00:00:00Z");
       const latest = await raise("supplier.updated", "2026-12-03T00:00:00Z");
-      await raise("supplier.updated", "2026-11-01T00:00:00Z", true); // resolved before: left as it was
+      await raise("supplier.updated", "2026-11-01T00:00:00Z", true); // before them all: left as it was
       await raise("note.created", "2026-12-04T00:00:00Z");
 
       await migrateDatabase(url);
@@ -412,13 +419,14 @@ describe("migration 0031 on a database with an alert per poisoned event", () => 
       const suppliers = rows.filter((r) => r.type === "supplier.updated");
       expect(suppliers.map((r) => [r.open, r.count, r.merged_into])).toEqual([
         [false, null, kept],
+        [false, null, null],
         [false, null, kept],
-        [true, 3, null],
+        [true, 4, null],
         [false, null, null],
       ]);
-      const open = suppliers[2];
+      const open = suppliers[3];
       expect(open.message).toBe(
-        `3 events of type supplier.updated were poisoned; the latest: event ${open.event_id} poisoned after 5 failures: QStash 400`,
+        `4 events of type supplier.updated were poisoned; the latest: event ${open.event_id} poisoned after 5 failures: QStash 400`,
       );
       expect([open.event, open.first, open.last]).toEqual([
         open.event_id,
