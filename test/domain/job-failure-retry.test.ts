@@ -13,7 +13,7 @@ import { PublishError, type Job, type Publisher } from "../../src/outbox/index.t
 import { publisherFor } from "../../src/worker/relay.ts";
 import { freePort } from "../../src/node/postgres.ts";
 import { useTestDatabase } from "../support/db.ts";
-import { waitFor } from "../support/helpers.ts";
+import { untilALockWait, waitFor } from "../support/helpers.ts";
 import { insertJobFailure, jobFailureRow, relayJobBody, usePausedQStash } from "../support/job-failures.ts";
 
 // The retry use case against real Postgres and the QStash dev server, whose
@@ -514,14 +514,7 @@ describe("a retry answers the failure's alert", () => {
         retried: 5,
       });
       const retry = retryJobFailure(db(), publisher, owed.id);
-      await waitFor(
-        async () =>
-          (
-            await t.pool.query(
-              "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
-            )
-          ).rows[0].n > 0,
-      );
+      await untilALockWait(t.pool);
       await callback.query("COMMIT");
       expect((await retry).retried).toBe(true);
     } finally {

@@ -9,7 +9,7 @@ import {
 } from "../../src/outbox/index.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { eventStates, poisonEvents, seedEvents } from "../support/events.ts";
-import { waitFor } from "../support/helpers.ts";
+import { untilALockWait } from "../support/helpers.ts";
 import { RecordingPublisher, rejected } from "../support/publishers.ts";
 import { everything, resetOutbox } from "../support/relay.ts";
 
@@ -130,14 +130,7 @@ describe("a requeue resolves a type's alert once none it counts is still poisone
       await poisonEvents(relay, [c!], "2026-12-07T10:05:00Z");
       // The requeue's snapshot sees a and b as the only poisoned events of the type.
       const requeueing = requeue(t.pool, [a!, b!]);
-      await waitFor(
-        async () =>
-          (
-            await t.pool.query(
-              "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
-            )
-          ).rows[0].n > 0,
-      );
+      await untilALockWait(t.pool);
       await relay.query("COMMIT");
       expect((await requeueing).requeued.sort()).toEqual([a, b].sort());
     } finally {
@@ -158,14 +151,7 @@ describe("a requeue resolves a type's alert once none it counts is still poisone
       await poisonEvents(first, [a!], "2026-12-07T10:00:00Z");
       // Waits on the first's uncommitted alert in the unique index, then folds into it.
       const raising = poisonEvents(second, [b!], "2026-12-07T10:00:01Z");
-      await waitFor(
-        async () =>
-          (
-            await t.pool.query(
-              "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
-            )
-          ).rows[0].n > 0,
-      );
+      await untilALockWait(t.pool);
       await first.query("COMMIT");
       await raising;
       await second.query("COMMIT");

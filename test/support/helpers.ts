@@ -27,3 +27,19 @@ export async function waitFor(check: () => Promise<boolean> | boolean, timeoutMs
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
 }
+
+/**
+ * Until some backend of `pool`'s database waits on a lock: the statement under test
+ * has reached the row another connection holds, so committing that one now
+ * interleaves them in the order the test means.
+ */
+export function untilALockWait(pool: pg.Pool): Promise<void> {
+  return waitFor(
+    async () =>
+      (
+        await pool.query<{ n: number }>(
+          "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+      ).rows[0]!.n > 0,
+  );
+}
