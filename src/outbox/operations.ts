@@ -204,8 +204,9 @@ export interface RequeueResult {
 
 /**
  * Puts poisoned events back in line with a fresh set of attempts, and resolves
- * their types' alerts once none they count is left (settlePoisonedAlerts). Events that are not poisoned are left alone: requeueing a pending
- * row would reset its backoff, and a fanned one would be fanned out twice.
+ * their types' alerts once none they count is left (settlePoisonedAlerts). Events
+ * that are not poisoned are left alone: requeueing a pending row would reset its
+ * backoff, and a fanned one would be fanned out twice.
  */
 export async function requeue(db: Queryable, ids: string[]): Promise<RequeueResult> {
   ids.forEach(assertEventId);

@@ -400,7 +400,7 @@ export function openAlertsCountingEvent(db: Db, eventId: string): Promise<AlertR
               WHEN 'job.failed' THEN EXISTS (
                 SELECT 1 FROM job_failures f
                  WHERE f.event_id = ${eventId} AND ${countedBy(sql.raw("outbox_alerts"), sql.raw("f"))})
-              -- As the requeue reads what the alert counts (outbox/operations.ts requeueing).
+              -- As a requeue reads what the alert counts (outbox/operations.ts settlePoisonedAlerts).
               WHEN 'event.poisoned' THEN EXISTS (
                 SELECT 1 FROM events e
                  WHERE ${sql.raw(idsSql(`ARRAY[${literal(eventId)}]`, "e"))} AND e.type = ${alerts.details}->>'type'

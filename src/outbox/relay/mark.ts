@@ -121,14 +121,14 @@ function poisonedMessageSql(count: string, details: string): string {
 
 /**
  * The CTEs that raise or fold into each poisoned row's type's one open
- * `event.poisoned` alert (ADR 0044), after \`failed\`: a fault charged to every row
+ * `event.poisoned` alert (ADR 0044), after `failed`: a fault charged to every row
  * (a QStash 400 for a header it would not take) poisoned events by the thousand and
- * raised as many alerts reading alike. The alert counts (\`count\`), dates
- * (\`firstPoisonedAt\`, \`lastPoisonedAt\`: the mark's own time, as \`poisoned_at\`) and
- * names the latest event (\`eventId\`, the alert's \`event_id\`, \`attempts\`,
- * \`lastError\`), as a subscription's job.failed alert does (ADR 0037). The open alert
+ * raised as many alerts reading alike. The alert counts (`count`), dates
+ * (`firstPoisonedAt`, `lastPoisonedAt`: the mark's own time, as `poisoned_at`) and
+ * names the latest event (`eventId`, the alert's `event_id`, `attempts`,
+ * `lastError`), as a subscription's job.failed alert does (ADR 0037). The open alert
  * is updated where there is one; ON CONFLICT covers another relay raising it after
- * this statement's snapshot. \`poisoned\` is the rows poisoned by this mark.
+ * this statement's snapshot. `poisoned` is the rows poisoned by this mark.
  */
 export function poisonedAlertSql(NOW: string): string {
   // As the API writes times (domain/webhooks/rows.ts isoTime), truncated so that
