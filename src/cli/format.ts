@@ -92,7 +92,12 @@ export function formatEvent(
     }`,
   ];
   if (event.poisonedAt) lines.push(`  poisoned   ${when(event.poisonedAt)}`);
-  if (event.lastError) lines.push(`  last error ${event.lastError}`);
+  // Kept after a requeue that then fanned it out: the dashboard's "earlier fan-out
+  // error". Bare, it read as a fanned event that had failed (the alert walkthrough).
+  if (event.lastError)
+    lines.push(
+      `  last error ${event.lastError}${event.state === "fanned" ? " (an earlier try; it was fanned out since)" : ""}`,
+    );
   lines.push("  fan-out");
   const entries = Object.entries(event.fanout ?? {});
   if (entries.length === 0)

@@ -158,7 +158,15 @@ describe("outbox CLI", () => {
     const show = await runCli(["events", "show", second!], env());
     expect(show.code).toBe(0);
     expect(show.stdout).toMatch(/state\s+poisoned/);
-    expect(show.stdout).toMatch(/last error boom/);
+    expect(show.stdout).toMatch(/last error boom$/m);
+    // Requeued and fanned out since, its error is an earlier try's, and says so.
+    await t.pool.query(
+      `UPDATE events SET poisoned_at = NULL, fanned_out_at = now(), fanout = '{}' WHERE id = $1`,
+      [second],
+    );
+    expect((await runCli(["events", "show", second!], env())).stdout).toMatch(
+      /^ {2}last error boom \(an earlier try; it was fanned out since\)$/m,
+    );
 
     const missing = await runCli(["events", "show", "00000000-0000-0000-0000-000000000000"], env());
     expect(missing.code).toBe(1);

@@ -555,7 +555,11 @@ describe("the listing links a retry that failed again to the failure it retried"
       [result.retryMessageId],
     );
     expect(rows).toEqual([
-      { message: `job ${result.retryMessageId} for notify.mail failed after 5 retries (no answer)` },
+      {
+        message:
+          `job ${result.retryMessageId} for notify.mail failed after 5 retries (no answer)` +
+          ". Once the subscriber works, Retry on the job failures page (job-failures retry) sends it again",
+      },
     ]);
   });
 });

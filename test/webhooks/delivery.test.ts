@@ -48,6 +48,11 @@ import { insertEndpoint, useSecretsKey, verifyWebhook } from "../support/webhook
 // Fan-out, delivery and the operator verbs as use cases: real Postgres, the
 // QStash dev server for publishing, a receiver this file controls. QStash's
 // delivery of the jobs themselves is covered in test/worker/workerd-webhooks.test.ts.
+
+/** What a delivery-failure alert ends with: what answers it. */
+const RECOVER =
+  ". Once the endpoint answers, Recover on its page (webhooks recover) sends the failed ones again";
+
 const t = useTestDatabase();
 const secrets = useSecretsKey();
 let qstash: QStashDev;
@@ -680,7 +685,8 @@ describe("one open delivery_failed alert per endpoint (ADR 0031)", () => {
     expect(alert).toMatchObject({ open: true, count: 5, deliveryId: down.deliveries[4]!.id });
     expect(alert!.message).toBe(
       `5 delivery failures at webhook endpoint ${down.endpoint.id} (${receiver.url("/fold-down")}); ` +
-        `the latest: delivery ${down.deliveries[4]!.id}, after 0 attempts: retries exhausted`,
+        `the latest: delivery ${down.deliveries[4]!.id}, after 0 attempts: retries exhausted` +
+        RECOVER,
     );
     expect(await alertsOf(other.endpoint.id)).toEqual([
       expect.objectContaining({
@@ -688,7 +694,8 @@ describe("one open delivery_failed alert per endpoint (ADR 0031)", () => {
         count: 1,
         message:
           `1 delivery failure at webhook endpoint ${other.endpoint.id} (${receiver.url("/fold-other")}): ` +
-          `delivery ${other.deliveries[0]!.id}, after 1 attempt: retries exhausted`,
+          `delivery ${other.deliveries[0]!.id}, after 1 attempt: retries exhausted` +
+          RECOVER,
       }),
     ]);
     // Folding takes no id: the other endpoint's alert, raised after all five, is the next one.
@@ -720,7 +727,7 @@ describe("one open delivery_failed alert per endpoint (ADR 0031)", () => {
     expect(await recoverFailed(db(), queue, endpoint.id, new Date(0))).toEqual({ recovered: 2, more: false });
     expect(await alertsOf(endpoint.id)).toEqual([expect.objectContaining({ id: first!.id, open: false })]);
     expect((await alertsOf(endpoint.id))[0]!.message).toMatch(
-      /^3 delivery failures at .*; resolved: every delivery it counted was sent again$/,
+      /^3 delivery failures at .* sends the failed ones again; resolved: every delivery it counted was sent again$/,
     );
 
     // A resend that fails for good again raises a new alert; the resolved one stays resolved.

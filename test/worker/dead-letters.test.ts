@@ -179,7 +179,9 @@ describe("the sweep records jobs whose failure callback never reached us", () =>
         event_id: newest[0].event_id,
         subscription: "corpus.index",
         // The letter's own retries: the one the job was published with.
-        message: `2 jobs for corpus.index ran out of retries; the latest: job ${newest[0].message_id} failed after 1 retry (no answer)`,
+        message:
+          `2 jobs for corpus.index ran out of retries; the latest: job ${newest[0].message_id} failed after 1 retry (no answer)` +
+          ". Once the subscriber works, Retry on the job failures page (job-failures retry) sends them again",
         count: 2,
       },
     ]);

@@ -32,10 +32,13 @@ function alertMessage(count: SQL, subscription: SQL, details: SQL): SQL {
             ELSE ${retried} || ' retries' END
     || ' (' || coalesce('last status ' || (${details}->>'status'), 'no answer')
     || coalesce(': ' || (${details}->>'cause'), '') || ')'`;
+  // With what answers it (the alert walkthrough found it naming no next step).
   return sql`CASE WHEN ${count} = 1
     THEN 'job ' || (${details}->>'messageId') || ' for ' || ${subscription} || ${failed}
     ELSE ${count} || ' jobs for ' || ${subscription} || ' ran out of retries; the latest: job '
-         || (${details}->>'messageId') || ${failed} END`;
+         || (${details}->>'messageId') || ${failed} END
+    || '. Once the subscriber works, Retry on the job failures page (job-failures retry) sends '
+    || CASE WHEN ${count} = 1 THEN 'it' ELSE 'them' END || ' again'`;
 }
 
 /**

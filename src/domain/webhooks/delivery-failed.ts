@@ -24,7 +24,10 @@ function alertMessage(count: SQL, details: SQL): SQL {
     || CASE WHEN ${count} = 1 THEN ': delivery ' ELSE '; the latest: delivery ' END
     || (${details}->>'deliveryId') || ', after ' || (${details}->>'attempts')
     || CASE WHEN ${details}->>'attempts' = '1' THEN ' attempt: ' ELSE ' attempts: ' END
-    || (${details}->>'lastError')`;
+    || (${details}->>'lastError')
+    -- What answers it, as the disabled alert says "Enable it, then recover": the alert
+    -- walkthrough found this one naming no next step.
+    || '. Once the endpoint answers, Recover on its page (webhooks recover) sends the failed ones again'`;
 }
 
 /**
