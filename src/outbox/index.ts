@@ -99,6 +99,7 @@ export {
   requeuePoisoned,
   requeuePoisonedInRounds,
   countPoisoned,
+  countedByPoisonedAlert,
   REQUEUE_POISONED_BATCH,
   endRelayBackoff,
   relayBackoff,

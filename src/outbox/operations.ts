@@ -263,6 +263,17 @@ const REQUEUED_TYPES = `(SELECT coalesce(jsonb_agg(DISTINCT type), '[]'::jsonb) 
  * it does, fails the re-check and leaves it open; a later one finds it resolved and
  * raises a new one).
  */
+/**
+ * Whether event `e` is one that `event.poisoned` alert `a` counts (both SQL aliases):
+ * of its type, poisoned since the alert was raised (the mark's time for both, so the
+ * first is counted; a time implies poisoned). What a requeue settles by and what an
+ * event's views show as counting it (openAlertsCountingEvent).
+ */
+export function countedByPoisonedAlert(a: string, e: string): string {
+  return `${e}.type = ${a}.details->>'type'
+      AND ${e}.poisoned_at >= coalesce((${a}.details->>'firstPoisonedAt')::timestamptz, ${a}.created_at)`;
+}
+
 async function settlePoisonedAlerts(db: Queryable, types: string[]): Promise<void> {
   if (types.length === 0) return;
   await query(
@@ -270,11 +281,7 @@ async function settlePoisonedAlerts(db: Queryable, types: string[]): Promise<voi
     `WITH answered AS MATERIALIZED (
        SELECT a.id, a.details FROM outbox_alerts a
         WHERE a.kind = 'event.poisoned' AND a.resolved_at IS NULL AND a.details->>'type' = ANY($1::text[])
-          AND NOT EXISTS (
-                SELECT 1 FROM events e
-                 -- poisoned since the alert was raised (which implies poisoned)
-                 WHERE e.type = a.details->>'type'
-                   AND e.poisoned_at >= coalesce((a.details->>'firstPoisonedAt')::timestamptz, a.created_at))
+          AND NOT EXISTS (SELECT 1 FROM events e WHERE ${countedByPoisonedAlert("a", "e")})
      )
      UPDATE outbox_alerts a
         SET resolved_at = now(), message = a.message || '; resolved: every event it counted was requeued',

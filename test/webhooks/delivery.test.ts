@@ -42,6 +42,7 @@ import { createScheduled } from "../../src/worker/scheduled.ts";
 import { bindings, executionContext, openTestPool } from "../support/worker.ts";
 import { freePort } from "../../src/node/postgres.ts";
 import { startReceiver } from "../qstash-dev/receiver.ts";
+import { untilALockWait } from "../support/helpers.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { insertEndpoint, useSecretsKey, verifyWebhook } from "../support/webhooks.ts";
 
@@ -753,7 +754,7 @@ describe("one open delivery_failed alert per endpoint (ADR 0031)", () => {
       await giveUp(deliveries[1]!, drizzle(held) as unknown as Db);
       // The resend of the first waits for the alert's row...
       const resend = redeliver(db(), queue, deliveries[0]!.id);
-      await waitForLockWait();
+      await untilALockWait(t.pool);
       await held.query("COMMIT");
       await resend;
     } finally {
@@ -762,18 +763,6 @@ describe("one open delivery_failed alert per endpoint (ADR 0031)", () => {
     // ...and then sees the second failure, committed meanwhile: still to be answered.
     expect(await alertsOf(endpoint.id)).toEqual([expect.objectContaining({ open: true, count: 2 })]);
   });
-
-  /** Until some backend of this database waits on a lock (the resend behind the held fold). */
-  async function waitForLockWait(): Promise<void> {
-    for (let i = 0; i < 200; i++) {
-      const { rows } = await t.pool.query(
-        "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
-      );
-      if (rows[0].n > 0) return;
-      await new Promise((r) => setTimeout(r, 25));
-    }
-    throw new Error("the resend never waited for the alert's row");
-  }
 });
 
 describe("an endpoint that does not keep up (the sweep's lag check)", () => {

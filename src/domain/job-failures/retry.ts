@@ -1,6 +1,7 @@
 import { and, isNull, sql, type SQL } from "drizzle-orm";
 import {
   alerts,
+  countedByPoisonedAlert,
   findSubscription,
   parseJobBody,
   publishAdvice,
@@ -400,11 +401,10 @@ export function openAlertsCountingEvent(db: Db, eventId: string): Promise<AlertR
               WHEN 'job.failed' THEN EXISTS (
                 SELECT 1 FROM job_failures f
                  WHERE f.event_id = ${eventId} AND ${countedBy(sql.raw("outbox_alerts"), sql.raw("f"))})
-              -- As a requeue reads what the alert counts (outbox/operations.ts settlePoisonedAlerts).
               WHEN 'event.poisoned' THEN EXISTS (
                 SELECT 1 FROM events e
-                 WHERE ${sql.raw(idsSql(`ARRAY[${literal(eventId)}]`, "e"))} AND e.type = ${alerts.details}->>'type'
-                   AND e.poisoned_at >= coalesce((${alerts.details}->>'firstPoisonedAt')::timestamptz, ${alerts.createdAt}))
+                 WHERE ${sql.raw(idsSql(`ARRAY[${literal(eventId)}]`, "e"))}
+                   AND ${sql.raw(countedByPoisonedAlert("outbox_alerts", "e"))})
               ELSE false END`,
       ),
     )
