@@ -40,7 +40,8 @@ commands:
   webhooks delivery <id>          a delivery, its body and every attempt
   webhooks redeliver <id>         send a delivery again: same body and webhook-id, a new job
   webhooks recover <endpoint-id> --since <time>
-                                  re-send the endpoint's failed deliveries created since then
+                                  send again now the endpoint's deliveries created since then
+                                  that gave up or wait for a retry
   webhooks test <endpoint-id>     send a webhook.test event to that endpoint only
   webhooks enable|disable <endpoint-id>
                                   turn an endpoint on (its failed deliveries stay failed) or off

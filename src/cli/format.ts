@@ -334,10 +334,12 @@ export function formatEndpoint(
       ? [`  secret       rotating: the previous secret signs too until ${when(e.previousSecretExpiresAt)}`]
       : []),
     // What sends failed deliveries again, as `stats` names job-failures retry: the
-    // delivery_failed alert and this page said what failed, not how to fix it.
-    ...(h.deliveries.failed > 0 || shown.deliveries.some((d) => d.status === "failed")
+    // delivery_failed alert and this page said what failed, not how to fix it. A
+    // failing endpoint's deliveries wait for retries hours apart: the same command
+    // sends them once its receiver answers.
+    ...(h.deliveries.failed > 0 || shown.deliveries.some((d) => d.status === "failed") || label === "failing"
       ? [
-          `  recover      webhooks recover ${e.id} --since <time> sends its failed deliveries again` +
+          `  recover      webhooks recover ${e.id} --since <time> sends again now its deliveries that gave up or wait for a retry` +
             (e.enabled ? "" : " (enable it first)"),
         ]
       : []),

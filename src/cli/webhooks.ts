@@ -3,7 +3,7 @@ import { getDelivery, listDeliveries } from "../domain/webhooks/deliveries.ts";
 import { notQueuedMessage } from "../domain/webhooks/deliver-queue.ts";
 import { endpointHealth } from "../domain/webhooks/delivery-log.ts";
 import { findEndpointRow, getEndpoint } from "../domain/webhooks/get.ts";
-import { recoverFailed, recoverSince } from "../domain/webhooks/recover.ts";
+import { recoverDeliveries, recoveredText, recoverSince } from "../domain/webhooks/recover.ts";
 import { redeliver } from "../domain/webhooks/redeliver.ts";
 import { sendTestEvent } from "../domain/webhooks/send-test.ts";
 import { PAGE_LIMIT_MAX } from "../domain/webhooks/schemas.ts";
@@ -138,26 +138,29 @@ function isDeliveryStatus(s: string): s is WebhookDeliveryStatus {
 }
 
 /**
- * Every failed delivery of the endpoint created since then, a batch (RECOVER_BATCH)
- * per publish, with a line per batch on stderr so a long recovery shows progress.
- * A batch QStash refuses is put back as it was; the ones before it stay re-sent.
+ * Every delivery of the endpoint created since then that gave up or waits for a
+ * retry, a batch (RECOVER_BATCH) per publish, with a line per batch on stderr so a
+ * long recovery shows progress. A batch QStash refuses is put back as it was; the
+ * ones before it stay re-sent.
  */
 async function recoverAll(io: CommandIo, id: string, since: Date): Promise<number> {
   const queue = deliverQueueFor(readVariables(webhookPublishVariables));
   const db = dbOf(io.pool);
   let recovered = 0;
+  let retrying = 0;
   for (;;) {
-    const round = await recoverFailed(db, queue, id, since).catch(
-      notQueued(`the failed deliveries not yet re-sent (${recovered} were re-sent before this)`),
+    const round = await recoverDeliveries(db, queue, id, since).catch(
+      notQueued(`the deliveries not yet re-sent (${recovered} were re-sent before this)`),
     );
     recovered += round.recovered;
+    retrying += round.retrying;
     if (!round.more) break;
     console.error(`re-sent ${recovered} so far…`);
   }
-  io.print({ recovered }, () =>
+  io.print({ recovered, retrying }, () =>
     recovered === 0
-      ? `no failed delivery of webhook endpoint ${id} created since ${since.toISOString()}`
-      : `re-sent ${recovered} failed deliver${recovered === 1 ? "y" : "ies"} of webhook endpoint ${id}`,
+      ? `no delivery of webhook endpoint ${id} created since ${since.toISOString()} gave up or waits for a retry`
+      : `re-sent ${recoveredText(recovered, retrying)} of webhook endpoint ${id}`,
   );
   return 0;
 }

@@ -162,7 +162,10 @@ export async function evaluateAlerts(db: Queryable, thresholds: AlertThresholds 
        FROM outbox_relay_state s WHERE s.id = 1
      ), conditions AS (
        SELECT 'relay.lagging' AS kind, coalesce(oldest_due > $1, false) AS firing,
-              format('oldest due event has waited %s s (threshold %s s)', round(oldest_due), $1::int) AS message,
+              -- With where to look and what sends them now, as relay.failing names its fix.
+              format('oldest due event has waited %s s (threshold %s s). \`stats\` (the operator CLI) says whether '
+                     'the relay is backed off and when the sweep last ran; \`relay drain\` sends what waits now',
+                     round(oldest_due), $1::int) AS message,
               format('caught up: no due event has waited over %s s', $1::int) AS over
          FROM facts
        UNION ALL

@@ -149,7 +149,7 @@ describe("outbox webhooks: what an operator reads", () => {
     expect(out).toContain("  health       healthy");
     // It has a failed delivery: what sends it again is named.
     expect(out).toContain(
-      `  recover      webhooks recover ${id} --since <time> sends its failed deliveries again\n`,
+      `  recover      webhooks recover ${id} --since <time> sends again now its deliveries that gave up or wait for a retry\n`,
     );
     // Upper-case globs, taken before 2026-12-07, match no event: said, not left as healthy-looking.
     await t.pool.query(
@@ -544,10 +544,14 @@ describe("outbox webhooks: what an operator fixes", () => {
     );
   });
 
-  it("recovers every failed delivery since a time, a batch per publish, with progress", async () => {
+  it("recovers every delivery that gave up or waits for a retry since a time, a batch per publish, with progress", async () => {
     const { id: endpointId } = await endpoint();
     const before = await delivery(endpointId, "failed", [500], { createdAt: "2026-01-01T00:00:00Z" });
     const delivered = await delivery(endpointId, "delivered", [200]);
+    // Its retry 30 minutes away: sent now.
+    const retrying = await delivery(endpointId, "pending", [503]);
+    // Never attempted yet, queued behind the endpoint's deliveries in flight: left queued.
+    const queued = await delivery(endpointId, "pending");
     // One more than a recover re-sends per publish (RECOVER_BATCH), so it takes two.
     await t.pool.query(
       `INSERT INTO webhook_deliveries (endpoint_id, event_id, event_type, scope, body, status, attempts, failed_at)
@@ -562,8 +566,10 @@ describe("outbox webhooks: what an operator fixes", () => {
     );
     expect(r.code).toBe(0);
     expect(r.stderr.trim()).toBe("re-sent 500 so far…");
-    expect(r.stdout.trim()).toBe(`re-sent 501 failed deliveries of webhook endpoint ${endpointId}`);
-    expect(deliverJobs()).toHaveLength(501);
+    expect(r.stdout.trim()).toBe(
+      `re-sent 502 deliveries (501 that gave up, 1 waiting for a retry) of webhook endpoint ${endpointId}`,
+    );
+    expect(deliverJobs()).toHaveLength(502);
     const { rows } = await t.pool.query(
       `SELECT status, count(*)::int AS n FROM webhook_deliveries WHERE endpoint_id = $1 GROUP BY status ORDER BY status`,
       [endpointId],
@@ -571,8 +577,10 @@ describe("outbox webhooks: what an operator fixes", () => {
     expect(rows).toEqual([
       { status: "delivered", n: 1 },
       { status: "failed", n: 1 },
-      { status: "pending", n: 501 },
+      { status: "pending", n: 503 },
     ]);
+    expect((await deliveryRow(retrying)).message_id).not.toBeNull();
+    expect((await deliveryRow(queued)).message_id).toBeNull();
     expect((await deliveryRow(before)).status).toBe("failed");
     expect((await deliveryRow(delivered)).status).toBe("delivered");
 
@@ -580,7 +588,7 @@ describe("outbox webhooks: what an operator fixes", () => {
       ["webhooks", "recover", endpointId, "--since", "2026-06-01T00:00:00Z", "--json"],
       withQStash(),
     );
-    expect(JSON.parse(again.stdout)).toEqual({ recovered: 0 });
+    expect(JSON.parse(again.stdout)).toEqual({ recovered: 0, retrying: 0 });
   });
 
   it("disables and enables an endpoint; a disabled one is refused a re-send, and nothing is published", async () => {

@@ -874,6 +874,17 @@ describe("webhook endpoints", () => {
     expect(detail.text).toContain(`receiver said ${ESCAPED}`);
     expect(detail.text).not.toContain("sealed");
     expect(detail.text).not.toContain("match no event");
+    expect(detail.text).not.toContain("Recover deliveries sends them now");
+    // Failing: its health says what sends its retries, hours apart, once it answers.
+    await t.pool.query(
+      `UPDATE webhook_endpoints SET failing_since = now() - interval '1 hour' WHERE id = $1`,
+      [ok],
+    );
+    expect((await browser.get(`/dashboard/webhooks/${ok}`)).text).toContain(
+      '<span class="state state-failed">failing</span> — its deliveries are retried on a schedule, hours apart by the ' +
+        "later attempts: once its receiver answers, Recover deliveries sends them now.",
+    );
+    await t.pool.query(`UPDATE webhook_endpoints SET failing_since = NULL WHERE id = $1`, [ok]);
     expect((await browser.get("/dashboard/webhooks/00000000-0000-4000-8000-000000000000")).status).toBe(404);
     // Upper-case globs, taken before 2026-12-07, match no event: the page says so by them.
     await t.pool.query("UPDATE webhook_endpoints SET types = '{Supplier.*,note.*}' WHERE id = $1", [ok]);
@@ -947,7 +958,7 @@ describe("webhook endpoint actions", () => {
     const on = await browser.post(`/dashboard/webhooks/${id}/enabled`, { enabled: "true" });
     expect(await enabled()).toEqual({ enabled: true, disabled_reason: null });
     expect((await browser.get(on.headers.get("location")!)).text).toContain(
-      "Endpoint enabled: it is sent the events recorded from now on. Events recorded while it was disabled made no delivery for it; Recover failed deliveries sends again the ones that failed.",
+      "Endpoint enabled: it is sent the events recorded from now on. Events recorded while it was disabled made no delivery for it; Recover deliveries sends again the ones that failed.",
     );
     expect((await browser.post(`/dashboard/webhooks/${id}/enabled`, { enabled: "maybe" })).status).toBe(400);
     const unknown = "00000000-0000-4000-8000-000000000000";

@@ -283,7 +283,7 @@ describe("redeliver", () => {
 });
 
 describe("recover since a time", () => {
-  it("re-sends this endpoint's failed deliveries since then, of its own scope only", async () => {
+  it("re-sends this endpoint's deliveries that gave up or wait for a retry since then, of its own scope only", async () => {
     const mine = await endpoint("/mine", "acme");
     const theirs = await endpoint("/theirs", "globex");
     const old = await delivery(mine.id, "failed");
@@ -292,6 +292,12 @@ describe("recover since a time", () => {
     ]);
     const recent = [await delivery(mine.id, "failed"), await delivery(mine.id, "failed")];
     const done = await delivery(mine.id, "delivered");
+    // Attempted, and waiting for QStash's next retry: sent now too.
+    const retrying = await delivery(mine.id, "pending");
+    await t.pool.query(
+      `UPDATE webhook_deliveries SET attempts = 3, next_attempt_at = now() + interval '2 hours' WHERE id = $1`,
+      [retrying],
+    );
     // A row of another scope under this endpoint (only by hand): recovering must not send it.
     const stray = await delivery(mine.id, "failed", "globex");
     const foreign = await delivery(theirs.id, "failed");
@@ -302,12 +308,12 @@ describe("recover since a time", () => {
     );
     // What is owed, beside a health that may read "healthy" once the receiver is back.
     expect(page.text).toContain(
-      '<th>gave up</th><td class="error">4 deliveries not sent: Recover failed deliveries sends them again</td>',
+      '<th>gave up</th><td class="error">4 deliveries not sent: Recover deliveries sends them again</td>',
     );
     const since = new Date(Date.now() - 86_400_000).toISOString().slice(0, 16);
     const res = await browser.post(`/dashboard/webhooks/${mine.id}/recover`, { since });
     expect(res.status).toBe(303);
-    expect(res.headers.get("location")).toBe(`/dashboard/webhooks/${mine.id}?recovered=2`);
+    expect(res.headers.get("location")).toBe(`/dashboard/webhooks/${mine.id}?recovered=3&retrying=1`);
 
     const status = Object.fromEntries((await rows(mine.id)).map((r) => [r.id, r.status]));
     expect(status).toEqual({
@@ -315,22 +321,25 @@ describe("recover since a time", () => {
       [recent[0]!]: "pending",
       [recent[1]!]: "pending",
       [done]: "delivered",
+      [retrying]: "pending",
       [stray]: "failed",
     });
     expect(await rows(theirs.id)).toEqual([expect.objectContaining({ status: "failed", message_id: null })]);
-    for (const id of recent) expect(publishedFor(id)).toHaveLength(1);
+    for (const id of [...recent, retrying]) expect(publishedFor(id)).toHaveLength(1);
     for (const id of [old, stray, foreign, done]) expect(publishedFor(id)).toHaveLength(0);
 
     const after = await browser.get(res.headers.get("location")!);
-    expect(after.text).toContain("Recovered 2 failed deliveries: back to pending, each sent by a new job.");
-    expect([...after.text.matchAll(/state-pending">pending</g)]).toHaveLength(2);
-    expect(after.text).toContain("<th>pending</th><td>2</td>");
+    expect(after.text).toContain(
+      "Recovered 3 deliveries (2 that gave up, 1 waiting for a retry): back to pending, each sent now by a new job.",
+    );
+    expect([...after.text.matchAll(/state-pending">pending</g)]).toHaveLength(3);
+    expect(after.text).toContain("<th>pending</th><td>3</td>");
     expect(after.text).toContain('<th>gave up</th><td class="error">2 deliveries not sent:');
 
     const again = await browser.post(`/dashboard/webhooks/${mine.id}/recover`, { since });
-    expect(again.headers.get("location")).toBe(`/dashboard/webhooks/${mine.id}?recovered=0`);
+    expect(again.headers.get("location")).toBe(`/dashboard/webhooks/${mine.id}?recovered=0&retrying=0`);
     expect((await browser.get(again.headers.get("location")!)).text).toContain(
-      "No failed deliveries since that time: nothing to recover.",
+      "No delivery since that time gave up or waits for a retry: nothing to recover.",
     );
   });
 
@@ -783,7 +792,7 @@ describe("when QStash does not take the job", () => {
     expect(again.text).toMatch(nothingChanged(`delivery ${id}`));
     const recover = await browser.post(`/dashboard/webhooks/${ep.id}/recover`, { since: "2026-01-01T00:00" });
     expect(recover.status).toBe(503);
-    expect(recover.text).toMatch(nothingChanged(`the failed deliveries of webhook endpoint ${ep.id}`));
+    expect(recover.text).toMatch(nothingChanged(`the deliveries to recover of webhook endpoint ${ep.id}`));
 
     const routes = [
       await admin(`/admin/webhooks/endpoints/${ep.id}/test`),

@@ -220,7 +220,11 @@ describe("alert evaluation", () => {
     );
     const lagging = (await listAlerts(t.pool)).find((a) => a.kind === "relay.lagging")!;
     expect(lagging.message).toMatch(
-      /^caught up: no due event has waited over 300 s \(it said: oldest due event has waited \d+ s \(threshold 300 s\)\)$/,
+      new RegExp(
+        "^caught up: no due event has waited over 300 s \\(it said: oldest due event has waited \\d+ s \\(threshold 300 s\\)" +
+          "\\. `stats` \\(the operator CLI\\) says whether the relay is backed off and when the sweep last ran; " +
+          "`relay drain` sends what waits now\\)$",
+      ),
     );
   });
 

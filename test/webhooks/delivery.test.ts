@@ -23,7 +23,7 @@ import {
 } from "../../src/domain/webhooks/lag.ts";
 import { raisedAgainNote } from "../../src/domain/alert-kinds.ts";
 import type { WebhookEvent } from "../../src/domain/webhooks/payload.ts";
-import { recoverFailed } from "../../src/domain/webhooks/recover.ts";
+import { recoverDeliveries } from "../../src/domain/webhooks/recover.ts";
 import { redeliver } from "../../src/domain/webhooks/redeliver.ts";
 import { removeEndpoint } from "../../src/domain/webhooks/remove.ts";
 import { updateEndpoint } from "../../src/domain/webhooks/update.ts";
@@ -725,7 +725,11 @@ describe("one open delivery_failed alert per endpoint (ADR 0031)", () => {
     await redeliver(db(), queue, deliveries[0]!.id);
     expect(await alertsOf(endpoint.id)).toEqual([expect.objectContaining({ id: first!.id, open: true })]);
     // The rest re-sent: answered.
-    expect(await recoverFailed(db(), queue, endpoint.id, new Date(0))).toEqual({ recovered: 2, more: false });
+    expect(await recoverDeliveries(db(), queue, endpoint.id, new Date(0))).toEqual({
+      recovered: 2,
+      retrying: 0,
+      more: false,
+    });
     expect(await alertsOf(endpoint.id)).toEqual([expect.objectContaining({ id: first!.id, open: false })]);
     expect((await alertsOf(endpoint.id))[0]!.message).toMatch(
       /^3 delivery failures at .* sends the failed ones again; resolved: every delivery it counted was sent again$/,
@@ -929,7 +933,8 @@ describe("an endpoint that keeps failing (the sweep's failing check)", () => {
         new RegExp(
           `^webhook endpoint ${endpoint.id} \\(${receiver.url("/failing-long").replace(/[.]/g, "\\.")}\\) has failed every attempt ` +
             `since .* UTC \\(over ${FAILING_ALERT_AFTER_MINUTES} min\\): at .* UTC, 1 delivery waited for a retry; ` +
-            "the latest: endpoint answered 503$",
+            "the latest: endpoint answered 503\\. Once it answers, Recover on its page \\(webhooks recover\\) " +
+            "sends now its deliveries waiting for a retry, hours apart by then$",
         ),
       ),
       lastError: "endpoint answered 503",
@@ -1196,7 +1201,11 @@ describe("operator actions", () => {
       [events[0]!.id],
     );
     const since = new Date(Date.now() - 86_400_000);
-    expect(await recoverFailed(db(), queue, mine.id, since)).toEqual({ recovered: 2, more: false });
+    expect(await recoverDeliveries(db(), queue, mine.id, since)).toEqual({
+      recovered: 2,
+      retrying: 0,
+      more: false,
+    });
     const { rows } = await t.pool.query(
       "SELECT event_id, status FROM webhook_deliveries WHERE endpoint_id = ANY($1) ORDER BY created_at",
       [[mine.id, theirs.id]],
@@ -1207,6 +1216,72 @@ describe("operator actions", () => {
       [events[1]!.id]: "pending",
       [events[2]!.id]: "pending",
       [events[3]!.id]: "failed",
+    });
+  });
+
+  it("recover also sends now the deliveries waiting for a retry, not one being attempted nor one never attempted", async () => {
+    // A receiver down for hours, then fixed: its deliveries wait for retries up to
+    // 10 h away, none has given up yet, and a recover that took only failed ones found
+    // nothing to do (the month walkthrough's endpoint_failing stayed open meanwhile).
+    receiver.state.respond = () => ({ status: 503 });
+    const scope = `recover-${crypto.randomUUID()}`;
+    const endpoint = await insertEndpoint(t.pool, secrets.key, { url: receiver.url("/fixed"), scope });
+    const [waiting, inFlight, unattempted, failed] = [1, 2, 3, 4].map(() => event({ scope })) as [
+      WebhookEvent,
+      WebhookEvent,
+      WebhookEvent,
+      WebhookEvent,
+    ];
+    for (const e of [waiting, inFlight, unattempted, failed]) await fanOutWebhook(db(), queue, e);
+    const rowOf = async (e: WebhookEvent) => (await deliveriesOf(e.id))[0];
+    for (const e of [waiting, inFlight, failed]) {
+      const row = await rowOf(e);
+      expect(await deliverWebhook(await deps(), row.id, 0, row.message_id)).toMatchObject({ kind: "retry" });
+    }
+    await t.pool.query("UPDATE webhook_deliveries SET status = 'failed', failed_at = now() WHERE id = $1", [
+      (await rowOf(failed)).id,
+    ]);
+    // An attempt of QStash's retry going on right now holds the lease: it is left to finish.
+    await t.pool.query(
+      "UPDATE webhook_deliveries SET lease_until = now() + interval '1 minute' WHERE id = $1",
+      [(await rowOf(inFlight)).id],
+    );
+    const before = Object.fromEntries(
+      await Promise.all(
+        [waiting, inFlight, unattempted].map(async (e) => [e.id, (await rowOf(e)).message_id]),
+      ),
+    );
+
+    receiver.state.respond = () => ({ status: 200 });
+    expect(await recoverDeliveries(db(), queue, endpoint.id, new Date(0))).toEqual({
+      recovered: 2,
+      retrying: 1,
+      more: false,
+    });
+    const waitingRow = await rowOf(waiting);
+    expect(waitingRow).toMatchObject({ status: "pending" });
+    const { rows: due } = await t.pool.query("SELECT next_attempt_at FROM webhook_deliveries WHERE id = $1", [
+      waitingRow.id,
+    ]);
+    expect(due).toEqual([{ next_attempt_at: null }]);
+    expect(waitingRow.message_id).not.toBe(before[waiting.id]);
+    expect((await rowOf(inFlight)).message_id).toBe(before[inFlight.id]);
+    expect((await rowOf(unattempted)).message_id).toBe(before[unattempted.id]);
+    expect(await rowOf(failed)).toMatchObject({ status: "pending" });
+    // What it just sent waits for its new job, not for a retry: a second recover sends nothing.
+    expect(await recoverDeliveries(db(), queue, endpoint.id, new Date(0))).toEqual({
+      recovered: 0,
+      retrying: 0,
+      more: false,
+    });
+
+    // The new job sends it now; the old one, still scheduled in QStash, ends unsent.
+    expect(await deliverWebhook(await deps(), waitingRow.id, 0, waitingRow.message_id)).toMatchObject({
+      kind: "delivered",
+    });
+    expect(await deliverWebhook(await deps(), waitingRow.id, 1, before[waiting.id])).toEqual({
+      kind: "settled",
+      status: "delivered",
     });
   });
 
@@ -1231,7 +1306,7 @@ describe("operator actions", () => {
     await t.pool.query("UPDATE webhook_deliveries SET status = 'failed', failed_at = now() WHERE id = $1", [
       delivery.id,
     ]);
-    await recoverFailed(db(), eager, (await deliveriesOf(e.id))[0].endpoint_id, new Date(0));
+    await recoverDeliveries(db(), eager, (await deliveriesOf(e.id))[0].endpoint_id, new Date(0));
     await sendTestEvent(db(), eager, (await deliveriesOf(e.id))[0].endpoint_id);
     expect(outcomes).toEqual(["delivered", "delivered", "delivered"]);
     expect(receiver.received.filter((r) => r.path === "/eager")).toHaveLength(4);
@@ -1244,7 +1319,9 @@ describe("operator actions", () => {
       [delivery.id],
     );
     await expect(redeliver(db(), down, delivery.id)).rejects.toThrow("QStash unreachable");
-    await expect(recoverFailed(db(), down, endpoint.id, new Date(0))).rejects.toThrow("QStash unreachable");
+    await expect(recoverDeliveries(db(), down, endpoint.id, new Date(0))).rejects.toThrow(
+      "QStash unreachable",
+    );
     const { rows } = await t.pool.query(
       "SELECT status, failed_at, last_error, message_id FROM webhook_deliveries WHERE id = $1",
       [delivery.id],
@@ -1294,7 +1371,7 @@ describe("operator actions", () => {
     expect(await openAlerts(a.delivery.id)).toBe(1);
     await redeliver(db(), queue, a.delivery.id);
     expect([await openAlerts(a.delivery.id), await openAlerts(b.delivery.id)]).toEqual([0, 1]);
-    await recoverFailed(db(), queue, b.endpoint.id, new Date(0));
+    await recoverDeliveries(db(), queue, b.endpoint.id, new Date(0));
     expect(await openAlerts(b.delivery.id)).toBe(0);
   });
 
@@ -1351,7 +1428,7 @@ describe("operator actions", () => {
   it("actions on a disabled or unknown endpoint are refused", async () => {
     const off = await insertEndpoint(t.pool, secrets.key, { url: receiver.url("/off"), enabled: false });
     await expect(sendTestEvent(db(), queue, off.id)).rejects.toMatchObject({ code: "illegal_transition" });
-    await expect(recoverFailed(db(), queue, off.id, new Date(0))).rejects.toMatchObject({
+    await expect(recoverDeliveries(db(), queue, off.id, new Date(0))).rejects.toMatchObject({
       code: "illegal_transition",
     });
     await expect(sendTestEvent(db(), queue, crypto.randomUUID())).rejects.toMatchObject({

@@ -273,7 +273,7 @@ describe("webhook endpoint routes: create, list, get, patch, delete", () => {
       since: "2026-01-01T00:00:00Z",
     });
     expect(res.status).toBe(200);
-    expect(res.body).toEqual({ recovered: 0, more: false });
+    expect(res.body).toEqual({ recovered: 0, retrying: 0, more: false });
   });
 
   it("lists endpoints newest first, by scope (empty: the unscoped ones), a keyset page at a time", async () => {

@@ -440,7 +440,7 @@ describe("operator actions keep to the endpoint's scope", () => {
       { since },
       ADMIN(),
     );
-    expect(recovered).toMatchObject({ status: 202, body: { recovered: 1, more: false } });
+    expect(recovered).toMatchObject({ status: 202, body: { recovered: 1, retrying: 0, more: false } });
     await receiver.waitForRequests(3, "/scope-a", 20_000);
     await waitFor(async () => (await deliveryOf(eventId, a.id))?.status === "delivered", 10_000);
     expect(postsTo("/scope-a").map((p) => p.headers["webhook-id"])).toEqual([eventId, eventId, eventId]);

@@ -134,7 +134,9 @@ export async function evaluateFailingEndpoints(
     db,
     FAILING,
     sql`SELECT e.id,
-               format('webhook endpoint %s (%s) has failed every attempt since %s (over %s min): at %s, %s %s for a retry; the latest: %s',
+               -- Ends with what sends the retries now, hours apart by then, once the receiver is fixed.
+               format('webhook endpoint %s (%s) has failed every attempt since %s (over %s min): at %s, %s %s for a retry; the latest: %s. '
+                      'Once it answers, Recover on its page (webhooks recover) sends now its deliveries waiting for a retry, hours apart by then',
                       e.id, e.url, ${utcText(sql`e.failing_since`)}, ${after}::int, ${utcText(sql`now()`)}, w.n,
                       CASE WHEN w.n = 1 THEN 'delivery waited' ELSE 'deliveries waited' END,
                       coalesce(w.last_error, 'no error recorded')) AS message,

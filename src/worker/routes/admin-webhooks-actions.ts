@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { recoverFailed, recoverSince } from "../../domain/webhooks/recover.ts";
+import { recoverDeliveries, recoverSince } from "../../domain/webhooks/recover.ts";
 import { redeliver } from "../../domain/webhooks/redeliver.ts";
 import { sendTestEvent } from "../../domain/webhooks/send-test.ts";
 import type { App } from "../new-app.ts";
@@ -12,7 +12,8 @@ const recoverBody = z.strictObject({ since: recoverSince });
 /**
  * Operator actions on webhook deliveries, behind registerAdmin's `/admin/*`
  * bearer check (ADMIN_TOKEN; registered after it): send a test event,
- * redeliver one delivery, recover an endpoint's failed deliveries since a time.
+ * redeliver one delivery, recover an endpoint's deliveries since a time (those
+ * that gave up or wait for a retry: recover.ts).
  * Each answers 202: the work is a queued deliver job, its outcome shows in the
  * delivery's attempts (a recover that found nothing to re-send is a 200). A disabled endpoint answers 409; enable it first. A job
  * QStash did not take answers 503, with nothing changed (queuedOrRefused).
@@ -37,10 +38,10 @@ export function registerAdminWebhooksActions(app: App) {
   app.post(`/admin/webhooks/endpoints/${ID}/recover`, valid("json", recoverBody), async (c) => {
     const id = c.req.param("id");
     const since = new Date(c.req.valid("json").since);
-    const recovered = await queuedOrRefused(`the failed deliveries of webhook endpoint ${id}`, () =>
-      recoverFailed(c.var.db, deliverQueueFor(c.var.config), id, since),
+    const recovered = await queuedOrRefused(`the deliveries to recover of webhook endpoint ${id}`, () =>
+      recoverDeliveries(c.var.db, deliverQueueFor(c.var.config), id, since),
     );
-    // 202 says work was queued; with no failed delivery to re-send, none was.
+    // 202 says work was queued; with no delivery to re-send, none was.
     return c.json(recovered, recovered.recovered > 0 ? 202 : 200);
   });
 }

@@ -1,6 +1,6 @@
 import type { Context, Hono } from "hono";
 import { z } from "zod";
-import { recoverFailed } from "../../../domain/webhooks/recover.ts";
+import { recoverDeliveries, recoveredText } from "../../../domain/webhooks/recover.ts";
 import {
   SecretAlreadyRotatedError,
   rotateSecret,
@@ -93,13 +93,14 @@ const endpointQuery = z.object({
     .optional(),
   // Notices are chosen by these numbers and flags, never taken as text (ADR 0009).
   recovered: z.coerce.number().int().min(0).optional(),
+  retrying: z.coerce.number().int().min(0).optional(),
   more: z.literal("1").optional(),
 });
 
-function recoveredNotice(n: number | undefined, more: boolean): string | undefined {
+function recoveredNotice(n: number | undefined, retrying: number, more: boolean): string | undefined {
   if (n === undefined) return undefined;
-  if (n === 0) return "No failed deliveries since that time: nothing to recover.";
-  const what = `Recovered ${n} failed deliver${n === 1 ? "y" : "ies"}: back to pending, each sent by a new job.`;
+  if (n === 0) return "No delivery since that time gave up or waits for a retry: nothing to recover.";
+  const what = `Recovered ${recoveredText(n, Math.min(retrying, n))}: back to pending, each sent now by a new job.`;
   return more ? `${what} More remain: recover again.` : what;
 }
 
@@ -372,10 +373,10 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
             c.req.query("edited") !== undefined
               ? "Endpoint saved: deliveries from now on go to this URL, for these event types."
               : c.req.query("enabled") !== undefined
-                ? "Endpoint enabled: it is sent the events recorded from now on. Events recorded while it was disabled made no delivery for it; Recover failed deliveries sends again the ones that failed."
+                ? "Endpoint enabled: it is sent the events recorded from now on. Events recorded while it was disabled made no delivery for it; Recover deliveries sends again the ones that failed."
                 : c.req.query("disabled") !== undefined
                   ? "Endpoint disabled."
-                  : recoveredNotice(q.recovered, q.more !== undefined)
+                  : recoveredNotice(q.recovered, q.retrying ?? 0, q.more !== undefined)
           }
         />
         <h1 class="mono">{endpoint.url}</h1>
@@ -418,8 +419,10 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
         {endpoint.enabled ? (
           <div class="actions">
             <Confirm
-              label="Recover failed deliveries…"
-              says="Sends every delivery to this endpoint that gave up, created since the time below, again: each goes back to pending and is sent by a new job."
+              label="Recover deliveries…"
+              // Those waiting for a retry too: once a receiver is fixed, theirs can be
+              // hours away (recover.ts).
+              says="Sends again now every delivery to this endpoint, created since the time below, that gave up or waits for a retry: each goes back to pending and is sent by a new job. One being attempted right now is left to finish."
             >
               <form method="post" action={`/dashboard/webhooks/${endpoint.id}/recover`}>
                 <label for="since">Created since (UTC)</label>
@@ -440,6 +443,9 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
               <span class={`state state-${h.tone}`}>{h.label}</span>
               {endpoint.disabledReason
                 ? ` since ${time(endpoint.disabledAt)}: ${endpoint.disabledReason}`
+                : ""}
+              {h.label === "failing"
+                ? " — its deliveries are retried on a schedule, hours apart by the later attempts: once its receiver answers, Recover deliveries sends them now."
                 : ""}
               {endpoint.lagging && h.label === "lagging"
                 ? ` — it does not keep up: ${laggingText(endpoint.lagging)}. They are queued in QStash behind its ${DELIVER_PARALLELISM} deliveries in flight: a redeliver would only queue them again.`
@@ -483,7 +489,7 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
                 ? "0"
                 : `${endpoint.failed} deliver${endpoint.failed === 1 ? "y" : "ies"} not sent: ${
                     endpoint.enabled ? "" : "enable the endpoint, then "
-                  }Recover failed deliveries sends ${endpoint.failed === 1 ? "it" : "them"} again`}
+                  }Recover deliveries sends ${endpoint.failed === 1 ? "it" : "them"} again`}
             </td>
           </tr>
         </Table>
@@ -672,7 +678,7 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
     return c.redirect(`${deliveryHref(deliveryId)}?tested=1`, 303);
   });
 
-  // Only this endpoint's failed deliveries of its own scope (recover.ts), one batch a post.
+  // Only this endpoint's deliveries of its own scope (recover.ts), one batch a post.
   dashboard.post(
     "/webhooks/:id/recover",
     idParam("webhook endpoint"),
@@ -680,11 +686,14 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
     async (c) => {
       const id = c.req.valid("param").id;
       const { since } = c.req.valid("form");
-      const { recovered, more } = await queuedOrRefused(
-        `the failed deliveries of webhook endpoint ${id}`,
-        () => recoverFailed(c.var.db, deliverQueueFor(c.var.config), id, since),
+      const { recovered, retrying, more } = await queuedOrRefused(
+        `the deliveries to recover of webhook endpoint ${id}`,
+        () => recoverDeliveries(c.var.db, deliverQueueFor(c.var.config), id, since),
       );
-      return c.redirect(`/dashboard/webhooks/${id}?recovered=${recovered}${more ? "&more=1" : ""}`, 303);
+      return c.redirect(
+        `/dashboard/webhooks/${id}?recovered=${recovered}&retrying=${retrying}${more ? "&more=1" : ""}`,
+        303,
+      );
     },
   );
 }
