@@ -1,5 +1,6 @@
 import type { ApiKey } from "../domain/api-keys/keys.ts";
 import { lastAnswerOf, type JobFailureRow } from "../domain/job-failures/record.ts";
+import { retriesDueText } from "../domain/job-failures/retries-due.ts";
 import { alertsShownWithEvent, type OperatorStats } from "../domain/job-failures/retry.ts";
 import {
   healthLabel,
@@ -207,12 +208,19 @@ export function formatStats(s: OperatorStats): string {
     `poisoned           ${s.poisoned}${s.poisoned > 0 ? " (events list --state poisoned shows why; events requeue --all sends them again)" : ""}`,
     `open alerts        ${s.openAlerts}`,
     `job failures       ${s.jobFailuresNotRetried} not retried${s.jobFailuresNotRetried > 0 ? " (job-failures retry --all sends them again)" : ""}`,
+    `retries due        ${retriesDueLine(s.jobRetriesDue)}`,
     `relay              ${relay}`,
     `waiting in QStash  ${waitingInQStash(s.waitLists)}`,
     `webhooks waiting   ${webhooksWaiting(s.webhookDeliveriesWaiting)}`,
     `cron sweep         ${sweepLine(s.sweep)}`,
     `database           ${storageText(s.storage)}`,
   ].join("\n");
+}
+
+/** Failed jobs waiting for QStash's next try, which no other line counts. */
+function retriesDueLine(due: OperatorStats["jobRetriesDue"]): string {
+  const text = retriesDueText(due);
+  return text === undefined ? "none" : `${text} (QStash retries them; job-failures lists those that run out)`;
 }
 
 /** When the cron sweep last finished, with the retention it applied, or why it needs looking at (ADR 0040). */

@@ -185,6 +185,40 @@ describe("outbox CLI", () => {
     expect(json.storage.largest).toHaveLength(3);
   });
 
+  it("stats says how many failed jobs wait for QStash's retry, per subscription, and when", async () => {
+    // After a provider came back, stats said nothing waited while 79 of 607 mails
+    // waited for QStash's next retry (the alert walkthrough).
+    expect((await runCli(["stats"], env())).stdout).toMatch(/^retries due {8}none$/m);
+    await t.pool.query(
+      `INSERT INTO job_retries_due (message_id, subscription, due_at)
+       VALUES ('msg-a', 'notify.mail', '2026-12-06T12:30:00Z'), ('msg-b', 'notify.mail', '2026-12-06T18:00:00Z'),
+              ('msg-c', 'corpus.index', '2026-12-06T12:05:00Z')`,
+    );
+    expect((await runCli(["stats"], env())).stdout).toMatch(
+      new RegExp(
+        "^retries due {8}corpus\\.index 1 job, expected by 2026-12-06T12:05:00\\.000Z; " +
+          "notify\\.mail 2 jobs, the next expected by 2026-12-06T12:30:00\\.000Z, the last by 2026-12-06T18:00:00\\.000Z " +
+          "\\(QStash retries them; job-failures lists those that run out\\)$",
+        "m",
+      ),
+    );
+    const json = JSON.parse((await runCli(["stats", "--json"], env())).stdout);
+    expect(json.jobRetriesDue).toEqual([
+      {
+        subscription: "corpus.index",
+        jobs: 1,
+        nextDueAt: "2026-12-06T12:05:00.000Z",
+        lastDueAt: "2026-12-06T12:05:00.000Z",
+      },
+      {
+        subscription: "notify.mail",
+        jobs: 2,
+        nextDueAt: "2026-12-06T12:30:00.000Z",
+        lastDueAt: "2026-12-06T18:00:00.000Z",
+      },
+    ]);
+  });
+
   it("stats says what QStash holds behind each subscription's limit, as the sweep last read it", async () => {
     const before = await runCli(["stats"], env());
     expect(before.stdout).toMatch(

@@ -360,6 +360,21 @@ describe("overview: storage", () => {
   });
 });
 
+describe("overview: retries due", () => {
+  it("says which failed jobs QStash is to try again, and when, only while there are some", async () => {
+    expect((await browser.get("/dashboard")).text).not.toContain('id="retries-due"');
+    await t.pool.query(
+      `INSERT INTO job_retries_due (message_id, subscription, due_at)
+       VALUES ('msg-a', 'notify.mail', '2026-12-06T12:30:00Z'), ('msg-b', 'notify.mail', '2026-12-06T18:00:00Z')`,
+    );
+    expect((await browser.get("/dashboard")).text).toContain(
+      '<div class="panel" id="retries-due"><p>Failed jobs QStash is to try again, per subscription: notify.mail 2 jobs, ' +
+        "the next expected by 2026-12-06 12:30:00Z, the last by 2026-12-06 18:00:00Z. Those that run out of retries " +
+        "show under job failures.</p></div>",
+    );
+  });
+});
+
 describe("events", () => {
   const seqs = (text: string) =>
     [

@@ -19,6 +19,7 @@ import { literal } from "../../outbox/sql.ts";
 import { idsSql } from "../../outbox/state.ts";
 import type { Db } from "../db.ts";
 import { readStorage, type Storage } from "../storage.ts";
+import { readRetriesDue, type RetriesDue } from "./retries-due.ts";
 import { readWaitLists, type WaitListReading } from "../subscription-backlog.ts";
 import { sweepView, type SweepView } from "../sweep-runs.ts";
 import { SUBSCRIPTION_NAMES, subscriptions } from "../subscriptions.ts";
@@ -497,6 +498,8 @@ function ofSubscription(subscription: string | undefined): SQL {
  */
 export type OperatorStats = Stats & {
   jobFailuresNotRetried: number;
+  /** Failed jobs QStash is to try again, per subscription: the retry tail after an outage. */
+  jobRetriesDue: RetriesDue[];
   waitLists: WaitListReading[];
   /** Webhook deliveries not attempted yet: queued behind their endpoints' limits, which waitLists do not read. */
   webhookDeliveriesWaiting: DeliveriesWaiting;
@@ -513,15 +516,25 @@ export type OperatorStats = Stats & {
  * and the cron sweep's last run, without which nothing raises the other alerts (ADR 0040).
  */
 export async function operatorStats(pool: Queryable, db: Db): Promise<OperatorStats> {
-  const [core, notRetried, waitLists, webhookDeliveriesWaiting, sweep, storage] = await Promise.all([
-    stats(pool),
-    countOpenFailures(db),
-    readWaitLists(db),
-    deliveriesWaiting(db),
-    sweepView(db),
-    readStorage(db),
-  ]);
-  return { ...core, jobFailuresNotRetried: notRetried, waitLists, webhookDeliveriesWaiting, sweep, storage };
+  const [core, notRetried, jobRetriesDue, waitLists, webhookDeliveriesWaiting, sweep, storage] =
+    await Promise.all([
+      stats(pool),
+      countOpenFailures(db),
+      readRetriesDue(db),
+      readWaitLists(db),
+      deliveriesWaiting(db),
+      sweepView(db),
+      readStorage(db),
+    ]);
+  return {
+    ...core,
+    jobFailuresNotRetried: notRetried,
+    jobRetriesDue,
+    waitLists,
+    webhookDeliveriesWaiting,
+    sweep,
+    storage,
+  };
 }
 
 /** "5 job failures are still not retried", said after a resolve that answered none of them. */

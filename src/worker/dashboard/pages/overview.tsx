@@ -10,6 +10,7 @@ import { readStorage, storageText } from "../../../domain/storage.ts";
 import { readSweepRun, retentionText, sweepTrouble } from "../../../domain/sweep-runs.ts";
 import { privateUrlsWhereDeployed } from "../../../domain/webhooks/url-safety.ts";
 import { listJobFailures } from "../../../domain/job-failures/record.ts";
+import { readRetriesDue, retriesDueText } from "../../../domain/job-failures/retries-due.ts";
 import { countOpenFailures } from "../../../domain/job-failures/retry.ts";
 import { attemptsPerMinute, failedDeliveries } from "../../../domain/webhooks/delivery-log.ts";
 import { eventsPerMinute, listAlerts, stats } from "../../../outbox/index.ts";
@@ -97,7 +98,7 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
     const { pool, db } = c.var;
     const perMinute = await eventsPerMinute(pool);
     const since = perMinute[0]?.minute ?? new Date(Date.now() - 3_600_000);
-    const [s, alerts, jobs, deliveries, attempts, waitLists, sweep, storage] = await Promise.all([
+    const [s, alerts, jobs, deliveries, attempts, waitLists, sweep, storage, retriesDue] = await Promise.all([
       stats(pool),
       listAlerts(pool, { open: true, limit: 10 }),
       listJobFailures(db, { limit: 10 }),
@@ -106,7 +107,9 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
       readWaitLists(db),
       readSweepRun(db),
       readStorage(db),
+      readRetriesDue(db),
     ]);
+    const retrying = retriesDueText(retriesDue, (iso) => time(new Date(iso)));
     const sweepProblem = sweepTrouble(sweep, new Date(), time);
     const waiting = waitLists.filter((w) => w.waiting > 0);
     const inQStash = waiting.reduce((n, w) => n + w.waiting, 0);
@@ -224,6 +227,13 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
           </p>
         )}
         <p class="muted" id="storage">{`Database: ${storageText(storage)}.`}</p>
+        {/* The retry tail: after an outage, what still waits for QStash's next try, which
+            no card counts (they are not failures yet). */}
+        {retrying ? (
+          <div class="panel" id="retries-due">
+            <p>{`Failed jobs QStash is to try again, per subscription: ${retrying}. Those that run out of retries show under job failures.`}</p>
+          </div>
+        ) : null}
 
         {waiting.length > 0 || unread || lastRead ? (
           <div class="panel" id="waiting">
