@@ -33,7 +33,43 @@ const NAV: [Section, string, string][] = [
  * is no longer watched, its main part replaces this one's, once, and its notice
  * takes the focus, so what settled is said. Served inline with the CSP nonce.
  */
-const ENHANCE = `const enhance = () => {
+/** The query parameter a page's own reload adds: the notice is then not focused again. */
+const RELOADED_PARAM = "reloaded";
+
+/**
+ * The query parameters an action's redirect adds only for the notice the page shows
+ * after it (ADR 0009: fixed texts chosen by numbers and flags), and a page's own
+ * reload mark. ENHANCE takes them out of the address once the page is shown: kept,
+ * a reload or a bookmark said "Recovered 12 deliveries" again, as if it had happened
+ * again. A page that reads one as a filter must not be given its name.
+ */
+export const ONE_OFF_PARAMS = [
+  "requeued",
+  "unchanged",
+  "nothing",
+  "more",
+  "track",
+  "retried",
+  "retriedAll",
+  "redelivered",
+  "tested",
+  "resolved",
+  "kind",
+  "edited",
+  "enabled",
+  "disabled",
+  "recovered",
+  "retrying",
+  "signedOut",
+  RELOADED_PARAM,
+];
+
+const ENHANCE = `{
+  const url = new URL(location.href);
+  for (const name of ${JSON.stringify(ONE_OFF_PARAMS)}) url.searchParams.delete(name);
+  if (url.href !== location.href) history.replaceState(history.state, "", url.pathname + url.search + url.hash);
+}
+const enhance = () => {
   for (const label of document.querySelectorAll("label[data-select-all]")) {
     const box = label.querySelector("input");
     label.hidden = false;
@@ -331,22 +367,19 @@ export function focusedOnLoad(focus = true) {
   return { id: "notice", tabindex: -1, autofocus: focus };
 }
 
-/** The query parameter a page's own reload adds: the notice is then not focused again. */
-const RELOADED = "reloaded";
-
 /**
  * This page's URL marked as its own reload: a notice focused on every reload pulled a
  * keyboard user back to it every 2 s (a walkthrough's Tab to Redeliver lasted 2.5 s).
  */
 export function reloadUrl(c: Context<DashboardEnv>): string {
   const url = new URL(c.req.url);
-  url.searchParams.set(RELOADED, "1");
+  url.searchParams.set(RELOADED_PARAM, "1");
   return url.pathname + url.search;
 }
 
 /** Whether this request is a page's own reload (reloadUrl): nothing new to focus. */
 export function isReload(c: Context<DashboardEnv>): boolean {
-  return c.req.query(RELOADED) !== undefined;
+  return c.req.query(RELOADED_PARAM) !== undefined;
 }
 
 /**
