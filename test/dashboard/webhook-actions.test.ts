@@ -835,3 +835,120 @@ describe("when QStash does not take the job", () => {
     expect(publishedFor(id)).toHaveLength(1);
   });
 });
+
+describe("adding an endpoint", () => {
+  const formOf = (html: string) => ({
+    id: /<input type="hidden" name="id" value="([0-9a-f-]{36})"\/>/.exec(html)?.[1] ?? "",
+  });
+
+  it("makes it from the Webhooks page, shows its secret once, and the secret signs what it is sent", async () => {
+    await t.pool.query(
+      `INSERT INTO api_keys (scope, name, prefix, key_hash) VALUES ('acme', 'acme', 'eo_x', md5(random()::text))`,
+    );
+    // As under `npm run dev`, so the receiver on 127.0.0.1 is a URL it takes.
+    const local = dashboardClient(() => ({ ...env, WEBHOOK_ALLOW_PRIVATE_URLS: "true" }));
+    expect((await local.login()).status).toBe(303);
+    const list = await local.get("/dashboard/webhooks");
+    // Open while there is no endpoint, with the scopes of the API keys offered.
+    expect(list.text).toContain('<details class="edit" open=""><summary>Add an endpoint</summary>');
+    expect(list.text).toContain('<datalist id="known-scopes"><option value="acme"></option></datalist>');
+    const { id } = formOf(list.text);
+    expect(id).not.toBe("");
+
+    const form = {
+      id,
+      url: receiver.url("/made-here"),
+      types: "supplier.*, webhook.test",
+      scope: " acme ",
+      description: "ERP sync\r\nowner: payments",
+    };
+    const made = await local.post("/dashboard/webhooks", form);
+    expect(made.status).toBe(201);
+    const secret = /<pre id="secret" tabindex="0" autofocus="">(whsec_[^<]+)<\/pre>/.exec(made.text)?.[1];
+    expect(secret).toBeDefined();
+    const { rows } = await t.pool.query(
+      "SELECT id, url, types, scope, description, enabled FROM webhook_endpoints",
+    );
+    expect(rows).toEqual([
+      {
+        id,
+        url: receiver.url("/made-here"),
+        types: ["supplier.*", "webhook.test"],
+        scope: "acme",
+        description: "ERP sync\nowner: payments",
+        enabled: true,
+      },
+    ]);
+
+    // The receiver verifies what it is sent with that secret, by the independent package.
+    const test = await local.post(`/dashboard/webhooks/${id}/test`, {});
+    const deliveryId = /deliveries\/([0-9a-f-]{36})/.exec(test.headers.get("location") ?? "")?.[1];
+    expect(await deliver(deliveryId!)).toMatchObject({ kind: "delivered" });
+    const [post] = receiver.received;
+    expect(verifyWebhook(secret!, post!.body, post!.headers)).toMatchObject({ type: "webhook.test" });
+
+    // The same form again (a reload of the secret's page): nothing made, no secret shown.
+    const again = await local.post("/dashboard/webhooks", form);
+    expect(again.status).toBe(409);
+    expect(again.text).toContain(
+      "This form was sent before and made its endpoint then; nothing was added now",
+    );
+    expect(again.text).not.toContain("whsec_");
+    expect((await t.pool.query("SELECT count(*)::int AS n FROM webhook_endpoints")).rows[0].n).toBe(1);
+    // Closed once there is one; a new form carries a new id.
+    const after = await local.get("/dashboard/webhooks");
+    expect(after.text).toContain('<details class="edit"><summary>Add an endpoint</summary>');
+    expect(formOf(after.text).id).not.toBe(id);
+  });
+
+  it("a refused form comes back open with what was typed and why, and makes nothing", async () => {
+    const id = crypto.randomUUID();
+    const bad = await browser.post("/dashboard/webhooks", {
+      id,
+      url: "ftp://hooks.example.com/x",
+      types: "Supplier.*",
+      scope: "",
+      description: "kept",
+    });
+    expect(bad.status).toBe(400);
+    expect(bad.text).toContain("endpoint not added");
+    expect(bad.text).toMatch(/url: [^<]*https/);
+    expect(bad.text).toContain('<details class="edit" open="">');
+    expect(bad.text).toContain(`<input type="hidden" name="id" value="${id}"/>`);
+    expect(bad.text).toContain('value="ftp://hooks.example.com/x"');
+    expect(bad.text).toContain(">kept</textarea>");
+    // The API's URL rules: a deployed Worker takes no private address.
+    const local = await browser.post("/dashboard/webhooks", { id, url: receiver.url("/x"), types: "*" });
+    expect(local.status).toBe(400);
+    expect(local.text).toContain(
+      "endpoint not added: url: must use https (http is allowed only with WEBHOOK_ALLOW_PRIVATE_URLS=true)",
+    );
+    const noId = await browser.post("/dashboard/webhooks", {
+      url: "https://hooks.example.com/x",
+      types: "*",
+    });
+    expect(noId.status).toBe(400);
+    expect((await t.pool.query("SELECT count(*)::int AS n FROM webhook_endpoints")).rows[0].n).toBe(0);
+  });
+
+  it("needs a session, a same-site post and WEBHOOK_SECRETS_KEY", async () => {
+    const form = { id: crypto.randomUUID(), url: receiver.url("/x"), types: "*" };
+    expect((await dashboardClient(() => env).post("/dashboard/webhooks", form)).status).toBe(401);
+    expect((await browser.post("/dashboard/webhooks", form, EVIL)).status).toBe(403);
+    const saved = env;
+    env = { ...env, WEBHOOK_SECRETS_KEY: undefined };
+    try {
+      const unkeyed = dashboardClient(() => env);
+      expect((await unkeyed.login()).status).toBe(303);
+      const list = await unkeyed.get("/dashboard/webhooks");
+      expect(list.text).not.toContain("Add an endpoint");
+      expect(list.text).toContain("Adding an endpoint needs the WEBHOOK_SECRETS_KEY binding");
+      const refused = await unkeyed.post("/dashboard/webhooks", form);
+      expect(refused.status).toBe(500);
+      expect(refused.text).toContain("WEBHOOK_SECRETS_KEY is missing");
+    } finally {
+      env = saved;
+    }
+    expect((await t.pool.query("SELECT count(*)::int AS n FROM webhook_endpoints")).rows[0].n).toBe(0);
+  });
+});

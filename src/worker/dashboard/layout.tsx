@@ -223,7 +223,7 @@ export async function render(
   c: Context<DashboardEnv>,
   props: Omit<PageProps, "nonce" | "children">,
   body: Child,
-  status: 200 | 400 | 401 | 403 | 404 | 405 | 409 | 413 | 415 | 429 | 500 | 503 = 200,
+  status: 200 | 201 | 400 | 401 | 403 | 404 | 405 | 409 | 413 | 415 | 429 | 500 | 503 = 200,
 ) {
   const page = (
     <Page {...props} nonce={c.get("secureHeadersNonce")}>

@@ -40,6 +40,8 @@ import {
   Unseen,
 } from "../layout.tsx";
 import { RedeliverForm, deliveryEventHref, deliveryHref } from "./webhook-deliveries.tsx";
+import { NewEndpointForm, registerWebhookCreate } from "./webhook-create.tsx";
+import { knownScopes } from "../../../domain/webhooks/create.ts";
 
 /**
  * Webhook endpoints: their health, what was delivered, enable/disable and secret
@@ -293,13 +295,22 @@ function EnabledForm({ id, enabled }: { id: string; enabled: boolean }) {
 }
 
 export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
+  registerWebhookCreate(dashboard);
   dashboard.get("/webhooks", async (c) => {
-    const endpoints = await endpointHealth(c.var.db);
+    const [endpoints, scopes] = await Promise.all([endpointHealth(c.var.db), knownScopes(c.var.db)]);
     return render(
       c,
       { title: "Webhooks", section: "webhooks" },
       <>
         <h1>Webhook endpoints</h1>
+        {c.var.config.WEBHOOK_SECRETS_KEY ? (
+          // Open while there is none: adding one is then the page's only use.
+          <NewEndpointForm scopes={scopes} open={endpoints.length === 0} />
+        ) : (
+          <p class="muted">
+            Adding an endpoint needs the WEBHOOK_SECRETS_KEY binding, which seals its secret.
+          </p>
+        )}
         {endpoints.length === 0 ? (
           <p class="muted">No endpoints.</p>
         ) : (
