@@ -566,6 +566,15 @@ describe("editing an endpoint from its page", () => {
     });
     expect(saved.status).toBe(303);
     expect((await read(e.id)).description).toBe("one\n<two>\nthree");
+    // A NUL is refused as every other form refuses it: it was saved, percent-encoded, in the URL.
+    const nul = await local.post(`/dashboard/webhooks/${e.id}/edit`, {
+      version: versionOf((await local.get(`/dashboard/webhooks/${e.id}`)).text),
+      url: `${receiver.url("/lines")}\u0000`,
+      types: "*",
+    });
+    expect(nul.status).toBe(400);
+    expect(nul.text).toContain("url: must not contain NUL");
+    expect((await read(e.id)).url).toBe(receiver.url("/lines"));
   });
 
   it("a form saved after someone else's change is refused, and changes nothing", async () => {
@@ -923,6 +932,13 @@ describe("adding an endpoint", () => {
     expect(local.text).toContain(
       "endpoint not added: url: must use https (http is allowed only with WEBHOOK_ALLOW_PRIVATE_URLS=true)",
     );
+    const nul = await browser.post("/dashboard/webhooks", {
+      id,
+      url: "https://hooks.example.com/\u0000",
+      types: "*",
+    });
+    expect(nul.status).toBe(400);
+    expect(nul.text).toContain("url: must not contain NUL");
     const noId = await browser.post("/dashboard/webhooks", {
       url: "https://hooks.example.com/x",
       types: "*",

@@ -538,6 +538,49 @@ function otherCases(): Case[] {
     retryOne,
     `back=${encodeURIComponent("https://evil.example/")}`,
   );
+  // Adding an endpoint: a form with its id, refused before anything is made.
+  const add = (fields: string) => `id=${crypto.randomUUID()}&${fields}`;
+  dashboardForm(
+    "add an endpoint without an id",
+    "/dashboard/webhooks",
+    "url=https%3A%2F%2Fa.example%2F&types=*",
+  );
+  dashboardForm(
+    "add an endpoint: an id that is not one",
+    "/dashboard/webhooks",
+    "id=1&url=https%3A%2F%2Fa.example%2F",
+  );
+  dashboardForm(
+    "add an endpoint: a URL that is not one",
+    "/dashboard/webhooks",
+    add("url=not%20a%20url&types=*"),
+  );
+  dashboardForm(
+    "add an endpoint: a URL with NUL",
+    "/dashboard/webhooks",
+    add("url=https%3A%2F%2Fa.example%2F%00&types=*"),
+  );
+  dashboardForm(
+    "add an endpoint: a bad type glob",
+    "/dashboard/webhooks",
+    add(`url=https%3A%2F%2Fa.example%2F&types=${encodeURIComponent("Bad Glob!")}`),
+  );
+  dashboardForm(
+    "add an endpoint: a scope over-long",
+    "/dashboard/webhooks",
+    add(`url=https%3A%2F%2Fa.example%2F&scope=${"s".repeat(200)}`),
+  );
+  dashboardForm(
+    "add an endpoint: a description over-long",
+    "/dashboard/webhooks",
+    add(`url=https%3A%2F%2Fa.example%2F&description=${"d".repeat(5000)}`),
+  );
+  dashboardForm(
+    "add an endpoint as JSON",
+    "/dashboard/webhooks",
+    JSON.stringify({ url: "https://a.example/" }),
+    "application/json",
+  );
   const endpoint = `/dashboard/webhooks/${UNKNOWN}`;
   dashboardForm("enable without a value", `${endpoint}/enabled`, "");
   dashboardForm("enable: neither on nor off", `${endpoint}/enabled`, "enabled=maybe");
@@ -548,6 +591,7 @@ function otherCases(): Case[] {
     `${endpoint}/edit`,
     `url=${encodeURIComponent("javascript:alert(1)")}&version=1`,
   );
+  dashboardForm("edit: a URL with NUL", `${endpoint}/edit`, "url=https%3A%2F%2Fa.example%2F%00&version=1");
   dashboardForm(
     "edit: a bad type glob",
     `${endpoint}/edit`,

@@ -2,7 +2,7 @@ import type { Context, Hono } from "hono";
 import { EndpointExistsError, createEndpoint, knownScopes } from "../../../domain/webhooks/create.ts";
 import { createEndpointInput, type EndpointView } from "../../../domain/webhooks/schemas.ts";
 import { ApiError } from "../../errors.ts";
-import { invalidInput, plainWords, toFieldIssues } from "../../validate.ts";
+import { invalidInput, plainWords, refuseUnstorable, toFieldIssues } from "../../validate.ts";
 import { requireSecretsKey, webhookSecretsKey } from "../../webhook-secrets-key.ts";
 import type { DashboardEnv } from "../env.ts";
 import { focusedOnLoad, render } from "../layout.tsx";
@@ -152,6 +152,8 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 export function registerWebhookCreate(dashboard: Hono<DashboardEnv>) {
   dashboard.post("/webhooks", requireSecretsKey, async (c) => {
     const form = await c.req.parseBody();
+    // As valid() checks every other form: read by hand here, so checked by hand.
+    refuseUnstorable(form, "form");
     const text = (name: string) => (typeof form[name] === "string" ? form[name] : undefined);
     const id = text("id") ?? "";
     if (!UUID.test(id))

@@ -23,7 +23,7 @@ import {
 } from "../../../domain/webhooks/delivery-log.ts";
 import { ApiError } from "../../errors.ts";
 import { idParam } from "../../routes/params.ts";
-import { invalidInput, plainWords, toFieldIssues, valid } from "../../validate.ts";
+import { invalidInput, plainWords, refuseUnstorable, toFieldIssues, valid } from "../../validate.ts";
 import { deliverQueueFor, queuedOrRefused } from "../../webhooks.ts";
 import { DELIVER_PARALLELISM } from "../../../domain/webhooks/deliver-queue.ts";
 import { requireSecretsKey, webhookSecretsKey } from "../../webhook-secrets-key.ts";
@@ -615,6 +615,8 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
   dashboard.post("/webhooks/:id/edit", idParam("webhook endpoint"), async (c) => {
     const id = c.req.valid("param").id;
     const form = await c.req.parseBody();
+    // As valid() checks every other form (a NUL in the URL was saved, percent-encoded).
+    refuseUnstorable(form, "form");
     const text = (name: string) => (typeof form[name] === "string" ? form[name] : undefined);
     const types = text("types");
     const input = {
