@@ -100,7 +100,14 @@ export const configSchema = z.object({
   QSTASH_CURRENT_SIGNING_KEY: secret,
   QSTASH_NEXT_SIGNING_KEY: secret,
   // Subscriber URLs are built from it and QStash signs them, so it must be exact.
-  PUBLIC_URL: httpUrl.transform(stripSlash),
+  // An origin only: the routes are at the Worker's root, so with a path (a proxy's
+  // prefix) QStash's jobs reached a route that is none and were refused for hours.
+  PUBLIC_URL: httpUrl
+    .refine(
+      isOrigin,
+      "must be the Worker's origin alone, e.g. https://outbox.example.com: its routes are at the root, so a path, query or fragment sends QStash's jobs nowhere",
+    )
+    .transform(stripSlash),
   // The dashboard and requeue sit behind it: a short token is a guessable one.
   ADMIN_TOKEN: z.string().trim().min(16, "must be at least 16 characters"),
   MAIL_API_URL: optional(httpUrl),
@@ -229,6 +236,15 @@ function isBase64Key(text: string): boolean {
     return atob(text).length === 32;
   } catch {
     return false;
+  }
+}
+
+function isOrigin(url: string): boolean {
+  try {
+    const u = new URL(url);
+    return u.pathname === "/" && u.search === "" && u.hash === "" && !/[?#]/.test(url);
+  } catch {
+    return true; // said by httpUrl
   }
 }
 

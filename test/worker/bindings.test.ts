@@ -49,6 +49,23 @@ describe("bindings are validated once, at the entry", () => {
     expect(message).not.toContain("QSTASH_URL");
   });
 
+  it("takes PUBLIC_URL as an origin only: a path sent QStash's jobs to a route that is none", () => {
+    // With "/eo", jobs went to /eo/jobs/…, which answered 401 "an API key is required"
+    // with nothing logged, for hours until their retries ran out (the config walkthrough).
+    for (const url of [
+      "https://outbox.example.com/eo",
+      "https://outbox.example.com/?x=1",
+      "https://outbox.example.com/#a",
+    ]) {
+      const result = parseConfig(bindings({ PUBLIC_URL: url }));
+      expect(result.ok, url).toBe(false);
+      expect(!result.ok && result.message, url).toContain(
+        "binding PUBLIC_URL must be the Worker's origin alone, e.g. https://outbox.example.com: its routes are at the root, so a path, query or fragment sends QStash's jobs nowhere",
+      );
+    }
+    expect(parseConfig(bindings({ PUBLIC_URL: "https://outbox.example.com:8443/" })).ok).toBe(true);
+  });
+
   it("applies defaults and normalises URLs", () => {
     const result = parseConfig(
       bindings({ PUBLIC_URL: "https://outbox.example.com/", NEON_WS_PROXY: "", QSTASH_URL: undefined }),
