@@ -50,4 +50,41 @@ describe("signingSecrets", () => {
     };
     await expect(signingSecrets(key, row, now)).rejects.toThrow(SecretBoxError);
   });
+
+  it("says a box that does not open may have been sealed under another WEBHOOK_SECRETS_KEY, and what fixes it", async () => {
+    // A changed key failed every delivery with "secret box does not open with this key
+    // and endpoint", which named no binding (the config walkthrough).
+    const [before, after] = [
+      await importSecretsKey(newSecretsKey()),
+      await importSecretsKey(newSecretsKey()),
+    ];
+    const row = {
+      id,
+      secretBox: await sealSecret(before, newSecret(), id),
+      previousSecretBox: null,
+      previousSecretExpiresAt: null,
+    };
+    await expect(signingSecrets(after, row, now)).rejects.toThrow(
+      `webhook endpoint ${id}'s signing secret does not open with WEBHOOK_SECRETS_KEY: was the key changed since ` +
+        "the secret was sealed? Put the old key back, or rotate the endpoint's secret (its receiver then needs the new one)",
+    );
+  });
+
+  it("signs with the current secret alone when the previous one was sealed under a key since replaced", async () => {
+    // After a changed key, a rotation seals the new secret under the new key and keeps the
+    // old box as the previous one, which that key cannot open: every delivery failed for
+    // the rotation's 24 h window, until a second rotation.
+    const [before, after] = [
+      await importSecretsKey(newSecretsKey()),
+      await importSecretsKey(newSecretsKey()),
+    ];
+    const current = newSecret();
+    const row = {
+      id,
+      secretBox: await sealSecret(after, current, id),
+      previousSecretBox: await sealSecret(before, newSecret(), id),
+      previousSecretExpiresAt: hours(24),
+    };
+    expect(await signingSecrets(after, row, now)).toEqual([current]);
+  });
 });
