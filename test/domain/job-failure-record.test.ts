@@ -43,6 +43,25 @@ describe("a job.failed alert's cause", () => {
     );
   });
 
+  it("says what a 401 from this Worker's own job route means: QStash's delivery refused, not a subscriber down", async () => {
+    // Wrong signing keys or a PUBLIC_URL that is not this Worker: the only alert, hours
+    // later, read "Once the subscriber works" (the config walkthrough).
+    const envelope = JSON.stringify({
+      error: { code: "UNAUTHORIZED", message: "invalid Upstash-Signature", requestId: "r1" },
+    });
+    expect(await alertFor(envelope, 401)).toMatch(
+      new RegExp(
+        "^job msg_\\S+ for notify\\.mail failed after 5 retries \\(last status 401: invalid Upstash-Signature\\)\\. " +
+          "A 401 is this Worker refusing QStash's delivery: check QSTASH_CURRENT_SIGNING_KEY, " +
+          "QSTASH_NEXT_SIGNING_KEY and that PUBLIC_URL is this Worker's" +
+          SENDS_IT.replace(/[.()]/g, "\\$&") +
+          "$",
+      ),
+    );
+    // Any other status says nothing of it.
+    expect(await alertFor(envelope, 500)).not.toContain("A 401");
+  });
+
   it("is any other body as it is, on one line and cut short; none without a body", async () => {
     const html = `<html>\n  <body>Bad gateway</body>\n</html>${"x".repeat(400)}`;
     const message = await alertFor(html, 502);

@@ -37,6 +37,11 @@ function alertMessage(count: SQL, subscription: SQL, details: SQL): SQL {
     THEN 'job ' || (${details}->>'messageId') || ' for ' || ${subscription} || ${failed}
     ELSE ${count} || ' jobs for ' || ${subscription} || ' ran out of retries; the latest: job '
          || (${details}->>'messageId') || ${failed} END
+    -- Not a subscriber down: the job route refused QStash's delivery itself (keys, PUBLIC_URL).
+    || CASE WHEN ${details}->>'status' = '401'
+            THEN '. A 401 is this Worker refusing QStash''s delivery: check QSTASH_CURRENT_SIGNING_KEY, '
+                 || 'QSTASH_NEXT_SIGNING_KEY and that PUBLIC_URL is this Worker''s'
+            ELSE '' END
     || '. Once the subscriber works, Retry on the job failures page (job-failures retry) sends '
     || CASE WHEN ${count} = 1 THEN 'it' ELSE 'them' END || ' again'`;
 }
