@@ -110,6 +110,9 @@ export function databaseMisconfigurationOf(sqlstate: unknown): DatabaseMisconfig
       return "no_database";
     case "42P01": // undefined_table: deployed before `migrate`
     case "42703": // undefined_column: a schema older than the code
+    case "42P10": // invalid_column_reference: ON CONFLICT names a unique index a skipped migration adds
+    case "42704": // undefined_object: a type or index a skipped migration adds
+    case "42883": // undefined_function: likewise, a function
       return "schema";
     case "42501": // insufficient_privilege
       return "privileges";
