@@ -196,17 +196,48 @@ describe("/healthz and the database's schema", () => {
     expect(res.body).toMatchObject({ status: "ok", database: { ok: true, schema: "newer" } });
   });
 
-  it("a role that may not read drizzle's migrations table: 200, the schema unchecked", async () => {
-    await asBareRole("nojournal", async (env) => {
-      const res = await call(app, env, "GET", "/healthz");
-      expect(res.status).toBe(200);
-      expect(res.body).toMatchObject({ status: "ok", database: { ok: true, schema: "unchecked" } });
+  it("a role kept to the application's tables, not drizzle's: 200, the schema unchecked", async () => {
+    const grant = async (role: string) => {
+      await t.pool.query(`GRANT USAGE ON SCHEMA public TO ${role}`);
+      await t.pool.query(`GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO ${role}`);
+    };
+    await asBareRole(
+      "nojournal",
+      async (env) => {
+        const res = await call(app, env, "GET", "/healthz");
+        expect(res.status).toBe(200);
+        expect(res.body).toMatchObject({ status: "ok", database: { ok: true, schema: "unchecked" } });
+      },
+      grant,
+    );
+  });
+
+  it("a role that may use none of the tables: 500, where it answered 200 while every other route failed", async () => {
+    // The config walkthrough's readiness probe passed a Worker that answered every request 500.
+    await asBareRole("nothing", async (env) => {
+      const errors = vi.spyOn(console, "error").mockImplementation(() => undefined);
+      try {
+        const res = await call(app, env, "GET", "/healthz");
+        expect(res.status).toBe(500);
+        expect(res.body.error).toMatchObject({
+          code: "MISCONFIGURED",
+          message: expect.stringContaining(
+            "database misconfigured: the role in DATABASE_URL may not read or write what this Worker needs",
+          ),
+        });
+      } finally {
+        errors.mockRestore();
+      }
     });
   });
 });
 
 /** Runs `check` with the Worker logging in as a role nobody granted anything, dropped after. */
-async function asBareRole(name: string, check: (env: ReturnType<typeof bindings>) => Promise<void>) {
+async function asBareRole(
+  name: string,
+  check: (env: ReturnType<typeof bindings>) => Promise<void>,
+  grant?: (role: string) => Promise<void>,
+) {
   const role = `edge_outbox_${name}_${process.pid}`;
   await t.pool.query(`DROP ROLE IF EXISTS ${role}`);
   await t.pool.query(`CREATE ROLE ${role} LOGIN PASSWORD 'bare-role'`);
@@ -214,8 +245,11 @@ async function asBareRole(name: string, check: (env: ReturnType<typeof bindings>
   url.username = role;
   url.password = "bare-role";
   try {
+    await grant?.(role);
     await check(bindings({ DATABASE_URL: url.toString(), NEON_WS_PROXY: direct.address }));
   } finally {
+    // Its grants go first: a role that holds any cannot be dropped.
+    await t.pool.query(`DROP OWNED BY ${role}`);
     await t.pool.query(`DROP ROLE IF EXISTS ${role}`);
   }
 }

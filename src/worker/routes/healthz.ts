@@ -36,7 +36,8 @@ type SchemaState = "current" | "newer" | "unchecked";
  * words name the setting, not its value) or was never migrated or not since the
  * Worker was deployed: `SELECT 1` answered 200 there while every other route was a
  * 500, so a readiness probe passed a deploy-before-migrate (the deploy walkthrough).
- * One query, the round trip `SELECT 1` was. Anyone may ask, so the driver's own
+ * One query, the round trip `SELECT 1` was (two for a role that may not read
+ * drizzle's table: then whether it may use the outbox's). Anyone may ask, so the driver's own
  * message, which can name the database role or carry the SQL Drizzle ran, and the
  * migration names go only to the log (ADR 0043).
  */
@@ -62,6 +63,21 @@ export function registerHealthz(app: App) {
   });
 }
 
+/**
+ * Whether the role may do to the outbox's tables what every request and the relay
+ * do (each privilege asked alone: has_table_privilege is true if any of a list is
+ * held). A table that is not there fails the query as a schema never migrated.
+ */
+async function mayUseTables(db: Db): Promise<boolean> {
+  const [row] = await queryRows<{ usable: boolean }>(
+    db,
+    sql`SELECT has_table_privilege('public.events', 'SELECT') AND has_table_privilege('public.events', 'INSERT')
+               AND has_table_privilege('public.events', 'UPDATE') AND has_table_privilege('public.events', 'DELETE')
+               AND has_table_privilege('public.api_keys', 'SELECT') AS usable`,
+  );
+  return row?.usable === true;
+}
+
 async function schemaState(db: Db): Promise<SchemaState | "older"> {
   let newest: number | null;
   try {
@@ -71,9 +87,10 @@ async function schemaState(db: Db): Promise<SchemaState | "older"> {
     );
     newest = row?.newest ?? null;
   } catch (error) {
-    // A role kept to the application's tables may not read drizzle's: the database
-    // answered, which is all this route said before; the schema goes unchecked.
-    if (databaseMisconfiguration(error) === "privileges") return "unchecked";
+    // A role kept to the application's tables may not read drizzle's: the schema goes
+    // unchecked. A role that may use no table at all answered 200 here while every
+    // other route was a 500 (the config walkthrough): its refusal is this answer.
+    if (databaseMisconfiguration(error) === "privileges" && (await mayUseTables(db))) return "unchecked";
     throw error;
   }
   if (newest !== null && newest > NEWEST.when) return "newer";
