@@ -41,6 +41,7 @@ import {
 } from "../src/node/postgres.ts";
 import { newSecretsKey } from "../src/domain/webhooks/secret-box.ts";
 import { describeFailure } from "../src/cli/failure.ts";
+import { healthzVerdict, type HealthzVerdict } from "./dev-ready.ts";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const env = process.env;
@@ -456,21 +457,26 @@ function startWrangler(inspectorPort: number): ChildProcess {
 
 async function waitForWorker(child: ChildProcess): Promise<void> {
   const deadline = Date.now() + 120_000;
+  let last = "no answer";
   while (Date.now() < deadline) {
     if (child.exitCode !== null || stopping) throw new Error("wrangler dev did not start");
+    let verdict: HealthzVerdict = { ready: false };
     try {
       const res = await fetch(`${publicUrl}/healthz`, { signal: AbortSignal.timeout(2_000) });
-      await res.text();
-      if (res.ok) {
-        step(`wrangler dev: ready (healthz ${res.status})`);
-        return;
-      }
-      throw new Error(`/healthz answered ${res.status}`);
+      verdict = healthzVerdict(res.status, await res.text());
+      last = `the last answer ${res.status}`;
     } catch {
-      await new Promise((resolve) => setTimeout(resolve, 500));
+      // Not listening yet.
     }
+    if (verdict.ready) {
+      step("wrangler dev: ready (healthz 200)");
+      return;
+    }
+    // A binding the Worker refuses is named now, not after two minutes of polling.
+    if (verdict.fatal) throw new Error(verdict.fatal);
+    await new Promise((resolve) => setTimeout(resolve, 500));
   }
-  throw new Error(`wrangler dev did not answer ${publicUrl}/healthz within 120 s`);
+  throw new Error(`wrangler dev did not answer ${publicUrl}/healthz within 120 s (${last})`);
 }
 
 function stopProcessGroup(child: ChildProcess): Promise<void> {
