@@ -53,7 +53,8 @@ ${exportLine([["ADMIN_TOKEN", vars.ADMIN_TOKEN!]], "    ")}
     curl -s '${publicUrl}/notes/search?q=hello' -H "Authorization: Bearer $EO_KEY"
     curl -s ${publicUrl}/admin/stats -H 'Authorization: Bearer ${vars.ADMIN_TOKEN}'
 
-  Add a webhook endpoint that points at the sink (the answer holds its secret, shown once):
+  Add a webhook endpoint that points at the sink (the answer holds its secret, shown once;
+  or add it on the dashboard's Webhooks page, URL ${sinkUrl}/webhooks, scope ${p.apiKeyScope}):
     curl -s -X POST ${publicUrl}/admin/webhooks/endpoints -H 'Authorization: Bearer ${vars.ADMIN_TOKEN}' \\
       -H 'content-type: application/json' -d '{"url":"${sinkUrl}/webhooks","types":["*"],"scope":"${p.apiKeyScope}"}'
     curl -s ${sinkUrl}/__received      # what the sink got, with the webhook-* headers
