@@ -248,6 +248,17 @@ function requeueing(which: string): string {
 const REQUEUED_TYPES = `(SELECT coalesce(jsonb_agg(DISTINCT type), '[]'::jsonb) FROM requeued)`;
 
 /**
+ * Whether event `e` is one that `event.poisoned` alert `a` counts (both SQL aliases):
+ * of its type, poisoned since the alert was raised (the mark's time for both, so the
+ * first is counted; a time implies poisoned). What a requeue settles by and what an
+ * event's views show as counting it (openAlertsCountingEvent).
+ */
+export function countedByPoisonedAlert(a: string, e: string): string {
+  return `${e}.type = ${a}.details->>'type'
+      AND ${e}.poisoned_at >= coalesce((${a}.details->>'firstPoisonedAt')::timestamptz, ${a}.created_at)`;
+}
+
+/**
  * After a requeue of events of `types`: resolves each type's open `event.poisoned`
  * alert once no event that alert counts (its type's, poisoned since the alert was
  * raised) is still poisoned, as a retry resolves a subscription's job.failed alert
@@ -263,17 +274,6 @@ const REQUEUED_TYPES = `(SELECT coalesce(jsonb_agg(DISTINCT type), '[]'::jsonb) 
  * it does, fails the re-check and leaves it open; a later one finds it resolved and
  * raises a new one).
  */
-/**
- * Whether event `e` is one that `event.poisoned` alert `a` counts (both SQL aliases):
- * of its type, poisoned since the alert was raised (the mark's time for both, so the
- * first is counted; a time implies poisoned). What a requeue settles by and what an
- * event's views show as counting it (openAlertsCountingEvent).
- */
-export function countedByPoisonedAlert(a: string, e: string): string {
-  return `${e}.type = ${a}.details->>'type'
-      AND ${e}.poisoned_at >= coalesce((${a}.details->>'firstPoisonedAt')::timestamptz, ${a}.created_at)`;
-}
-
 async function settlePoisonedAlerts(db: Queryable, types: string[]): Promise<void> {
   if (types.length === 0) return;
   await query(

@@ -16,23 +16,6 @@ const NAV: [Section, string, string][] = [
   ["webhooks", "/dashboard/webhooks", "Webhooks"],
 ];
 
-/**
- * The only script on any page. Without it every page works; with it, a poisoned
- * group gets a "select all" box, and a table wider than its box (a phone's window)
- * becomes a Tab stop, so the keyboard can scroll it sideways: a table with no link
- * or button in it could not be scrolled without a mouse (axe,
- * scrollable-region-focusable). Only those that overflow, as the page is laid out
- * and on a resize: a stop on every table would be a stop for nothing on a desktop.
- *
- * Escape closes an open confirmation (Confirm) from anywhere inside it.
- *
- * A page watched after an action (Refresh.watch) is read again in the background
- * instead of reloaded: a reload every 2 s threw a keyboard user's focus back to the
- * top (a walkthrough's Tab never got past the header while a slow receiver kept a
- * test delivery pending) and made a screen reader start over. Once the page read
- * is no longer watched, its main part replaces this one's, once, and its notice
- * takes the focus, so what settled is said. Served inline with the CSP nonce.
- */
 /** The query parameter a page's own reload adds: the notice is then not focused again. */
 const RELOADED_PARAM = "reloaded";
 
@@ -64,6 +47,24 @@ export const ONE_OFF_PARAMS = [
   RELOADED_PARAM,
 ];
 
+/**
+ * The only script on any page. Without it every page works; with it, a poisoned
+ * group gets a "select all" box, and a table wider than its box (a phone's window)
+ * becomes a Tab stop, so the keyboard can scroll it sideways: a table with no link
+ * or button in it could not be scrolled without a mouse (axe,
+ * scrollable-region-focusable). Only those that overflow, as the page is laid out
+ * and on a resize: a stop on every table would be a stop for nothing on a desktop.
+ *
+ * Escape closes an open confirmation (Confirm) from anywhere inside it. A notice's
+ * flags (ONE_OFF_PARAMS) leave the address once the page is shown.
+ *
+ * A page watched after an action (Refresh.watch) is read again in the background
+ * instead of reloaded: a reload every 2 s threw a keyboard user's focus back to the
+ * top (a walkthrough's Tab never got past the header while a slow receiver kept a
+ * test delivery pending) and made a screen reader start over. Once the page read
+ * is no longer watched, its main part replaces this one's, once, and its notice
+ * takes the focus, so what settled is said. Served inline with the CSP nonce.
+ */
 const ENHANCE = `{
   const url = new URL(location.href);
   for (const name of ${JSON.stringify(ONE_OFF_PARAMS)}) url.searchParams.delete(name);
