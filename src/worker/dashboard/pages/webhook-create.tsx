@@ -2,7 +2,8 @@ import type { Context, Hono } from "hono";
 import { EndpointExistsError, createEndpoint, knownScopes } from "../../../domain/webhooks/create.ts";
 import { createEndpointInput, type EndpointView } from "../../../domain/webhooks/schemas.ts";
 import { ApiError } from "../../errors.ts";
-import { invalidInput, plainWords, refuseUnstorable, toFieldIssues } from "../../validate.ts";
+import { plainWords } from "../../validate.ts";
+import { endpointFormRefusal, readEndpointForm } from "./endpoint-form.ts";
 import { requireSecretsKey, webhookSecretsKey } from "../../webhook-secrets-key.ts";
 import type { DashboardEnv } from "../env.ts";
 import { focusedOnLoad, render } from "../layout.tsx";
@@ -151,25 +152,15 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 export function registerWebhookCreate(dashboard: Hono<DashboardEnv>) {
   dashboard.post("/webhooks", requireSecretsKey, async (c) => {
-    const form = await c.req.parseBody();
-    // As valid() checks every other form: read by hand here, so checked by hand.
-    refuseUnstorable(form, "form");
-    const text = (name: string) => (typeof form[name] === "string" ? form[name] : undefined);
+    const { text, types, globs, description } = await readEndpointForm(c);
     const id = text("id") ?? "";
     if (!UUID.test(id))
       throw new ApiError(
         "BAD_REQUEST",
         "endpoint not added: the form carries no id; add it from the Webhooks page",
       );
-    const types = text("types");
     const scope = text("scope")?.trim();
-    const input = {
-      url: text("url"),
-      types: types === undefined ? undefined : types.split(/[\s,]+/).filter(Boolean),
-      scope: scope ? scope : null,
-      // A browser sends a textarea's line breaks as CRLF; the API stores LF.
-      description: text("description")?.replace(/\r\n?/g, "\n"),
-    };
+    const input = { url: text("url"), types: globs, scope: scope ? scope : null, description };
     const policy = { allowPrivate: c.var.config.WEBHOOK_ALLOW_PRIVATE_URLS };
     const parsed = createEndpointInput(policy).safeParse(input, { error: plainWords("form") });
     if (!parsed.success) {
@@ -180,12 +171,7 @@ export function registerWebhookCreate(dashboard: Hono<DashboardEnv>) {
         scope: scope ?? "",
         description: input.description ?? "",
       };
-      // One line of globs: "types.0" counted from zero in a list the reader never saw.
-      const issues = toFieldIssues(parsed.error, input).map((issue) => ({
-        ...issue,
-        path: issue.path.replace(/^types\.\d+$/, "types"),
-      }));
-      const why = invalidInput("endpoint not added", issues).message.replace(/`([^`]*)`/g, "“$1”");
+      const why = endpointFormRefusal("endpoint not added", parsed.error, input);
       return notAddedPage(c, sent, await knownScopes(c.var.db), why, 400);
     }
     try {

@@ -23,7 +23,8 @@ import {
 } from "../../../domain/webhooks/delivery-log.ts";
 import { ApiError } from "../../errors.ts";
 import { idParam } from "../../routes/params.ts";
-import { invalidInput, plainWords, refuseUnstorable, toFieldIssues, valid } from "../../validate.ts";
+import { plainWords, valid } from "../../validate.ts";
+import { endpointFormRefusal, readEndpointForm } from "./endpoint-form.ts";
 import { deliverQueueFor, queuedOrRefused } from "../../webhooks.ts";
 import { DELIVER_PARALLELISM } from "../../../domain/webhooks/deliver-queue.ts";
 import { requireSecretsKey, webhookSecretsKey } from "../../webhook-secrets-key.ts";
@@ -237,9 +238,9 @@ function notSavedPage(
   );
 }
 
-/** A bad value: the refusal's words (the API's, whose backticks showed as such on a page). */
-function refusedEdit(c: Context<DashboardEnv>, id: string, values: EditValues, err: ApiError) {
-  return notSavedPage(c, id, values, err.message.replace(/`([^`]*)`/g, "“$1”"), 400);
+/** A bad value: the refusal's words (endpointFormRefusal). */
+function refusedEdit(c: Context<DashboardEnv>, id: string, values: EditValues, why: string) {
+  return notSavedPage(c, id, values, why, 400);
 }
 
 /**
@@ -614,17 +615,8 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
   // scope never changes. A refused value is a 400 page saying which field and why.
   dashboard.post("/webhooks/:id/edit", idParam("webhook endpoint"), async (c) => {
     const id = c.req.valid("param").id;
-    const form = await c.req.parseBody();
-    // As valid() checks every other form (a NUL in the URL was saved, percent-encoded).
-    refuseUnstorable(form, "form");
-    const text = (name: string) => (typeof form[name] === "string" ? form[name] : undefined);
-    const types = text("types");
-    const input = {
-      url: text("url"),
-      types: types === undefined ? undefined : types.split(/[\s,]+/).filter(Boolean),
-      // A browser sends a textarea's line breaks as CRLF; the API stores LF.
-      description: text("description")?.replace(/\r\n?/g, "\n"),
-    };
+    const { text, types, globs, description } = await readEndpointForm(c);
+    const input = { url: text("url"), types: globs, description };
     const policy = { allowPrivate: c.var.config.WEBHOOK_ALLOW_PRIVATE_URLS };
     const version = text("version");
     if (!version) throw new ApiError("BAD_REQUEST", "endpoint not saved: the form carries no version");
@@ -636,13 +628,7 @@ export function registerWebhooks(dashboard: Hono<DashboardEnv>) {
         types: types ?? "",
         description: input.description ?? "",
       };
-      // The types field is one line of text: "types.0" counted from zero in a list the
-      // reader never saw; each message names its glob already (the dashboard walkthrough).
-      const issues = toFieldIssues(parsed.error, input).map((issue) => ({
-        ...issue,
-        path: issue.path.replace(/^types\.\d+$/, "types"),
-      }));
-      return refusedEdit(c, id, sent, invalidInput("endpoint not saved", issues));
+      return refusedEdit(c, id, sent, endpointFormRefusal("endpoint not saved", parsed.error, input));
     }
     try {
       await updateEndpoint(c.var.db, id, parsed.data, policy, { ifVersion: version });
