@@ -16,6 +16,8 @@ export const ALERT_KINDS: readonly string[] = [
   "webhook.endpoint_lagging",
   "webhook.endpoint_failing",
   "webhook.endpoint_disabled",
+  "jobs.not_arriving",
+  "jobs.foreign",
 ];
 
 /** What a kind that is none of them is told. */
@@ -38,6 +40,7 @@ const RAISED_AGAIN_WHILE_IT_LASTS: ReadonlySet<string> = new Set([
   "webhook.endpoint_failing",
   "relay.lagging",
   "relay.failing",
+  "jobs.not_arriving",
 ]);
 
 /** What resolving an alert of `kind` does not stop, or undefined when it does. */

@@ -220,6 +220,31 @@ export const sweepRuns = pgTable(
 );
 
 /**
+ * The cron sweep's canary jobs (ADR 0045): a small job published through QStash to
+ * this Worker's `/jobs/_canary`, every CANARY_EVERY_MINUTES while they arrive and
+ * every CANARY_LATE_AFTER_MINUTES while one has not. Nothing else tells that jobs
+ * stopped reaching the Worker (a PUBLIC_URL that is not this Worker, signing keys of
+ * another account): writes still succeed and every view stays green. A canary's row
+ * is how the route knows it is this database's, and not another deployment's that
+ * publishes its jobs here.
+ */
+export const qstashCanaries = pgTable(
+  "qstash_canaries",
+  {
+    id: uuid("id").primaryKey(),
+    sentAt: timestamp("sent_at", tz).notNull().defaultNow(),
+    /** QStash's message id, once it took the canary. */
+    messageId: text("message_id"),
+    /** Why QStash did not take it, when it did not. */
+    publishError: text("publish_error"),
+    arrivedAt: timestamp("arrived_at", tz),
+    /** What QStash's dead letter says the Worker answered it (status, then body), when it failed. */
+    answer: text("answer"),
+  },
+  (t) => [index("qstash_canaries_sent_idx").on(t.sentAt)],
+);
+
+/**
  * Tenant API keys for the domain routes. A key acts only within its scope (null
  * is a scope of its own, matching only null). Only a SHA-256 of the key is kept:
  * the key itself is shown once, when it is created. `prefix` is the key's first

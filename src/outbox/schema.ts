@@ -199,6 +199,15 @@ export const alerts = pgTable(
     uniqueIndex("outbox_alerts_open_event_poisoned_key")
       .on(sql`(details->>'type')`)
       .where(sql`resolved_at IS NULL AND kind = 'event.poisoned'`),
+    // The canary's alerts (src/domain/canary.ts, ADR 0045): one open while jobs do
+    // not arrive, raised and resolved by the sweep; one open per label of another
+    // deployment whose canaries reach this Worker, counting them.
+    uniqueIndex("outbox_alerts_open_jobs_not_arriving_key")
+      .on(t.kind)
+      .where(sql`resolved_at IS NULL AND kind = 'jobs.not_arriving'`),
+    uniqueIndex("outbox_alerts_open_jobs_foreign_key")
+      .on(sql`(details->>'label')`)
+      .where(sql`resolved_at IS NULL AND kind = 'jobs.foreign'`),
     // An event's alerts, on its every view (operations.ts getEvent): without it each
     // read every alert kept, 110 ms for 30,000 (the month walkthrough).
     index("outbox_alerts_event_idx").on(t.eventId),

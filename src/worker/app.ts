@@ -4,6 +4,7 @@ import { registerAdminApiKeys } from "./routes/admin-api-keys.ts";
 import { registerAdminWebhooksActions } from "./routes/admin-webhooks-actions.ts";
 import { registerDashboard } from "./dashboard/index.ts";
 import { registerEventsGet } from "./routes/events-get.ts";
+import { registerJobsCanary } from "./routes/jobs-canary.ts";
 import { registerJobsDeliver } from "./routes/jobs-deliver.ts";
 import { registerJobsFailed } from "./routes/jobs-failed.ts";
 import { registerJobsWebhookDeliver } from "./routes/jobs-webhook-deliver.ts";
@@ -36,8 +37,10 @@ export function createApp(options: AppOptions = {}): App {
   registerSuppliersConnect(app);
   registerSuppliersActivate(app);
   registerEventsGet(app);
-  // The failure callback and webhook.deliver before `/jobs/:subscription`, which would take them as names.
+  // The failure callback, the canary and webhook.deliver before `/jobs/:subscription`,
+  // which would take them as names.
   registerJobsFailed(app);
+  registerJobsCanary(app);
   registerJobsWebhookDeliver(app);
   registerJobsDeliver(app);
   registerAdmin(app);

@@ -6,6 +6,7 @@ import {
   withCause,
   type DrainResult,
 } from "../outbox/index.ts";
+import { checkCanary, type CanaryCheck } from "../domain/canary.ts";
 import { collectDeadLetters } from "../domain/job-failures/dead-letters.ts";
 import { deleteExpiredKeys, IDEMPOTENCY_KEY_HOURS } from "../domain/idempotency.ts";
 import { evaluateFailingSubscriptions } from "../domain/job-failures/failing.ts";
@@ -26,7 +27,13 @@ import { openNeonDatabase, type OpenDatabase } from "./database.ts";
 import { loggable } from "./errors.ts";
 import { parseConfig, qstashLabelFor, type Bindings } from "./env.ts";
 import { passBackoffFor, publisherFor, SWEEP_BUDGET_MS } from "./relay.ts";
-import { deadLettersFor, deliverQueueFor, qstashMessagesFor, waitListsFor } from "./webhooks.ts";
+import {
+  canaryQueueFor,
+  deadLettersFor,
+  deliverQueueFor,
+  qstashMessagesFor,
+  waitListsFor,
+} from "./webhooks.ts";
 
 /**
  * The every-minute cron sweep (wrangler.toml `crons`). It is what makes a lost
@@ -42,7 +49,8 @@ import { deadLettersFor, deliverQueueFor, qstashMessagesFor, waitListsFor } from
  * outage should not stop the rest), recording the jobs QStash dead-lettered
  * without reaching our failure callback, publishing deliveries whose publish
  * was lost or whose job is long overdue, and reading each subscription's wait list
- * in QStash (an alert for one that stays behind, ADR 0039). One log line
+ * in QStash (an alert for one that stays behind, ADR 0039), and sending the canary
+ * job that tells whether QStash's jobs reach this Worker at all (ADR 0045). One log line
  * says what it did, and `sweep_runs` when it finished or failed (ADR 0040). Throws (the invocation shows as failed) on misconfiguration
  * or a database error; the next sweep simply tries again.
  */
@@ -113,6 +121,13 @@ export function createScheduled(
       const backlog = await at("wait lists", () =>
         evaluateBacklogs(db, waitListsFor(config), { publicUrl: config.PUBLIC_URL, now: now() }),
       );
+      const canary = await at("canary", () =>
+        checkCanary(db, canaryQueueFor(config), {
+          label: qstashLabelFor(config),
+          publicUrl: config.PUBLIC_URL,
+          now: now(),
+        }),
+      );
       step = "run record";
       // Recorded before the line, whose time it would not count: the views read it.
       await recordSweepFinished(db, {
@@ -137,7 +152,7 @@ export function createScheduled(
           `${deadLetters.qstashError ? ` (stopped: ${deadLetters.qstashError})` : ""}; ` +
           `re-published ${republished} webhook deliveries whose publish was lost and ${overdue} whose job ` +
           `QStash no longer held ${OVERDUE_AFTER_MINUTES} min after it was due; ` +
-          `jobs waiting in QStash: ${waitingText(backlog)}; ${Date.now() - started} ms`,
+          `jobs waiting in QStash: ${waitingText(backlog)}; canary: ${canaryText(canary)}; ${Date.now() - started} ms`,
       );
     } catch (error) {
       // A failed query's own words (drizzle's message is the statement, then its
@@ -173,6 +188,21 @@ function waitingText(check: BacklogCheck): string {
     listed("newly", check.raised) +
     listed("caught up", check.caughtUp)
   );
+}
+
+/** "sent; jobs arriving", or since when none has arrived and what the sweep did of it. */
+function canaryText(check: CanaryCheck): string {
+  const sent = check.publishError
+    ? `not taken by QStash (${check.publishError})`
+    : check.sent
+      ? "sent"
+      : "none due";
+  const state = check.late
+    ? `jobs not arriving since ${check.waitingSince?.toISOString()}${check.raised ? " (alert raised)" : ""}`
+    : check.waitingSince
+      ? `waiting for one sent at ${check.waitingSince.toISOString()}`
+      : `jobs arriving${check.resolved ? " again (alert resolved)" : ""}`;
+  return `${sent}; ${state}`;
 }
 
 /** ", newly: a, b" for a log line; nothing when there are none. */

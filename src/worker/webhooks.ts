@@ -5,6 +5,7 @@ import {
   type DeliverQueue,
   type QStashMessages,
 } from "../domain/webhooks/deliver-queue.ts";
+import { createQStashCanaryQueue, type CanaryQueue } from "../domain/canary.ts";
 import { createQStashDeadLetters, type DeadLetterQueue } from "../domain/job-failures/dead-letters.ts";
 import { createQStashWaitLists, type WaitLists } from "../domain/subscription-backlog.ts";
 import { qstashLabelFor, type Config } from "./env.ts";
@@ -40,6 +41,16 @@ export function qstashMessagesFor(config: Config): QStashMessages {
 /** The same QStash's flow-control keys, where the sweep reads how many jobs each subscription has waiting. */
 export function waitListsFor(config: Config): WaitLists {
   return createQStashWaitLists({ baseUrl: config.QSTASH_URL, token: config.QSTASH_TOKEN });
+}
+
+/** The same QStash, for the sweep's canary jobs to this Worker's `/jobs/_canary` (ADR 0045). */
+export function canaryQueueFor(config: Config): CanaryQueue {
+  return createQStashCanaryQueue({
+    baseUrl: config.QSTASH_URL,
+    token: config.QSTASH_TOKEN,
+    publicUrl: config.PUBLIC_URL,
+    label: qstashLabelFor(config),
+  });
 }
 
 /** The same QStash's dead-letter queue, where the sweep finds jobs whose failure callback never reached us. */

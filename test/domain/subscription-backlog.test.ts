@@ -231,7 +231,9 @@ describe("the cron sweep", () => {
         executionContext().ctx,
       );
       const line = String(log.mock.calls.find((c) => String(c[0]).startsWith("sweep:"))?.[0]);
-      expect(line).toMatch(/; jobs waiting in QStash: not read \(fetch failed \(bad port\)\); \d+ ms$/);
+      expect(line).toMatch(
+        /; jobs waiting in QStash: not read \(fetch failed \(bad port\)\); canary: not taken by QStash \(.+\); waiting for one sent at \S+; \d+ ms$/,
+      );
     } finally {
       log.mockRestore();
     }

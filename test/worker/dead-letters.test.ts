@@ -15,7 +15,7 @@ import { createQStashPublisher, deploymentLabel, jobUrl, type Job } from "../../
 import { parseConfig, type Config } from "../../src/worker/env.ts";
 import { publisherFor } from "../../src/worker/relay.ts";
 import { createScheduled } from "../../src/worker/scheduled.ts";
-import { deliverQueueFor } from "../../src/worker/webhooks.ts";
+import { canaryQueueFor, deliverQueueFor } from "../../src/worker/webhooks.ts";
 import { useTestDatabase } from "../support/db.ts";
 import { insertEndpoint, useSecretsKey } from "../support/webhooks.ts";
 import { bindings, executionContext, openTestPool } from "../support/worker.ts";
@@ -42,7 +42,12 @@ afterAll(async () => {
 });
 beforeEach(async () => {
   qstash.reset();
-  await t.pool.query("TRUNCATE job_failures, outbox_alerts");
+  await t.pool.query("TRUNCATE job_failures, outbox_alerts, qstash_canaries");
+  // A canary arrived just now, so no sweep here sends one (its dead letter, PUBLIC_URL
+  // reaching nothing, would be in every count); the canary's own test starts without.
+  await t.pool.query(
+    "INSERT INTO qstash_canaries (id, sent_at, arrived_at) VALUES (gen_random_uuid(), now(), now())",
+  );
 });
 
 const db = () => t.db as unknown as Db;
@@ -372,6 +377,28 @@ describe("dead letters are ours by the deployment's label", () => {
     expect(await dlqUrls()).toEqual([]);
   });
 
+  it("a canary's letter is taken as what its URL answered, for the canary's alert, and is no job failure", async () => {
+    await t.pool.query("TRUNCATE qstash_canaries");
+    // The sweep's first canary goes to this PUBLIC_URL, where nothing listens.
+    expect(await sweep()).toMatch(/; canary: sent; waiting for one sent at \S+; \d+ ms$/);
+    await deadLettered("publish", 1);
+    // Six minutes on (moved, not waited): the next sweep reads the letter, then finds the canary late.
+    await t.pool.query("UPDATE qstash_canaries SET sent_at = sent_at - interval '6 minutes'");
+    expect(await sweep()).toMatch(
+      /dead letters: 1 taken from QStash, 0 of them new failures;.*; canary: sent; jobs not arriving since \S+ \(alert raised\); \d+ ms$/,
+    );
+    expect(await failures()).toEqual([]);
+    // The first canary's letter was taken; the one this sweep sent is the next sweep's.
+    await deadLettered("publish", 2);
+    expect(await dlqUrls()).toEqual([`${publicUrl}/jobs/_canary`]);
+    const { rows } = await t.pool.query(
+      "SELECT message FROM outbox_alerts WHERE kind = 'jobs.not_arriving' AND resolved_at IS NULL",
+    );
+    expect(rows[0].message).toContain(
+      ` QStash dead-lettered one, answered: no answer (QStash could not reach the URL). `,
+    );
+  });
+
   it("every job the Worker publishes carries the label, QSTASH_LABEL's when it is set", async () => {
     // One endpoint, so each fan-out is one deliver job.
     await t.pool.query("TRUNCATE webhook_endpoints CASCADE");
@@ -381,6 +408,7 @@ describe("dead letters are ours by the deployment's label", () => {
     const named = config({ QSTASH_LABEL: "edge-outbox-staging" });
     await publishJobs("notify.mail", 1, publisherFor(named));
     await fanOutWebhook(db(), deliverQueueFor(named), anEvent());
+    await canaryQueueFor(named).send({ canaryId: crypto.randomUUID(), label: "edge-outbox-staging" });
     const published = qstash.messages().filter((m) => m.kind === "publish");
     const byUrl = await Promise.all(
       published.map(async (m) => {
@@ -393,6 +421,7 @@ describe("dead letters are ours by the deployment's label", () => {
     );
     expect(byUrl.sort()).toEqual(
       [
+        ["/jobs/_canary", ["edge-outbox-staging"]],
         ["/jobs/corpus.index", [deploymentLabel(publicUrl)]],
         ["/jobs/notify.mail", ["edge-outbox-staging"]],
         ["/jobs/webhook.deliver", [deploymentLabel(publicUrl)]],

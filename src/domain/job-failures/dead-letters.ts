@@ -1,4 +1,5 @@
-import { failureCallbackUrl, JOBS_PATH, qstashClient, withCause } from "../../outbox/index.ts";
+import { failureCallbackUrl, jobUrl, JOBS_PATH, qstashClient, withCause } from "../../outbox/index.ts";
+import { CANARY_JOB, recordCanaryAnswer } from "../canary.ts";
 import type { Db } from "../db.ts";
 import { base64Text, failedJobFromCallback, recordFailedJobs, type FailedJob } from "./failed-job.ts";
 
@@ -125,14 +126,19 @@ export async function collectDeadLetters(
     [{ label: owner.label }, { url: callback }],
     options.pages ?? DEAD_LETTER_PAGES_PER_SWEEP,
   );
+  const canary = jobUrl(owner.publicUrl, CANARY_JOB);
   const failures: FailedJob[] = [];
+  const canaries: DeadLetter[] = [];
   const done: string[] = [];
   for (const letter of letters) {
     let failed: FailedJob | null;
+    const labelled = letter.labels === null || letter.labels.includes(owner.label);
     if (letter.url === callback) failed = failedJobFromCallback(letter.body);
-    else if (letter.url.startsWith(jobs) && (letter.labels === null || letter.labels.includes(owner.label))) {
-      failed = fromDeadLetter(letter);
-    }
+    // A canary is no job failure: what it was answered goes on its row (ADR 0045).
+    else if (letter.url === canary && labelled) {
+      canaries.push(letter);
+      failed = null;
+    } else if (letter.url.startsWith(jobs) && labelled) failed = fromDeadLetter(letter);
     // Our label on another deployment's URL (or an old PUBLIC_URL's): not ours to delete.
     else continue;
     // A callback body we cannot read has nothing to record; its job's own dead
@@ -143,6 +149,7 @@ export async function collectDeadLetters(
   // All of them in one go (a statement for deliveries, one for the rest): one
   // statement per letter made a failure storm's sweep take over a minute.
   const recorded = await recordFailedJobs(db, failures);
+  for (const letter of canaries) await recordCanaryAnswer(db, letter);
   let removed = 0;
   for (let i = 0; i < done.length; i += DEAD_LETTER_PAGE) {
     const ids = done.slice(i, i + DEAD_LETTER_PAGE);

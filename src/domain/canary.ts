@@ -1,0 +1,311 @@
+import { sql } from "drizzle-orm";
+import { asPublishError, checkedLabel, jobUrl, qstashClient, withCause } from "../outbox/index.ts";
+import type { Db } from "./db.ts";
+import { isoTime, queryRows, utcText } from "./webhooks/rows.ts";
+
+/**
+ * The canary's job route, `/jobs/_canary`: named with a leading `_`, as the failure
+ * callback's is, so no subscription can take it (their names start with a letter).
+ */
+export const CANARY_JOB = "_canary";
+
+/** Minutes between canaries while they arrive: 48 QStash messages a day. */
+export const CANARY_EVERY_MINUTES = 30;
+
+/**
+ * Minutes a canary may take to arrive before the sweep says jobs do not reach the
+ * Worker, and between canaries until one does, so a fix is seen within minutes. An
+ * unqueued canary arrives in well under a second; five minutes is for a QStash that
+ * is slow, not one that is wrong.
+ */
+export const CANARY_LATE_AFTER_MINUTES = 5;
+
+/** Days a canary's row is kept once a later one has arrived. */
+export const CANARY_KEEP_DAYS = 2;
+
+/** What a canary job carries: its row's id, and the label of the deployment that sent it. */
+export interface CanaryBody {
+  canaryId: string;
+  label: string;
+}
+
+/** Where canaries go; answers QStash's message id. Throws a PublishError when QStash did not take it. */
+export interface CanaryQueue {
+  send(body: CanaryBody): Promise<string>;
+}
+
+/**
+ * Canaries through QStash to `<publicUrl>/jobs/_canary`: no retries (the sweep sends
+ * the next one itself, and a retried canary arriving late would say nothing about
+ * now), no failure callback (a canary is no job failure; its dead letter is read by
+ * the sweep, collectDeadLetters), no flow-control key (it measures whether jobs
+ * arrive, not how long a subscription's queue is: subscription.backlogged says that),
+ * and the deployment's label, as every job of ours carries (ADR 0027).
+ */
+export function createQStashCanaryQueue(options: {
+  baseUrl: string;
+  token: string;
+  publicUrl: string;
+  label: string;
+}): CanaryQueue {
+  const client = qstashClient(options);
+  const url = jobUrl(options.publicUrl, CANARY_JOB);
+  const label = checkedLabel(options.label);
+  return {
+    async send(body) {
+      const answer = await client
+        .publishJSON({ url, body, retries: 0, ...(label === undefined ? {} : { label }) })
+        .catch((error: unknown) => {
+          throw asPublishError(error);
+        });
+      return answer.messageId;
+    },
+  };
+}
+
+/** What the sweep's canary step did, for its log line and tests. */
+export interface CanaryCheck {
+  /** A canary was published this sweep (or tried: `publishError` says why QStash did not take it). */
+  sent: boolean;
+  publishError?: string;
+  /** The oldest canary not answered by a later arrival, when one is waiting. */
+  waitingSince: Date | null;
+  /** Waiting for over CANARY_LATE_AFTER_MINUTES: the jobs.not_arriving alert is open. */
+  late: boolean;
+  /** This sweep opened the alert. */
+  raised: boolean;
+  /** This sweep resolved it: a canary arrived. */
+  resolved: boolean;
+}
+
+interface CanaryState {
+  latest_sent_at: Date | null;
+  waiting_since: Date | null;
+  waiting: number;
+  last_arrived_at: Date | null;
+  publish_error: string | null;
+  answer: string | null;
+}
+
+/**
+ * The cron sweep's canary step (ADR 0045). Publishes a canary when one is due (every
+ * CANARY_EVERY_MINUTES, or every CANARY_LATE_AFTER_MINUTES while none has arrived),
+ * raises `jobs.not_arriving` when the oldest unanswered one has waited longer than
+ * CANARY_LATE_AFTER_MINUTES, and resolves it once one arrives. A canary's row is
+ * written before it is published, so its arrival always finds it. QStash out of
+ * reach is recorded on the row and answered, not thrown: the alert then says QStash
+ * did not take it, and the rest of the sweep is not stopped by it.
+ */
+export async function checkCanary(
+  db: Db,
+  queue: CanaryQueue,
+  options: { label: string; publicUrl: string; now: Date },
+): Promise<CanaryCheck> {
+  const now = options.now;
+  const before = await readCanaryState(db);
+  const waitingBefore = before.waiting_since !== null;
+  const due =
+    before.latest_sent_at === null ||
+    now.getTime() - before.latest_sent_at.getTime() >=
+      (waitingBefore ? CANARY_LATE_AFTER_MINUTES : CANARY_EVERY_MINUTES) * 60_000;
+  let publishError: string | undefined;
+  if (due) {
+    const canaryId = crypto.randomUUID();
+    await db.execute(
+      sql`INSERT INTO qstash_canaries (id, sent_at) VALUES (${canaryId}, ${now}::timestamptz)`,
+    );
+    try {
+      const messageId = await queue.send({ canaryId, label: options.label });
+      await db.execute(sql`UPDATE qstash_canaries SET message_id = ${messageId} WHERE id = ${canaryId}`);
+    } catch (error) {
+      publishError = withCause(error).slice(0, 500);
+      await db.execute(
+        sql`UPDATE qstash_canaries SET publish_error = ${publishError} WHERE id = ${canaryId}`,
+      );
+    }
+  }
+  // Rows older than the newest arrival are history once CANARY_KEEP_DAYS old; the
+  // newest arrival and every canary after it are what the state is read from.
+  await db.execute(sql`DELETE FROM qstash_canaries
+                        WHERE sent_at < ${now}::timestamptz - make_interval(days => ${CANARY_KEEP_DAYS})
+                          AND sent_at < (SELECT max(sent_at) FROM qstash_canaries WHERE arrived_at IS NOT NULL)`);
+  const state = due ? await readCanaryState(db) : before;
+  const late =
+    state.waiting_since !== null &&
+    now.getTime() - state.waiting_since.getTime() > CANARY_LATE_AFTER_MINUTES * 60_000;
+  let raised = false;
+  let resolved = false;
+  if (late) {
+    const [row] = await queryRows<{ new: boolean }>(
+      db,
+      sql`INSERT INTO outbox_alerts (kind, message, details)
+          VALUES ('jobs.not_arriving', ${notArrivingText(state, options.publicUrl)},
+                  jsonb_build_object('waitingSince', ${isoTime(sql`${state.waiting_since}::timestamptz`)},
+                                     'canaries', ${state.waiting}::int,
+                                     'lastArrivedAt', ${isoTime(sql`${state.last_arrived_at}::timestamptz`)},
+                                     'url', ${jobUrl(options.publicUrl, CANARY_JOB)}::text,
+                                     'publishError', ${state.publish_error}::text,
+                                     'answer', ${state.answer}::text))
+          ON CONFLICT (kind) WHERE resolved_at IS NULL AND kind = 'jobs.not_arriving'
+          DO UPDATE SET message = EXCLUDED.message, details = EXCLUDED.details
+          RETURNING xmax = 0 AS new`,
+    );
+    raised = row?.new ?? false;
+  } else if (state.waiting_since === null) {
+    // Only an arrival ends it: a canary sent and not yet due leaves an open alert as it was.
+    const rows = await queryRows<{ id: number }>(
+      db,
+      sql`UPDATE outbox_alerts
+             SET resolved_at = now(),
+                 message = format('jobs reach this Worker again: a canary job sent through QStash arrived at %s '
+                                  '(none had since %s)', ${utcText(sql`${state.last_arrived_at}::timestamptz`)},
+                                  ${utcText(sql`(details->>'waitingSince')::timestamptz`)})
+           WHERE kind = 'jobs.not_arriving' AND resolved_at IS NULL
+          RETURNING id`,
+    );
+    resolved = rows.length > 0;
+  }
+  return {
+    sent: due,
+    ...(publishError === undefined ? {} : { publishError }),
+    waitingSince: state.waiting_since,
+    late,
+    raised,
+    resolved,
+  };
+}
+
+/**
+ * The canaries' state in one read: when the newest was sent, the oldest one sent
+ * after the newest arrival (waiting since then) and how many, and what the waiting
+ * ones say went wrong (the newest publish error, the newest dead letter's answer).
+ */
+async function readCanaryState(db: Db): Promise<CanaryState> {
+  const [row] = await queryRows<CanaryState>(
+    db,
+    sql`WITH last AS (SELECT max(sent_at) AS sent_at, max(arrived_at) AS arrived_at
+                        FROM qstash_canaries WHERE arrived_at IS NOT NULL),
+             waiting AS (SELECT c.* FROM qstash_canaries c, last
+                          WHERE c.arrived_at IS NULL AND c.sent_at > coalesce(last.sent_at, '-infinity'))
+        SELECT (SELECT max(sent_at) FROM qstash_canaries) AS latest_sent_at,
+               (SELECT min(sent_at) FROM waiting) AS waiting_since,
+               (SELECT count(*)::int FROM waiting) AS waiting,
+               (SELECT arrived_at FROM last) AS last_arrived_at,
+               (SELECT publish_error FROM waiting WHERE publish_error IS NOT NULL
+                 ORDER BY sent_at DESC LIMIT 1) AS publish_error,
+               (SELECT answer FROM waiting WHERE answer IS NOT NULL ORDER BY sent_at DESC LIMIT 1) AS answer`,
+  );
+  // node-postgres parses timestamptz; the Neon driver too (same type parsers).
+  return {
+    latest_sent_at: asDate(row?.latest_sent_at),
+    waiting_since: asDate(row?.waiting_since),
+    waiting: row?.waiting ?? 0,
+    last_arrived_at: asDate(row?.last_arrived_at),
+    publish_error: row?.publish_error ?? null,
+    answer: row?.answer ?? null,
+  };
+}
+
+function asDate(value: Date | string | null | undefined): Date | null {
+  if (value === null || value === undefined) return null;
+  return value instanceof Date ? value : new Date(value);
+}
+
+/** A Date as an alert's message says it to a person: `2026-12-06 08:01:12 UTC`. */
+function utc(at: Date): string {
+  return `${at.toISOString().slice(0, 19).replace("T", " ")} UTC`;
+}
+
+/** The jobs.not_arriving alert's message: since when, what QStash said, and what to check. */
+function notArrivingText(state: CanaryState, publicUrl: string): string {
+  const url = jobUrl(publicUrl, CANARY_JOB);
+  const since = state.waiting_since ? utc(state.waiting_since) : "?";
+  const later =
+    state.waiting > 2
+      ? `, nor have the ${state.waiting - 1} sent since (one every ${CANARY_LATE_AFTER_MINUTES} min)`
+      : state.waiting === 2
+        ? `, nor has the one sent ${CANARY_LATE_AFTER_MINUTES} min later`
+        : "";
+  const last = state.last_arrived_at
+    ? `the last to arrive did at ${utc(state.last_arrived_at)}`
+    : "none ever has";
+  const why =
+    state.publish_error !== null
+      ? ` QStash did not take the newest: ${state.publish_error}.`
+      : state.answer !== null
+        ? ` QStash dead-lettered one, answered: ${state.answer}.`
+        : "";
+  return (
+    `jobs do not reach this Worker: the cron sweep's canary job, sent through QStash to ${url} at ${since}, ` +
+    `has not arrived${later}; ${last}.${why} ` +
+    "Subscribers' jobs and webhook deliveries are likely not running either: they wait in QStash, then in " +
+    "its dead-letter queue. Check that PUBLIC_URL is this Worker's address and reaches it, that " +
+    "QSTASH_CURRENT_SIGNING_KEY and QSTASH_NEXT_SIGNING_KEY are this QStash account's (QStash's logs show " +
+    "a 401 when they are not), and what QStash's logs say of the canary's message"
+  );
+}
+
+/** How a canary's arrival was taken: this database's, or another deployment's. */
+export type CanaryArrival = { ours: true } | { ours: false; message: string };
+
+/**
+ * `/jobs/_canary`'s work, after QStash's signature is checked. A canary this
+ * database sent is marked arrived. One it never sent is another deployment's, whose
+ * jobs reach this Worker: its PUBLIC_URL names this one, and QStash signs its jobs
+ * with keys this Worker takes. Each of its jobs runs here, against this database, so
+ * that is raised as `jobs.foreign`, one open per label counting its canaries.
+ */
+export async function canaryArrived(db: Db, body: CanaryBody, ownLabel: string): Promise<CanaryArrival> {
+  const rows = await queryRows<{ id: string }>(
+    db,
+    sql`UPDATE qstash_canaries SET arrived_at = coalesce(arrived_at, now()) WHERE id = ${body.canaryId} RETURNING id`,
+  );
+  if (rows.length > 0) return { ours: true };
+  const same = body.label === ownLabel;
+  const message =
+    `canary jobs of another deployment (label ${body.label}${same ? ", this deployment's own" : ""}) reach this ` +
+    "Worker: that deployment's jobs are published to this Worker's URL and signed with keys it takes (the same " +
+    "QStash account), so each of them runs here, against this database: its events become this deployment's " +
+    "mails and webhooks. Set that deployment's PUBLIC_URL to its own Worker's address" +
+    (same
+      ? " (its label is this one's because it is made from PUBLIC_URL). A canary this database sent before it " +
+        "was restored from a backup arrives the same way, once"
+      : "");
+  await db.execute(sql`INSERT INTO outbox_alerts (kind, message, details)
+                       VALUES ('jobs.foreign', ${message},
+                               jsonb_build_object('label', ${body.label}::text, 'canaries', 1,
+                                                  'lastCanaryId', ${body.canaryId}::text,
+                                                  'lastAt', ${isoTime(sql`now()`)}))
+                       ON CONFLICT ((details->>'label')) WHERE resolved_at IS NULL AND kind = 'jobs.foreign'
+                       DO UPDATE SET details = outbox_alerts.details || jsonb_build_object(
+                                       'canaries', (outbox_alerts.details->>'canaries')::int + 1,
+                                       'lastCanaryId', ${body.canaryId}::text,
+                                       'lastAt', ${isoTime(sql`now()`)})`);
+  return { ours: false, message };
+}
+
+/**
+ * A canary's dead letter (QStash gave up on it: retries are 0, so at its first
+ * failed attempt): what the Worker answered goes on its row, where the
+ * jobs.not_arriving alert reads it. Answers whether the body was a canary's.
+ */
+export async function recordCanaryAnswer(
+  db: Db,
+  letter: { body: string; responseStatus: number | null; responseBody: string | null },
+): Promise<boolean> {
+  let canaryId: unknown;
+  try {
+    canaryId = (JSON.parse(letter.body) as Partial<CanaryBody>).canaryId;
+  } catch {
+    return false;
+  }
+  if (typeof canaryId !== "string" || !/^[0-9a-f-]{36}$/i.test(canaryId)) return false;
+  const answer =
+    letter.responseStatus === null || letter.responseStatus === 0
+      ? "no answer (QStash could not reach the URL)"
+      : `${letter.responseStatus}${letter.responseBody ? ` ${letter.responseBody.replace(/\s+/g, " ").slice(0, 300)}` : ""}`;
+  await db.execute(
+    sql`UPDATE qstash_canaries SET answer = ${answer} WHERE id = ${canaryId} AND arrived_at IS NULL`,
+  );
+  return true;
+}

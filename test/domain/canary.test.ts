@@ -1,0 +1,219 @@
+import { beforeEach, describe, expect, it } from "vitest";
+import { drizzle } from "drizzle-orm/node-postgres";
+import {
+  CANARY_EVERY_MINUTES,
+  CANARY_LATE_AFTER_MINUTES,
+  canaryArrived,
+  checkCanary,
+  recordCanaryAnswer,
+  type CanaryBody,
+  type CanaryQueue,
+} from "../../src/domain/canary.ts";
+import type { Db } from "../../src/domain/db.ts";
+import { PublishError } from "../../src/outbox/index.ts";
+import { useTestDatabase } from "../support/db.ts";
+
+// The sweep's canary step against real Postgres, with a queue that records what it
+// was given instead of QStash, and the sweep's clock moved by the test.
+// test/worker/workerd-canary.test.ts runs it end to end, through QStash and the Worker.
+const t = useTestDatabase();
+const db = () => t.db as unknown as Db;
+const label = "edge-outbox-test";
+const publicUrl = "https://outbox.example.com";
+const start = new Date("2026-12-07T12:00:00Z");
+const at = (minutes: number) => new Date(start.getTime() + minutes * 60_000);
+
+class FakeQueue implements CanaryQueue {
+  sent: CanaryBody[] = [];
+  down: PublishError | undefined;
+  async send(body: CanaryBody): Promise<string> {
+    if (this.down) throw this.down;
+    this.sent.push(body);
+    return `msg_${this.sent.length}`;
+  }
+}
+
+let queue: FakeQueue;
+const check = (minutes: number, q: CanaryQueue = queue) =>
+  checkCanary(db(), q, { label, publicUrl, now: at(minutes) });
+/** The newest canary arrives, as the route takes it. */
+const arrive = async () =>
+  expect(await canaryArrived(db(), queue.sent.at(-1)!, label)).toEqual({ ours: true });
+
+async function openAlerts(kind: string) {
+  const { rows } = await t.pool.query(
+    "SELECT message, details FROM outbox_alerts WHERE kind = $1 AND resolved_at IS NULL",
+    [kind],
+  );
+  return rows as { message: string; details: Record<string, unknown> }[];
+}
+
+beforeEach(async () => {
+  queue = new FakeQueue();
+  await t.pool.query("TRUNCATE qstash_canaries, outbox_alerts");
+});
+
+describe("the sweep's canary", () => {
+  it("is sent every 30 minutes while each arrives, and raises nothing", async () => {
+    expect(await check(0)).toMatchObject({ sent: true, late: false });
+    expect(queue.sent).toEqual([{ canaryId: expect.any(String), label }]);
+    await arrive();
+    for (const minute of [1, 10, CANARY_EVERY_MINUTES - 1]) {
+      expect(await check(minute)).toMatchObject({ sent: false, late: false, waitingSince: null });
+    }
+    expect(await check(CANARY_EVERY_MINUTES)).toMatchObject({ sent: true, late: false });
+    expect(queue.sent).toHaveLength(2);
+    expect(queue.sent[0]!.canaryId).not.toBe(queue.sent[1]!.canaryId);
+    expect(await openAlerts("jobs.not_arriving")).toEqual([]);
+    const { rows } = await t.pool.query("SELECT message_id FROM qstash_canaries ORDER BY sent_at");
+    expect(rows.map((r) => r.message_id)).toEqual(["msg_1", "msg_2"]);
+  });
+
+  it("raises jobs.not_arriving once one is over 5 minutes late, sends every 5 minutes, and resolves on an arrival", async () => {
+    await check(0);
+    // Within the five minutes: waiting, not late, nothing sent again.
+    expect(await check(CANARY_LATE_AFTER_MINUTES)).toMatchObject({ sent: true, late: false });
+    expect(await openAlerts("jobs.not_arriving")).toEqual([]);
+    const late = await check(CANARY_LATE_AFTER_MINUTES + 1);
+    expect(late).toMatchObject({ sent: false, late: true, raised: true, waitingSince: start });
+    const [alert] = await openAlerts("jobs.not_arriving");
+    expect(alert!.message).toBe(
+      "jobs do not reach this Worker: the cron sweep's canary job, sent through QStash to " +
+        "https://outbox.example.com/jobs/_canary at 2026-12-07 12:00:00 UTC, has not arrived, nor has the one sent " +
+        "5 min later; none ever has. Subscribers' jobs and webhook deliveries are likely not running " +
+        "either: they wait in QStash, then in its dead-letter queue. Check that PUBLIC_URL is this Worker's " +
+        "address and reaches it, that QSTASH_CURRENT_SIGNING_KEY and QSTASH_NEXT_SIGNING_KEY are this QStash " +
+        "account's (QStash's logs show a 401 when they are not), and what QStash's logs say of the canary's message",
+    );
+    expect(alert!.details).toMatchObject({
+      waitingSince: "2026-12-07T12:00:00.000Z",
+      canaries: 2,
+      lastArrivedAt: null,
+      url: "https://outbox.example.com/jobs/_canary",
+    });
+    // Still late a sweep later: the same alert, not a second; one more canary at 10 min.
+    expect(await check(10)).toMatchObject({ sent: true, late: true, raised: false });
+    expect(queue.sent).toHaveLength(3);
+    expect(await openAlerts("jobs.not_arriving")).toHaveLength(1);
+
+    // What QStash's dead letter said the Worker answered is in the message.
+    expect(
+      await recordCanaryAnswer(db(), {
+        body: JSON.stringify(queue.sent[1]),
+        responseStatus: 401,
+        responseBody: '{"error":"unauthorized",\n"message":"invalid QStash signature"}',
+      }),
+    ).toBe(true);
+    await check(11);
+    expect((await openAlerts("jobs.not_arriving"))[0]!.message).toContain(
+      ' QStash dead-lettered one, answered: 401 {"error":"unauthorized", "message":"invalid QStash signature"}. ',
+    );
+
+    // Fixed: the next canary arrives, and the next sweep resolves the alert.
+    await arrive();
+    expect(await check(12)).toMatchObject({ sent: false, late: false, resolved: true, waitingSince: null });
+    expect(await openAlerts("jobs.not_arriving")).toEqual([]);
+    const { rows } = await t.pool.query(
+      "SELECT message FROM outbox_alerts WHERE kind = 'jobs.not_arriving' AND resolved_at IS NOT NULL",
+    );
+    expect(rows[0].message).toMatch(
+      /^jobs reach this Worker again: a canary job sent through QStash arrived at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(none had since 2026-12-07 12:00:00 UTC\)$/,
+    );
+  });
+
+  it("says when QStash did not take the canary, without failing the sweep", async () => {
+    queue.down = new PublishError("QStash unreachable: connection refused", "outage");
+    expect(await check(0)).toMatchObject({
+      sent: true,
+      publishError: "QStash unreachable: connection refused",
+      late: false,
+    });
+    expect(await check(CANARY_LATE_AFTER_MINUTES + 1)).toMatchObject({ late: true, raised: true });
+    expect((await openAlerts("jobs.not_arriving"))[0]!.message).toContain(
+      "; none ever has. QStash did not take the newest: QStash unreachable: connection refused. ",
+    );
+  });
+
+  it("raises the alert once when two sweeps find it late at the same time", async () => {
+    await check(0);
+    // Two sweeps at once, each on its own connections: the open alert's unique index decides.
+    const other = drizzle(t.newPool(2)) as unknown as Db;
+    const results = await Promise.all([
+      checkCanary(db(), queue, { label, publicUrl, now: at(7) }),
+      checkCanary(other, queue, { label, publicUrl, now: at(7) }),
+    ]);
+    expect(results.every((r) => r.late)).toBe(true);
+    expect(results.filter((r) => r.raised)).toHaveLength(1);
+    expect(await openAlerts("jobs.not_arriving")).toHaveLength(1);
+  });
+
+  it("keeps the newest arrival and what came after it, and deletes older history", async () => {
+    await check(0);
+    await arrive();
+    await check(CANARY_EVERY_MINUTES);
+    await arrive();
+    // Three days on, a canary has not arrived yet: the one before it is the state's anchor.
+    await check(3 * 24 * 60);
+    const { rows } = await t.pool.query("SELECT id FROM qstash_canaries ORDER BY sent_at");
+    expect(rows.map((r) => r.id)).toEqual([queue.sent[1]!.canaryId, queue.sent[2]!.canaryId]);
+    expect(await check(3 * 24 * 60 + 1)).toMatchObject({ late: false, waitingSince: at(3 * 24 * 60) });
+  });
+});
+
+describe("a canary the route takes", () => {
+  it("from another deployment raises jobs.foreign, one per label, counting them", async () => {
+    const foreign = { canaryId: crypto.randomUUID(), label: "edge-outbox-staging" };
+    const arrival = await canaryArrived(db(), foreign, label);
+    expect(arrival.ours).toBe(false);
+    await canaryArrived(db(), { canaryId: crypto.randomUUID(), label: "edge-outbox-staging" }, label);
+    // Another deployment that shares our label (its PUBLIC_URL is ours): its own alert, said so.
+    await canaryArrived(db(), { canaryId: crypto.randomUUID(), label }, label);
+    const alerts = await openAlerts("jobs.foreign");
+    expect(alerts.map((a) => [a.details.label, a.details.canaries])).toEqual(
+      expect.arrayContaining([
+        ["edge-outbox-staging", 2],
+        [label, 1],
+      ]),
+    );
+    expect(alerts).toHaveLength(2);
+    const staging = alerts.find((a) => a.details.label === "edge-outbox-staging")!;
+    expect(staging.message).toBe(
+      "canary jobs of another deployment (label edge-outbox-staging) reach this Worker: that deployment's jobs are " +
+        "published to this Worker's URL and signed with keys it takes (the same QStash account), so each of them " +
+        "runs here, against this database: its events become this deployment's mails and webhooks. Set that " +
+        "deployment's PUBLIC_URL to its own Worker's address",
+    );
+    expect(alerts.find((a) => a.details.label === label)!.message).toContain(
+      `(label ${label}, this deployment's own) reach this Worker`,
+    );
+    // Nothing of ours was marked.
+    expect((await t.pool.query("SELECT count(*)::int AS n FROM qstash_canaries")).rows[0].n).toBe(0);
+  });
+
+  it("twice (QStash delivers at least once) keeps its first arrival", async () => {
+    await check(0);
+    await arrive();
+    const first = (await t.pool.query("SELECT arrived_at FROM qstash_canaries")).rows[0].arrived_at;
+    await arrive();
+    expect((await t.pool.query("SELECT arrived_at FROM qstash_canaries")).rows[0].arrived_at).toEqual(first);
+  });
+});
+
+describe("a canary's dead letter", () => {
+  it("is not one unless its body names a canary", async () => {
+    const letter = { responseStatus: 500, responseBody: "boom" };
+    expect(await recordCanaryAnswer(db(), { ...letter, body: "not json" })).toBe(false);
+    expect(await recordCanaryAnswer(db(), { ...letter, body: '{"canaryId":"x"}' })).toBe(false);
+  });
+
+  it("says when QStash reached nothing", async () => {
+    await check(0);
+    await recordCanaryAnswer(db(), {
+      body: JSON.stringify(queue.sent[0]),
+      responseStatus: null,
+      responseBody: null,
+    });
+    const { rows } = await t.pool.query("SELECT answer FROM qstash_canaries");
+    expect(rows[0].answer).toBe("no answer (QStash could not reach the URL)");
+  });
+});
