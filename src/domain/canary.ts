@@ -1,4 +1,4 @@
-import { sql } from "drizzle-orm";
+import { sql, type SQL } from "drizzle-orm";
 import { asPublishError, checkedLabel, jobUrl, qstashClient, withCause } from "../outbox/index.ts";
 import type { Db } from "./db.ts";
 import { isoTime, queryRows, utcText } from "./webhooks/rows.ts";
@@ -224,7 +224,7 @@ function notArrivingText(state: CanaryState, publicUrl: string): string {
     state.waiting > 2
       ? `, nor have the ${state.waiting - 1} sent since (one every ${CANARY_LATE_AFTER_MINUTES} min)`
       : state.waiting === 2
-        ? `, nor has the one sent ${CANARY_LATE_AFTER_MINUTES} min later`
+        ? ", nor has the one sent since"
         : "";
   const last = state.last_arrived_at
     ? `the last to arrive did at ${utc(state.last_arrived_at)}`
@@ -262,26 +262,33 @@ export async function canaryArrived(db: Db, body: CanaryBody, ownLabel: string):
   );
   if (rows.length > 0) return { ours: true };
   const same = body.label === ownLabel;
-  const message =
-    `canary jobs of another deployment (label ${body.label}${same ? ", this deployment's own" : ""}) reach this ` +
-    "Worker: that deployment's jobs are published to this Worker's URL and signed with keys it takes (the same " +
-    "QStash account), so each of them runs here, against this database: its events become this deployment's " +
-    "mails and webhooks. Set that deployment's PUBLIC_URL to its own Worker's address" +
+  const what = `of another deployment (label ${body.label}${same ? ", this deployment's own" : ""}) reached this Worker`;
+  const rest =
+    "that deployment's jobs are published to this Worker's URL and signed with keys it takes (the same QStash " +
+    "account), so each of them runs here, against this database: its events become this deployment's mails and " +
+    "webhooks. Set that deployment's PUBLIC_URL to its own Worker's address" +
     (same
       ? " (its label is this one's because it is made from PUBLIC_URL). A canary this database sent before it " +
         "was restored from a backup arrives the same way, once"
       : "");
-  await db.execute(sql`INSERT INTO outbox_alerts (kind, message, details)
-                       VALUES ('jobs.foreign', ${message},
-                               jsonb_build_object('label', ${body.label}::text, 'canaries', 1,
-                                                  'lastCanaryId', ${body.canaryId}::text,
-                                                  'lastAt', ${isoTime(sql`now()`)}))
-                       ON CONFLICT ((details->>'label')) WHERE resolved_at IS NULL AND kind = 'jobs.foreign'
-                       DO UPDATE SET details = outbox_alerts.details || jsonb_build_object(
-                                       'canaries', (outbox_alerts.details->>'canaries')::int + 1,
-                                       'lastCanaryId', ${body.canaryId}::text,
-                                       'lastAt', ${isoTime(sql`now()`)})`);
-  return { ours: false, message };
+  // The count and the latest time lead, as job.failed's do: the alert is one per label.
+  const text = (n: SQL) =>
+    sql`format('%s canary job%s %s, the latest at %s: %s', ${n}, CASE WHEN ${n} = 1 THEN '' ELSE 's' END,
+               ${what}::text, ${utcText(sql`now()`)}, ${rest}::text)`;
+  const count = sql`((outbox_alerts.details->>'canaries')::int + 1)`;
+  const [row] = await queryRows<{ message: string }>(
+    db,
+    sql`INSERT INTO outbox_alerts (kind, message, details)
+        VALUES ('jobs.foreign', ${text(sql`1`)},
+                jsonb_build_object('label', ${body.label}::text, 'canaries', 1,
+                                   'lastCanaryId', ${body.canaryId}::text, 'lastAt', ${isoTime(sql`now()`)}))
+        ON CONFLICT ((details->>'label')) WHERE resolved_at IS NULL AND kind = 'jobs.foreign'
+        DO UPDATE SET message = ${text(count)},
+                      details = outbox_alerts.details || jsonb_build_object(
+                        'canaries', ${count}, 'lastCanaryId', ${body.canaryId}::text, 'lastAt', ${isoTime(sql`now()`)})
+        RETURNING message`,
+  );
+  return { ours: false, message: row?.message ?? `a canary job ${what}: ${rest}` };
 }
 
 /**

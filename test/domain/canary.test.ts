@@ -80,7 +80,7 @@ describe("the sweep's canary", () => {
     expect(alert!.message).toBe(
       "jobs do not reach this Worker: the cron sweep's canary job, sent through QStash to " +
         "https://outbox.example.com/jobs/_canary at 2026-12-07 12:00:00 UTC, has not arrived, nor has the one sent " +
-        "5 min later; none ever has. Subscribers' jobs and webhook deliveries are likely not running " +
+        "since; none ever has. Subscribers' jobs and webhook deliveries are likely not running " +
         "either: they wait in QStash, then in its dead-letter queue. Check that PUBLIC_URL is this Worker's " +
         "address and reaches it, that QSTASH_CURRENT_SIGNING_KEY and QSTASH_NEXT_SIGNING_KEY are this QStash " +
         "account's (QStash's logs show a 401 when they are not), and what QStash's logs say of the canary's message",
@@ -177,15 +177,25 @@ describe("a canary the route takes", () => {
     );
     expect(alerts).toHaveLength(2);
     const staging = alerts.find((a) => a.details.label === "edge-outbox-staging")!;
-    expect(staging.message).toBe(
-      "canary jobs of another deployment (label edge-outbox-staging) reach this Worker: that deployment's jobs are " +
-        "published to this Worker's URL and signed with keys it takes (the same QStash account), so each of them " +
-        "runs here, against this database: its events become this deployment's mails and webhooks. Set that " +
-        "deployment's PUBLIC_URL to its own Worker's address",
+    expect(staging.message).toMatch(
+      new RegExp(
+        "^2 canary jobs of another deployment \\(label edge-outbox-staging\\) reached this Worker, the latest at " +
+          "\\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\d UTC: that deployment's jobs are published to this Worker's URL " +
+          "and signed with keys it takes \\(the same QStash account\\), so each of them runs here, against this " +
+          "database: its events become this deployment's mails and webhooks\\. Set that deployment's PUBLIC_URL " +
+          "to its own Worker's address$",
+      ),
     );
-    expect(alerts.find((a) => a.details.label === label)!.message).toContain(
-      `(label ${label}, this deployment's own) reach this Worker`,
+    expect(alerts.find((a) => a.details.label === label)!.message).toMatch(
+      new RegExp(
+        `^1 canary job of another deployment \\(label ${label}, this deployment's own\\) reached this Worker`,
+      ),
     );
+    // The route's refusal says what the alert says.
+    expect(arrival).toEqual({
+      ours: false,
+      message: expect.stringMatching(/^1 canary job of another deployment/),
+    });
     // Nothing of ours was marked.
     expect((await t.pool.query("SELECT count(*)::int AS n FROM qstash_canaries")).rows[0].n).toBe(0);
   });

@@ -78,7 +78,7 @@ describe("the cron sweep's canary", () => {
     const [foreign] = await openAlerts(t.pool, "jobs.foreign");
     expect(foreign!.details).toMatchObject({ label: "edge-outbox-staging", canaries: 1 });
     expect(foreign!.message).toMatch(
-      /^canary jobs of another deployment \(label edge-outbox-staging\) reach this Worker/,
+      /^1 canary job of another deployment \(label edge-outbox-staging\) reached this Worker, the latest at /,
     );
     // Production's own canaries are untouched by it.
     expect((await t.pool.query("SELECT count(*)::int AS n FROM qstash_canaries")).rows[0].n).toBe(1);
@@ -94,7 +94,7 @@ describe("the cron sweep's canary", () => {
     expect(later).toMatch(/; canary: sent; jobs not arriving since \S+ \(alert raised\); \d+ ms$/);
     const [late] = await openAlerts(staging.pool, "jobs.not_arriving");
     expect(late!.message).toContain(
-      ` QStash dead-lettered one, answered: 489 {"error":{"code":"job_rejected","message":"not this deployment's canary: canary jobs of another deployment (label edge-outbox-staging) reach this Worker`,
+      ` QStash dead-lettered one, answered: 489 {"error":{"code":"job_rejected","message":"not this deployment's canary: 1 canary job of another deployment (label edge-outbox-staging) reached this Worker`,
     );
     // Its dead letter was taken as a canary's, not recorded as a job failure.
     expect((await staging.pool.query("SELECT count(*)::int AS n FROM job_failures")).rows[0].n).toBe(0);

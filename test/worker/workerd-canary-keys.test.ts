@@ -1,0 +1,44 @@
+import { expect, it } from "vitest";
+import { useTestDatabase } from "../support/db.ts";
+import { waitFor } from "../support/helpers.ts";
+import { useWorkerd } from "../support/workerd.ts";
+
+// The mistake the canary is there for, in the real Worker bundle: signing keys that
+// are not the QStash account's. Every job answers 401 while writes, /healthz and
+// every view stay healthy; the canary turns that into an alert that says 401.
+const t = useTestDatabase();
+const stack = useWorkerd(t, {
+  QSTASH_CURRENT_SIGNING_KEY: "sig_of_another_account_current",
+  QSTASH_NEXT_SIGNING_KEY: "sig_of_another_account_next",
+});
+
+async function sweep(): Promise<void> {
+  const res = await stack.fetch("/__scheduled?cron=*+*+*+*+*");
+  expect(res.status).toBe(200);
+  await res.text();
+}
+
+it("with signing keys of another account, the canary's 401 becomes a jobs.not_arriving alert", async () => {
+  await sweep();
+  await waitFor(
+    () => stack.qstash.messages().some((m) => m.url.endsWith("/jobs/_canary") && m.state === "ERROR"),
+    10_000,
+  );
+  // Five minutes and more on, moved rather than waited.
+  await t.pool.query("UPDATE qstash_canaries SET sent_at = sent_at - interval '6 minutes'");
+  await sweep();
+  const { rows } = await t.pool.query(
+    "SELECT message, details FROM outbox_alerts WHERE kind = 'jobs.not_arriving' AND resolved_at IS NULL",
+  );
+  expect(rows).toHaveLength(1);
+  expect(rows[0].message).toMatch(
+    new RegExp(
+      `^jobs do not reach this Worker: the cron sweep's canary job, sent through QStash to ${stack.url}/jobs/_canary ` +
+        "at .+ UTC, has not arrived, nor has the one sent since; none ever has\\. QStash dead-lettered one, " +
+        'answered: 401 \\{"error":\\{"code":"UNAUTHORIZED","message":"invalid Upstash-Signature"',
+    ),
+  );
+  expect(rows[0].details).toMatchObject({ canaries: 2, answer: expect.stringMatching(/^401 /) });
+  // The health check has nothing to say of it: it answers for the database.
+  expect((await stack.fetch("/healthz")).status).toBe(200);
+});
