@@ -213,6 +213,7 @@ export function formatStats(s: OperatorStats): string {
     `waiting in QStash  ${waitingInQStash(s.waitLists)}`,
     `webhooks waiting   ${webhooksWaiting(s.webhookDeliveriesWaiting)}`,
     `cron sweep         ${sweepLine(s.sweep)}`,
+    `jobs from QStash   ${s.canary.text}`,
     `database           ${storageText(s.storage)}`,
   ].join("\n");
 }

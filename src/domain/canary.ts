@@ -130,9 +130,7 @@ export async function checkCanary(
                         WHERE sent_at < ${now}::timestamptz - make_interval(days => ${CANARY_KEEP_DAYS})
                           AND sent_at < (SELECT max(sent_at) FROM qstash_canaries WHERE arrived_at IS NOT NULL)`);
   const state = due ? await readCanaryState(db) : before;
-  const late =
-    state.waiting_since !== null &&
-    now.getTime() - state.waiting_since.getTime() > CANARY_LATE_AFTER_MINUTES * 60_000;
+  const late = isLate(state.waiting_since, now);
   let raised = false;
   let resolved = false;
   if (late) {
@@ -315,4 +313,50 @@ export async function recordCanaryAnswer(
     sql`UPDATE qstash_canaries SET answer = ${answer} WHERE id = ${canaryId} AND arrived_at IS NULL`,
   );
   return true;
+}
+
+/** The canary as `stats`, `GET /admin/stats` and the overview say it. */
+export interface CanaryView {
+  /** When the newest canary to arrive did; null before the first. */
+  lastArrivedAt: Date | null;
+  /** The oldest canary sent after it, not arrived yet; null when none waits. */
+  waitingSince: Date | null;
+  /** It has waited over CANARY_LATE_AFTER_MINUTES: jobs do not reach the Worker. */
+  late: boolean;
+  /** canaryText's sentence (ISO times). */
+  text: string;
+}
+
+export async function canaryView(db: Db, now = new Date()): Promise<CanaryView> {
+  const state = await readCanaryState(db);
+  const view = {
+    lastArrivedAt: state.last_arrived_at,
+    waitingSince: state.waiting_since,
+    late: isLate(state.waiting_since, now),
+  };
+  return { ...view, text: canaryText(view) };
+}
+
+function isLate(waitingSince: Date | null, now: Date): boolean {
+  return waitingSince !== null && now.getTime() - waitingSince.getTime() > CANARY_LATE_AFTER_MINUTES * 60_000;
+}
+
+/**
+ * Whether QStash's jobs reach the Worker, as the newest canaries say, after a
+ * "jobs from QStash" label (`stats`, the overview); `time` writes a time the caller's way.
+ */
+export function canaryText(
+  view: Pick<CanaryView, "lastArrivedAt" | "waitingSince" | "late">,
+  time: (d: Date) => string = (d) => d.toISOString(),
+): string {
+  const last = view.lastArrivedAt ? `the last to arrive did at ${time(view.lastArrivedAt)}` : "none ever has";
+  if (view.late && view.waitingSince)
+    return (
+      `NOT ARRIVING: no canary the cron sweep sent through QStash since ${time(view.waitingSince)} has reached ` +
+      `this Worker, and ${last} (the jobs.not_arriving alert says what QStash was answered)`
+    );
+  if (view.waitingSince) return `a canary sent at ${time(view.waitingSince)} is on its way; ${last}`;
+  if (view.lastArrivedAt)
+    return `arriving: the cron sweep's last canary arrived at ${time(view.lastArrivedAt)}`;
+  return `no canary sent yet: the cron sweep sends one every ${CANARY_EVERY_MINUTES} min, to tell whether jobs reach this Worker`;
 }

@@ -294,6 +294,28 @@ describe("outbox CLI", () => {
     });
   });
 
+  it("stats says whether QStash's jobs reach the Worker, as the sweep's canaries say (ADR 0045)", async () => {
+    await t.pool.query("TRUNCATE qstash_canaries");
+    expect((await runCli(["stats"], env())).stdout).toMatch(
+      /^jobs from QStash {3}no canary sent yet: the cron sweep sends one every 30 min, to tell whether jobs reach this Worker$/m,
+    );
+    await t.pool.query(
+      `INSERT INTO qstash_canaries (id, sent_at, arrived_at) VALUES
+         (gen_random_uuid(), '2026-12-07 11:30:00Z', '2026-12-07 11:30:01Z'),
+         (gen_random_uuid(), now() - interval '20 minutes', NULL)`,
+    );
+    expect((await runCli(["stats"], env())).stdout).toMatch(
+      /^jobs from QStash {3}NOT ARRIVING: no canary the cron sweep sent through QStash since \S+ has reached this Worker, and the last to arrive did at 2026-12-07T11:30:01\.000Z \(the jobs\.not_arriving alert says what QStash was answered\)$/m,
+    );
+    expect(JSON.parse((await runCli(["stats", "--json"], env())).stdout).canary).toEqual({
+      lastArrivedAt: "2026-12-07T11:30:01.000Z",
+      waitingSince: expect.any(String),
+      late: true,
+      text: expect.stringMatching(/^NOT ARRIVING: /),
+    });
+    await t.pool.query("TRUNCATE qstash_canaries");
+  });
+
   it("finds one subject's events, or one scope's, a page at a time with --before", async () => {
     const note = "0193a6f0-note-of-interest";
     const mine = await seedEvents(t.pool, 3, {

@@ -235,6 +235,32 @@ describe("overview", () => {
     await t.pool.query("TRUNCATE sweep_runs");
   });
 
+  it("says whether QStash's jobs reach the Worker, in red when the canary is late", async () => {
+    await t.pool.query("TRUNCATE qstash_canaries");
+    expect((await browser.get("/dashboard")).text).toContain(
+      '<p class="muted" id="canary">Jobs from QStash: no canary sent yet: the cron sweep sends one every 30 min, to tell whether jobs reach this Worker.</p>',
+    );
+    await t.pool.query(
+      `INSERT INTO qstash_canaries (id, sent_at, arrived_at)
+       VALUES (gen_random_uuid(), '2026-12-07 11:30:00Z', '2026-12-07 11:30:01Z')`,
+    );
+    expect((await browser.get("/dashboard")).text).toContain(
+      '<p class="muted" id="canary">Jobs from QStash: arriving: the cron sweep&#39;s last canary arrived at 2026-12-07 11:30:01Z.</p>',
+    );
+    // One sent since, not arrived: on its way for five minutes, then late.
+    await t.pool.query(
+      `INSERT INTO qstash_canaries (id, sent_at) VALUES (gen_random_uuid(), now() - interval '6 minutes')`,
+    );
+    expect((await browser.get("/dashboard")).text).toMatch(
+      /<div class="panel" id="canary"><p class="error">Jobs from QStash: NOT ARRIVING: no canary the cron sweep sent through QStash since [^<]+ has reached this Worker, and the last to arrive did at 2026-12-07 11:30:01Z \(the jobs.not_arriving alert says what QStash was answered\)\.<\/p>/,
+    );
+    await t.pool.query("UPDATE qstash_canaries SET sent_at = now() WHERE arrived_at IS NULL");
+    expect((await browser.get("/dashboard")).text).toMatch(
+      /<p class="muted" id="canary">Jobs from QStash: a canary sent at [^<]+ is on its way; the last to arrive did at 2026-12-07 11:30:01Z\.<\/p>/,
+    );
+    await t.pool.query("TRUNCATE qstash_canaries");
+  });
+
   it("shows the jobs QStash holds behind each subscription's limit, as the sweep last read them", async () => {
     const notRead = await browser.get("/dashboard");
     expect(notRead.text).toMatch(

@@ -22,6 +22,7 @@ import { readStorage, type Storage } from "../storage.ts";
 import { readRetriesDue, type RetriesDue } from "./retries-due.ts";
 import { readWaitLists, type WaitListReading } from "../subscription-backlog.ts";
 import { sweepView, type SweepView } from "../sweep-runs.ts";
+import { canaryView, type CanaryView } from "../canary.ts";
 import { SUBSCRIPTION_NAMES, subscriptions } from "../subscriptions.ts";
 import { deliveriesWaiting, type DeliveriesWaiting } from "../webhooks/lag.ts";
 import { queryRows, textArray } from "../webhooks/rows.ts";
@@ -505,6 +506,8 @@ export type OperatorStats = Stats & {
   webhookDeliveriesWaiting: DeliveriesWaiting;
   /** The cron sweep's last run and whether it needs looking at (ADR 0040). */
   sweep: SweepView;
+  /** Whether jobs reach the Worker, as the sweep's canaries say (ADR 0045). */
+  canary: CanaryView;
   /** The database's size and its largest tables: retention deletes rows, and this says what is left. */
   storage: Storage;
 };
@@ -516,7 +519,7 @@ export type OperatorStats = Stats & {
  * and the cron sweep's last run, without which nothing raises the other alerts (ADR 0040).
  */
 export async function operatorStats(pool: Queryable, db: Db): Promise<OperatorStats> {
-  const [core, notRetried, jobRetriesDue, waitLists, webhookDeliveriesWaiting, sweep, storage] =
+  const [core, notRetried, jobRetriesDue, waitLists, webhookDeliveriesWaiting, sweep, canary, storage] =
     await Promise.all([
       stats(pool),
       countOpenFailures(db),
@@ -524,6 +527,7 @@ export async function operatorStats(pool: Queryable, db: Db): Promise<OperatorSt
       readWaitLists(db),
       deliveriesWaiting(db),
       sweepView(db),
+      canaryView(db),
       readStorage(db),
     ]);
   return {
@@ -533,6 +537,7 @@ export async function operatorStats(pool: Queryable, db: Db): Promise<OperatorSt
     waitLists,
     webhookDeliveriesWaiting,
     sweep,
+    canary,
     storage,
   };
 }

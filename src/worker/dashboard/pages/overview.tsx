@@ -8,6 +8,7 @@ import {
 import { subscriptionFilter } from "../../../domain/subscriptions.ts";
 import { readStorage, storageText } from "../../../domain/storage.ts";
 import { readSweepRun, retentionText, sweepTrouble } from "../../../domain/sweep-runs.ts";
+import { canaryText, canaryView } from "../../../domain/canary.ts";
 import { privateUrlsWhereDeployed } from "../../../domain/webhooks/url-safety.ts";
 import { listJobFailures } from "../../../domain/job-failures/record.ts";
 import { readRetriesDue, retriesDueText } from "../../../domain/job-failures/retries-due.ts";
@@ -98,17 +99,19 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
     const { pool, db } = c.var;
     const perMinute = await eventsPerMinute(pool);
     const since = perMinute[0]?.minute ?? new Date(Date.now() - 3_600_000);
-    const [s, alerts, jobs, deliveries, attempts, waitLists, sweep, storage, retriesDue] = await Promise.all([
-      stats(pool),
-      listAlerts(pool, { open: true, limit: 10 }),
-      listJobFailures(db, { limit: 10 }),
-      failedDeliveries(db, FAILED_DELIVERIES_SHOWN),
-      attemptsPerMinute(db, since),
-      readWaitLists(db),
-      readSweepRun(db),
-      readStorage(db),
-      readRetriesDue(db),
-    ]);
+    const [s, alerts, jobs, deliveries, attempts, waitLists, sweep, storage, retriesDue, canary] =
+      await Promise.all([
+        stats(pool),
+        listAlerts(pool, { open: true, limit: 10 }),
+        listJobFailures(db, { limit: 10 }),
+        failedDeliveries(db, FAILED_DELIVERIES_SHOWN),
+        attemptsPerMinute(db, since),
+        readWaitLists(db),
+        readSweepRun(db),
+        readStorage(db),
+        readRetriesDue(db),
+        canaryView(db),
+      ]);
     const retrying = retriesDueText(retriesDue, (iso) => time(new Date(iso)));
     const sweepProblem = sweepTrouble(sweep, new Date(), time);
     const waiting = waitLists.filter((w) => w.waiting > 0);
@@ -225,6 +228,15 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
           <p class="muted" id="sweep">
             {`Cron sweep finished ${time(sweep!.finishedAt)} in ${sweep!.durationMs} ms; ${retentionText(sweep!.retentionDays)}.`}
           </p>
+        )}
+        {/* Whether QStash's jobs reach this Worker at all (ADR 0045): red when they do not,
+            which no count shows (the jobs were published, and QStash took them). */}
+        {canary.late ? (
+          <div class="panel" id="canary">
+            <p class="error">{`Jobs from QStash: ${canaryText(canary, time)}.`}</p>
+          </div>
+        ) : (
+          <p class="muted" id="canary">{`Jobs from QStash: ${canaryText(canary, time)}.`}</p>
         )}
         <p class="muted" id="storage">{`Database: ${storageText(storage)}.`}</p>
         {/* The retry tail: after an outage, what still waits for QStash's next try, which
