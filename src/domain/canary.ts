@@ -156,7 +156,8 @@ export async function checkCanary(
       sql`UPDATE outbox_alerts
              SET resolved_at = now(),
                  message = format('jobs reach this Worker again: a canary job sent through QStash arrived at %s '
-                                  '(none had since %s)', ${utcText(sql`${state.last_arrived_at}::timestamptz`)},
+                                  '(none sent from %s until then had)',
+                                  ${utcText(sql`${state.last_arrived_at}::timestamptz`)},
                                   ${utcText(sql`(details->>'waitingSince')::timestamptz`)})
            WHERE kind = 'jobs.not_arriving' AND resolved_at IS NULL
           RETURNING id`,

@@ -117,7 +117,7 @@ describe("the sweep's canary", () => {
       "SELECT message FROM outbox_alerts WHERE kind = 'jobs.not_arriving' AND resolved_at IS NOT NULL",
     );
     expect(rows[0].message).toMatch(
-      /^jobs reach this Worker again: a canary job sent through QStash arrived at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(none had since 2026-12-07 12:00:00 UTC\)$/,
+      /^jobs reach this Worker again: a canary job sent through QStash arrived at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(none sent from 2026-12-07 12:00:00 UTC until then had\)$/,
     );
   });
 
