@@ -79,7 +79,17 @@ export const openNeonDatabase: OpenDatabase = (config) => {
   pool.on("release", (_error: unknown, client: PoolClient) => held.delete(client));
   const close = () => {
     ending = true;
-    for (const client of held) client.release(true);
+    for (const client of held) {
+      client.release(true);
+      // A connection still held may be running a query: a request whose Promise.all
+      // had one read fail answers, and its pool is closed, while the other reads run
+      // (GET /admin/stats with the schema behind). The driver releases that query's
+      // connection itself once the query settles, and a second release throws out of
+      // its callback: "Release called on client which has already been released",
+      // uncaught, and the query's promise never settled. The connection is dropped
+      // above and never handed out again, so its later release has nothing to do.
+      client.release = () => undefined;
+    }
     held.clear();
     return pool.end();
   };

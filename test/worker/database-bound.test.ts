@@ -137,4 +137,41 @@ describe("closing an invocation's pool", () => {
       return rowCount === 0;
     });
   }, 15_000);
+
+  it("ends while a query still runs, and that query's own release is not a second one", async () => {
+    // A request whose Promise.all had one read fail answers at once, and its pool is
+    // closed while the other reads still run on their connections: close() drops
+    // them, and each read's own release when it settled threw "Release called on
+    // client which has already been released to the pool" out of the driver (GET
+    // /admin/stats with the schema behind, a walkthrough of stop 49).
+    const { pool, close } = openInvocationDatabase();
+    const thrown: unknown[] = [];
+    const hear = (error: unknown) => void thrown.push(error);
+    process.on("uncaughtException", hear);
+    process.on("unhandledRejection", hear);
+    try {
+      const running = pool.query("SELECT pg_sleep(0.5) /* still-running */").then(
+        () => "finished",
+        (error: Error) => error.message,
+      );
+      await waitFor(async () => {
+        const { rowCount } = await t.pool.query(
+          "SELECT 1 FROM pg_stat_activity WHERE query LIKE '%still-running%' AND pid <> pg_backend_pid()",
+        );
+        return rowCount === 1;
+      });
+      await close();
+      // The query fails with its connection dropped; before, its promise never settled.
+      const settled = await Promise.race([
+        running,
+        new Promise((r) => setTimeout(() => r("not settled after 5 s"), 5_000)),
+      ]);
+      expect(settled).toBe("Connection terminated");
+      await new Promise((r) => setTimeout(r, 300));
+      expect(thrown.map((e) => (e as Error).message)).toEqual([]);
+    } finally {
+      process.off("uncaughtException", hear);
+      process.off("unhandledRejection", hear);
+    }
+  });
 });
