@@ -463,6 +463,7 @@ function otherCases(): Case[] {
     ["PUT", "/admin/api-keys", "admin"],
     ["GET", "/jobs/notify.mail", "none"],
     ["GET", "/jobs/_failed", "none"],
+    ["GET", "/jobs/_canary", "none"],
     ["PUT", "/dashboard", "basic"],
     ["GET", "/dashboard/poisoned/requeue", "basic"],
     ["GET", "/dashboard/poisoned/requeue-all", "basic"],
@@ -637,6 +638,7 @@ function otherCases(): Case[] {
     "/jobs/corpus.index",
     "/jobs/webhook.deliver",
     "/jobs/_failed",
+    "/jobs/_canary",
     "/jobs/no.such",
   ]) {
     cases.push({ name: `${path}: unsigned`, method: "POST", path, auth: "none", body: "{}" });
@@ -669,6 +671,8 @@ function otherCases(): Case[] {
       "[]",
       '{"subscription":1}',
       JSON.stringify({ subscription: "notify.mail", event: { id: "x" } }),
+      JSON.stringify({ canaryId: "x", label: "edge-outbox-prod" }),
+      JSON.stringify({ canaryId: UNKNOWN, label: "" }),
       "\u0000",
       "",
     ]) {
