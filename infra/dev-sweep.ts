@@ -3,6 +3,8 @@
 // stack asks, on wrangler.toml's schedule. The Worker logs its own `sweep:` line;
 // this says something only when a tick fails.
 
+import { cronPeriodMinutes } from "../src/domain/sweep-runs.ts";
+
 export interface DevCron {
   /** The expression sent as `?cron=`, as Cloudflare passes it to `scheduled`. */
   cron: string;
@@ -14,9 +16,9 @@ export interface DevCron {
 const EVERY_MINUTE: DevCron = { cron: "* * * * *", seconds: 60, understood: true };
 
 /**
- * The period of wrangler.toml's `crons`, when it is a simple one: `* * * * *`
- * (60 s) or `*\/N * * * *` with N dividing 60 (N minutes). Anything else (several
- * crons, hours, weekdays) is swept every minute, the finest a cron trigger runs.
+ * The period of wrangler.toml's `crons`, when it is a simple one (cronPeriodMinutes:
+ * `* * * * *`, `*\/N * * * *` with N dividing 60, `M * * * *` hourly). Anything else
+ * (several crons, hours, weekdays) is swept every minute, the finest a cron trigger runs.
  */
 export function devCronFromWranglerToml(toml: string): DevCron {
   const list = /^\s*crons\s*=\s*\[([^\]]*)\]/m.exec(toml)?.[1];
@@ -24,16 +26,11 @@ export function devCronFromWranglerToml(toml: string): DevCron {
   const crons = [...list.matchAll(/"([^"]*)"|'([^']*)'/g)].map((m) => (m[1] ?? m[2]!).trim());
   if (crons.length !== 1) return { cron: crons[0] ?? EVERY_MINUTE.cron, seconds: 60, understood: false };
   const cron = crons[0]!;
-  const fields = cron.split(/\s+/);
-  if (fields.length !== 5 || fields.slice(1).some((f) => f !== "*"))
-    return { cron, seconds: 60, understood: false };
-  if (fields[0] === "*") return { cron, seconds: 60, understood: true };
-  const step = /^\*\/(\d+)$/.exec(fields[0]!)?.[1];
-  const minutes = step === undefined ? NaN : Number(step);
-  if (Number.isInteger(minutes) && minutes >= 1 && 60 % minutes === 0) {
-    return { cron, seconds: minutes * 60, understood: true };
-  }
-  return { cron, seconds: 60, understood: false };
+  // Read as the Worker's views read the cron they were swept by (sweep-runs.ts).
+  const minutes = cronPeriodMinutes(cron);
+  return minutes === undefined
+    ? { cron, seconds: 60, understood: false }
+    : { cron, seconds: minutes * 60, understood: true };
 }
 
 export interface DevSweepOptions {

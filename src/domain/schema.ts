@@ -215,6 +215,8 @@ export const sweepRuns = pgTable(
     retentionDays: integer("retention_days"),
     failedAt: timestamp("failed_at", tz),
     failure: text("failure"),
+    /** The cron expression the last finished sweep ran by: how late is late (sweepLateAfterMinutes). */
+    cron: text("cron"),
   },
   (t) => [check("sweep_runs_singleton", sql`${t.id} = 1`)],
 );

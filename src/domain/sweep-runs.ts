@@ -4,26 +4,53 @@ import { sweepRuns } from "./schema.ts";
 
 /**
  * Minutes without a finished sweep after which every view says the sweep is late
- * (ADR 0040): the cron runs each minute, so five is four runs missed, not one slow
- * one (a sweep's budget is SWEEP_BUDGET_MS, well under a minute).
+ * (ADR 0040), for a cron that runs each minute: five is four runs missed, not one
+ * slow one (a sweep's budget is SWEEP_BUDGET_MS, well under a minute). A coarser
+ * cron is given four of its own periods: sweepLateAfterMinutes.
  */
 export const SWEEP_LATE_AFTER_MINUTES = 5;
+
+/**
+ * The period of a cron expression, in minutes, when it is one of the forms a sweep's
+ * schedule takes: `* * * * *` (1), `*\/N * * * *` with N dividing 60 (N), `M * * * *`
+ * (60). Undefined for any other: hours, days or lists make the gaps uneven.
+ */
+export function cronPeriodMinutes(cron: string): number | undefined {
+  const fields = cron.trim().split(/\s+/);
+  if (fields.length !== 5 || fields.slice(1).some((f) => f !== "*")) return undefined;
+  const minute = fields[0]!;
+  if (minute === "*") return 1;
+  if (/^\d{1,2}$/.test(minute) && Number(minute) < 60) return 60;
+  const step = /^\*\/(\d{1,2})$/.exec(minute)?.[1];
+  const n = step === undefined ? NaN : Number(step);
+  return Number.isInteger(n) && n >= 1 && 60 % n === 0 ? n : undefined;
+}
+
+/**
+ * When the sweep counts as late under the cron it last ran with: four of its periods
+ * and one minute more (five for a cron each minute), never less than
+ * SWEEP_LATE_AFTER_MINUTES. A walkthrough's `*\/10` cron was called late for most of
+ * every period. A cron whose period is not read here, or none recorded, gets the
+ * every-minute figure.
+ */
+export function sweepLateAfterMinutes(cron: string | null): number {
+  const period = cron === null ? undefined : cronPeriodMinutes(cron);
+  return period === undefined ? SWEEP_LATE_AFTER_MINUTES : Math.max(SWEEP_LATE_AFTER_MINUTES, 4 * period + 1);
+}
 
 /** The cron sweep's last run as `sweep_runs` holds it; null before the first. */
 export type SweepRun = typeof sweepRuns.$inferSelect;
 
-/** Called at a sweep's end: it finished, in `durationMs`, with that retention. */
+/** Called at a sweep's end: it finished, in `durationMs`, with that retention, run by that cron. */
 export async function recordSweepFinished(
   db: Db,
-  run: { durationMs: number; retentionDays: number },
+  run: { durationMs: number; retentionDays: number; cron: string | null },
 ): Promise<void> {
+  const set = { durationMs: run.durationMs, retentionDays: run.retentionDays, cron: run.cron };
   await db
     .insert(sweepRuns)
-    .values({ id: 1, finishedAt: sql`now()`, durationMs: run.durationMs, retentionDays: run.retentionDays })
-    .onConflictDoUpdate({
-      target: sweepRuns.id,
-      set: { finishedAt: sql`now()`, durationMs: run.durationMs, retentionDays: run.retentionDays },
-    });
+    .values({ id: 1, finishedAt: sql`now()`, ...set })
+    .onConflictDoUpdate({ target: sweepRuns.id, set: { finishedAt: sql`now()`, ...set } });
 }
 
 /** Called when a sweep throws: when and why, beside the last one that finished. */
@@ -46,7 +73,9 @@ export interface SweepView {
   retentionDays: number | null;
   failedAt: Date | null;
   failure: string | null;
-  /** No sweep has finished for SWEEP_LATE_AFTER_MINUTES, or ever. */
+  /** The cron expression the last finished sweep ran by (Cloudflare's `controller.cron`). */
+  cron: string | null;
+  /** No sweep has finished for sweepLateAfterMinutes(cron), or ever. */
   late: boolean;
   /** sweepTrouble's sentences (ISO times), null while sweeps keep finishing. */
   trouble: string | null;
@@ -61,6 +90,7 @@ export async function sweepView(db: Db, now = new Date()): Promise<SweepView> {
     retentionDays: run?.retentionDays ?? null,
     failedAt: run?.failedAt ?? null,
     failure: run?.failure ?? null,
+    cron: run?.cron ?? null,
     late: trouble?.late ?? false,
     trouble: trouble?.text ?? null,
   };
@@ -68,7 +98,7 @@ export async function sweepView(db: Db, now = new Date()): Promise<SweepView> {
 
 /**
  * Why the sweep needs looking at, in sentences, or undefined while it keeps
- * finishing. `late`: none has finished for SWEEP_LATE_AFTER_MINUTES (or ever);
+ * finishing. `late`: none has finished for sweepLateAfterMinutes (or ever);
  * otherwise the last run failed after one that finished, which the next run may
  * well not repeat (a database restart fails one). A run stops at the step that
  * fails (`failure` names it), so the steps before it still ran. `time` writes a
@@ -84,9 +114,16 @@ export function sweepTrouble(
       ? `failed at ${time(run.failedAt)} ${run.failure ?? "(no message)"}`
       : undefined;
   const finishedAt = run?.finishedAt ?? null;
-  if (finishedAt === null || now.getTime() - finishedAt.getTime() > SWEEP_LATE_AFTER_MINUTES * 60_000) {
+  const cron = run?.cron ?? null;
+  const lateAfter = sweepLateAfterMinutes(cron);
+  if (finishedAt === null || now.getTime() - finishedAt.getTime() > lateAfter * 60_000) {
+    // A coarse cron's period is said: "late" after 41 minutes needs its reason.
+    const period =
+      lateAfter > SWEEP_LATE_AFTER_MINUTES
+        ? ` (its cron, ${cron}, runs one every ${cronPeriodMinutes(cron!)} min)`
+        : "";
     const since = finishedAt
-      ? `No cron sweep has finished since ${time(finishedAt)}.`
+      ? `No cron sweep has finished since ${time(finishedAt)}${period}.`
       : "No cron sweep has finished yet.";
     return {
       late: true,

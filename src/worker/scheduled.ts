@@ -59,7 +59,7 @@ export function createScheduled(
   /** The sweep's clock for webhook auto-disable; tests move it instead of waiting days. */
   now: () => Date = () => new Date(),
 ): ExportedHandlerScheduledHandler<Bindings> {
-  return async (_controller, env, ctx) => {
+  return async (controller, env, ctx) => {
     const parsed = parseConfig(env);
     if (!parsed.ok) {
       console.error(`sweep skipped: ${parsed.message}`);
@@ -133,6 +133,8 @@ export function createScheduled(
       await recordSweepFinished(db, {
         durationMs: Date.now() - started,
         retentionDays: config.RETENTION_DAYS,
+        // Absent when a test calls the handler; Cloudflare always passes the trigger's.
+        cron: typeof controller.cron === "string" ? controller.cron : null,
       });
       console.log(
         `sweep: fanned ${relay.fanned} of ${relay.claimed} claimed in ${relay.passes} pass${relay.passes === 1 ? "" : "es"} (${relay.jobs} jobs, ` +

@@ -284,6 +284,7 @@ describe("outbox CLI", () => {
       retentionDays: 14,
       failedAt: expect.any(String),
       failure: 'in its "dead letters" step: QStash answered 401',
+      cron: null,
       late: false,
       trouble: expect.stringMatching(/^The last sweep failed at /),
     });

@@ -1,8 +1,10 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { Db } from "../../src/domain/db.ts";
 import {
+  cronPeriodMinutes,
   readSweepRun,
   SWEEP_LATE_AFTER_MINUTES,
+  sweepLateAfterMinutes,
   sweepTrouble,
   type SweepRun,
 } from "../../src/domain/sweep-runs.ts";
@@ -30,21 +32,21 @@ beforeEach(() => {
 });
 afterEach(() => quiet.forEach((s) => s.mockRestore()));
 
-function sweep(env = {}) {
+function sweep(env = {}, cron?: string) {
   return createScheduled(openTestPool(t.newPool(2)))(
-    {} as ScheduledController,
+    (cron === undefined ? {} : { cron }) as ScheduledController,
     bindings({ DATABASE_URL: t.url, ...env }),
     executionContext().ctx,
   );
 }
 
 describe("the cron sweep's record of its runs", () => {
-  it("records when it finished, how long it took and the retention it ran with", async () => {
+  it("records when it finished, how long it took, the retention it ran with and the cron that ran it", async () => {
     expect(await readSweepRun(db())).toBeNull();
     const before = Date.now();
-    await sweep({ RETENTION_DAYS: "14" });
+    await sweep({ RETENTION_DAYS: "14" }, "*/10 * * * *");
     const run = await readSweepRun(db());
-    expect(run).toMatchObject({ retentionDays: 14, failedAt: null, failure: null });
+    expect(run).toMatchObject({ retentionDays: 14, failedAt: null, failure: null, cron: "*/10 * * * *" });
     expect(run!.finishedAt!.getTime()).toBeGreaterThanOrEqual(before - 1000);
     expect(run!.durationMs).toBeGreaterThanOrEqual(0);
     expect(sweepTrouble(run, new Date())).toBeUndefined();
@@ -96,6 +98,7 @@ describe("what the views say of it", () => {
     retentionDays: 30,
     failedAt: null,
     failure: null,
+    cron: null,
     ...over,
   });
   const minutesAfter = (n: number) => new Date(at("2026-12-06T12:00:00Z").getTime() + n * 60_000);
@@ -109,6 +112,43 @@ describe("what the views say of it", () => {
         "alerts other than the relay's are neither raised nor resolved, and retention deletes nothing: " +
         "check the Worker's cron trigger (wrangler.toml [triggers] crons) and its logs.",
     });
+  });
+
+  it("under a coarser cron, late after four of its periods, and says so", () => {
+    const every10 = run({ cron: "*/10 * * * *" });
+    expect(sweepTrouble(every10, minutesAfter(41))).toBeUndefined();
+    expect(sweepTrouble(every10, minutesAfter(42))).toEqual({
+      late: true,
+      text:
+        "No cron sweep has finished since 2026-12-06T12:00:00.000Z (its cron, */10 * * * *, runs one every 10 min). " +
+        "Until one does, lost kicks are not repaired, alerts other than the relay's are neither raised nor " +
+        "resolved, and retention deletes nothing: check the Worker's cron trigger (wrangler.toml [triggers] " +
+        "crons) and its logs.",
+    });
+    // Every minute, or a cron these views do not read: five minutes, as before.
+    for (const cron of ["* * * * *", "0 3 * * *", "*/7 * * * *", null]) {
+      expect(sweepTrouble(run({ cron }), minutesAfter(6))?.late).toBe(true);
+    }
+    expect(sweepTrouble(run({ cron: "0 * * * *" }), minutesAfter(4 * 60))).toBeUndefined();
+  });
+
+  it("reads the period of the crons a sweep is scheduled by", () => {
+    expect(
+      [
+        "* * * * *",
+        "*/5 * * * *",
+        " */15  * * * * ",
+        "0 * * * *",
+        "*/7 * * * *",
+        "0 3 * * *",
+        "*/0 * * * *",
+        "60 * * * *",
+        "* * * *",
+      ].map(cronPeriodMinutes),
+    ).toEqual([1, 5, 15, 60, undefined, undefined, undefined, undefined, undefined]);
+    expect([null, "* * * * *", "*/2 * * * *", "*/10 * * * *"].map(sweepLateAfterMinutes)).toEqual([
+      5, 5, 9, 41,
+    ]);
   });
 
   it("a sweep that never finished: late, with its failure when one was recorded", () => {

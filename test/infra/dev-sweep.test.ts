@@ -47,6 +47,7 @@ describe("devCronFromWranglerToml", () => {
     expect(read(`crons = [ '*/15 * * * *' ]`).seconds).toBe(900);
     expect(read(`crons = ["*/7 * * * *"]`)).toMatchObject({ seconds: 60, understood: false });
     expect(read(`crons = ["0 3 * * *"]`)).toEqual({ cron: "0 3 * * *", seconds: 60, understood: false });
+    expect(read(`crons = ["17 * * * *"]`)).toEqual({ cron: "17 * * * *", seconds: 3600, understood: true });
     expect(read(`crons = ["* * * * *", "0 3 * * *"]`)).toMatchObject({ seconds: 60, understood: false });
     expect(read(`# crons = ["*/5 * * * *"]\nname = "x"`)).toEqual({
       cron: "* * * * *",

@@ -294,6 +294,9 @@ describe("the cron sweep", () => {
     await waitFor(() => indexed(noteId), 10_000);
     const search = await call("GET", "/notes/search?q=marmalade");
     expect(search.body.hits).toEqual([expect.objectContaining({ noteId })]);
+    // The run is recorded with the cron that triggered it, which sets how late is late (ADR 0040).
+    const { rows: runs } = await t.pool.query("SELECT cron FROM sweep_runs");
+    expect(runs).toEqual([{ cron: "* * * * *" }]);
   });
 });
 

@@ -1,0 +1,1 @@
+ALTER TABLE "sweep_runs" ADD COLUMN "cron" text;
