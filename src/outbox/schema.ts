@@ -154,6 +154,8 @@ export const alerts = pgTable(
     details: jsonb("details"),
     createdAt: timestamp("created_at", tz).notNull().defaultNow(),
     resolvedAt: timestamp("resolved_at", tz),
+    /** When the sweep posted it to ALERT_WEBHOOK_URL (ADR 0046); null until then. */
+    notifiedAt: timestamp("notified_at", tz),
   },
   (t) => [
     index("outbox_alerts_open_idx")
@@ -208,6 +210,10 @@ export const alerts = pgTable(
     uniqueIndex("outbox_alerts_open_jobs_foreign_key")
       .on(sql`(details->>'label')`)
       .where(sql`resolved_at IS NULL AND kind = 'jobs.foreign'`),
+    // The open alerts not yet posted to ALERT_WEBHOOK_URL, which the sweep reads each run.
+    index("outbox_alerts_unnotified_idx")
+      .on(t.id)
+      .where(sql`notified_at IS NULL AND resolved_at IS NULL`),
     // An event's alerts, on its every view (operations.ts getEvent): without it each
     // read every alert kept, 110 ms for 30,000 (the month walkthrough).
     index("outbox_alerts_event_idx").on(t.eventId),

@@ -29,6 +29,11 @@ export interface Bindings {
    * without it (no mail sent) ops@example.com names the no-op mailer's recipient.
    */
   MAIL_TO?: string;
+  /**
+   * Where the cron sweep posts each new open alert, as JSON with a `text` (an incoming
+   * chat webhook's shape) and the alerts themselves (ADR 0046); unset, nothing is posted.
+   */
+  ALERT_WEBHOOK_URL?: string;
   /** Days a fanned event is kept before the cron sweep deletes it; default 30. */
   RETENTION_DAYS?: string;
   /** Largest request body accepted, in bytes (413 above it); default 1 MB. */
@@ -112,6 +117,7 @@ export const configSchema = z.object({
   ADMIN_TOKEN: z.string().trim().min(16, "must be at least 16 characters"),
   MAIL_API_URL: optional(httpUrl),
   MAIL_TO: optional(z.email({ error: "must be an e-mail address" })).transform((v) => v ?? "ops@example.com"),
+  ALERT_WEBHOOK_URL: optional(httpUrl),
   // Vars are strings; a fractional or zero retention is a typo, not a policy.
   RETENTION_DAYS: optional(wholeNumberOf("days").min(1, "must be at least 1 day")).transform((v) => v ?? 30),
   MAX_BODY_BYTES: optional(wholeNumberOf("bytes").min(1024, "must be at least 1024 bytes")).transform(

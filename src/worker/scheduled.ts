@@ -6,6 +6,7 @@ import {
   withCause,
   type DrainResult,
 } from "../outbox/index.ts";
+import { sendAlertNotice, type AlertNoticeResult } from "../domain/alert-notices.ts";
 import { checkCanary, type CanaryCheck } from "../domain/canary.ts";
 import { collectDeadLetters } from "../domain/job-failures/dead-letters.ts";
 import { deleteExpiredKeys, IDEMPOTENCY_KEY_HOURS } from "../domain/idempotency.ts";
@@ -50,7 +51,8 @@ import {
  * without reaching our failure callback, publishing deliveries whose publish
  * was lost or whose job is long overdue, and reading each subscription's wait list
  * in QStash (an alert for one that stays behind, ADR 0039), and sending the canary
- * job that tells whether QStash's jobs reach this Worker at all (ADR 0045). One log line
+ * job that tells whether QStash's jobs reach this Worker at all (ADR 0045), and, with
+ * ALERT_WEBHOOK_URL set, posting the open alerts not told of yet (ADR 0046). One log line
  * says what it did, and `sweep_runs` when it finished or failed (ADR 0040). Throws (the invocation shows as failed) on misconfiguration
  * or a database error; the next sweep simply tries again.
  */
@@ -128,6 +130,16 @@ export function createScheduled(
           now: now(),
         }),
       );
+      // Last, so the alerts this sweep raised are in its notice.
+      const notice = config.ALERT_WEBHOOK_URL
+        ? await at("alert notice", () =>
+            sendAlertNotice(db, {
+              url: config.ALERT_WEBHOOK_URL!,
+              label: qstashLabelFor(config),
+              publicUrl: config.PUBLIC_URL,
+            }),
+          )
+        : undefined;
       step = "run record";
       // Recorded before the line, whose time it would not count: the views read it.
       await recordSweepFinished(db, {
@@ -154,7 +166,7 @@ export function createScheduled(
           `${deadLetters.qstashError ? ` (stopped: ${deadLetters.qstashError})` : ""}; ` +
           `re-published ${republished} webhook deliveries whose publish was lost and ${overdue} whose job ` +
           `QStash no longer held ${OVERDUE_AFTER_MINUTES} min after it was due; ` +
-          `jobs waiting in QStash: ${waitingText(backlog)}; canary: ${canaryText(canary)}; ${Date.now() - started} ms`,
+          `jobs waiting in QStash: ${waitingText(backlog)}; canary: ${canaryText(canary)}; alert notice: ${noticeText(notice)}; ${Date.now() - started} ms`,
       );
     } catch (error) {
       // A failed query's own words (drizzle's message is the statement, then its
@@ -205,6 +217,13 @@ function canaryText(check: CanaryCheck): string {
       ? `waiting for one sent at ${check.waitingSince.toISOString()}`
       : `jobs arriving${check.resolved ? " again (alert resolved)" : ""}`;
   return `${sent}; ${state}`;
+}
+
+/** What the sweep told ALERT_WEBHOOK_URL, or why not. */
+function noticeText(notice: AlertNoticeResult | undefined): string {
+  if (notice === undefined) return "off (ALERT_WEBHOOK_URL unset)";
+  if (notice.error !== undefined) return `not sent, its alerts wait for the next sweep (${notice.error})`;
+  return notice.sent === 0 ? "no new alerts" : `${notice.sent} new alert${notice.sent === 1 ? "" : "s"} sent`;
 }
 
 /** ", newly: a, b" for a log line; nothing when there are none. */

@@ -232,7 +232,7 @@ describe("the cron sweep", () => {
       );
       const line = String(log.mock.calls.find((c) => String(c[0]).startsWith("sweep:"))?.[0]);
       expect(line).toMatch(
-        /; jobs waiting in QStash: not read \(fetch failed \(bad port\)\); canary: not taken by QStash \(.+\); waiting for one sent at \S+; \d+ ms$/,
+        /; jobs waiting in QStash: not read \(fetch failed \(bad port\)\); canary: not taken by QStash \(.+\); waiting for one sent at \S+; alert notice: off \(ALERT_WEBHOOK_URL unset\); \d+ ms$/,
       );
     } finally {
       log.mockRestore();

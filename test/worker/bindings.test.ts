@@ -66,6 +66,17 @@ describe("bindings are validated once, at the entry", () => {
     expect(parseConfig(bindings({ PUBLIC_URL: "https://outbox.example.com:8443/" })).ok).toBe(true);
   });
 
+  it("takes ALERT_WEBHOOK_URL as an http(s) URL, and nothing without it", () => {
+    const unset = parseConfig(bindings({}));
+    expect(unset.ok && unset.config.ALERT_WEBHOOK_URL).toBeUndefined();
+    const set = parseConfig(bindings({ ALERT_WEBHOOK_URL: "https://hooks.example.com/services/T0/B0/x" }));
+    expect(set.ok && set.config.ALERT_WEBHOOK_URL).toBe("https://hooks.example.com/services/T0/B0/x");
+    const wrong = parseConfig(bindings({ ALERT_WEBHOOK_URL: "hooks.example.com/x" }));
+    expect(!wrong.ok && wrong.message).toBe(
+      "Worker misconfigured: binding ALERT_WEBHOOK_URL must be an http(s) URL",
+    );
+  });
+
   it("applies defaults and normalises URLs", () => {
     const result = parseConfig(
       bindings({ PUBLIC_URL: "https://outbox.example.com/", NEON_WS_PROXY: "", QSTASH_URL: undefined }),

@@ -380,12 +380,14 @@ describe("dead letters are ours by the deployment's label", () => {
   it("a canary's letter is taken as what its URL answered, for the canary's alert, and is no job failure", async () => {
     await t.pool.query("TRUNCATE qstash_canaries");
     // The sweep's first canary goes to this PUBLIC_URL, where nothing listens.
-    expect(await sweep()).toMatch(/; canary: sent; waiting for one sent at \S+; \d+ ms$/);
+    expect(await sweep()).toMatch(
+      /; canary: sent; waiting for one sent at \S+; alert notice: off \(ALERT_WEBHOOK_URL unset\); \d+ ms$/,
+    );
     await deadLettered("publish", 1);
     // Six minutes on (moved, not waited): the next sweep reads the letter, then finds the canary late.
     await t.pool.query("UPDATE qstash_canaries SET sent_at = sent_at - interval '6 minutes'");
     expect(await sweep()).toMatch(
-      /dead letters: 1 taken from QStash, 0 of them new failures;.*; canary: sent; jobs not arriving since \S+ \(alert raised\); \d+ ms$/,
+      /dead letters: 1 taken from QStash, 0 of them new failures;.*; canary: sent; jobs not arriving since \S+ \(alert raised\); alert notice: off \(ALERT_WEBHOOK_URL unset\); \d+ ms$/,
     );
     expect(await failures()).toEqual([]);
     // The first canary's letter was taken; the one this sweep sent is the next sweep's.

@@ -73,7 +73,9 @@ describe("the cron sweep's canary", () => {
 
   it("of a deployment whose PUBLIC_URL is this Worker raises jobs.foreign here, and jobs.not_arriving there", async () => {
     const line = await stagingSweep();
-    expect(line).toMatch(/; canary: sent; waiting for one sent at \S+; \d+ ms$/);
+    expect(line).toMatch(
+      /; canary: sent; waiting for one sent at \S+; alert notice: off \(ALERT_WEBHOOK_URL unset\); \d+ ms$/,
+    );
     await waitFor(async () => (await openAlerts(t.pool, "jobs.foreign")).length === 1, 10_000);
     const [foreign] = await openAlerts(t.pool, "jobs.foreign");
     expect(foreign!.details).toMatchObject({ label: "edge-outbox-staging", canaries: 1 });
@@ -91,7 +93,9 @@ describe("the cron sweep's canary", () => {
     );
     await staging.pool.query("UPDATE qstash_canaries SET sent_at = sent_at - interval '6 minutes'");
     const later = await stagingSweep();
-    expect(later).toMatch(/; canary: sent; jobs not arriving since \S+ \(alert raised\); \d+ ms$/);
+    expect(later).toMatch(
+      /; canary: sent; jobs not arriving since \S+ \(alert raised\); alert notice: off \(ALERT_WEBHOOK_URL unset\); \d+ ms$/,
+    );
     const [late] = await openAlerts(staging.pool, "jobs.not_arriving");
     expect(late!.message).toContain(
       ` QStash dead-lettered one, answered: 489 {"error":{"code":"job_rejected","message":"not this deployment's canary: 1 canary job of another deployment (label edge-outbox-staging) reached this Worker`,
