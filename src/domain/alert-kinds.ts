@@ -45,7 +45,10 @@ const RAISED_AGAIN_WHILE_IT_LASTS: ReadonlySet<string> = new Set([
 
 /** What resolving an alert of `kind` does not stop, or undefined when it does. */
 export function raisedAgainNote(kind: string): string | undefined {
-  return RAISED_AGAIN_WHILE_IT_LASTS.has(kind)
-    ? "while what it reports lasts, the next sweep raises it again"
-    : undefined;
+  if (RAISED_AGAIN_WHILE_IT_LASTS.has(kind))
+    return "while what it reports lasts, the next sweep raises it again";
+  // Raised by the canary route, not the sweep: the other deployment sends one every 5 min while it is late.
+  if (kind === "jobs.foreign")
+    return "while that deployment's canaries keep reaching this Worker, the next one raises it again";
+  return undefined;
 }

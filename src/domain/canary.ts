@@ -1,5 +1,5 @@
 import { sql, type SQL } from "drizzle-orm";
-import { asPublishError, checkedLabel, jobUrl, qstashClient, withCause } from "../outbox/index.ts";
+import { asPublishError, checkedLabel, jobUrl, qstashClient } from "../outbox/index.ts";
 import type { Db } from "./db.ts";
 import { isoTime, queryRows, utcText } from "./webhooks/rows.ts";
 
@@ -19,6 +19,15 @@ export const CANARY_EVERY_MINUTES = 30;
  * is slow, not one that is wrong.
  */
 export const CANARY_LATE_AFTER_MINUTES = 5;
+
+/**
+ * Minutes a canary is given to arrive before it counts against the path. Jobs are
+ * late only when two canaries in a row have not arrived, the newer one for at least
+ * this long: canaries have no retries, so one lost to a blip (a deploy's 5xx, a
+ * QStash hiccup) must not raise the alert, and the replacement a sweep has just sent
+ * has not had time (a walkthrough raised and resolved a false alert within a minute).
+ */
+export const CANARY_GRACE_MINUTES = 1;
 
 /** Days a canary's row is kept once a later one has arrived. */
 export const CANARY_KEEP_DAYS = 2;
@@ -82,6 +91,8 @@ interface CanaryState {
   latest_sent_at: Date | null;
   waiting_since: Date | null;
   waiting: number;
+  /** Waiting canaries sent CANARY_GRACE_MINUTES or more ago: two make the jobs late. */
+  overdue: number;
   last_arrived_at: Date | null;
   publish_error: string | null;
   answer: string | null;
@@ -102,7 +113,7 @@ export async function checkCanary(
   options: { label: string; publicUrl: string; now: Date },
 ): Promise<CanaryCheck> {
   const now = options.now;
-  const before = await readCanaryState(db);
+  const before = await readCanaryState(db, now);
   const waitingBefore = before.waiting_since !== null;
   const due =
     before.latest_sent_at === null ||
@@ -118,7 +129,8 @@ export async function checkCanary(
       const messageId = await queue.send({ canaryId, label: options.label });
       await db.execute(sql`UPDATE qstash_canaries SET message_id = ${messageId} WHERE id = ${canaryId}`);
     } catch (error) {
-      publishError = withCause(error).slice(0, 500);
+      // The error's own words: a PublishError already carries its cause's.
+      publishError = (error instanceof Error ? error.message : String(error)).slice(0, 500);
       await db.execute(
         sql`UPDATE qstash_canaries SET publish_error = ${publishError} WHERE id = ${canaryId}`,
       );
@@ -129,8 +141,8 @@ export async function checkCanary(
   await db.execute(sql`DELETE FROM qstash_canaries
                         WHERE sent_at < ${now}::timestamptz - make_interval(days => ${CANARY_KEEP_DAYS})
                           AND sent_at < (SELECT max(sent_at) FROM qstash_canaries WHERE arrived_at IS NOT NULL)`);
-  const state = due ? await readCanaryState(db) : before;
-  const late = isLate(state.waiting_since, now);
+  const state = due ? await readCanaryState(db, now) : before;
+  const late = isLate(state);
   let raised = false;
   let resolved = false;
   if (late) {
@@ -179,7 +191,7 @@ export async function checkCanary(
  * after the newest arrival (waiting since then) and how many, and what the waiting
  * ones say went wrong (the newest publish error, the newest dead letter's answer).
  */
-async function readCanaryState(db: Db): Promise<CanaryState> {
+async function readCanaryState(db: Db, now: Date): Promise<CanaryState> {
   const [row] = await queryRows<CanaryState>(
     db,
     sql`WITH last AS (SELECT max(sent_at) AS sent_at, max(arrived_at) AS arrived_at
@@ -189,6 +201,8 @@ async function readCanaryState(db: Db): Promise<CanaryState> {
         SELECT (SELECT max(sent_at) FROM qstash_canaries) AS latest_sent_at,
                (SELECT min(sent_at) FROM waiting) AS waiting_since,
                (SELECT count(*)::int FROM waiting) AS waiting,
+               (SELECT count(*)::int FROM waiting
+                 WHERE sent_at <= ${now}::timestamptz - make_interval(mins => ${CANARY_GRACE_MINUTES})) AS overdue,
                (SELECT arrived_at FROM last) AS last_arrived_at,
                (SELECT publish_error FROM waiting WHERE publish_error IS NOT NULL
                  ORDER BY sent_at DESC LIMIT 1) AS publish_error,
@@ -199,6 +213,7 @@ async function readCanaryState(db: Db): Promise<CanaryState> {
     latest_sent_at: asDate(row?.latest_sent_at),
     waiting_since: asDate(row?.waiting_since),
     waiting: row?.waiting ?? 0,
+    overdue: row?.overdue ?? 0,
     last_arrived_at: asDate(row?.last_arrived_at),
     publish_error: row?.publish_error ?? null,
     answer: row?.answer ?? null,
@@ -215,34 +230,57 @@ function utc(at: Date): string {
   return `${at.toISOString().slice(0, 19).replace("T", " ")} UTC`;
 }
 
-/** The jobs.not_arriving alert's message: since when, what QStash said, and what to check. */
+/** The jobs.not_arriving alert's message: since when, why as far as QStash knows, and what to do about it. */
 function notArrivingText(state: CanaryState, publicUrl: string): string {
   const url = jobUrl(publicUrl, CANARY_JOB);
   const since = state.waiting_since ? utc(state.waiting_since) : "?";
-  const later =
-    state.waiting > 2
-      ? `, nor have the ${state.waiting - 1} sent since (one every ${CANARY_LATE_AFTER_MINUTES} min)`
-      : state.waiting === 2
-        ? ", nor has the one sent since"
-        : "";
   const last = state.last_arrived_at
     ? `the last to arrive did at ${utc(state.last_arrived_at)}`
     : "none ever has";
-  const why =
-    state.publish_error !== null
-      ? ` QStash did not take the newest: ${state.publish_error}.`
-      : state.answer !== null
-        ? ` QStash dead-lettered one, answered: ${state.answer}.`
-        : "";
-  return (
-    `jobs do not reach this Worker: the cron sweep's canary job, sent through QStash to ${url} at ${since}, ` +
-    `has not arrived${later}; ${last}.${why} ` +
-    "Subscribers' jobs and webhook deliveries are likely not running either: they wait in QStash, then in " +
-    "its dead-letter queue. Check that PUBLIC_URL is this Worker's address and reaches it, that " +
-    "QSTASH_CURRENT_SIGNING_KEY and QSTASH_NEXT_SIGNING_KEY are this QStash account's (QStash's logs show " +
-    "a 401 when they are not), and what QStash's logs say of the canary's message"
-  );
+  const head =
+    `jobs do not reach this Worker: no canary job the cron sweep sent through QStash to ${url} since ${since} ` +
+    `has arrived (${state.waiting} sent, one every ${CANARY_LATE_AFTER_MINUTES} min); ${last}.`;
+  return `${head} ${notArrivingWhy(state)}`;
 }
+
+/** Why, by what QStash said of the newest waiting canaries, and what to check. */
+function notArrivingWhy(state: Pick<CanaryState, "publish_error" | "answer">): string {
+  const stuck =
+    "Every job fails the same way: QStash retries them, then keeps them in its dead-letter queue.";
+  if (state.publish_error !== null)
+    return (
+      `QStash did not even take the newest: ${state.publish_error}. Until it does, no job is published either ` +
+      "(writes still commit, and the relay keeps them): check QSTASH_URL and QSTASH_TOKEN (a 401 from QStash " +
+      "itself is the token) and QStash's status"
+    );
+  const answer = state.answer;
+  if (answer === null)
+    return (
+      "QStash reports no failure for them: something at that URL answered, and it was not this Worker (or they " +
+      "still wait in QStash). PUBLIC_URL is likely not this Worker's address, and every job, its body included, " +
+      "goes there: set it to this Worker's address, and see what QStash's logs say of the canaries' messages"
+    );
+  if (answer.startsWith(NO_ANSWER))
+    return `QStash could not reach that URL (${answer}). Check that PUBLIC_URL is this Worker's address and that it is up. ${stuck}`;
+  if (answer.includes(FOREIGN_REFUSAL))
+    return (
+      `The Worker at that URL refused it as another deployment's canary (answered ${answer}): PUBLIC_URL names ` +
+      "another deployment's Worker, which runs this deployment's jobs against its own database. Set PUBLIC_URL to " +
+      "this Worker's own address"
+    );
+  if (answer.startsWith("401"))
+    return (
+      `The Worker refused QStash's signature (answered ${answer}): QSTASH_CURRENT_SIGNING_KEY and ` +
+      `QSTASH_NEXT_SIGNING_KEY are not this QStash account's. ${stuck}`
+    );
+  return `QStash's delivery failed (answered ${answer}). Check that PUBLIC_URL is this Worker's address. ${stuck}`;
+}
+
+/** How a canary's dead letter without a status is kept in `answer`. */
+const NO_ANSWER = "no answer";
+
+/** What the canary route says of a canary this database did not send (jobs-canary.ts), found again in its answer. */
+export const FOREIGN_REFUSAL = "not this deployment's canary";
 
 /** How a canary's arrival was taken: this database's, or another deployment's. */
 export type CanaryArrival = { ours: true } | { ours: false; message: string };
@@ -261,7 +299,7 @@ export async function canaryArrived(db: Db, body: CanaryBody, ownLabel: string):
   );
   if (rows.length > 0) return { ours: true };
   const same = body.label === ownLabel;
-  const what = `of another deployment (label ${body.label}${same ? ", this deployment's own" : ""}) reached this Worker`;
+  const what = `of another deployment (label ${body.label}${same ? ", the same as this deployment's" : ""}) reached this Worker`;
   const rest =
     "that deployment's jobs are published to this Worker's URL and signed with keys it takes (the same QStash " +
     "account), so each of them runs here, against this database: its events become this deployment's mails and " +
@@ -293,7 +331,9 @@ export async function canaryArrived(db: Db, body: CanaryBody, ownLabel: string):
 /**
  * A canary's dead letter (QStash gave up on it: retries are 0, so at its first
  * failed attempt): what the Worker answered goes on its row, where the
- * jobs.not_arriving alert reads it. Answers whether the body was a canary's.
+ * jobs.not_arriving alert reads it. Answers whether the canary was this
+ * database's: another deployment's, on the same label and URL (its PUBLIC_URL is
+ * ours), is its own sweep's to read, and the reason its alert can give.
  */
 export async function recordCanaryAnswer(
   db: Db,
@@ -306,14 +346,17 @@ export async function recordCanaryAnswer(
     return false;
   }
   if (typeof canaryId !== "string" || !/^[0-9a-f-]{36}$/i.test(canaryId)) return false;
+  const said = letter.responseBody ? letter.responseBody.replace(/\s+/g, " ").slice(0, 300) : "";
   const answer =
     letter.responseStatus === null || letter.responseStatus === 0
-      ? "no answer (QStash could not reach the URL)"
-      : `${letter.responseStatus}${letter.responseBody ? ` ${letter.responseBody.replace(/\s+/g, " ").slice(0, 300)}` : ""}`;
-  await db.execute(
-    sql`UPDATE qstash_canaries SET answer = ${answer} WHERE id = ${canaryId} AND arrived_at IS NULL`,
+      ? `${NO_ANSWER}${said ? `: ${said}` : ""}`
+      : `${letter.responseStatus}${said ? ` ${said}` : ""}`;
+  const ours = await queryRows<{ id: string }>(
+    db,
+    sql`UPDATE qstash_canaries SET answer = CASE WHEN arrived_at IS NULL THEN ${answer} ELSE answer END
+         WHERE id = ${canaryId} RETURNING id`,
   );
-  return true;
+  return ours.length > 0;
 }
 
 /** The canary as `stats`, `GET /admin/stats` and the overview say it. */
@@ -329,17 +372,18 @@ export interface CanaryView {
 }
 
 export async function canaryView(db: Db, now = new Date()): Promise<CanaryView> {
-  const state = await readCanaryState(db);
+  const state = await readCanaryState(db, now);
   const view = {
     lastArrivedAt: state.last_arrived_at,
     waitingSince: state.waiting_since,
-    late: isLate(state.waiting_since, now),
+    late: isLate(state),
   };
   return { ...view, text: canaryText(view) };
 }
 
-function isLate(waitingSince: Date | null, now: Date): boolean {
-  return waitingSince !== null && now.getTime() - waitingSince.getTime() > CANARY_LATE_AFTER_MINUTES * 60_000;
+/** Two canaries in a row have not arrived, the newer given CANARY_GRACE_MINUTES (the older, five more). */
+function isLate(state: Pick<CanaryState, "overdue">): boolean {
+  return state.overdue >= 2;
 }
 
 /**
@@ -354,7 +398,7 @@ export function canaryText(
   if (view.late && view.waitingSince)
     return (
       `NOT ARRIVING: no canary the cron sweep sent through QStash since ${time(view.waitingSince)} has reached ` +
-      `this Worker, and ${last} (the jobs.not_arriving alert says what QStash was answered)`
+      `this Worker, and ${last} (the jobs.not_arriving alert says why, as far as QStash knows)`
     );
   if (view.waitingSince) return `a canary sent at ${time(view.waitingSince)} is on its way; ${last}`;
   if (view.lastArrivedAt)

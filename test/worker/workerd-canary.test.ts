@@ -38,9 +38,8 @@ async function stagingSweep(): Promise<string> {
         DATABASE_URL: staging.url,
         QSTASH_URL: stack.qstash.url,
         QSTASH_TOKEN: stack.qstash.token,
-        // The mistake: staging's PUBLIC_URL is production's.
+        // The mistake: staging's PUBLIC_URL is production's, and so, made from it, its label.
         PUBLIC_URL: stack.url,
-        QSTASH_LABEL: "edge-outbox-staging",
       }),
       executionContext().ctx,
     );
@@ -72,35 +71,55 @@ describe("the cron sweep's canary", () => {
   });
 
   it("of a deployment whose PUBLIC_URL is this Worker raises jobs.foreign here, and jobs.not_arriving there", async () => {
+    const label = deploymentLabel(stack.url);
+    const canaryLetters = () =>
+      stack.qstash.messages().filter((m) => m.url.endsWith("/jobs/_canary") && m.state === "ERROR").length;
     const line = await stagingSweep();
     expect(line).toMatch(
       /; canary: sent; waiting for one sent at \S+; alert notice: off \(ALERT_WEBHOOK_URL unset\); \d+ ms$/,
     );
     await waitFor(async () => (await openAlerts(t.pool, "jobs.foreign")).length === 1, 10_000);
     const [foreign] = await openAlerts(t.pool, "jobs.foreign");
-    expect(foreign!.details).toMatchObject({ label: "edge-outbox-staging", canaries: 1 });
+    expect(foreign!.details).toMatchObject({ label, canaries: 1 });
     expect(foreign!.message).toMatch(
-      /^1 canary job of another deployment \(label edge-outbox-staging\) reached this Worker, the latest at /,
+      new RegExp(
+        `^1 canary job of another deployment \\(label ${label}, the same as this deployment's\\) reached this Worker, the latest at `,
+      ),
     );
     // Production's own canaries are untouched by it.
     expect((await t.pool.query("SELECT count(*)::int AS n FROM qstash_canaries")).rows[0].n).toBe(1);
 
-    // Refused with 489, so QStash dead-lettered it at once; staging's next sweep reads
-    // the letter, and six minutes on (moved, not waited) says its jobs do not arrive.
-    await waitFor(
-      () => stack.qstash.messages().some((m) => m.url.endsWith("/jobs/_canary") && m.state === "ERROR"),
-      10_000,
-    );
-    await staging.pool.query("UPDATE qstash_canaries SET sent_at = sent_at - interval '6 minutes'");
+    // Refused with 489, so QStash dead-lettered it at once, on production's label and
+    // URL. Production's sweep leaves that letter: the canary is not its own.
+    await waitFor(() => canaryLetters() === 1, 10_000);
+    await sweep();
+    const { messages } = (await (
+      await fetch(`${stack.qstash.url}/v2/dlq`, {
+        headers: { authorization: `Bearer ${stack.qstash.token}` },
+      })
+    ).json()) as { messages: { url: string }[] };
+    expect(messages.map((m) => m.url)).toEqual([`${stack.url}/jobs/_canary`]);
+
+    // Staging's sweeps, its clock moved rather than waited: five minutes on it reads
+    // the letter and sends another (refused too); a minute later, two canaries in a
+    // row have not arrived, and it says why.
+    await staging.pool.query("UPDATE qstash_canaries SET sent_at = sent_at - interval '5 minutes'");
+    expect(await stagingSweep()).toMatch(/dead letters: 1 taken from QStash, 0 of them new failures;/);
+    await waitFor(() => canaryLetters() === 2, 10_000);
+    await staging.pool.query("UPDATE qstash_canaries SET sent_at = sent_at - interval '1 minute'");
     const later = await stagingSweep();
     expect(later).toMatch(
-      /; canary: sent; jobs not arriving since \S+ \(alert raised\); alert notice: off \(ALERT_WEBHOOK_URL unset\); \d+ ms$/,
+      /; canary: none due; jobs not arriving since \S+ \(alert raised\); alert notice: off \(ALERT_WEBHOOK_URL unset\); \d+ ms$/,
     );
     const [late] = await openAlerts(staging.pool, "jobs.not_arriving");
     expect(late!.message).toContain(
-      ` QStash dead-lettered one, answered: 489 {"error":{"code":"job_rejected","message":"not this deployment's canary: 1 canary job of another deployment (label edge-outbox-staging) reached this Worker`,
+      ` The Worker at that URL refused it as another deployment's canary (answered 489 {"error":{"code":"job_rejected","message":"not this deployment's canary: `,
     );
-    // Its dead letter was taken as a canary's, not recorded as a job failure.
+    expect(late!.message).toContain(
+      "PUBLIC_URL names another deployment's Worker, which runs this deployment's jobs against its own database.",
+    );
+    expect((await openAlerts(t.pool, "jobs.foreign"))[0]!.details).toMatchObject({ canaries: 2 });
+    // Its dead letters were taken as a canary's, not recorded as job failures.
     expect((await staging.pool.query("SELECT count(*)::int AS n FROM job_failures")).rows[0].n).toBe(0);
     expect(stack.qstash.messages().filter((m) => m.kind === "failure-callback")).toEqual([]);
   });

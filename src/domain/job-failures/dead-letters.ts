@@ -137,7 +137,7 @@ export async function collectDeadLetters(
     // A canary is no job failure: what it was answered goes on its row (ADR 0045).
     else if (letter.url === canary && labelled) {
       canaries.push(letter);
-      failed = null;
+      continue;
     } else if (letter.url.startsWith(jobs) && labelled) failed = fromDeadLetter(letter);
     // Our label on another deployment's URL (or an old PUBLIC_URL's): not ours to delete.
     else continue;
@@ -149,7 +149,9 @@ export async function collectDeadLetters(
   // All of them in one go (a statement for deliveries, one for the rest): one
   // statement per letter made a failure storm's sweep take over a minute.
   const recorded = await recordFailedJobs(db, failures);
-  for (const letter of canaries) await recordCanaryAnswer(db, letter);
+  // A canary's letter is taken only when the canary was ours: another deployment on
+  // our label and URL (its PUBLIC_URL is ours) reads its own, and its alert says why.
+  for (const letter of canaries) if (await recordCanaryAnswer(db, letter)) done.push(letter.dlqId);
   let removed = 0;
   for (let i = 0; i < done.length; i += DEAD_LETTER_PAGE) {
     const ids = done.slice(i, i + DEAD_LETTER_PAGE);

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { CANARY_JOB, canaryArrived } from "../../domain/canary.ts";
+import { CANARY_JOB, canaryArrived, FOREIGN_REFUSAL } from "../../domain/canary.ts";
 import { safeJson } from "../../domain/text.ts";
 import { JOBS_PATH, jobUrl } from "../../outbox/index.ts";
 import { qstashLabelFor } from "../env.ts";
@@ -23,7 +23,7 @@ export function registerJobsCanary(app: App) {
     const parsed = canaryJob.safeParse(safeJson(raw));
     if (!parsed.success) throw new ApiError("job_rejected", "job body is not a canary");
     const arrival = await canaryArrived(c.var.db, parsed.data, qstashLabelFor(config));
-    if (!arrival.ours) throw new ApiError("job_rejected", `not this deployment's canary: ${arrival.message}`);
+    if (!arrival.ours) throw new ApiError("job_rejected", `${FOREIGN_REFUSAL}: ${arrival.message}`);
     return c.json({ ok: true, canary: "arrived" });
   });
 }
