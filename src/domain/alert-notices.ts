@@ -118,8 +118,10 @@ export function alertNotice(alerts: NoticedAlert[], label: string, publicUrl: st
   const dashboard = `${publicUrl.replace(/\/+$/, "")}/dashboard/alerts`;
   const listed = alerts.slice(0, ALERTS_LISTED_PER_NOTICE).map((a) => `- ${a.kind}: ${clip(a.message, 300)}`);
   const more = alerts.length - listed.length;
+  // The default label already starts with the product's name (edge-outbox-<host>).
+  const who = label.startsWith("edge-outbox") ? label : `edge-outbox ${label}`;
   const text = [
-    `edge-outbox ${label}: ${alerts.length} new alert${alerts.length === 1 ? "" : "s"}`,
+    `${who}: ${alerts.length} new alert${alerts.length === 1 ? "" : "s"}`,
     ...listed,
     ...(more > 0 ? [`… and ${more} more`] : []),
     dashboard,

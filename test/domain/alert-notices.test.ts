@@ -63,7 +63,7 @@ describe("the sweep's alert notice", () => {
     expect(received).toHaveLength(1);
     expect(received[0]).toEqual({
       text:
-        "edge-outbox edge-outbox-test: 2 new alerts\n" +
+        "edge-outbox-test: 2 new alerts\n" +
         "- jobs.not_arriving: jobs do not reach this Worker: …\n" +
         "- job.failed: 2 jobs for corpus.index ran out of retries\n" +
         "https://outbox.example.com/dashboard/alerts",
@@ -105,7 +105,7 @@ describe("the sweep's alert notice", () => {
       await raise("event.poisoned", `type t${i} poisoned`);
     expect(await send()).toEqual({ sent: ALERTS_LISTED_PER_NOTICE + 3 });
     const lines = received[0]!.text.split("\n");
-    expect(lines[0]).toBe("edge-outbox edge-outbox-test: 23 new alerts");
+    expect(lines[0]).toBe("edge-outbox-test: 23 new alerts");
     expect(lines.filter((l) => l.startsWith("- "))).toHaveLength(ALERTS_LISTED_PER_NOTICE);
     expect(lines.at(-2)).toBe("… and 3 more");
     expect(received[0]!.alerts).toHaveLength(23);
@@ -145,5 +145,9 @@ describe("the sweep", () => {
     expect(line).toMatch(/; alert notice: 1 new alert sent; \d+ ms$/);
     expect(received.map((n) => n.alerts.map((a) => a.kind))).toEqual([["job.failed"]]);
     expect(received[0]!.deployment).toBe("edge-outbox-127-0-0-1-8787");
+    // A label of the operator's own is named as the product's.
+    await raise("job.failed", "1 job for corpus.index ran out of retries");
+    await sweep({ ALERT_WEBHOOK_URL: url, QSTASH_LABEL: "prod-eu" });
+    expect(received[1]!.text.split("\n")[0]).toBe("edge-outbox prod-eu: 1 new alert");
   });
 });

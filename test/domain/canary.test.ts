@@ -9,6 +9,7 @@ import {
   type CanaryBody,
   type CanaryQueue,
 } from "../../src/domain/canary.ts";
+import { raisedAgainNote } from "../../src/domain/alert-kinds.ts";
 import type { Db } from "../../src/domain/db.ts";
 import { PublishError } from "../../src/outbox/index.ts";
 import { useTestDatabase } from "../support/db.ts";
@@ -215,6 +216,10 @@ describe("a canary the route takes", () => {
       ours: false,
       message: expect.stringMatching(/^1 canary job of another deployment/),
     });
+    // Resolving it says what brings it back: the route, not a sweep, raises it.
+    expect(raisedAgainNote("jobs.foreign")).toBe(
+      "while that deployment's canaries keep reaching this Worker, the next one raises it again",
+    );
     // Nothing of ours was marked.
     expect((await t.pool.query("SELECT count(*)::int AS n FROM qstash_canaries")).rows[0].n).toBe(0);
   });
