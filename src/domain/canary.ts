@@ -1,5 +1,5 @@
 import { sql, type SQL } from "drizzle-orm";
-import { asPublishError, checkedLabel, jobUrl, qstashClient } from "../outbox/index.ts";
+import { asPublishError, checkedLabel, jobUrl, qstashAnswerWithin, qstashClient } from "../outbox/index.ts";
 import type { Db } from "./db.ts";
 import { isoTime, queryRows, utcText } from "./webhooks/rows.ts";
 
@@ -56,17 +56,21 @@ export function createQStashCanaryQueue(options: {
   token: string;
   publicUrl: string;
   label: string;
+  /** How long the publish may go unanswered; QSTASH_ANSWER_TIMEOUT_MS unless given. */
+  timeoutMs?: number;
 }): CanaryQueue {
   const client = qstashClient(options);
   const url = jobUrl(options.publicUrl, CANARY_JOB);
   const label = checkedLabel(options.label);
   return {
     async send(body) {
-      const answer = await client
-        .publishJSON({ url, body, retries: 0, ...(label === undefined ? {} : { label }) })
-        .catch((error: unknown) => {
-          throw asPublishError(error);
-        });
+      const answer = await qstashAnswerWithin(
+        client.publishJSON({ url, body, retries: 0, ...(label === undefined ? {} : { label }) }),
+        "the canary's publish",
+        options.timeoutMs,
+      ).catch((error: unknown) => {
+        throw asPublishError(error);
+      });
       return answer.messageId;
     },
   };

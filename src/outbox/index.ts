@@ -37,6 +37,8 @@ export {
   jobUrl,
   failureCallbackUrl,
   qstashClient,
+  qstashAnswerWithin,
+  QSTASH_ANSWER_TIMEOUT_MS,
   qstashGet,
   flowControlFor,
   subscriptionFlowControl,

@@ -75,6 +75,28 @@ export function qstashClient(options: { baseUrl: string; token: string }): Clien
 }
 
 /**
+ * How long a request of the cron sweep's to QStash through the SDK (the dead-letter
+ * queue, the canary) may go unanswered. The SDK takes no AbortSignal, so the sweep
+ * stops waiting rather than cancelling: a QStash that took the connection and never
+ * answered held a sweep for minutes, before its canary step, so nothing said why
+ * (a walkthrough, ADR 0045).
+ */
+export const QSTASH_ANSWER_TIMEOUT_MS = 10_000;
+
+/** `work`, or a rejection saying QStash did not answer `what` within `ms`. */
+export function qstashAnswerWithin<T>(
+  work: Promise<T>,
+  what: string,
+  ms = QSTASH_ANSWER_TIMEOUT_MS,
+): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`QStash did not answer ${what} within ${ms / 1000} s`)), ms);
+  });
+  return Promise.race([work, late]).finally(() => clearTimeout(timer));
+}
+
+/**
  * A GET of QStash's REST API (`path` from `/v2` on, its parts already encoded) with
  * the token: the answer's JSON, or null when QStash answers 404. A plain fetch, not
  * the SDK: the SDK logs every non-2xx answer as an error, and for these reads (a

@@ -1,4 +1,11 @@
-import { failureCallbackUrl, jobUrl, JOBS_PATH, qstashClient, withCause } from "../../outbox/index.ts";
+import {
+  failureCallbackUrl,
+  jobUrl,
+  JOBS_PATH,
+  qstashAnswerWithin,
+  qstashClient,
+  withCause,
+} from "../../outbox/index.ts";
 import { CANARY_JOB, recordCanaryAnswer } from "../canary.ts";
 import type { Db } from "../db.ts";
 import { base64Text, failedJobFromCallback, recordFailedJobs, type FailedJob } from "./failed-job.ts";
@@ -45,11 +52,20 @@ export const DEAD_LETTER_PAGE = 100;
  */
 export const DEAD_LETTER_PAGES_PER_SWEEP = 10;
 
-export function createQStashDeadLetters(options: { baseUrl: string; token: string }): DeadLetterQueue {
+export function createQStashDeadLetters(options: {
+  baseUrl: string;
+  token: string;
+  /** How long each request may go unanswered; QSTASH_ANSWER_TIMEOUT_MS unless given. */
+  timeoutMs?: number;
+}): DeadLetterQueue {
   const client = qstashClient(options);
+  const within = <T>(work: Promise<T>, what: string) => qstashAnswerWithin(work, what, options.timeoutMs);
   return {
     async list(filter, count, cursor) {
-      const page = await client.dlq.listMessages({ filter, count, ...(cursor ? { cursor } : {}) });
+      const page = await within(
+        client.dlq.listMessages({ filter, count, ...(cursor ? { cursor } : {}) }),
+        "a dead-letter listing",
+      );
       return {
         letters: page.messages.map((m) => ({
           dlqId: m.dlqId,
@@ -66,7 +82,7 @@ export function createQStashDeadLetters(options: { baseUrl: string; token: strin
       };
     },
     async remove(dlqIds) {
-      if (dlqIds.length > 0) await client.dlq.delete(dlqIds);
+      if (dlqIds.length > 0) await within(client.dlq.delete(dlqIds), "a dead-letter deletion");
     },
   };
 }
