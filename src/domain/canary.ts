@@ -83,7 +83,7 @@ export interface CanaryCheck {
   publishError?: string;
   /** The oldest canary not answered by a later arrival, when one is waiting. */
   waitingSince: Date | null;
-  /** Waiting for over CANARY_LATE_AFTER_MINUTES: the jobs.not_arriving alert is open. */
+  /** Two canaries in a row have not arrived (isLate): the jobs.not_arriving alert is open. */
   late: boolean;
   /** This sweep opened the alert. */
   raised: boolean;
@@ -105,8 +105,8 @@ interface CanaryState {
 /**
  * The cron sweep's canary step (ADR 0045). Publishes a canary when one is due (every
  * CANARY_EVERY_MINUTES, or every CANARY_LATE_AFTER_MINUTES while none has arrived),
- * raises `jobs.not_arriving` when the oldest unanswered one has waited longer than
- * CANARY_LATE_AFTER_MINUTES, and resolves it once one arrives. A canary's row is
+ * raises `jobs.not_arriving` when two in a row have not arrived (the newer given
+ * CANARY_GRACE_MINUTES), and resolves it once one arrives. A canary's row is
  * written before it is published, so its arrival always finds it. QStash out of
  * reach is recorded on the row and answered, not thrown: the alert then says QStash
  * did not take it, and the rest of the sweep is not stopped by it.
