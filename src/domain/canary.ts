@@ -369,18 +369,30 @@ export interface CanaryView {
   lastArrivedAt: Date | null;
   /** The oldest canary sent after it, not arrived yet; null when none waits. */
   waitingSince: Date | null;
-  /** It has waited over CANARY_LATE_AFTER_MINUTES: jobs do not reach the Worker. */
+  /** Two canaries in a row have not arrived (isLate): jobs do not reach the Worker. */
   late: boolean;
+  /**
+   * Open jobs.foreign alerts: another deployment's jobs reach this Worker, which the
+   * line must not call well while it says "arriving" (a walkthrough's overview did).
+   */
+  foreignLabels: number;
   /** canaryText's sentence (ISO times). */
   text: string;
 }
 
 export async function canaryView(db: Db, now = new Date()): Promise<CanaryView> {
-  const state = await readCanaryState(db, now);
+  const [state, [foreign]] = await Promise.all([
+    readCanaryState(db, now),
+    queryRows<{ n: number }>(
+      db,
+      sql`SELECT count(*)::int AS n FROM outbox_alerts WHERE kind = 'jobs.foreign' AND resolved_at IS NULL`,
+    ),
+  ]);
   const view = {
     lastArrivedAt: state.last_arrived_at,
     waitingSince: state.waiting_since,
     late: isLate(state),
+    foreignLabels: foreign?.n ?? 0,
   };
   return { ...view, text: canaryText(view) };
 }
@@ -395,8 +407,19 @@ function isLate(state: Pick<CanaryState, "overdue">): boolean {
  * "jobs from QStash" label (`stats`, the overview); `time` writes a time the caller's way.
  */
 export function canaryText(
-  view: Pick<CanaryView, "lastArrivedAt" | "waitingSince" | "late">,
+  view: Pick<CanaryView, "lastArrivedAt" | "waitingSince" | "late" | "foreignLabels">,
   time: (d: Date) => string = (d) => d.toISOString(),
+): string {
+  const foreign =
+    view.foreignLabels > 0
+      ? `; and ANOTHER DEPLOYMENT's jobs reach this Worker too (${view.foreignLabels} open jobs.foreign alert${view.foreignLabels === 1 ? "" : "s"} name${view.foreignLabels === 1 ? "s" : ""} it)`
+      : "";
+  return canaryState(view, time) + foreign;
+}
+
+function canaryState(
+  view: Pick<CanaryView, "lastArrivedAt" | "waitingSince" | "late">,
+  time: (d: Date) => string,
 ): string {
   const last = view.lastArrivedAt ? `the last to arrive did at ${time(view.lastArrivedAt)}` : "none ever has";
   if (view.late && view.waitingSince)

@@ -313,6 +313,7 @@ describe("outbox CLI", () => {
       lastArrivedAt: "2026-12-07T11:30:01.000Z",
       waitingSince: expect.any(String),
       late: true,
+      foreignLabels: 0,
       text: expect.stringMatching(/^NOT ARRIVING: /),
     });
     await t.pool.query("TRUNCATE qstash_canaries");

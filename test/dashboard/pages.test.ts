@@ -262,6 +262,15 @@ describe("overview", () => {
     expect((await browser.get("/dashboard")).text).toMatch(
       /<p class="muted" id="canary">Jobs from QStash: a canary sent at [^<]+ is on its way; the last to arrive did at 2026-12-07 11:30:01Z\.<\/p>/,
     );
+    // Another deployment's jobs reaching this Worker is no "arriving" in grey.
+    await t.pool.query(
+      `INSERT INTO outbox_alerts (kind, message, details)
+       VALUES ('jobs.foreign', '1 canary job of another deployment …', '{"label":"edge-outbox-staging"}')`,
+    );
+    expect((await browser.get("/dashboard")).text).toMatch(
+      /<div class="panel" id="canary"><p class="error">Jobs from QStash: a canary sent at [^<]+ is on its way; the last to arrive did at 2026-12-07 11:30:01Z; and ANOTHER DEPLOYMENT&#39;s jobs reach this Worker too \(1 open jobs.foreign alert names it\)\.<\/p>/,
+    );
+    await t.pool.query("DELETE FROM outbox_alerts WHERE kind = 'jobs.foreign'");
     await t.pool.query("TRUNCATE qstash_canaries");
   });
 

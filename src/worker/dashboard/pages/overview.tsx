@@ -231,7 +231,7 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
         )}
         {/* Whether QStash's jobs reach this Worker at all (ADR 0045): red when they do not,
             which no count shows (the jobs were published, and QStash took them). */}
-        {canary.late ? (
+        {canary.late || canary.foreignLabels > 0 ? (
           <div class="panel" id="canary">
             <p class="error">{`Jobs from QStash: ${canaryText(canary, time)}.`}</p>
           </div>
