@@ -154,8 +154,13 @@ export const alerts = pgTable(
     details: jsonb("details"),
     createdAt: timestamp("created_at", tz).notNull().defaultNow(),
     resolvedAt: timestamp("resolved_at", tz),
-    /** When the sweep posted it to ALERT_WEBHOOK_URL (ADR 0046); null until then. */
+    /** When the sweep posted it to ALERT_WEBHOOK_URL and was answered 2xx (ADR 0046); null until then. */
     notifiedAt: timestamp("notified_at", tz),
+    /**
+     * When a sweep took it for its notice: a lease, so two sweeps do not both post it,
+     * and one that died before its answer (a cut-off run, a deploy) does not keep it.
+     */
+    noticeClaimedAt: timestamp("notice_claimed_at", tz),
   },
   (t) => [
     index("outbox_alerts_open_idx")

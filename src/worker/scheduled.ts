@@ -179,6 +179,18 @@ export function createScheduled(
       await recordSweepFailed(db, message.slice(0, 1000)).catch((e: unknown) =>
         console.error("sweep failure not recorded:", (e as Error).message),
       );
+      // The alerts raised meanwhile (job failure callbacks, the canary route, the steps
+      // before this one) are still told of: the notice was the sweep's last step, so any
+      // step that failed kept every alert from the channel (a walkthrough's reading).
+      // With the database down this fails too, and says so.
+      if (step !== "alert notice" && config.ALERT_WEBHOOK_URL) {
+        const notice = await sendAlertNotice(db, {
+          url: config.ALERT_WEBHOOK_URL,
+          label: qstashLabelFor(config),
+          publicUrl: config.PUBLIC_URL,
+        }).catch((e: unknown) => ({ sent: 0, error: `not sent: ${withCause(e)}` }) as AlertNoticeResult);
+        console.error(`sweep failed, alert notice: ${noticeText(notice)}`);
+      }
       // Thrown so the platform counts the run failed, in the same words: the error
       // itself was drizzle's, whose message workerd printed as "Uncaught Error: Failed
       // query: … params: …", the parameters the line above leaves out.

@@ -63,7 +63,7 @@ describe("the sweep's alert notice", () => {
     expect(received).toHaveLength(1);
     expect(received[0]).toEqual({
       text:
-        "edge-outbox-test: 2 new alerts\n" +
+        "edge-outbox-test: 2 new alerts (1 jobs.not_arriving, 1 job.failed)\n" +
         "- jobs.not_arriving: jobs do not reach this Worker: …\n" +
         "- job.failed: 2 jobs for corpus.index ran out of retries\n" +
         "https://outbox.example.com/dashboard/alerts",
@@ -107,8 +107,45 @@ describe("the sweep's alert notice", () => {
     const lines = received[0]!.text.split("\n");
     expect(lines[0]).toBe("edge-outbox-test: 23 new alerts");
     expect(lines.filter((l) => l.startsWith("- "))).toHaveLength(ALERTS_LISTED_PER_NOTICE);
-    expect(lines.at(-2)).toBe("… and 3 more");
+    expect(lines.at(-2)).toBe("… and 3 more (3 event.poisoned)");
     expect(received[0]!.alerts).toHaveLength(23);
+  });
+
+  it("names every kind of a burst: one outage's twenty alerts do not hide another kind's one", async () => {
+    for (let i = 0; i < 25; i++) await raise("webhook.delivery_failed", `endpoint ${i} failed`);
+    await raise("job.failed", "1 job for notify.mail ran out of retries");
+    await send();
+    const lines = received[0]!.text.split("\n");
+    expect(lines[0]).toBe("edge-outbox-test: 26 new alerts (25 webhook.delivery_failed, 1 job.failed)");
+    expect(lines).toContain("- job.failed: 1 job for notify.mail ran out of retries");
+    expect(lines.at(-2)).toBe("… and 6 more (6 webhook.delivery_failed)");
+  });
+
+  it("keeps URLs' queries (a tenant endpoint's token) and chat markup out of the notice", async () => {
+    await raise(
+      "webhook.delivery_failed",
+      "1 delivery failure at webhook endpoint e1 (https://hooks.example.com/in?token=SECRET123&x=1): <!channel> answered 500",
+    );
+    await send();
+    const notice = received[0]!;
+    expect(JSON.stringify(notice)).not.toContain("SECRET123");
+    expect(notice.alerts[0]!.message).toBe(
+      "1 delivery failure at webhook endpoint e1 (https://hooks.example.com/in?…): <!channel> answered 500",
+    );
+    expect(notice.text.split("\n")[1]).toBe(
+      "- webhook.delivery_failed: 1 delivery failure at webhook endpoint e1 (https://hooks.example.com/in?…): &lt;!channel&gt; answered 500",
+    );
+  });
+
+  it("takes back the alerts of a run that died between its claim and the receiver's answer", async () => {
+    await raise("relay.failing", "the relay keeps failing");
+    // What a run cut off after its claim leaves: a claim, no answer recorded.
+    await t.pool.query("UPDATE outbox_alerts SET notice_claimed_at = now()");
+    expect(await send()).toEqual({ sent: 0 });
+    await t.pool.query("UPDATE outbox_alerts SET notice_claimed_at = now() - interval '3 minutes'");
+    expect(await send()).toEqual({ sent: 1 });
+    expect(await send()).toEqual({ sent: 0 });
+    expect(received).toHaveLength(1);
   });
 
   it("tells of an alert once when two sweeps run at once", async () => {
@@ -149,5 +186,21 @@ describe("the sweep", () => {
     await raise("job.failed", "1 job for corpus.index ran out of retries");
     await sweep({ ALERT_WEBHOOK_URL: url, QSTASH_LABEL: "prod-eu" });
     expect(received[1]!.text.split("\n")[0]).toBe("edge-outbox prod-eu: 1 new alert");
+  });
+
+  it("still sends the notice when an earlier step fails the sweep", async () => {
+    await raise("job.failed", "1 job for notify.mail ran out of retries");
+    await t.pool.query("ALTER TABLE mail_sends RENAME TO mail_sends_away");
+    const errors = vi.spyOn(console, "error").mockImplementation(() => undefined);
+    try {
+      await expect(sweep({ ALERT_WEBHOOK_URL: url })).rejects.toThrow(/record retention/);
+      expect(errors.mock.calls.map((c) => String(c[0]))).toContain(
+        "sweep failed, alert notice: 1 new alert sent",
+      );
+    } finally {
+      errors.mockRestore();
+      await t.pool.query("ALTER TABLE mail_sends_away RENAME TO mail_sends");
+    }
+    expect(received.map((n) => n.alerts.map((a) => a.kind))).toEqual([["job.failed"]]);
   });
 });
