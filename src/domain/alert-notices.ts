@@ -154,7 +154,8 @@ export function alertNotice(alerts: NoticedAlert[], label: string, publicUrl: st
   // The default label already starts with the product's name (edge-outbox-<host>).
   const who = label.startsWith("edge-outbox") ? label : `edge-outbox ${label}`;
   const n = alerts.length;
-  const headline = `${who}: ${n} new alert${n === 1 ? "" : "s"}${byKind.size > 1 ? ` (${counts(new Map([...byKind].map(([k, g]) => [k, g.length])))})` : ""}`;
+  const perKind = new Map([...byKind].map(([kind, group]) => [kind, group.length]));
+  const headline = `${who}: ${n} new alert${n === 1 ? "" : "s"}${byKind.size > 1 ? ` (${counts(perKind)})` : ""}`;
   const text = [
     headline,
     ...listed.map((a) => `- ${a.kind}: ${clip(a.message, 400)}`),

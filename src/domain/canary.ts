@@ -1,6 +1,6 @@
 import { sql, type SQL } from "drizzle-orm";
 import { asPublishError, checkedLabel, jobUrl, qstashAnswerWithin, qstashClient } from "../outbox/index.ts";
-import type { Db } from "./db.ts";
+import { asDate, type Db } from "./db.ts";
 import { isoTime, queryRows, utcText } from "./webhooks/rows.ts";
 
 /**
@@ -212,21 +212,16 @@ async function readCanaryState(db: Db, now: Date): Promise<CanaryState> {
                  ORDER BY sent_at DESC LIMIT 1) AS publish_error,
                (SELECT answer FROM waiting WHERE answer IS NOT NULL ORDER BY sent_at DESC LIMIT 1) AS answer`,
   );
-  // node-postgres parses timestamptz; the Neon driver too (same type parsers).
+  const date = (value: Date | null | undefined) => (value == null ? null : asDate(value));
   return {
-    latest_sent_at: asDate(row?.latest_sent_at),
-    waiting_since: asDate(row?.waiting_since),
+    latest_sent_at: date(row?.latest_sent_at),
+    waiting_since: date(row?.waiting_since),
     waiting: row?.waiting ?? 0,
     overdue: row?.overdue ?? 0,
-    last_arrived_at: asDate(row?.last_arrived_at),
+    last_arrived_at: date(row?.last_arrived_at),
     publish_error: row?.publish_error ?? null,
     answer: row?.answer ?? null,
   };
-}
-
-function asDate(value: Date | string | null | undefined): Date | null {
-  if (value === null || value === undefined) return null;
-  return value instanceof Date ? value : new Date(value);
 }
 
 /** A Date as an alert's message says it to a person: `2026-12-06 08:01:12 UTC`. */

@@ -70,6 +70,10 @@ export function createScheduled(
     const config = parsed.config;
     // Per invocation, like a request's: nothing socket-shaped survives between invocations.
     const { db, pool, close } = open(config);
+    const label = qstashLabelFor(config);
+    // The alert notice (ADR 0046), sent as the sweep's last step and from its failure path.
+    const alertWebhook = config.ALERT_WEBHOOK_URL;
+    const notify = (url: string) => sendAlertNotice(db, { url, label, publicUrl: config.PUBLIC_URL });
     const started = Date.now();
     // The step under way, for the failure's record and line: a sweep stops at the
     // step that fails, and "which" is what an operator needs first.
@@ -111,7 +115,7 @@ export function createScheduled(
       const loginFailures = await at("sign-in retention", () => deleteStaleLoginFailures(db));
       const deadLetters = await at("dead letters", () =>
         collectDeadLetters(db, deadLettersFor(config), {
-          label: qstashLabelFor(config),
+          label,
           publicUrl: config.PUBLIC_URL,
         }),
       );
@@ -125,21 +129,13 @@ export function createScheduled(
       );
       const canary = await at("canary", () =>
         checkCanary(db, canaryQueueFor(config), {
-          label: qstashLabelFor(config),
+          label,
           publicUrl: config.PUBLIC_URL,
           now: now(),
         }),
       );
       // Last, so the alerts this sweep raised are in its notice.
-      const notice = config.ALERT_WEBHOOK_URL
-        ? await at("alert notice", () =>
-            sendAlertNotice(db, {
-              url: config.ALERT_WEBHOOK_URL!,
-              label: qstashLabelFor(config),
-              publicUrl: config.PUBLIC_URL,
-            }),
-          )
-        : undefined;
+      const notice = alertWebhook ? await at("alert notice", () => notify(alertWebhook)) : undefined;
       step = "run record";
       // Recorded before the line, whose time it would not count: the views read it.
       await recordSweepFinished(db, {
@@ -183,12 +179,11 @@ export function createScheduled(
       // before this one) are still told of: the notice was the sweep's last step, so any
       // step that failed kept every alert from the channel (a walkthrough's reading).
       // With the database down this fails too, and says so.
-      if (step !== "alert notice" && config.ALERT_WEBHOOK_URL) {
-        const notice = await sendAlertNotice(db, {
-          url: config.ALERT_WEBHOOK_URL,
-          label: qstashLabelFor(config),
-          publicUrl: config.PUBLIC_URL,
-        }).catch((e: unknown) => ({ sent: 0, error: `not sent: ${withCause(e)}` }) as AlertNoticeResult);
+      if (step !== "alert notice" && alertWebhook) {
+        const notice = await notify(alertWebhook).catch((e: unknown): AlertNoticeResult => ({
+          sent: 0,
+          error: `not sent: ${withCause(e)}`,
+        }));
         console.error(`sweep failed, alert notice: ${noticeText(notice)}`);
       }
       // Thrown so the platform counts the run failed, in the same words: the error

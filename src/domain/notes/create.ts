@@ -1,5 +1,5 @@
 import { corpusNotes } from "../schema.ts";
-import type { Db } from "../db.ts";
+import { asDate, type Db } from "../db.ts";
 import { getTableColumns } from "drizzle-orm";
 import {
   inOneTrip,
@@ -95,8 +95,4 @@ function statementsFor(values: Values, onlyIf?: string) {
     return { note, eventIds: (recorded?.rows ?? []).map((r) => r.id as string) };
   };
   return { statements, read };
-}
-
-function asDate(value: unknown): Date {
-  return value instanceof Date ? value : new Date(value as string);
 }

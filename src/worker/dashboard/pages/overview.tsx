@@ -113,6 +113,7 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
         canaryView(db),
       ]);
     const retrying = retriesDueText(retriesDue, (iso) => time(new Date(iso)));
+    const canaryLine = `Jobs from QStash: ${canaryText(canary, time)}.`;
     const sweepProblem = sweepTrouble(sweep, new Date(), time);
     const waiting = waitLists.filter((w) => w.waiting > 0);
     const inQStash = waiting.reduce((n, w) => n + w.waiting, 0);
@@ -233,10 +234,12 @@ export function registerOverview(dashboard: Hono<DashboardEnv>) {
             which no count shows (the jobs were published, and QStash took them). */}
         {canary.late || canary.foreignLabels > 0 ? (
           <div class="panel" id="canary">
-            <p class="error">{`Jobs from QStash: ${canaryText(canary, time)}.`}</p>
+            <p class="error">{canaryLine}</p>
           </div>
         ) : (
-          <p class="muted" id="canary">{`Jobs from QStash: ${canaryText(canary, time)}.`}</p>
+          <p class="muted" id="canary">
+            {canaryLine}
+          </p>
         )}
         <p class="muted" id="storage">{`Database: ${storageText(storage)}.`}</p>
         {/* The retry tail: after an outage, what still waits for QStash's next try, which
