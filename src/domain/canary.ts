@@ -1,5 +1,12 @@
 import { sql, type SQL } from "drizzle-orm";
-import { asPublishError, checkedLabel, jobUrl, qstashAnswerWithin, qstashClient } from "../outbox/index.ts";
+import {
+  asPublishError,
+  checkedLabel,
+  isUuid,
+  jobUrl,
+  qstashAnswerWithin,
+  qstashClient,
+} from "../outbox/index.ts";
 import { asDate, type Db } from "./db.ts";
 import { isoTime, queryRows, utcText } from "./webhooks/rows.ts";
 
@@ -344,7 +351,7 @@ export async function recordCanaryAnswer(
   } catch {
     return false;
   }
-  if (typeof canaryId !== "string" || !/^[0-9a-f-]{36}$/i.test(canaryId)) return false;
+  if (typeof canaryId !== "string" || !isUuid(canaryId)) return false;
   const said = letter.responseBody ? letter.responseBody.replace(/\s+/g, " ").slice(0, 300) : "";
   const answer =
     letter.responseStatus === null || letter.responseStatus === 0

@@ -238,6 +238,9 @@ describe("a canary's dead letter", () => {
     const letter = { responseStatus: 500, responseBody: "boom" };
     expect(await recordCanaryAnswer(db(), { ...letter, body: "not json" })).toBe(false);
     expect(await recordCanaryAnswer(db(), { ...letter, body: '{"canaryId":"x"}' })).toBe(false);
+    // Thirty-six of the characters a UUID has is no UUID: asked of the database, it threw.
+    const shaped = JSON.stringify({ canaryId: "-".repeat(36), label });
+    expect(await recordCanaryAnswer(db(), { ...letter, body: shaped })).toBe(false);
     // Another deployment's, on our label and URL: its own sweep reads it (and says why).
     const theirs = JSON.stringify({ canaryId: crypto.randomUUID(), label });
     expect(await recordCanaryAnswer(db(), { ...letter, body: theirs })).toBe(false);
