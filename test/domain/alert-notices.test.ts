@@ -78,7 +78,10 @@ describe("the sweep's alert notice", () => {
         }),
       ],
     });
-    // Told once: the next sweep has nothing new, until a new alert opens.
+    // Told once: the next sweep has nothing new, until a new alert opens, and a 2xx
+    // answer is what holds them, not the claim's lease (here run out).
+    expect(await send()).toEqual({ sent: 0 });
+    await t.pool.query("UPDATE outbox_alerts SET notice_claimed_at = now() - interval '3 minutes'");
     expect(await send()).toEqual({ sent: 0 });
     await raise("relay.lagging", "the relay is behind");
     expect(await send()).toEqual({ sent: 1 });
